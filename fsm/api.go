@@ -330,3 +330,24 @@ type Result struct {
 	TokenErrs   []error
 	SessionID   string
 }
+
+// The FSM type (fsm.go) offers, and the partition layer relies on, exactly these:
+//
+//	func New(cfg Config) *FSM
+//	func (f *FSM) Apply(e *Entry) []Result             // one Result per e.Cmds, in order
+//	func (f *FSM) Now() int64                           // max Now applied so far (leader clocks never go back)
+//	func (f *FSM) NextDeadline() int64                  // earliest pending deadline, NeverMs if none
+//	func (f *FSM) Config() Config
+//	func (f *FSM) Peek(t Target, fromSeq int64, max int) []*Message   // S-LOCK-11, copies
+//	func (f *FSM) SessionState(t Target, sessionID string) []byte     // nil when none (S-SES-5)
+//	func (f *FSM) ListSessions(t Target) []string                     // sessions with messages or state
+//	func (f *FSM) Stats() Stats                                       // counts per target
+//	func (f *FSM) Snapshot(w io.Writer) error       // deterministic, versioned, checksummed
+//	func (f *FSM) Restore(r io.Reader) error        // replaces the whole state
+//	func (f *FSM) Digest() [32]byte                 // SHA-256 of Snapshot's bytes
+//
+//	func AppendEntry(dst []byte, e *Entry) []byte   // versioned binary encoding (version byte first)
+//	func DecodeEntry(b []byte) (*Entry, error)      // never panics; ErrBadCommand on bad input
+//
+// FSM is not safe for concurrent use: one goroutine (raft's apply loop) owns it, and
+// queries run on that goroutine or under the caller's lock.
