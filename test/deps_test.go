@@ -1,0 +1,118 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/quorumbus/quorumbus"
+
+// depRule forbids packages under a prefix from depending (directly or not) on others.
+type depRule struct {
+	pkgPrefix string   // packages this rule applies to (module-relative, "" = root)
+	forbidden []string // import path prefixes they must not reach
+	why       string
+}
+
+var depRules = []depRule{
+	{"fsm", []string{"os", "net", "math/rand", "crypto/rand", "syscall", "time", "sync",
+		"github.com/hashicorp/", module + "/partition", module + "/cluster", module + "/amqp"},
+		"the replicated state machine is pure: time, randomness and I/O arrive in commands (P1)"},
+	{"amqp", []string{module + "/fsm", module + "/partition", module + "/cluster", "github.com/hashicorp/"},
+		"amqp knows nothing of Raft; it defines the Backend interface it needs (P9)"},
+	{"partition", []string{module + "/cluster", module + "/amqp"},
+		"dependencies point one way: fsm <- partition <- cluster"},
+	{"cluster", []string{module + "/amqp"},
+		"cluster implements amqp.Backend structurally; cmd wires the two together"},
+}
+
+// TestDependencyDirection fails when a package reaches a dependency its layer forbids.
+func TestDependencyDirection(t *testing.T) {
+	pkgs := goList(t, "./...")
+	checked := 0
+	for _, pkg := range pkgs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+		for _, r := range depRules {
+			if rel != r.pkgPrefix && !strings.HasPrefix(rel, r.pkgPrefix+"/") {
+				continue
+			}
+			checked++
+			// Standard-library entries are checked against direct imports (fmt itself
+			// reaches os); module and third-party entries against all dependencies.
+			direct := goList(t, "-f", `{{join .Imports "\n"}}`, pkg)
+			for _, dep := range append(direct, goList(t, "-deps", pkg)...) {
+				for _, f := range r.forbidden {
+					if violates(dep, f, contains(direct, dep)) {
+						t.Errorf("%s depends on %s: %s", rel, dep, r.why)
+					}
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no package matched any rule: the rule table is stale")
+	}
+}
+
+// violates reports whether dependency dep breaks the forbidden entry f. A standard
+// library entry (no dot in its first element) counts only as a direct import.
+func violates(dep, f string, isDirect bool) bool {
+	std := !strings.Contains(strings.SplitN(f, "/", 2)[0], ".")
+	if std && !isDirect {
+		return false
+	}
+	return dep == f || strings.HasPrefix(dep, strings.TrimSuffix(f, "/")+"/")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDependencyRuleCatchesViolation proves the matcher is not vacuous.
+func TestDependencyRuleCatchesViolation(t *testing.T) {
+	cases := []struct {
+		dep, forbidden string
+		direct, want   bool
+	}{
+		{"time", "time", true, true},
+		{"time", "time", false, false}, // reached only through fmt: allowed
+		{"math/rand/v2", "math/rand", true, true},
+		{"github.com/hashicorp/raft", "github.com/hashicorp/", false, true},
+		{module + "/cluster/meta", module + "/cluster", false, true},
+		{module + "/clusterx", module + "/cluster", false, false},
+		{"strings", "time", true, false},
+	}
+	for _, c := range cases {
+		if got := violates(c.dep, c.forbidden, c.direct); got != c.want {
+			t.Errorf("violates(%q, %q, direct=%v) = %v, want %v", c.dep, c.forbidden, c.direct, got, c.want)
+		}
+	}
+}
+
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = ".."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+	}
+	var pkgs []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if s := strings.TrimSpace(sc.Text()); s != "" {
+			pkgs = append(pkgs, s)
+		}
+	}
+	return pkgs
+}
