@@ -1,0 +1,13 @@
+// Command quorumbus runs one Quorumbus node: the AMQP 1.0 listener that Service Bus SDKs
+// connect to, the admin HTTP API, and the node's share of the cluster (the metadata Raft
+// group and the Raft groups of the entity partitions it hosts).
+//
+// With no arguments it starts a single node on 127.0.0.1 with its data in ./data, creates
+// the default RootManageSharedAccessKey, and prints the connection string to use.
+// Every flag is also an environment variable (--amqp-addr is QUORUMBUS_AMQP_ADDR) and a
+// key of the optional JSON file named by --config; flags win over the environment, which
+// wins over the file.
+//
+// This package is wiring only: configuration, logging, the real clock, listeners and
+// signals. It imports amqp and cluster and is imported by nothing.
+package main

@@ -1,0 +1,18 @@
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	cfg, err := loadConfig(os.Args[1:], os.Getenv, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quorumbus:", err)
+		os.Exit(2)
+	}
+	if err := run(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "quorumbus:", err)
+		os.Exit(1)
+	}
+}
