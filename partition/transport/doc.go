@@ -1,0 +1,22 @@
+// Package transport multiplexes every Raft group of a node, and any other cluster stream,
+// over one TCP listener (issue 3 item 5; implementation-notes §2.2).
+//
+// A dialler opens a plain TCP connection and writes a 5-byte header before the stream
+// begins: one type byte (TypeRaft, TypeRPC, ...) and the big-endian uint32 id of the
+// route (for TypeRaft, the partition's group id). The acceptor reads the header with a
+// deadline and hands the connection to the Layer registered for that (type, id); each
+// Layer has its own accept channel and implements raft.StreamLayer, so a
+// raft.NetworkTransport per group sits on it unchanged. Every node uses the same address
+// for all its groups.
+//
+// What it owns: the listener, the header, routing, and the connections it hands out
+// (a Layer closes every connection it dialled or accepted when it is closed, so a group
+// that shuts down really disappears from the network).
+//
+// Imports: stdlib and hashicorp/raft (for the StreamLayer and ServerAddress types only).
+// It must not import fsm, partition, cluster or amqp.
+//
+// Goroutines: Mux runs one accept loop, plus one short-lived goroutine per incoming
+// connection while its header is read (bounded by Config.HandshakeTimeout). All are
+// tracked by a WaitGroup; Mux.Close stops the loop, closes every Layer and waits for them.
+package transport
