@@ -1,0 +1,101 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+)
+
+// connectionString resolves the connection string: flag, then environment, then the file
+// the node writes into its data directory.
+func (g *globals) connectionString() (string, error) {
+	if g.connStr != "" {
+		return g.connStr, nil
+	}
+	if v := os.Getenv("QUORUMBUS_CONNECTION_STRING"); v != "" {
+		return v, nil
+	}
+	path := filepath.Join(g.data, "connection-string")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("no connection string: pass --connection-string, set QUORUMBUS_CONNECTION_STRING, or run next to the node's data directory (%s: %v)", path, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// rewriteTransport sends the admin client's requests to the node's admin listener. The
+// admin client always builds https://<endpoint host>/... from the connection string; the
+// request is still signed for that URL, which the node accepts (it authorizes by path).
+type rewriteTransport struct {
+	addr   string
+	client *http.Client
+}
+
+func (t *rewriteTransport) Do(req *http.Request) (*http.Response, error) {
+	req.URL.Scheme = "http"
+	req.URL.Host = t.addr
+	req.Host = t.addr
+	return t.client.Do(req)
+}
+
+func (g *globals) adminClient() (*admin.Client, error) {
+	cs, err := g.connectionString()
+	if err != nil {
+		return nil, err
+	}
+	return admin.NewClientFromConnectionString(cs, &admin.ClientOptions{
+		ClientOptions: azcore.ClientOptions{
+			Transport: &rewriteTransport{addr: g.adminAddr, client: &http.Client{Timeout: 30 * time.Second}},
+			Retry:     policy.RetryOptions{MaxRetries: 1, RetryDelay: 200 * time.Millisecond},
+		},
+	})
+}
+
+func (g *globals) dataClient() (*azservicebus.Client, error) {
+	cs, err := g.connectionString()
+	if err != nil {
+		return nil, err
+	}
+	return azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond},
+	})
+}
+
+// entityPath is a queue name or TOPIC/Subscriptions/SUB.
+type entityPath struct {
+	queue, topic, sub string
+}
+
+func parseEntity(s string) (entityPath, error) {
+	parts := strings.Split(strings.Trim(s, "/"), "/")
+	switch {
+	case len(parts) == 1 && parts[0] != "":
+		return entityPath{queue: parts[0]}, nil
+	case len(parts) == 3 && strings.EqualFold(parts[1], "Subscriptions") && parts[0] != "" && parts[2] != "":
+		return entityPath{topic: parts[0], sub: parts[2]}, nil
+	}
+	return entityPath{}, errors.New("entity must be QUEUE or TOPIC/Subscriptions/SUB, got " + fmt.Sprintf("%q", s))
+}
+
+func (e entityPath) String() string {
+	if e.queue != "" {
+		return e.queue
+	}
+	return e.topic + "/Subscriptions/" + e.sub
+}
+
+func (e entityPath) receiver(c *azservicebus.Client, opts *azservicebus.ReceiverOptions) (*azservicebus.Receiver, error) {
+	if e.queue != "" {
+		return c.NewReceiverForQueue(e.queue, opts)
+	}
+	return c.NewReceiverForSubscription(e.topic, e.sub, opts)
+}

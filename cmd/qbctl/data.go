@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// receiveRoundTimeout bounds one receive round of purge and resubmit; a round that gets
+// nothing within it ends the loop (the sub-queue is drained as far as this client sees).
+const receiveRoundTimeout = 3 * time.Second
+
+func (g *globals) peek(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("qbctl peek", flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	count := fs.Int("count", 20, "how many messages")
+	from := fs.Int64("from", 0, "first sequence number (0: from the start)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: peek takes ENTITY", errUsage)
+	}
+	e, err := parseEntity(pos[0])
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return g.browse(ctx, e, nil, *count, *from)
+}
+
+func (g *globals) browse(ctx context.Context, e entityPath, opts *azservicebus.ReceiverOptions, count int, from int64) error {
+	c, err := g.dataClient()
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	r, err := e.receiver(c, opts)
+	if err != nil {
+		return err
+	}
+	defer r.Close(context.Background())
+	var popts *azservicebus.PeekMessagesOptions
+	if from > 0 {
+		popts = &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}
+	}
+	dlq := opts != nil && opts.SubQueue == azservicebus.SubQueueDeadLetter
+	t := &table{header: []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "STATE", "DELIVERIES", "SUBJECT", "BODY"}}
+	if dlq {
+		t.header = []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "REASON", "DESCRIPTION", "SUBJECT", "BODY"}
+	}
+	for count > 0 {
+		msgs, err := r.PeekMessages(ctx, min(count, 100), popts)
+		if err != nil {
+			return err
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			if dlq {
+				t.add(m.SequenceNumber, m.MessageID, derefTime(m.EnqueuedTime), m.DeadLetterReason,
+					m.DeadLetterErrorDescription, m.Subject, bodyPreview(m.Body))
+			} else {
+				t.add(m.SequenceNumber, m.MessageID, derefTime(m.EnqueuedTime), stateName(m.State),
+					m.DeliveryCount, m.Subject, bodyPreview(m.Body))
+			}
+		}
+		count -= len(msgs)
+		popts = nil // the receiver continues from the last peeked sequence number
+	}
+	return g.print(t)
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+func stateName(s azservicebus.MessageState) string {
+	switch s {
+	case azservicebus.MessageStateActive:
+		return "Active"
+	case azservicebus.MessageStateDeferred:
+		return "Deferred"
+	case azservicebus.MessageStateScheduled:
+		return "Scheduled"
+	}
+	return fmt.Sprint(int(s))
+}
+
+func bodyPreview(b []byte) string {
+	const max = 40
+	s := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '.'
+		}
+		return r
+	}, string(b))
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
+}
+
+func (g *globals) dlqCmd(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: dlq needs a verb: inspect, purge or resubmit", errUsage)
+	}
+	verb := args[0]
+	fs := flag.NewFlagSet("qbctl dlq "+verb, flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	count := fs.Int("count", 0, "at most this many messages (0: all; inspect defaults to 20)")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: dlq %s takes ENTITY", errUsage, verb)
+	}
+	e, err := parseEntity(pos[0])
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	dlqOpts := &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}
+	switch verb {
+	case "inspect":
+		n := *count
+		if n == 0 {
+			n = 20
+		}
+		return g.browse(ctx, e, dlqOpts, n, 0)
+	case "purge":
+		n, err := g.drainDLQ(ctx, e, *count, nil)
+		fmt.Fprintf(g.stdout, "purged %d message(s) from %s/$DeadLetterQueue\n", n, e)
+		return err
+	case "resubmit":
+		n, err := g.resubmit(ctx, e, *count)
+		fmt.Fprintf(g.stdout, "resubmitted %d message(s) from %s/$DeadLetterQueue to %s\n", n, e, e.sendTarget())
+		return err
+	}
+	return fmt.Errorf("%w: unknown dlq verb %q", errUsage, verb)
+}
+
+// sendTarget is where resubmitted messages go: the queue itself, or the subscription's
+// topic (which fans them out again by the subscriptions' rules).
+func (e entityPath) sendTarget() string {
+	if e.queue != "" {
+		return e.queue
+	}
+	return e.topic
+}
+
+// drainDLQ removes up to limit (0: all) dead-lettered messages in ReceiveAndDelete mode.
+// each, if set, is called per message before the next round.
+func (g *globals) drainDLQ(ctx context.Context, e entityPath, limit int, each func(*azservicebus.ReceivedMessage) error) (int, error) {
+	c, err := g.dataClient()
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(context.Background())
+	r, err := e.receiver(c, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter,
+		ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close(context.Background())
+	done := 0
+	for limit == 0 || done < limit {
+		want := 100
+		if limit > 0 {
+			want = min(want, limit-done)
+		}
+		msgs, err := receiveRound(ctx, r, want)
+		if err != nil {
+			return done, err
+		}
+		if len(msgs) == 0 {
+			return done, nil
+		}
+		done += len(msgs)
+	}
+	return done, nil
+}
+
+func receiveRound(ctx context.Context, r *azservicebus.Receiver, want int) ([]*azservicebus.ReceivedMessage, error) {
+	rctx, cancel := context.WithTimeout(ctx, receiveRoundTimeout)
+	defer cancel()
+	msgs, err := r.ReceiveMessages(rctx, want, nil)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		err = nil
+	}
+	return msgs, err
+}
+
+// resubmit moves dead-lettered messages back to their source: each is sent as a copy
+// (without its dead-letter properties) and only then completed, so a failure part-way
+// leaves a message in both places rather than in neither (at least once).
+func (g *globals) resubmit(ctx context.Context, e entityPath, limit int) (int, error) {
+	total := limit
+	if ac, err := g.adminClient(); err == nil && total == 0 {
+		if e.queue != "" {
+			if rt, err := ac.GetQueueRuntimeProperties(ctx, e.queue, nil); err == nil && rt != nil {
+				total = int(rt.DeadLetterMessageCount)
+			}
+		} else if rt, err := ac.GetSubscriptionRuntimeProperties(ctx, e.topic, e.sub, nil); err == nil && rt != nil {
+			total = int(rt.DeadLetterMessageCount)
+		}
+	}
+	c, err := g.dataClient()
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(context.Background())
+	r, err := e.receiver(c, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close(context.Background())
+	s, err := c.NewSender(e.sendTarget(), nil)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close(context.Background())
+	bar := newProgress(g.stderr, total)
+	done := 0
+	for limit == 0 || done < limit {
+		want := 100
+		if limit > 0 {
+			want = min(want, limit-done)
+		}
+		msgs, err := receiveRound(ctx, r, want)
+		if err != nil {
+			return done, err
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			if err := s.SendAMQPAnnotatedMessage(ctx, resubmitCopy(m), nil); err != nil {
+				return done, fmt.Errorf("resubmit sequence number %d: %w", derefSeq(m.SequenceNumber), err)
+			}
+			if err := r.CompleteMessage(ctx, m, nil); err != nil {
+				return done, fmt.Errorf("complete sequence number %d after resubmitting it: %w", derefSeq(m.SequenceNumber), err)
+			}
+			done++
+			bar.set(done)
+		}
+	}
+	bar.finish()
+	return done, nil
+}
+
+func derefSeq(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// deadLetterKeys are the application properties the broker adds to dead-lettered
+// messages; a resubmitted copy leaves them behind.
+var deadLetterKeys = []string{"DeadLetterReason", "DeadLetterErrorDescription"}
+
+func resubmitCopy(m *azservicebus.ReceivedMessage) *azservicebus.AMQPAnnotatedMessage {
+	raw := m.RawAMQPMessage
+	out := &azservicebus.AMQPAnnotatedMessage{Body: raw.Body, Properties: raw.Properties}
+	if raw.Header != nil && raw.Header.TTL > 0 {
+		out.Header = &azservicebus.AMQPAnnotatedMessageHeader{TTL: raw.Header.TTL, Durable: raw.Header.Durable, Priority: raw.Header.Priority}
+	}
+	if len(raw.ApplicationProperties) > 0 {
+		out.ApplicationProperties = make(map[string]any, len(raw.ApplicationProperties))
+		for k, v := range raw.ApplicationProperties {
+			out.ApplicationProperties[k] = v
+		}
+		for _, k := range deadLetterKeys {
+			delete(out.ApplicationProperties, k)
+		}
+	}
+	// Broker-stamped annotations (sequence number, lock, enqueued time...) are not the
+	// sender's to set; keep only the partition key, which routes the copy.
+	for k, v := range raw.MessageAnnotations {
+		if k == "x-opt-partition-key" {
+			if out.MessageAnnotations == nil {
+				out.MessageAnnotations = map[any]any{}
+			}
+			out.MessageAnnotations[k] = v
+		}
+	}
+	return out
+}
+
+// progress draws a one-line bar on a terminal-ish writer: [#####.....] 500/1000.
+type progress struct {
+	w     io.Writer
+	total int
+	last  int
+}
+
+func newProgress(w io.Writer, total int) *progress { return &progress{w: w, total: total, last: -1} }
+
+func (p *progress) set(n int) {
+	const width = 30
+	if p.total <= 0 {
+		if n-p.last >= 100 || p.last < 0 {
+			fmt.Fprintf(p.w, "\r%d", n)
+			p.last = n
+		}
+		return
+	}
+	filled := min(width, n*width/p.total)
+	if filled == p.last && n != p.total {
+		return
+	}
+	p.last = filled
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, p.total)
+}
+
+func (p *progress) finish() {
+	if p.last >= 0 {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+type globals struct {
+	connStr   string
+	adminAddr string
+	data      string
+	output    string
+	stdout    io.Writer
+	stderr    io.Writer
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "qbctl:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `Usage: qbctl [global flags] COMMAND ...
+
+Commands:
+  status                                     node health and namespace
+  queue create|list|show|update|delete       queues
+  topic create|list|show|update|delete       topics
+  subscription create|list|show|update|delete TOPIC [SUB]
+  rule create|list|show|delete TOPIC SUB [RULE]
+  peek ENTITY                                browse messages without locking them
+  dlq inspect|purge|resubmit ENTITY          the dead-letter sub-queue of ENTITY
+
+ENTITY is QUEUE or TOPIC/Subscriptions/SUB. Run a command with -h for its flags.
+
+Global flags:
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	g := &globals{stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("qbctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&g.connStr, "connection-string", "", "Service Bus connection string (env QUORUMBUS_CONNECTION_STRING)")
+	fs.StringVar(&g.adminAddr, "admin-addr", envOr("QUORUMBUS_ADMIN_ADDR", "127.0.0.1:5300"), "the node's admin API, HOST:PORT (env QUORUMBUS_ADMIN_ADDR)")
+	fs.StringVar(&g.data, "data", envOr("QUORUMBUS_DATA", "./data"), "the node's data directory, read for its connection-string file (env QUORUMBUS_DATA)")
+	fs.StringVar(&g.output, "output", "table", "table or json")
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if g.output != "table" && g.output != "json" {
+		return fmt.Errorf("%w: --output must be table or json", errUsage)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	cmd, rest := rest[0], rest[1:]
+	switch cmd {
+	case "status":
+		return g.status(ctx, rest)
+	case "queue", "queues":
+		return g.entityCmd(ctx, kindQueue, rest)
+	case "topic", "topics":
+		return g.entityCmd(ctx, kindTopic, rest)
+	case "subscription", "subscriptions", "sub":
+		return g.entityCmd(ctx, kindSubscription, rest)
+	case "rule", "rules":
+		return g.ruleCmd(ctx, rest)
+	case "peek":
+		return g.peek(ctx, rest)
+	case "dlq":
+		return g.dlqCmd(ctx, rest)
+	}
+	fs.Usage()
+	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseInterleaved parses flags that may appear before, between or after positional
+// arguments (qbctl queue create q1 --lock-duration 30s).
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// table is what every command prints: rows under a header, or the same as JSON objects
+// keyed by the header names (lower-cased) when --output json.
+type table struct {
+	header []string
+	rows   [][]any
+}
+
+func (t *table) add(cells ...any) { t.rows = append(t.rows, cells) }
+
+func (g *globals) print(t *table) error {
+	if g.output == "json" {
+		out := make([]map[string]any, 0, len(t.rows))
+		for _, r := range t.rows {
+			m := make(map[string]any, len(r))
+			for i, c := range r {
+				m[jsonKey(t.header[i])] = jsonValue(c)
+			}
+			out = append(out, m)
+		}
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return writeTable(g.stdout, t)
+}
+
+// printKV prints one object: "key  value" lines, or a JSON object.
+func (g *globals) printKV(keys []string, values []any) error {
+	if g.output == "json" {
+		m := make(map[string]any, len(keys))
+		for i, k := range keys {
+			m[jsonKey(k)] = jsonValue(values[i])
+		}
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(m)
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	for i, k := range keys {
+		fmt.Fprintf(w, "%s\t%s\n", k, cellString(values[i]))
+	}
+	return w.Flush()
+}
+
+func writeTable(out io.Writer, t *table) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(t.header, "\t"))
+	for _, r := range t.rows {
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = cellString(c)
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
+	}
+	return w.Flush()
+}
+
+func jsonKey(h string) string { return strings.ToLower(strings.ReplaceAll(h, " ", "_")) }
+
+func jsonValue(c any) any {
+	switch v := c.(type) {
+	case time.Duration:
+		return v.String()
+	case time.Time:
+		if v.IsZero() {
+			return nil
+		}
+		return v.UTC().Format(time.RFC3339Nano)
+	}
+	return deref(c)
+}
+
+func cellString(c any) string {
+	switch v := jsonValue(c).(type) {
+	case nil:
+		return "-"
+	case string:
+		if v == "" {
+			return "-"
+		}
+		return v
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// deref turns the admin client's pointer fields into values (nil stays nil).
+func deref(c any) any {
+	switch v := c.(type) {
+	case *string:
+		if v == nil {
+			return nil
+		}
+		return *v
+	case *int32:
+		if v == nil {
+			return nil
+		}
+		return *v
+	case *int64:
+		if v == nil {
+			return nil
+		}
+		return *v
+	case *bool:
+		if v == nil {
+			return nil
+		}
+		return *v
+	}
+	return c
+}
