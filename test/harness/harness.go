@@ -1,0 +1,240 @@
+// Package harness starts real quorumbus nodes for end-to-end tests: it builds the
+// binary once per test process, runs each node as a subprocess on 127.0.0.1 with its own
+// data directory, and hands out official SDK clients pointed at it. Nodes die with the
+// test (t.Cleanup, and the kernel kills them if the test process dies first).
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds cmd/quorumbus (and cmd/qbctl) once per test process and returns the
+// directory holding both.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "quorumbus-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		root, err := moduleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/quorumbus", "./cmd/qbctl")
+		cmd.Dir = root
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out.String())
+			return
+		}
+		binPath = dir
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func moduleRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("harness: cannot find its own source")
+	}
+	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Endpoints is what a node writes to <data>/endpoints.json once it serves.
+type Endpoints struct {
+	AMQP             string `json:"amqp"`
+	Admin            string `json:"admin"`
+	Cluster          string `json:"cluster"`
+	ConnectionString string `json:"connectionString"`
+}
+
+// Node is one running quorumbus process.
+type Node struct {
+	Dir  string
+	Args []string // extra flags
+	Endpoints
+
+	t   testing.TB
+	cmd *exec.Cmd
+	log *bytes.Buffer
+}
+
+// Start runs a node with a fresh data directory. extra flags are appended, e.g.
+// "--config-json", path.
+func Start(t testing.TB, extra ...string) *Node {
+	t.Helper()
+	n := &Node{Dir: t.TempDir(), Args: extra, t: t}
+	n.start()
+	t.Cleanup(func() { n.Kill() })
+	return n
+}
+
+func (n *Node) start() {
+	n.t.Helper()
+	bin := filepath.Join(Binary(n.t), "quorumbus")
+	os.Remove(filepath.Join(n.Dir, "endpoints.json"))
+	args := append([]string{"--data", n.Dir, "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		"--cluster-addr", "127.0.0.1:0", "--log-level", "warn"}, n.Args...)
+	n.cmd = exec.Command(bin, args...)
+	n.cmd.Env = append(os.Environ(), "QUORUMBUS_TEST_FAST_RAFT=1")
+	n.log = &bytes.Buffer{}
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	// The node dies with the test process, whatever happens to the test.
+	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := n.cmd.Start(); err != nil {
+		n.t.Fatalf("start quorumbus: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func(c *exec.Cmd) { exited <- c.Wait() }(n.cmd)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(n.Dir, "endpoints.json"))
+		if err == nil && json.Unmarshal(b, &n.Endpoints) == nil && n.ConnectionString != "" {
+			break
+		}
+		select {
+		case err := <-exited:
+			n.t.Fatalf("quorumbus exited before serving: %v\n%s", err, n.log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			n.t.Fatalf("quorumbus did not write endpoints.json within 60s\n%s", n.log.String())
+		}
+	}
+	n.waitReady()
+}
+
+func (n *Node) waitReady() {
+	n.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + n.Admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling a readiness endpoint
+	}
+	n.t.Fatalf("quorumbus not ready within 30s\n%s", n.Log())
+}
+
+// Log is what the node printed so far.
+func (n *Node) Log() string { return n.log.String() }
+
+// Kill stops the node with SIGKILL (no clean shutdown): the crash of S-DUR-1.
+func (n *Node) Kill() {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return
+	}
+	syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+	n.waitGone()
+}
+
+// Stop sends SIGTERM and waits for a graceful exit.
+func (n *Node) Stop() {
+	n.t.Helper()
+	syscall.Kill(n.cmd.Process.Pid, syscall.SIGTERM)
+	n.waitGone()
+}
+
+func (n *Node) waitGone() {
+	pid := n.cmd.Process.Pid
+	for i := 0; i < 3000; i++ {
+		if err := syscall.Kill(pid, 0); err != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // waiting for the process to disappear
+	}
+}
+
+// Restart starts the node again on the same data directory (new ports).
+func (n *Node) Restart() {
+	n.t.Helper()
+	n.start()
+}
+
+// Client is an azservicebus client for this node, with short retries so error paths
+// stay fast in tests.
+func (n *Node) Client(t testing.TB) *azservicebus.Client {
+	t.Helper()
+	c, err := azservicebus.NewClientFromConnectionString(n.ConnectionString, &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: 2, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// rewrite sends the admin client's https://<endpoint>/... requests to the node's admin
+// listener over plain HTTP; the signature still covers the original URL.
+type rewrite struct{ addr string }
+
+func (r rewrite) Do(req *http.Request) (*http.Response, error) {
+	req.URL.Scheme, req.URL.Host, req.Host = "http", r.addr, r.addr
+	return http.DefaultClient.Do(req)
+}
+
+// AdminClient is an azservicebus/admin client for this node.
+func (n *Node) AdminClient(t testing.TB) *admin.Client {
+	t.Helper()
+	c, err := admin.NewClientFromConnectionString(n.ConnectionString, &admin.ClientOptions{
+		ClientOptions: azcore.ClientOptions{
+			Transport: rewrite{n.Admin},
+			Retry:     policy.RetryOptions{MaxRetries: -1},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Qbctl runs the qbctl binary against this node and returns its stdout; stderr is
+// returned in the error when it fails.
+func (n *Node) Qbctl(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	bin := filepath.Join(Binary(t), "qbctl")
+	cmd := exec.Command(bin, append([]string{"--admin-addr", n.Admin, "--data", n.Dir}, args...)...)
+	cmd.Env = append(os.Environ(), "QUORUMBUS_CONNECTION_STRING=")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("qbctl %v: %v\n%s", args, err, errOut.String())
+	}
+	return out.String(), nil
+}
