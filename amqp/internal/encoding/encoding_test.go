@@ -122,11 +122,11 @@ func TestDecodeWideForms(t *testing.T) {
 func TestDecodeHostile(t *testing.T) {
 	for _, h := range []string{
 		"", "ff", "70", "a105", "b1ffffffff", "c0", "c00510", "d0000000ff",
-		"d000000004ffffffff", // count far beyond the bytes that remain
+		"d000000004ffffffff",   // count far beyond the bytes that remain
 		"f000000005ffffffff43", // 4G zero-width elements
-		"5602",               // bad boolean
-		"a102c328",           // invalid UTF-8
-		"00",                 // described without descriptor
+		"5602",                 // bad boolean
+		"a102c328",             // invalid UTF-8
+		"00",                   // described without descriptor
 		strings.Repeat("00", 200) + "40",
 	} {
 		b, _ := hex.DecodeString(h)
