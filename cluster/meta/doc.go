@@ -1,0 +1,20 @@
+// Package meta owns the namespace metadata of a Quorumbus node: the namespace itself,
+// its queues, topics, subscriptions and rules with every Service Bus property (S-ENT-1,
+// S-ENT-2), the SAS keys that authenticate clients, and the placement of each entity's
+// partitions on Raft groups and nodes.
+//
+// State is the state machine of the metadata Raft group. It is pure and deterministic
+// (P1): it reads no clock, disk, network or randomness and never depends on map order.
+// Time enters only as Entry.Now, stamped by the proposer. Commands and snapshots are a
+// versioned wire format (P3): EncodeEntry/DecodeEntry and Snapshot/Restore.
+//
+// The package also converts an entity partition into the fsm.Config its partition group
+// runs with (PartitionConfig), parses and formats the ISO 8601 durations Service Bus uses,
+// and loads the official emulator's Config.json (LoadEmulatorConfig).
+//
+// Imports: the standard library, fsm and fsm/rule value types. Never amqp, partition,
+// hashicorp/* or net/os: the Raft group wrapping State lives in package cluster.
+//
+// Goroutines: none. State is not safe for concurrent use; its owner (the Raft apply loop)
+// serialises Apply and reads, or readers hold the owner's lock.
+package meta
