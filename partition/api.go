@@ -1,0 +1,345 @@
+package partition
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quorumbus/quorumbus/fsm"
+)
+
+// The typed API. Every write proposes one fsm command through the group-commit proposer
+// and returns after the entry carrying it is committed on a quorum (fsynced) and applied
+// on this replica (S-SEND-1). Errors: *NotLeaderError (errors.Is ErrNotLeader) on a
+// follower, ErrTimeout when ctx's deadline passes, ErrClosed, or the fsm's own sentinel
+// errors (fsm.ErrLockLost, ...) wrapped with %w. Messages passed in must not be changed
+// until the call returns; messages returned are the caller's.
+
+// Enqueue stores msgs all-or-nothing (S-SEND-5) and returns their sequence numbers; for a
+// duplicate (S-DUP-1) the original's sequence number, or 0 if unknown.
+func (p *Partition) Enqueue(ctx context.Context, msgs []*fsm.Message) ([]int64, error) {
+	res, err := p.propose(ctx, &fsm.Enqueue{Messages: msgs})
+	if err != nil {
+		return nil, err
+	}
+	return res.SeqNos, resultErr("enqueue", res.Err)
+}
+
+// Schedule stores msgs to become available at their ScheduledEnqueueTime (S-SCH-1) and
+// returns their sequence numbers.
+func (p *Partition) Schedule(ctx context.Context, msgs []*fsm.Message) ([]int64, error) {
+	res, err := p.propose(ctx, &fsm.Schedule{Messages: msgs})
+	if err != nil {
+		return nil, err
+	}
+	return res.SeqNos, resultErr("schedule", res.Err)
+}
+
+// Cancel removes scheduled messages by sequence number (S-SCH-1).
+func (p *Partition) Cancel(ctx context.Context, seqNos []int64) error {
+	res, err := p.propose(ctx, &fsm.CancelScheduled{SeqNos: seqNos})
+	if err != nil {
+		return err
+	}
+	return resultErr("cancel", res.Err)
+}
+
+// Receive takes up to req.Max messages (S-RCV-1, S-LOCK-1). When none is available and
+// wait > 0 it long-polls on the leader: it proposes again whenever an entry may have made
+// a message available (enqueue, abandon, lock expiry, scheduled activation, ...) until
+// wait has passed, then returns no messages and no error. req.Salt is chosen here from
+// crypto/rand. In ReceiveAndDelete mode the messages are gone from the partition once
+// this returns, even if ctx ended meanwhile (S-RCV-1: at most once).
+func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Duration) ([]*fsm.Message, error) {
+	req.Salt = salt()
+	var msgs []*fsm.Message
+	err := p.waitLoop(ctx, wait, func() (bool, error) {
+		r := req // each proposal gets its own command value
+		res, err := p.propose(ctx, &r)
+		if err != nil {
+			return true, err
+		}
+		if res.Err != nil {
+			return true, resultErr("receive", res.Err)
+		}
+		msgs = res.Messages
+		return len(msgs) > 0, nil
+	})
+	return msgs, err
+}
+
+// ReceiveDeferred locks (or removes) deferred messages by sequence number (S-LOCK-7).
+func (p *Partition) ReceiveDeferred(ctx context.Context, req fsm.ReceiveDeferred) ([]*fsm.Message, error) {
+	req.Salt = salt()
+	res, err := p.propose(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Messages, resultErr("receive deferred", res.Err)
+}
+
+// Settle settles locked messages (S-LOCK-2..7). With several tokens, the per-token
+// outcomes are in the returned slice (nil entries succeeded); the error is the command's.
+func (p *Partition) Settle(ctx context.Context, req fsm.Settle) ([]error, error) {
+	res, err := p.propose(ctx, &req)
+	if err != nil {
+		return nil, err
+	}
+	errs := res.TokenErrs
+	for i, e := range errs {
+		errs[i] = resultErr("settle", e)
+	}
+	return errs, resultErr("settle", res.Err)
+}
+
+// Release unlocks messages whose delivery the client released, without counting a
+// delivery (fsm.Release).
+func (p *Partition) Release(ctx context.Context, t fsm.Target, tokens []fsm.LockToken, sessionID, owner string) ([]error, error) {
+	return p.Settle(ctx, fsm.Settle{Target: t, Tokens: tokens, Disposition: fsm.Release, SessionID: sessionID, Owner: owner})
+}
+
+// RenewLock extends locks to now + LockDuration (S-LOCK-8) and returns the new
+// LockedUntil per token.
+func (p *Partition) RenewLock(ctx context.Context, t fsm.Target, tokens []fsm.LockToken) ([]int64, error) {
+	res, err := p.propose(ctx, &fsm.RenewLock{Target: t, Tokens: tokens})
+	if err != nil {
+		return nil, err
+	}
+	if res.Err == nil {
+		for _, e := range res.TokenErrs {
+			if e != nil {
+				return res.LockedUntil, resultErr("renew lock", e)
+			}
+		}
+	}
+	return res.LockedUntil, resultErr("renew lock", res.Err)
+}
+
+// AcceptSession locks a session for req.Owner (S-SES-2): the named one, or with an empty
+// SessionID the next available one, waiting up to wait for one to become available (then
+// fsm.ErrNoSessionAvailable). It returns the session's id and lock expiry.
+func (p *Partition) AcceptSession(ctx context.Context, req fsm.AcceptSession, wait time.Duration) (string, int64, error) {
+	if req.SessionID != "" {
+		wait = 0
+	}
+	var res fsm.Result
+	err := p.waitLoop(ctx, wait, func() (bool, error) {
+		r := req
+		var err error
+		res, err = p.propose(ctx, &r)
+		if err != nil {
+			return true, err
+		}
+		if errors.Is(res.Err, fsm.ErrNoSessionAvailable) {
+			return false, nil
+		}
+		return true, resultErr("accept session", res.Err)
+	})
+	if err == nil && res.Err != nil {
+		err = resultErr("accept session", res.Err) // waited in vain
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	return res.SessionID, first(res.LockedUntil), nil
+}
+
+// ReleaseSession releases a session lock (S-SES-4, S-SES-6).
+func (p *Partition) ReleaseSession(ctx context.Context, t fsm.Target, sessionID, owner string) error {
+	res, err := p.propose(ctx, &fsm.ReleaseSession{Target: t, SessionID: sessionID, Owner: owner})
+	if err != nil {
+		return err
+	}
+	return resultErr("release session", res.Err)
+}
+
+// RenewSession renews a session lock (S-SES-4) and returns its new expiry.
+func (p *Partition) RenewSession(ctx context.Context, t fsm.Target, sessionID, owner string) (int64, error) {
+	res, err := p.propose(ctx, &fsm.RenewSession{Target: t, SessionID: sessionID, Owner: owner})
+	if err != nil {
+		return 0, err
+	}
+	return first(res.LockedUntil), resultErr("renew session", res.Err)
+}
+
+// SetSessionState sets, or with empty state clears, a session's state (S-SES-5).
+func (p *Partition) SetSessionState(ctx context.Context, req fsm.SetSessionState) error {
+	res, err := p.propose(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return resultErr("set session state", res.Err)
+}
+
+// UpdateEntity replaces the entity configuration; every message lock is released
+// (S-ENT-3). cfg.GroupID must stay the group's id.
+func (p *Partition) UpdateEntity(ctx context.Context, cfg fsm.Config) error {
+	if cfg.GroupID != p.cfg.FSM.GroupID {
+		return fmt.Errorf("partition: UpdateEntity changes GroupID %d to %d", p.cfg.FSM.GroupID, cfg.GroupID)
+	}
+	res, err := p.propose(ctx, &fsm.UpdateEntity{Config: cfg})
+	if err != nil {
+		return err
+	}
+	return resultErr("update entity", res.Err)
+}
+
+// Purge removes every message of a target (operator action).
+func (p *Partition) Purge(ctx context.Context, t fsm.Target) error {
+	res, err := p.propose(ctx, &fsm.Purge{Target: t})
+	if err != nil {
+		return err
+	}
+	return resultErr("purge", res.Err)
+}
+
+// Reads. They are served by the leader once it has applied every entry of earlier terms
+// (a Barrier after election), without a quorum round (no VerifyLeader): a leader that has
+// just been deposed may answer from state up to LeaderLeaseTimeout old.
+
+// Peek returns up to max messages from sequence number fromSeq on, without locking them
+// (S-LOCK-11).
+func (p *Partition) Peek(ctx context.Context, t fsm.Target, fromSeq int64, max int) ([]*fsm.Message, error) {
+	var out []*fsm.Message
+	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.Peek(t, fromSeq, max) })
+	return out, err
+}
+
+// SessionState returns a session's state, nil when it has none (S-SES-5).
+func (p *Partition) SessionState(ctx context.Context, t fsm.Target, sessionID string) ([]byte, error) {
+	var out []byte
+	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.SessionState(t, sessionID) })
+	return out, err
+}
+
+// ListSessions lists the sessions of a target that have messages or state.
+func (p *Partition) ListSessions(ctx context.Context, t fsm.Target) ([]string, error) {
+	var out []string
+	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.ListSessions(t) })
+	return out, err
+}
+
+// Stats returns the fsm's counters.
+func (p *Partition) Stats(ctx context.Context) (fsm.Stats, error) {
+	var out fsm.Stats
+	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.Stats() })
+	return out, err
+}
+
+func (p *Partition) leaderRead(ctx context.Context, fn func(*fsm.FSM)) error {
+	if err := ctx.Err(); err != nil {
+		return ctxErr(ctx, false)
+	}
+	select {
+	case <-p.closing:
+		return ErrClosed
+	default:
+	}
+	if !p.ready.Load() || p.raft.State() != raft.Leader {
+		return p.notLeader(false)
+	}
+	p.m.read(fn)
+	return nil
+}
+
+// waitLoop runs try until it reports done, an error, or wait has passed; between tries
+// it sleeps until an applied entry may have changed the answer. It takes the wake-up
+// channel before each try so no wake-up is lost.
+func (p *Partition) waitLoop(ctx context.Context, wait time.Duration, try func() (done bool, err error)) error {
+	var expired chan struct{}
+	if wait > 0 {
+		expired = make(chan struct{})
+		stop := p.clock.AfterFunc(wait, func() { close(expired) })
+		defer stop()
+	}
+	for {
+		woken := p.avail.wait()
+		done, err := try()
+		if done || err != nil || expired == nil {
+			return err
+		}
+		select {
+		case <-woken:
+		case <-expired:
+			return nil
+		case <-ctx.Done():
+			return ctxErr(ctx, false)
+		case <-p.closing:
+			return ErrClosed
+		}
+	}
+}
+
+// Local state, on any replica.
+
+// IsLeader reports whether this replica leads the group and has caught up with it.
+func (p *Partition) IsLeader() bool {
+	return p.ready.Load() && p.raft.State() == raft.Leader
+}
+
+// Leader returns the leader's ServerID and address as far as this replica knows.
+func (p *Partition) Leader() (id, addr string) {
+	a, i := p.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// AppliedIndex is the last raft index handed to this replica's fsm.
+func (p *Partition) AppliedIndex() uint64 { return p.raft.AppliedIndex() }
+
+// Digest is the SHA-256 of this replica's fsm snapshot (for convergence checks).
+func (p *Partition) Digest() [32]byte {
+	var d [32]byte
+	p.m.read(func(f *fsm.FSM) { d = f.Digest() })
+	return d
+}
+
+// Membership, on the leader (cluster/placement drives these).
+
+// AddVoter adds or updates a voting replica.
+func (p *Partition) AddVoter(ctx context.Context, id, addr string) error {
+	return p.raftErr(p.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeoutOf(ctx)).Error())
+}
+
+// RemoveServer removes a replica from the group.
+func (p *Partition) RemoveServer(ctx context.Context, id string) error {
+	return p.raftErr(p.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx)).Error())
+}
+
+// TransferLeadership hands leadership to another voter (graceful shutdown, balancing).
+func (p *Partition) TransferLeadership() error {
+	return p.raftErr(p.raft.LeadershipTransfer().Error())
+}
+
+// Servers returns the group's current configuration.
+func (p *Partition) Servers() ([]raft.Server, error) {
+	f := p.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, p.raftErr(err)
+	}
+	return f.Configuration().Servers, nil
+}
+
+func timeoutOf(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return 0
+}
+
+func salt() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return binary.BigEndian.Uint32(b[:])
+}
+
+func first(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return v[0]
+}

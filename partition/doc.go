@@ -1,0 +1,64 @@
+// Package partition runs one replica of one entity partition: a hashicorp/raft group
+// (raft v1.7.3) whose state machine is an fsm.FSM, with a raft-boltdb/v2 log and stable
+// store (one raft.db per group, behind raft.NewLogCache) and a FileSnapshotStore
+// (retain 2), all under <data>/partitions/<entity>/<n>/. It offers the typed API the
+// cluster layer calls (Enqueue, Receive, Settle, RenewLock, Peek, Schedule, Cancel,
+// sessions, Stats, UpdateEntity, Purge) and does the leader-only work the pure fsm cannot:
+// reading the clock, choosing lock-token salt, and proposing ticks.
+//
+// Imports: fsm, hashicorp/raft, raft-boltdb/v2 (and bbolt for its open options), and
+// partition/transport in tests. Never amqp or cluster.
+//
+// # Write path and group commit
+//
+// Each API call becomes one fsm command handed to the proposer. The proposer takes
+// every command waiting (up to Config.MaxBatchCmds / MaxBatchBytes, optionally lingering
+// Config.Linger) into ONE fsm.Entry, stamps it with the leader's time, encodes it and
+// calls raft.Apply without waiting. Up to Config.MaxInflight entries are in raft at once;
+// while they are, new commands accumulate, so batches grow with load and one fsync
+// carries many messages. raft runs with BatchApplyCh and MaxAppendEntries=512, so
+// several entries also share one disk write and one AppendEntries RPC. The completer
+// waits on each raft ApplyFuture in log order and answers each caller with its own
+// fsm.Result only after the entry is committed on a quorum and applied here.
+//
+// # Time
+//
+// Entry.Now = max(leader wall clock, the proposer's previous stamp, fsm.Now()), so
+// timestamps never go back in the log, even across leaders with skewed clocks (the fsm
+// also keeps max(previous, Now)). Lock-token salt comes from crypto/rand on the leader.
+//
+// # Goroutines
+//
+// Per Partition, besides raft's own (main loop, FSM apply loop, snapshot loop, one
+// replication and heartbeat goroutine per follower, and the NetworkTransport's listener
+// and per-connection handlers):
+//   - proposer: drains the proposal queue into entries and submits them to raft;
+//   - completer: waits on submitted entries in order and answers their callers;
+//   - leader loop: follows leadership (raft NotifyCh); on gaining it runs a Barrier (in a
+//     short-lived tracked goroutine), then arms a timer (Config.Clock) at
+//     fsm.NextDeadline() and proposes fsm.Tick when it passes, re-arming after every apply
+//     that moves the deadline; on losing it, disarms and wakes receive waiters.
+//
+// All are tracked by one WaitGroup. Close stops the proposer, lets the completer answer
+// every entry already in raft (each one commits or fails when leadership is lost), then
+// shuts raft, the transport and the store down. Callers blocked in Receive or
+// AcceptSession long-polls wait on a broadcast that every apply which may make messages
+// or sessions available (and every leadership change) fires.
+//
+// # Failover and locks (S-LOCK-10)
+//
+// Locks are replicated fsm state: token, LockedUntil and DeliveryCount are in every
+// replica. A new leader neither drops nor extends them. After its Barrier it arms its
+// timer from fsm.NextDeadline(), so a lock taken on the old leader expires at its
+// LockedUntil through a Tick proposed by the new leader (the message becomes available
+// again with its DeliveryCount incremented on the next delivery, S-LOCK-4/5), and until
+// then the holder can settle or renew it with its token on the new leader. TTL expiry
+// and scheduled activation continue the same way. Deadlines that passed during the
+// election are applied by the new leader's first Tick, which may be late by up to the
+// election time; they are never applied early.
+//
+// # Lock tokens
+//
+// Bytes 0..3 of every fsm.LockToken are the group id (fsm.Config.GroupID): GroupOfToken
+// lets any node route a settlement or renewal that arrives with only the token.
+package partition

@@ -1,0 +1,136 @@
+package partition
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quorumbus/quorumbus/fsm"
+)
+
+// machine adapts *fsm.FSM to raft.BatchingFSM. Raft's FSM goroutine calls Apply,
+// ApplyBatch, Snapshot and Restore; the partition's API and tests read the fsm under mu.
+type machine struct {
+	mu    sync.Mutex // guards f and index (lock order: mu is a leaf)
+	f     *fsm.FSM   // owner: raft's FSM goroutine, under mu
+	index uint64     // last raft index applied or restored; under mu
+
+	now  atomic.Int64 // f.Now() after the last apply: the proposer's time floor
+	next atomic.Int64 // f.NextDeadline() after the last apply: the leader timer's target
+
+	// applied is called after every batch, outside mu, on raft's FSM goroutine: wake says
+	// a receive or session waiter may now succeed.
+	applied func(wake bool)
+}
+
+var _ raft.BatchingFSM = (*machine)(nil)
+
+func newMachine(cfg fsm.Config, applied func(bool)) *machine {
+	m := &machine{f: fsm.New(cfg), applied: applied}
+	m.now.Store(m.f.Now())
+	m.next.Store(m.f.NextDeadline())
+	return m
+}
+
+// Apply implements raft.FSM for a single log.
+func (m *machine) Apply(l *raft.Log) any {
+	return m.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed entries in order. The response for a command entry is
+// []fsm.Result (one per command) or an error if the entry cannot be decoded, which only
+// a bug or corruption can cause: every replica then fails the same way.
+func (m *machine) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	wake := false
+	m.mu.Lock()
+	for i, l := range logs {
+		m.index = l.Index
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		e, err := fsm.DecodeEntry(l.Data)
+		if err != nil {
+			out[i] = fmt.Errorf("partition: entry %d: %w", l.Index, err)
+			continue
+		}
+		out[i] = m.f.Apply(e)
+		wake = wake || wakes(e)
+	}
+	m.now.Store(m.f.Now())
+	m.next.Store(m.f.NextDeadline())
+	m.mu.Unlock()
+	if m.applied != nil {
+		m.applied(wake)
+	}
+	return out
+}
+
+// wakes reports whether an entry may make messages or sessions available to a waiting
+// receive or accept.
+func wakes(e *fsm.Entry) bool {
+	for _, c := range e.Cmds {
+		switch c.(type) {
+		case *fsm.Enqueue, *fsm.Schedule, *fsm.Settle, *fsm.Tick, *fsm.ReleaseSession,
+			*fsm.UpdateEntity:
+			return true
+		}
+	}
+	return false
+}
+
+// Snapshot serializes the whole fsm into memory while Apply is paused (raft calls it on
+// the FSM goroutine), so Persist, which runs concurrently with later applies, writes a
+// point-in-time image. Cost: one full copy of the state per snapshot, and the time to
+// encode it blocks applies; see docs/partition.md.
+func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var buf bytes.Buffer
+	if err := m.f.Snapshot(&buf); err != nil {
+		return nil, fmt.Errorf("partition: snapshot: %w", err)
+	}
+	return &snapshot{b: buf.Bytes()}, nil
+}
+
+// Restore replaces the fsm with a snapshot (on start, and when a leader installs one).
+func (m *machine) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	m.mu.Lock()
+	err := m.f.Restore(rc)
+	if err == nil {
+		m.now.Store(m.f.Now())
+		m.next.Store(m.f.NextDeadline())
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("partition: restore: %w", err)
+	}
+	if m.applied != nil {
+		m.applied(true)
+	}
+	return nil
+}
+
+// read runs fn on the fsm under the lock.
+func (m *machine) read(fn func(f *fsm.FSM)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fn(m.f)
+}
+
+type snapshot struct{ b []byte }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.b); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() { s.b = nil }

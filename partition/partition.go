@@ -1,0 +1,301 @@
+package partition
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/quorumbus/quorumbus/fsm"
+)
+
+// Partition is one replica of one entity partition: a hashicorp/raft group whose state
+// machine is an fsm.FSM, with a bbolt log/stable store (one raft.db per group, behind a
+// LogCache) and a file snapshot store. Its methods are safe for concurrent use.
+type Partition struct {
+	cfg    Config
+	clock  Clock
+	logger hclog.Logger
+
+	m     *machine
+	raft  *raft.Raft
+	trans *raft.NetworkTransport
+	store *raftboltdb.BoltStore
+
+	propCh     chan *proposal // callers -> proposer
+	sem        chan struct{}  // in-flight entry slots (cap MaxInflight)
+	inflightCh chan inflight  // proposer -> completer, in log order
+	notifyCh   chan bool      // raft -> leader loop: leadership changes
+	deadlineCh chan struct{}  // fsm goroutine -> leader loop: next deadline changed (cap 1)
+
+	avail signal       // woken after entries that may make messages or sessions available
+	ready atomic.Bool  // leader, and a Barrier in this term has completed (reads allowed)
+	armed atomic.Int64 // deadline the leader timer is armed for; -1 when none (leader loop writes)
+
+	closing   chan struct{} // closed by Close
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup // proposer, completer, leader loop, barrier waits
+}
+
+// Open starts a replica: it opens or creates the group's files under cfg.Dir(),
+// bootstraps the group with cfg.Peers when there is no state on disk, and starts raft,
+// which restores the latest snapshot and replays the log after it.
+func Open(cfg *Config) (*Partition, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("partition: nil Config")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Partition{
+		cfg:        *cfg,
+		clock:      cfg.Clock,
+		logger:     cfg.Logger,
+		propCh:     make(chan *proposal, cfg.QueueLen),
+		sem:        make(chan struct{}, cfg.MaxInflight),
+		inflightCh: make(chan inflight, cfg.MaxInflight),
+		notifyCh:   make(chan bool, 16),
+		deadlineCh: make(chan struct{}, 1),
+		closing:    make(chan struct{}),
+	}
+	if p.clock == nil {
+		p.clock = realClock{}
+	}
+	if p.logger == nil {
+		p.logger = hclog.New(&hclog.LoggerOptions{Name: "partition", Level: hclog.Warn})
+	}
+	p.logger = p.logger.With("entity", cfg.Entity, "partition", cfg.Index, "group", cfg.FSM.GroupID)
+	p.armed.Store(-1)
+
+	dir := cfg.Dir()
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("partition: %w", err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dir, "raft.db"),
+		NoSync:      cfg.NoSync,
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partition: open %s: %w", dir, err)
+	}
+	fail := func(err error) (*Partition, error) {
+		store.Close()
+		return nil, err
+	}
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		return fail(fmt.Errorf("partition: %w", err))
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, cfg.SnapshotRetain, p.logger.Named("snapshots"))
+	if err != nil {
+		return fail(fmt.Errorf("partition: %w", err))
+	}
+	hasState, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return fail(fmt.Errorf("partition: %w", err))
+	}
+	p.store = store
+	p.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:                cfg.Stream,
+		ServerAddressProvider: cfg.AddressProvider,
+		MaxPool:               cfg.NetMaxPool,
+		Timeout:               cfg.NetTimeout,
+		Logger:                p.logger.Named("net"),
+	})
+	p.m = newMachine(cfg.FSM, p.applied)
+	r, err := raft.NewRaft(cfg.raftConfig(p.notifyCh, p.logger.Named("raft")), p.m, logs, store, snaps, p.trans)
+	if err != nil {
+		p.trans.Close()
+		return fail(fmt.Errorf("partition: %w", err))
+	}
+	p.raft = r
+	if !hasState && len(cfg.Peers) > 0 {
+		if err := r.BootstrapCluster(raft.Configuration{Servers: cfg.Peers}).Error(); err != nil {
+			r.Shutdown().Error()
+			p.trans.Close()
+			return fail(fmt.Errorf("partition: bootstrap: %w", err))
+		}
+	}
+	p.wg.Add(3)
+	go p.runProposer()
+	go p.runCompleter()
+	go p.runLeader()
+	return p, nil
+}
+
+// Close stops the replica without handing leadership over (cluster code calls
+// LeadershipTransfer first for a graceful stop). Every pending call is answered first:
+// entries already given to raft resolve (committed, or failed when leadership is lost),
+// then raft, the transport (and its stream layer) and the store are shut down. Every
+// acknowledged write is already fsynced, so Close is no safer than a crash.
+func (p *Partition) Close() error {
+	p.closeOnce.Do(func() {
+		close(p.closing)
+		p.wg.Wait()
+		err := p.raft.Shutdown().Error()
+		if e := p.trans.Close(); err == nil {
+			err = e
+		}
+		if e := p.store.Close(); err == nil {
+			err = e
+		}
+		p.closeErr = err
+	})
+	return p.closeErr
+}
+
+// applied runs on raft's FSM goroutine after every batch.
+func (p *Partition) applied(wake bool) {
+	if wake {
+		p.avail.broadcast()
+	}
+	if p.m.next.Load() != p.armed.Load() {
+		select {
+		case p.deadlineCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// runLeader owns the leader-only duties (one goroutine): on gaining leadership it waits
+// for a Barrier (so the fsm holds every committed entry), then arms a timer at the fsm's
+// next deadline and proposes fsm.Tick when it passes; it re-arms after every apply that
+// moves the deadline. Receive waiters are woken on every leadership change.
+func (p *Partition) runLeader() {
+	defer p.wg.Done()
+	var (
+		leader    bool   // owner: this goroutine
+		gen       uint64 // leadership generation, to discard stale barriers
+		barrierCh = make(chan uint64, 1)
+		timerCh   = make(chan struct{}, 1)
+		stopTimer func() bool
+		tickDone  <-chan struct{} // non-nil while a Tick is in flight
+		lastTick  time.Time
+	)
+	disarm := func() {
+		if stopTimer != nil {
+			stopTimer()
+			stopTimer = nil
+		}
+		p.armed.Store(-1)
+	}
+	arm := func() {
+		disarm()
+		if !leader || !p.ready.Load() || tickDone != nil {
+			return
+		}
+		nd := p.m.next.Load()
+		p.armed.Store(nd)
+		if nd == fsm.NeverMs {
+			return
+		}
+		now := p.clock.Now()
+		d := time.Duration(nd-now.UnixMilli()) * time.Millisecond
+		if floor := lastTick.Add(p.cfg.TickMinInterval).Sub(now); floor > d {
+			d = floor
+		}
+		stopTimer = p.clock.AfterFunc(max(d, 0), func() {
+			select {
+			case timerCh <- struct{}{}:
+			default:
+			}
+		})
+	}
+	for {
+		select {
+		case <-p.closing:
+			disarm()
+			return
+		case l := <-p.notifyCh:
+			gen++
+			leader = l
+			p.ready.Store(false)
+			disarm()
+			p.avail.broadcast() // waiters re-propose: on a follower they fail with ErrNotLeader
+			if l {
+				g := gen
+				p.wg.Add(1)
+				go func() {
+					defer p.wg.Done()
+					if err := p.raft.Barrier(0).Error(); err != nil {
+						return // leadership lost or shutdown: a notification follows
+					}
+					select {
+					case barrierCh <- g:
+					case <-p.closing:
+					}
+				}()
+			}
+		case g := <-barrierCh:
+			if g == gen && leader {
+				p.ready.Store(true)
+				arm()
+				p.avail.broadcast()
+			}
+		case <-p.deadlineCh:
+			if tickDone == nil {
+				arm()
+			}
+		case <-timerCh:
+			stopTimer = nil
+			if !leader || !p.ready.Load() || tickDone != nil {
+				continue
+			}
+			now := p.clock.Now()
+			if now.UnixMilli() < p.m.next.Load() {
+				arm()
+				continue
+			}
+			lastTick = now
+			tickDone = p.submitTick()
+		case <-tickDone:
+			tickDone = nil
+			arm()
+		}
+	}
+}
+
+// submitTick queues an fsm.Tick without waiting for it; the returned channel closes when
+// it has been answered.
+func (p *Partition) submitTick() <-chan struct{} {
+	pr := &proposal{cmd: &fsm.Tick{}, size: 16, done: make(chan struct{})}
+	select {
+	case p.propCh <- pr:
+		return pr.done
+	case <-p.closing:
+		return nil
+	}
+}
+
+// signal is a broadcast: wait returns a channel that the next broadcast closes.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{} // nil when nobody waits; owner: mu
+}
+
+func (s *signal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+func (s *signal) broadcast() {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	s.mu.Unlock()
+}

@@ -1,0 +1,250 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quorumbus/quorumbus/fsm"
+)
+
+// proposal is one command waiting for its result. The proposer or the completer writes
+// res and err, then closes done; the caller reads them only after done (P4).
+type proposal struct {
+	cmd  fsm.Command
+	size int // estimated encoded bytes, for the batch byte bound
+
+	done chan struct{}
+	res  fsm.Result
+	err  error
+	// taken is set once, by whichever comes first: the proposer putting the command in a
+	// batch, or the caller giving up (then the proposer drops it).
+	taken atomic.Bool
+}
+
+// inflight is one raft entry submitted and not yet answered.
+type inflight struct {
+	f     raft.ApplyFuture
+	props []*proposal
+}
+
+// propose hands cmd to the group-commit proposer and waits until its entry is committed
+// on a quorum and applied, or ctx ends.
+func (p *Partition) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	select {
+	case <-p.closing:
+		return fsm.Result{}, ErrClosed
+	default:
+	}
+	if p.raft.State() != raft.Leader {
+		return fsm.Result{}, p.notLeader(false)
+	}
+	pr := &proposal{cmd: cmd, size: cmdSize(cmd), done: make(chan struct{})}
+	select {
+	case p.propCh <- pr:
+	case <-ctx.Done():
+		return fsm.Result{}, ctxErr(ctx, false)
+	case <-p.closing:
+		return fsm.Result{}, ErrClosed
+	}
+	select {
+	case <-pr.done:
+		return pr.res, pr.err
+	case <-ctx.Done():
+		if pr.taken.CompareAndSwap(false, true) {
+			// Still queued; the proposer will drop it. Not in the log.
+			return fsm.Result{}, ctxErr(ctx, false)
+		}
+		return fsm.Result{}, ctxErr(ctx, true)
+	case <-p.closing:
+		if pr.taken.CompareAndSwap(false, true) {
+			return fsm.Result{}, ErrClosed
+		}
+		return fsm.Result{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ErrClosed)
+	}
+}
+
+// cmdSize estimates a command's encoded size: payloads dominate.
+func cmdSize(c fsm.Command) int {
+	n := 64
+	msgs := func(ms []*fsm.Message) {
+		for _, m := range ms {
+			n += len(m.Payload) + 128
+		}
+	}
+	switch c := c.(type) {
+	case *fsm.Enqueue:
+		msgs(c.Messages)
+	case *fsm.Schedule:
+		msgs(c.Messages)
+	case *fsm.Settle:
+		n += 16 * len(c.Tokens)
+	case *fsm.RenewLock:
+		n += 16 * len(c.Tokens)
+	case *fsm.SetSessionState:
+		n += len(c.State)
+	}
+	return n
+}
+
+// runProposer is the group-commit loop (one goroutine). It takes the first waiting
+// proposal, waits for an in-flight slot, then drains whatever else is queued (up to the
+// count and byte bounds, lingering if configured) into one fsm.Entry stamped with the
+// leader's time, and submits it to raft without waiting for the commit: the completer
+// answers it. While MaxInflight entries are in flight, proposals accumulate, so batches
+// grow with load.
+func (p *Partition) runProposer() {
+	defer p.wg.Done()
+	defer close(p.inflightCh)
+	var lastNow int64 // owner: this goroutine
+	var pending *proposal
+	for {
+		first := pending
+		pending = nil
+		if first == nil {
+			select {
+			case first = <-p.propCh:
+			case <-p.closing:
+				p.failQueued()
+				return
+			}
+		}
+		select {
+		case p.sem <- struct{}{}:
+		case <-p.closing:
+			finish(first, fsm.Result{}, ErrClosed)
+			p.failQueued()
+			return
+		}
+		batch := []*proposal{first}
+		size := first.size
+		var lingerC chan struct{}
+		var stopLinger func() bool
+	collect:
+		for len(batch) < p.cfg.MaxBatchCmds && size < p.cfg.MaxBatchBytes {
+			select {
+			case pr := <-p.propCh:
+				if size+pr.size > p.cfg.MaxBatchBytes && len(batch) > 0 {
+					pending = pr // starts the next batch
+					break collect
+				}
+				batch = append(batch, pr)
+				size += pr.size
+				continue
+			default:
+			}
+			if p.cfg.Linger <= 0 {
+				break
+			}
+			if lingerC == nil {
+				lingerC = make(chan struct{})
+				ch := lingerC
+				stopLinger = p.clock.AfterFunc(p.cfg.Linger, func() { close(ch) })
+			}
+			select {
+			case pr := <-p.propCh:
+				if size+pr.size > p.cfg.MaxBatchBytes {
+					pending = pr
+					break collect
+				}
+				batch = append(batch, pr)
+				size += pr.size
+			case <-lingerC:
+				break collect
+			case <-p.closing:
+				break collect
+			}
+		}
+		if stopLinger != nil {
+			stopLinger()
+		}
+
+		// Drop proposals whose callers gave up; they never reach the log.
+		live := batch[:0]
+		for _, pr := range batch {
+			if pr.taken.CompareAndSwap(false, true) {
+				live = append(live, pr)
+			} else {
+				close(pr.done)
+			}
+		}
+		if len(live) == 0 {
+			<-p.sem
+			continue
+		}
+		// The leader's time never goes back in the log: max of its clock, its own last
+		// stamp and the fsm's time (which includes earlier leaders' stamps).
+		now := max(p.clock.Now().UnixMilli(), lastNow, p.m.now.Load())
+		lastNow = now
+		e := fsm.Entry{Now: now, Cmds: make([]fsm.Command, len(live))}
+		for i, pr := range live {
+			e.Cmds[i] = pr.cmd
+		}
+		data := fsm.AppendEntry(make([]byte, 0, size+64), &e)
+		f := p.raft.Apply(data, 0)
+		p.inflightCh <- inflight{f: f, props: live}
+	}
+}
+
+// runCompleter answers submitted entries in log order (one goroutine).
+func (p *Partition) runCompleter() {
+	defer p.wg.Done()
+	for in := range p.inflightCh {
+		err := in.f.Error()
+		var results []fsm.Result
+		if err == nil {
+			switch r := in.f.Response().(type) {
+			case []fsm.Result:
+				results = r
+			case error:
+				err = r
+			default:
+				err = fmt.Errorf("partition: unexpected apply response %T", r)
+			}
+			if err == nil && len(results) != len(in.props) {
+				err = fmt.Errorf("partition: %d results for %d commands", len(results), len(in.props))
+			}
+		} else {
+			err = p.raftErr(err)
+		}
+		for i, pr := range in.props {
+			if err != nil {
+				finish(pr, fsm.Result{}, err)
+			} else {
+				finish(pr, results[i], nil)
+			}
+		}
+		<-p.sem
+	}
+}
+
+func finish(pr *proposal, res fsm.Result, err error) {
+	pr.res, pr.err = res, err
+	close(pr.done)
+}
+
+// failQueued answers every queued proposal with ErrClosed (shutdown).
+func (p *Partition) failQueued() {
+	for {
+		select {
+		case pr := <-p.propCh:
+			finish(pr, fsm.Result{}, ErrClosed)
+		default:
+			return
+		}
+	}
+}
+
+// resultErr wraps an fsm result's error so callers can errors.Is the fsm sentinels.
+func resultErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) || errors.Is(err, ErrTimeout) {
+		return err
+	}
+	return fmt.Errorf("partition: %s: %w", op, err)
+}
