@@ -1,0 +1,167 @@
+package partition
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quorumbus/quorumbus/fsm"
+)
+
+// Benchmarks: 3 replicas in one process over the loopback mux, fsync on (NoSync false),
+// default raft timing. Figures go to docs/benchmarks.md "## partition".
+//
+//	go test -run '^$' -bench 'Enqueue|ReceiveComplete' -benchtime 30000x ./partition/
+//	go test -run '^$' -bench IdleGroups -benchtime 1x ./partition/
+
+const benchSenders = 256
+
+func benchCluster(b *testing.B, groups int) *cluster {
+	c := newCluster(b, 3, func(cfg *Config) {
+		d := DefaultConfig()
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = d.HeartbeatTimeout, d.ElectionTimeout
+		cfg.LeaderLeaseTimeout, cfg.CommitTimeout = d.LeaderLeaseTimeout, d.CommitTimeout
+	})
+	for g := 1; g <= groups; g++ {
+		c.addGroup(testQueue(uint32(g), 60*time.Second))
+	}
+	for g := 1; g <= groups; g++ {
+		c.leader(uint32(g), 30*time.Second)
+	}
+	return c
+}
+
+// runConcurrent runs op(i) for i in [0,n) from `workers` goroutines and reports
+// throughput and the p50/p99 of op's latency (which for a write is its commit latency
+// as the caller sees it: queueing + one raft round with fsync on a quorum).
+func runConcurrent(b *testing.B, n, workers int, unit string, op func(i int) error) {
+	lat := make([][]time.Duration, workers)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	b.ResetTimer()
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				if err := op(i); err != nil {
+					failed.Store(err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(err)
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(n)/el.Seconds(), unit+"/s")
+	if len(all) > 0 {
+		b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
+
+// BenchmarkEnqueue1KiB: 256 concurrent senders, one 1 KiB message per Enqueue, on one
+// 3-replica partition. b.N messages in total.
+func BenchmarkEnqueue1KiB(b *testing.B) {
+	c := benchCluster(b, 1)
+	_, lp := c.leader(1, time.Second)
+	payload := make([]byte, 1024)
+	b.SetBytes(1024)
+	runConcurrent(b, b.N, benchSenders, "msgs", func(i int) error {
+		_, err := lp.Enqueue(ctxT(b, time.Minute), []*fsm.Message{msg("m", payload)})
+		return err
+	})
+}
+
+// BenchmarkReceiveComplete1KiB: 256 concurrent receivers each peek-lock one message and
+// complete it (two proposals per message), from a backlog of b.N 1 KiB messages.
+func BenchmarkReceiveComplete1KiB(b *testing.B) {
+	c := benchCluster(b, 1)
+	_, lp := c.leader(1, time.Second)
+	payload := make([]byte, 1024)
+	// Prefill in batches of 100 (not measured).
+	for i := 0; i < b.N; i += 100 {
+		batch := make([]*fsm.Message, 0, 100)
+		for j := i; j < min(i+100, b.N); j++ {
+			batch = append(batch, msg("m", payload))
+		}
+		if _, err := lp.Enqueue(ctxT(b, time.Minute), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(1024)
+	runConcurrent(b, b.N, benchSenders, "msgs", func(int) error {
+		ms, err := lp.Receive(ctxT(b, time.Minute), fsm.Receive{Mode: fsm.PeekLock, Max: 1}, 0)
+		if err != nil {
+			return err
+		}
+		if len(ms) != 1 {
+			return fmt.Errorf("received %d messages from the backlog", len(ms))
+		}
+		terrs, err := lp.Settle(ctxT(b, time.Minute), fsm.Settle{Tokens: []fsm.LockToken{ms[0].LockToken}, Disposition: fsm.Complete})
+		if err == nil && len(terrs) > 0 && terrs[0] != nil {
+			err = terrs[0]
+		}
+		return err
+	})
+}
+
+// BenchmarkIdleGroups: the cost of G idle groups per node (3 nodes, 3G replicas in this
+// process): goroutines, heap, and CPU over an idle interval, each divided by 3.
+func BenchmarkIdleGroups(b *testing.B) {
+	for _, g := range []int{16, 64} {
+		b.Run(fmt.Sprintf("groups=%d", g), func(b *testing.B) {
+			runtime.GC()
+			var m0 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			g0 := runtime.NumGoroutine()
+			c := benchCluster(b, g)
+			time.Sleep(2 * time.Second) // let elections and first heartbeats settle
+			b.ResetTimer()
+			for range b.N {
+				const idle = 5 * time.Second
+				u0 := cpuTime()
+				time.Sleep(idle) // measuring idle CPU needs wall time to pass
+				cpu := cpuTime() - u0
+				b.ReportMetric(100*cpu.Seconds()/idle.Seconds()/3, "cpu%/node")
+			}
+			b.StopTimer()
+			runtime.GC()
+			var m1 runtime.MemStats
+			runtime.ReadMemStats(&m1)
+			b.ReportMetric(float64(runtime.NumGoroutine()-g0)/3, "goroutines/node")
+			b.ReportMetric(float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/3/(1<<20), "heapMiB/node")
+			c.closeAll()
+		})
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
