@@ -321,6 +321,10 @@ func (*Purge) op() Op           { return OpPurge }
 //     TokenErrs when several tokens are settled at once.
 //   - AcceptSession, RenewSession: SessionID (the session locked) and LockedUntil[0].
 //   - SetSessionState: nothing.
+//   - Purge: Count (messages removed).
+//
+// For Settle and RenewLock, TokenErrs has one entry per token and Err is the first
+// non-nil one, so a caller settling one token can look at Err alone.
 type Result struct {
 	Err         error
 	SeqNos      []int64
@@ -329,6 +333,7 @@ type Result struct {
 	LockedUntil []int64
 	TokenErrs   []error
 	SessionID   string
+	Count       int
 }
 
 // The FSM type (fsm.go) offers, and the partition layer relies on, exactly these:

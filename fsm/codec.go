@@ -1,0 +1,623 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/quorumbus/quorumbus/fsm/rule"
+)
+
+// entryVersion is the first byte of every encoded Entry. A release that changes the
+// layout of an existing command bumps it and keeps decoding the older versions (P3).
+const entryVersion = 1
+
+// AppendEntry appends the binary encoding of e to dst: the version byte, the time, the
+// command count, then each command as its opcode and fields. Integers are varints,
+// strings and byte slices are length-prefixed.
+func AppendEntry(dst []byte, e *Entry) []byte {
+	b := append(dst, entryVersion)
+	b = binary.AppendVarint(b, e.Now)
+	b = appendUvarint(b, uint64(len(e.Cmds)))
+	for _, c := range e.Cmds {
+		b = appendCommand(b, c)
+	}
+	return b
+}
+
+// DecodeEntry decodes an Entry written by AppendEntry. Bad, unknown or truncated input
+// yields an error wrapping ErrBadCommand; it never panics, and it allocates no more than
+// a small multiple of len(b). Decoded messages do not alias b.
+func DecodeEntry(b []byte) (*Entry, error) {
+	d := &dec{b: b}
+	if v := d.byte(); d.err == nil && v != entryVersion {
+		return nil, fmt.Errorf("%w: entry version %d", ErrBadCommand, v)
+	}
+	e := &Entry{Now: d.varint()}
+	n := d.count(1)
+	if n > 0 {
+		e.Cmds = make([]Command, 0, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		c := d.command()
+		if d.err == nil {
+			e.Cmds = append(e.Cmds, c)
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.failf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	return e, nil
+}
+
+func appendCommand(b []byte, c Command) []byte {
+	b = append(b, byte(c.op()))
+	switch c := c.(type) {
+	case *Enqueue:
+		b = appendMessages(b, c.Messages)
+	case *Schedule:
+		b = appendMessages(b, c.Messages)
+	case *Receive:
+		b = appendTarget(b, c.Target)
+		b = append(b, byte(c.Mode))
+		b = binary.AppendVarint(b, int64(c.Max))
+		b = appendString(b, c.SessionID)
+		b = appendString(b, c.Owner)
+		b = binary.BigEndian.AppendUint32(b, c.Salt)
+	case *ReceiveDeferred:
+		b = appendTarget(b, c.Target)
+		b = append(b, byte(c.Mode))
+		b = appendSeqs(b, c.SeqNos)
+		b = appendString(b, c.SessionID)
+		b = appendString(b, c.Owner)
+		b = binary.BigEndian.AppendUint32(b, c.Salt)
+	case *Settle:
+		b = appendTarget(b, c.Target)
+		b = appendTokens(b, c.Tokens)
+		b = append(b, byte(c.Disposition))
+		b = appendProps(b, c.Properties)
+		b = appendString(b, c.Reason)
+		b = appendString(b, c.Description)
+		b = appendString(b, c.SessionID)
+		b = appendString(b, c.Owner)
+	case *RenewLock:
+		b = appendTarget(b, c.Target)
+		b = appendTokens(b, c.Tokens)
+	case *AcceptSession:
+		b = appendSessionCmd(b, c.Target, c.SessionID, c.Owner)
+	case *ReleaseSession:
+		b = appendSessionCmd(b, c.Target, c.SessionID, c.Owner)
+	case *RenewSession:
+		b = appendSessionCmd(b, c.Target, c.SessionID, c.Owner)
+	case *SetSessionState:
+		b = appendSessionCmd(b, c.Target, c.SessionID, c.Owner)
+		b = appendBytes(b, c.State)
+	case *CancelScheduled:
+		b = appendSeqs(b, c.SeqNos)
+	case *Tick:
+	case *UpdateEntity:
+		b = appendConfig(b, &c.Config)
+	case *Purge:
+		b = appendTarget(b, c.Target)
+	default:
+		panic(fmt.Sprintf("fsm: AppendEntry: unknown command %T", c))
+	}
+	return b
+}
+
+func (d *dec) command() Command {
+	op := Op(d.byte())
+	if d.err != nil {
+		return nil
+	}
+	switch op {
+	case OpEnqueue:
+		return &Enqueue{Messages: d.messages()}
+	case OpSchedule:
+		return &Schedule{Messages: d.messages()}
+	case OpReceive:
+		c := &Receive{Target: d.target(), Mode: d.mode()}
+		c.Max = int32(d.varint())
+		c.SessionID, c.Owner = d.string(), d.string()
+		c.Salt = d.uint32()
+		return c
+	case OpReceiveDeferred:
+		c := &ReceiveDeferred{Target: d.target(), Mode: d.mode(), SeqNos: d.seqs()}
+		c.SessionID, c.Owner = d.string(), d.string()
+		c.Salt = d.uint32()
+		return c
+	case OpSettle:
+		c := &Settle{Target: d.target(), Tokens: d.tokens()}
+		c.Disposition = Disposition(d.byte())
+		if d.err == nil && (c.Disposition < Complete || c.Disposition > Release) {
+			d.failf("disposition %d", c.Disposition)
+		}
+		c.Properties = d.props()
+		c.Reason, c.Description, c.SessionID, c.Owner = d.string(), d.string(), d.string(), d.string()
+		return c
+	case OpRenewLock:
+		return &RenewLock{Target: d.target(), Tokens: d.tokens()}
+	case OpAcceptSession:
+		c := &AcceptSession{Target: d.target()}
+		c.SessionID, c.Owner = d.string(), d.string()
+		return c
+	case OpReleaseSession:
+		c := &ReleaseSession{Target: d.target()}
+		c.SessionID, c.Owner = d.string(), d.string()
+		return c
+	case OpRenewSession:
+		c := &RenewSession{Target: d.target()}
+		c.SessionID, c.Owner = d.string(), d.string()
+		return c
+	case OpSetSessionState:
+		c := &SetSessionState{Target: d.target()}
+		c.SessionID, c.Owner = d.string(), d.string()
+		c.State = d.bytes()
+		return c
+	case OpCancelScheduled:
+		return &CancelScheduled{SeqNos: d.seqs()}
+	case OpTick:
+		return &Tick{}
+	case OpUpdateEntity:
+		c := &UpdateEntity{}
+		d.config(&c.Config)
+		return c
+	case OpPurge:
+		return &Purge{Target: d.target()}
+	}
+	d.failf("unknown opcode %d", op)
+	return nil
+}
+
+// ---- field encoders ----
+
+func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+func appendString(b []byte, s string) []byte {
+	b = appendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b, p []byte) []byte {
+	b = appendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func appendTarget(b []byte, t Target) []byte {
+	b = appendString(b, t.Sub)
+	return appendBool(b, t.DLQ)
+}
+
+func appendSessionCmd(b []byte, t Target, id, owner string) []byte {
+	b = appendTarget(b, t)
+	b = appendString(b, id)
+	return appendString(b, owner)
+}
+
+func appendSeqs(b []byte, s []int64) []byte {
+	b = appendUvarint(b, uint64(len(s)))
+	for _, v := range s {
+		b = binary.AppendVarint(b, v)
+	}
+	return b
+}
+
+func appendTokens(b []byte, ts []LockToken) []byte {
+	b = appendUvarint(b, uint64(len(ts)))
+	for i := range ts {
+		b = append(b, ts[i][:]...)
+	}
+	return b
+}
+
+func appendValue(b []byte, v rule.Value) []byte {
+	b = append(b, byte(v.Kind))
+	b = appendUvarint(b, v.N)
+	return appendString(b, v.S)
+}
+
+func appendProps(b []byte, ps []rule.Property) []byte {
+	b = appendUvarint(b, uint64(len(ps)))
+	for i := range ps {
+		b = appendString(b, ps[i].Key)
+		b = appendValue(b, ps[i].Value)
+	}
+	return b
+}
+
+func appendMessages(b []byte, ms []*Message) []byte {
+	b = appendUvarint(b, uint64(len(ms)))
+	for _, m := range ms {
+		if m == nil {
+			m = &Message{}
+		}
+		b = appendMessage(b, m)
+	}
+	return b
+}
+
+func appendProperties(b []byte, p *rule.Properties) []byte {
+	for _, s := range [...]string{p.MessageID, p.CorrelationID, p.To, p.ReplyTo, p.Subject, p.SessionID,
+		p.ReplyToSessionID, p.ContentType, p.PartitionKey} {
+		b = appendString(b, s)
+	}
+	for _, v := range [...]int64{p.TimeToLive, p.ScheduledEnqueueTime, p.SequenceNumber, p.EnqueuedTime, p.Size} {
+		b = binary.AppendVarint(b, v)
+	}
+	return appendProps(b, p.App)
+}
+
+func appendMessage(b []byte, m *Message) []byte {
+	b = appendProperties(b, &m.Properties)
+	b = appendBytes(b, m.Payload)
+	b = binary.AppendVarint(b, m.ExpiresAt)
+	b = binary.AppendVarint(b, int64(m.DeliveryCount))
+	b = append(b, byte(m.State))
+	b = append(b, m.LockToken[:]...)
+	b = binary.AppendVarint(b, m.LockedUntil)
+	if m.DeadLetter != nil {
+		b = append(b, 1)
+		b = appendString(b, m.DeadLetter.Reason)
+		b = appendString(b, m.DeadLetter.Description)
+		b = appendString(b, m.DeadLetter.Source)
+	} else {
+		b = append(b, 0)
+	}
+	return appendBool(b, m.Modified)
+}
+
+func appendQueueConfig(b []byte, q *QueueConfig) []byte {
+	b = binary.AppendVarint(b, q.LockDurationMs)
+	b = binary.AppendVarint(b, int64(q.MaxDeliveryCount))
+	b = binary.AppendVarint(b, q.DefaultTTLMs)
+	var fl byte
+	if q.DeadLetterOnExpiration {
+		fl |= 1
+	}
+	if q.DeadLetterOnFilterErrors {
+		fl |= 2
+	}
+	if q.RequiresSession {
+		fl |= 4
+	}
+	return append(b, fl, byte(q.Status))
+}
+
+func appendSpec(b []byte, s *rule.Spec) []byte {
+	b = appendString(b, s.Name)
+	b = append(b, byte(s.Filter.Kind))
+	b = appendString(b, s.Filter.SQL)
+	b = appendProps(b, s.Filter.Parameters)
+	c := &s.Filter.Correlation
+	for _, v := range [...]string{c.CorrelationID, c.MessageID, c.To, c.ReplyTo, c.Subject, c.SessionID,
+		c.ReplyToSessionID, c.ContentType} {
+		b = appendString(b, v)
+	}
+	b = appendProps(b, c.Properties)
+	b = appendString(b, s.Action.SQL)
+	return appendProps(b, s.Action.Parameters)
+}
+
+func appendConfig(b []byte, c *Config) []byte {
+	b = append(b, byte(c.Kind))
+	b = binary.BigEndian.AppendUint32(b, c.GroupID)
+	b = appendQueueConfig(b, &c.Queue)
+	b = appendBool(b, c.RequiresDuplicateDetection)
+	b = binary.AppendVarint(b, c.DuplicateWindowMs)
+	b = binary.AppendVarint(b, c.MaxSizeBytes)
+	b = binary.AppendVarint(b, c.MaxMessageSizeBytes)
+	b = appendUvarint(b, uint64(len(c.Subscriptions)))
+	for i := range c.Subscriptions {
+		s := &c.Subscriptions[i]
+		b = appendString(b, s.Name)
+		b = appendQueueConfig(b, &s.Queue)
+		b = appendUvarint(b, uint64(len(s.Rules)))
+		for j := range s.Rules {
+			b = appendSpec(b, &s.Rules[j])
+		}
+	}
+	return b
+}
+
+// ---- decoder ----
+
+// dec reads fields from b, consuming it. The first error sticks; later reads return zero
+// values, so callers check d.err once.
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) failf(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: "+format, append([]any{ErrBadCommand}, args...)...)
+	}
+}
+
+func (d *dec) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.failf("truncated")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *dec) bool() bool {
+	v := d.byte()
+	if v > 1 {
+		d.failf("bad bool %d", v)
+	}
+	return v == 1
+}
+
+func (d *dec) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.failf("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.failf("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) uint32() uint32 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 4 {
+		d.failf("truncated")
+		return 0
+	}
+	v := binary.BigEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+// count reads an element count and checks that that many elements of at least min bytes
+// each fit in what is left, so a corrupt count cannot make us allocate.
+func (d *dec) count(min int) int {
+	v := d.uvarint()
+	if d.err != nil {
+		return 0
+	}
+	if v > uint64(len(d.b)/min) {
+		d.failf("count %d exceeds input", v)
+		return 0
+	}
+	return int(v)
+}
+
+func (d *dec) raw(n int) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > len(d.b) {
+		d.failf("truncated")
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) string() string {
+	n := d.count(1)
+	return string(d.raw(n))
+}
+
+// bytes returns a copy, nil for an empty field.
+func (d *dec) bytes() []byte {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	r := d.raw(n)
+	if r == nil {
+		return nil
+	}
+	return append([]byte(nil), r...)
+}
+
+func (d *dec) target() Target {
+	return Target{Sub: d.string(), DLQ: d.bool()}
+}
+
+func (d *dec) mode() ReceiveMode {
+	m := ReceiveMode(d.byte())
+	if m > ReceiveAndDelete {
+		d.failf("receive mode %d", m)
+	}
+	return m
+}
+
+func (d *dec) seqs() []int64 {
+	n := d.count(1)
+	if n == 0 {
+		return nil
+	}
+	s := make([]int64, n)
+	for i := range s {
+		s[i] = d.varint()
+	}
+	return s
+}
+
+func (d *dec) tokens() []LockToken {
+	n := d.count(16)
+	if n == 0 {
+		return nil
+	}
+	ts := make([]LockToken, n)
+	for i := range ts {
+		copy(ts[i][:], d.raw(16))
+	}
+	return ts
+}
+
+func (d *dec) value() rule.Value {
+	v := rule.Value{Kind: rule.Kind(d.byte())}
+	if d.err == nil && !v.Kind.Valid() {
+		d.failf("value kind %d", v.Kind)
+	}
+	v.N = d.uvarint()
+	v.S = d.string()
+	return v
+}
+
+func (d *dec) props() []rule.Property {
+	n := d.count(4)
+	if n == 0 {
+		return nil
+	}
+	ps := make([]rule.Property, n)
+	for i := range ps {
+		ps[i].Key = d.string()
+		ps[i].Value = d.value()
+	}
+	return ps
+}
+
+func (d *dec) properties(p *rule.Properties) {
+	p.MessageID, p.CorrelationID, p.To = d.string(), d.string(), d.string()
+	p.ReplyTo, p.Subject, p.SessionID = d.string(), d.string(), d.string()
+	p.ReplyToSessionID, p.ContentType, p.PartitionKey = d.string(), d.string(), d.string()
+	p.TimeToLive, p.ScheduledEnqueueTime, p.SequenceNumber = d.varint(), d.varint(), d.varint()
+	p.EnqueuedTime, p.Size = d.varint(), d.varint()
+	p.App = d.props()
+}
+
+func (d *dec) message() *Message {
+	m := &Message{}
+	d.properties(&m.Properties)
+	m.Payload = d.bytes()
+	m.ExpiresAt = d.varint()
+	m.DeliveryCount = int32(d.varint())
+	m.State = MessageState(d.byte())
+	if d.err == nil && m.State > StateScheduled {
+		d.failf("message state %d", m.State)
+	}
+	copy(m.LockToken[:], d.raw(16))
+	m.LockedUntil = d.varint()
+	if d.bool() {
+		m.DeadLetter = &DeadLetterInfo{Reason: d.string(), Description: d.string(), Source: d.string()}
+	}
+	m.Modified = d.bool()
+	return m
+}
+
+// minMessageBytes is the smallest encoding of a Message, for count checks.
+const minMessageBytes = 9 + 5 + 1 + 1 + 3 + 16 + 1 + 2
+
+func (d *dec) messages() []*Message {
+	n := d.count(minMessageBytes)
+	if n == 0 {
+		return nil
+	}
+	ms := make([]*Message, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		ms = append(ms, d.message())
+	}
+	return ms
+}
+
+func (d *dec) queueConfig(q *QueueConfig) {
+	q.LockDurationMs = d.varint()
+	q.MaxDeliveryCount = int32(d.varint())
+	q.DefaultTTLMs = d.varint()
+	fl := d.byte()
+	if fl > 7 {
+		d.failf("queue flags %#x", fl)
+	}
+	q.DeadLetterOnExpiration = fl&1 != 0
+	q.DeadLetterOnFilterErrors = fl&2 != 0
+	q.RequiresSession = fl&4 != 0
+	q.Status = Status(d.byte())
+	if d.err == nil && q.Status > StatusReceiveDisabled {
+		d.failf("status %d", q.Status)
+	}
+}
+
+func (d *dec) spec(s *rule.Spec) {
+	s.Name = d.string()
+	s.Filter.Kind = rule.FilterKind(d.byte())
+	if d.err == nil && s.Filter.Kind > rule.FilterCorrelation {
+		d.failf("filter kind %d", s.Filter.Kind)
+	}
+	s.Filter.SQL = d.string()
+	s.Filter.Parameters = d.props()
+	c := &s.Filter.Correlation
+	c.CorrelationID, c.MessageID, c.To, c.ReplyTo = d.string(), d.string(), d.string(), d.string()
+	c.Subject, c.SessionID, c.ReplyToSessionID, c.ContentType = d.string(), d.string(), d.string(), d.string()
+	c.Properties = d.props()
+	s.Action.SQL = d.string()
+	s.Action.Parameters = d.props()
+}
+
+func (d *dec) config(c *Config) {
+	c.Kind = EntityKind(d.byte())
+	if d.err == nil && (c.Kind < KindQueue || c.Kind > KindTopic) {
+		d.failf("entity kind %d", c.Kind)
+	}
+	c.GroupID = d.uint32()
+	d.queueConfig(&c.Queue)
+	c.RequiresDuplicateDetection = d.bool()
+	c.DuplicateWindowMs = d.varint()
+	c.MaxSizeBytes = d.varint()
+	c.MaxMessageSizeBytes = d.varint()
+	n := d.count(7)
+	if n == 0 {
+		return
+	}
+	c.Subscriptions = make([]SubscriptionConfig, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		s := &c.Subscriptions[i]
+		s.Name = d.string()
+		d.queueConfig(&s.Queue)
+		m := d.count(15)
+		if m > 0 {
+			s.Rules = make([]rule.Spec, m)
+			for j := 0; j < m && d.err == nil; j++ {
+				d.spec(&s.Rules[j])
+			}
+		}
+	}
+}

@@ -1,0 +1,405 @@
+package fsm
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+)
+
+// Snapshot format (docs/fsm.md): the magic "QBFS", a version byte, then framed records
+// (uvarint length + body), then the CRC-32C of everything before it, big-endian.
+//
+//	header:   config, now, lastSeq, lockCtr, entity count
+//	per entity, in config order:
+//	  entity: name, main count, DLQ count, session count
+//	  one record per main message, in sequence order; then per DLQ message
+//	  one record per session, in id order
+//	dedupe:   count, then (id, at, seq) in arrival order
+//
+// The same state always gives the same bytes: stores are written in sequence order,
+// sessions in id order, and no map is iterated unsorted.
+const (
+	snapMagic   = "QBFS"
+	snapVersion = 1
+	// maxRecord bounds one record (a message with a 100 MiB body and its properties).
+	maxRecord = 256 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorruptSnapshot marks a snapshot that Restore cannot read.
+var ErrCorruptSnapshot = errors.New("fsm: corrupt snapshot")
+
+type snapWriter struct {
+	w   *bufio.Writer
+	crc uint32
+	buf []byte
+	err error
+}
+
+func (s *snapWriter) write(p []byte) {
+	if s.err != nil {
+		return
+	}
+	s.crc = crc32.Update(s.crc, castagnoli, p)
+	_, s.err = s.w.Write(p)
+}
+
+func (s *snapWriter) record(body []byte) {
+	var l [binary.MaxVarintLen64]byte
+	s.write(l[:binary.PutUvarint(l[:], uint64(len(body)))])
+	s.write(body)
+}
+
+// Snapshot writes the whole state to w. It is deterministic: two FSMs that applied the
+// same entries write the same bytes.
+func (f *FSM) Snapshot(w io.Writer) error {
+	s := &snapWriter{w: bufio.NewWriterSize(w, 64<<10)}
+	s.write(append([]byte(snapMagic), snapVersion))
+	b := appendConfig(s.buf[:0], &f.cfg)
+	b = binary.AppendVarint(b, f.now)
+	b = binary.AppendVarint(b, f.lastSeq)
+	b = appendUvarint(b, f.lockCtr)
+	b = appendUvarint(b, uint64(len(f.ents)))
+	s.record(b)
+	for _, e := range f.ents {
+		ids := sortedKeys(e.sessions)
+		b = appendString(b[:0], e.name)
+		b = appendUvarint(b, uint64(e.main.idx.Len()))
+		b = appendUvarint(b, uint64(e.dlq.idx.Len()))
+		b = appendUvarint(b, uint64(len(ids)))
+		s.record(b)
+		for _, st := range []*store{e.main, e.dlq} {
+			st.idx.Ascend(0, func(m *msg) bool {
+				b = appendMsg(b[:0], m)
+				s.record(b)
+				return s.err == nil
+			})
+		}
+		for _, id := range ids {
+			ss := e.sessions[id]
+			b = appendString(b[:0], ss.id)
+			b = appendBool(b, ss.held)
+			b = appendString(b, ss.holder)
+			b = binary.AppendVarint(b, ss.lockedUntil)
+			b = appendBool(b, ss.state != nil)
+			b = appendBytes(b, ss.state)
+			b = binary.AppendVarint(b, ss.expireThrough)
+			s.record(b)
+		}
+	}
+	live := f.dupq[f.duph:]
+	b = appendUvarint(b[:0], uint64(len(live)))
+	for _, d := range live {
+		b = appendString(b, d.id)
+		b = binary.AppendVarint(b, d.at)
+		b = binary.AppendVarint(b, d.seq)
+	}
+	s.record(b)
+	s.buf = b
+	if s.err != nil {
+		return s.err
+	}
+	var tr [4]byte
+	binary.BigEndian.PutUint32(tr[:], s.crc)
+	if _, err := s.w.Write(tr[:]); err != nil {
+		return err
+	}
+	return s.w.Flush()
+}
+
+// appendMsg encodes a stored message. Derived fields (heap positions, due) are rebuilt
+// on restore.
+func appendMsg(b []byte, m *msg) []byte {
+	b = binary.AppendVarint(b, m.seq)
+	b = binary.AppendVarint(b, m.enq)
+	b = binary.AppendVarint(b, m.expires)
+	b = binary.AppendVarint(b, m.lockedUntil)
+	b = binary.AppendVarint(b, m.sched)
+	b = binary.AppendVarint(b, m.ttl)
+	b = binary.AppendVarint(b, m.size)
+	b = appendUvarint(b, m.lockCtr)
+	b = binary.BigEndian.AppendUint32(b, m.salt)
+	b = binary.AppendVarint(b, int64(m.dcount))
+	b = append(b, byte(m.state), m.flags)
+	b = appendString(b, m.strs)
+	b = appendProps(b, m.app)
+	b = appendBytes(b, m.payload)
+	if m.dl != nil {
+		b = append(b, 1)
+		b = appendString(b, m.dl.Reason)
+		b = appendString(b, m.dl.Description)
+		b = appendString(b, m.dl.Source)
+	} else {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// Digest returns the SHA-256 of the snapshot bytes: equal digests mean equal state.
+func (f *FSM) Digest() [32]byte {
+	h := sha256.New()
+	if err := f.Snapshot(h); err != nil { // a hash never fails to write
+		panic(err)
+	}
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}
+
+type snapReader struct {
+	r   *bufio.Reader
+	crc hash.Hash32
+	buf []byte
+}
+
+func (s *snapReader) ReadByte() (byte, error) {
+	c, err := s.r.ReadByte()
+	if err == nil {
+		s.crc.Write([]byte{c})
+	}
+	return c, err
+}
+
+// readFull reads n bytes into s.buf, growing it in steps of at most 1 MiB so that a
+// corrupt length cannot make us allocate much more than the input holds.
+func (s *snapReader) readFull(n int) ([]byte, error) {
+	s.buf = s.buf[:0]
+	for len(s.buf) < n {
+		step := min(n-len(s.buf), 1<<20)
+		s.buf = append(s.buf, make([]byte, step)...)
+		if _, err := io.ReadFull(s.r, s.buf[len(s.buf)-step:]); err != nil {
+			return nil, err
+		}
+	}
+	s.crc.Write(s.buf)
+	return s.buf, nil
+}
+
+func (s *snapReader) record() (*dec, error) {
+	n, err := binary.ReadUvarint(s)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxRecord {
+		return nil, fmt.Errorf("record of %d bytes", n)
+	}
+	b, err := s.readFull(int(n))
+	if err != nil {
+		return nil, err
+	}
+	return &dec{b: b}, nil
+}
+
+// Restore replaces the whole state with a snapshot written by Snapshot. On any error
+// (which wraps ErrCorruptSnapshot) the FSM is unchanged; it never panics.
+func (f *FSM) Restore(r io.Reader) error {
+	nf, err := restore(r)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
+	}
+	*f = *nf
+	return nil
+}
+
+func restore(r io.Reader) (*FSM, error) {
+	s := &snapReader{r: bufio.NewReaderSize(r, 64<<10), crc: crc32.New(castagnoli)}
+	hdr, err := s.readFull(len(snapMagic) + 1)
+	if err != nil {
+		return nil, err
+	}
+	if string(hdr[:4]) != snapMagic || hdr[4] != snapVersion {
+		return nil, fmt.Errorf("bad magic or version %q", hdr)
+	}
+	d, err := s.record()
+	if err != nil {
+		return nil, err
+	}
+	var cfg Config
+	d.config(&cfg)
+	now, lastSeq, lockCtr := d.varint(), d.varint(), d.uvarint()
+	nents := d.uvarint()
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	f := New(cfg)
+	f.now, f.lastSeq, f.lockCtr = now, lastSeq, lockCtr
+	if nents != uint64(len(f.ents)) {
+		return nil, fmt.Errorf("%d entities for a config with %d", nents, len(f.ents))
+	}
+	for _, e := range f.ents {
+		d, err := s.record()
+		if err != nil {
+			return nil, err
+		}
+		name := d.string()
+		nmain, ndlq, nsess := d.uvarint(), d.uvarint(), d.uvarint()
+		if err := d.end(); err != nil {
+			return nil, err
+		}
+		if name != e.name {
+			return nil, fmt.Errorf("entity %q where %q was expected", name, e.name)
+		}
+		for i, st := range []*store{e.main, e.dlq} {
+			n := nmain
+			if i == 1 {
+				n = ndlq
+			}
+			prev := int64(-1 << 63)
+			for ; n > 0; n-- {
+				d, err := s.record()
+				if err != nil {
+					return nil, err
+				}
+				m, err := f.readMsg(d, st)
+				if err != nil {
+					return nil, err
+				}
+				if m.seq <= prev || m.seq > lastSeq {
+					return nil, fmt.Errorf("sequence number %d out of order", m.seq)
+				}
+				prev = m.seq
+				f.insertRestored(st, m)
+			}
+		}
+		for ; nsess > 0; nsess-- {
+			d, err := s.record()
+			if err != nil {
+				return nil, err
+			}
+			if err := f.readSession(d, e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	d, err = s.record()
+	if err != nil {
+		return nil, err
+	}
+	ndup := d.count(3)
+	for i := 0; i < ndup && d.err == nil; i++ {
+		de := dupEnt{id: d.string(), at: d.varint(), seq: d.varint()}
+		f.dupq = append(f.dupq, de)
+		f.dup[de.id] = dupRec{seq: de.seq, at: de.at}
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	want := s.crc.Sum32()
+	var tr [4]byte
+	if _, err := io.ReadFull(s.r, tr[:]); err != nil {
+		return nil, err
+	}
+	if binary.BigEndian.Uint32(tr[:]) != want {
+		return nil, errors.New("checksum mismatch")
+	}
+	if _, err := s.r.ReadByte(); err != io.EOF {
+		return nil, errors.New("trailing bytes")
+	}
+	// Locks of sessions no longer held would be a corrupt snapshot; check the invariants
+	// the fsm relies on.
+	for ctr, m := range f.locks {
+		if m.flags&fSession != 0 {
+			s := f.session(m)
+			if s == nil || !s.held {
+				return nil, fmt.Errorf("lock %d in a session that is not held", ctr)
+			}
+			if s.locked == nil {
+				s.locked = map[uint64]*msg{}
+			}
+			s.locked[ctr] = m
+		}
+	}
+	return f, nil
+}
+
+// end checks that a record was read completely and correctly.
+func (d *dec) end() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.failf("%d trailing bytes in record", len(d.b))
+	}
+	return d.err
+}
+
+func (f *FSM) readMsg(d *dec, st *store) (*msg, error) {
+	m := &msg{hidx: -1, aidx: -1}
+	m.seq, m.enq, m.expires, m.lockedUntil = d.varint(), d.varint(), d.varint(), d.varint()
+	m.sched, m.ttl, m.size = d.varint(), d.varint(), d.varint()
+	m.lockCtr = d.uvarint()
+	m.salt = d.uint32()
+	m.dcount = int32(d.varint())
+	m.state = MessageState(d.byte())
+	m.flags = d.byte()
+	m.strs = d.string()
+	m.app = d.props()
+	m.payload = d.bytes()
+	if d.bool() {
+		m.dl = &DeadLetterInfo{Reason: d.string(), Description: d.string(), Source: d.string()}
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	switch {
+	case m.state > StateScheduled:
+		return nil, fmt.Errorf("message %d: state %d", m.seq, m.state)
+	case m.flags > fSession<<1-1:
+		return nil, fmt.Errorf("message %d: flags %#x", m.seq, m.flags)
+	case !validPacked(m.strs):
+		return nil, fmt.Errorf("message %d: bad string properties", m.seq)
+	case (m.flags&fSession != 0) != (!st.dlq && st.ent.cfg.RequiresSession) || (m.flags&fSession != 0 && m.sessionID() == ""):
+		return nil, fmt.Errorf("message %d: session flag does not match its store", m.seq)
+	case m.locked() && (m.lockCtr == 0 || m.lockCtr > f.lockCtr || f.locks[m.lockCtr] != nil):
+		return nil, fmt.Errorf("message %d: bad lock counter %d", m.seq, m.lockCtr)
+	case m.state == StateScheduled && m.locked():
+		return nil, fmt.Errorf("message %d: scheduled and locked", m.seq)
+	}
+	for _, p := range m.app {
+		if !p.Value.Kind.Valid() {
+			return nil, fmt.Errorf("message %d: property kind %d", m.seq, p.Value.Kind)
+		}
+	}
+	return m, nil
+}
+
+// insertRestored is insert for a message whose lock state comes from a snapshot.
+func (f *FSM) insertRestored(st *store, m *msg) {
+	if m.locked() {
+		f.locks[m.lockCtr] = m
+		st.nLocked++
+	}
+	f.insert(st, m)
+}
+
+func (f *FSM) readSession(d *dec, e *entity) error {
+	id := d.string()
+	held := d.bool()
+	holder := d.string()
+	until := d.varint()
+	hasState := d.bool()
+	state := d.bytes()
+	through := d.varint()
+	if err := d.end(); err != nil {
+		return err
+	}
+	if !e.cfg.RequiresSession {
+		return fmt.Errorf("session %q in an entity without sessions", id)
+	}
+	s := f.getSession(e.main, id)
+	s.held, s.holder, s.lockedUntil, s.expireThrough = held, holder, until, through
+	if hasState {
+		if state == nil {
+			state = []byte{}
+		}
+		s.state = state
+		f.bytes += int64(len(state))
+	}
+	if held {
+		f.sh.fix(s)
+	}
+	return nil
+}

@@ -1,0 +1,560 @@
+package fsm
+
+import (
+	"github.com/quorumbus/quorumbus/fsm/rule"
+)
+
+// msg is a message as the fsm keeps it in memory. It is deliberately more compact than
+// Message (see docs/fsm.md, "Memory cost"): the nine string properties are packed into
+// one string (strs) that is sliced, not copied, when a Message is rebuilt, and the lock
+// token is kept as its salt and counter (the GroupID is the partition's).
+type msg struct {
+	seq         int64
+	enq         int64 // EnqueuedTime
+	expires     int64 // ExpiresAt; NeverMs when it never expires
+	lockedUntil int64 // 0 when unlocked; for session messages the session's lock rules
+	due         int64 // the key of this message in the deadline heap, when hidx >= 0
+	sched       int64 // ScheduledEnqueueTime as sent
+	ttl         int64 // TimeToLive as sent
+	size        int64 // Properties.Size as sent (bytes counted are msgBytes)
+	lockCtr     uint64
+	strs        string // packed string properties, see packStrings
+	app         []rule.Property
+	payload     []byte
+	dl          *DeadLetterInfo
+	st          *store // the store holding the message
+	salt        uint32
+	dcount      int32 // DeliveryCount
+	hidx        int32 // index in the partition's deadline heap, -1 when absent
+	aidx        int32 // index in an availability heap (store's or session's), -1 when absent
+	state       MessageState
+	flags       uint8
+}
+
+// msg flags.
+const (
+	fLocked    uint8 = 1 << iota // holds a lock (lockCtr, salt valid)
+	fSkipCount                   // the next delivery does not increment DeliveryCount (Release)
+	fModified                    // Properties changed after the send
+	fSession                     // the message belongs to a session store (sessionID non-empty)
+)
+
+func (m *msg) locked() bool { return m.flags&fLocked != 0 }
+
+// bytes is what a stored message counts toward MaxSizeBytes.
+func (m *msg) bytes() int64 {
+	if m.size > 0 {
+		return m.size
+	}
+	return int64(len(m.payload))
+}
+
+// The string properties, in packing order. SessionID and MessageID come first because
+// the fsm reads them most.
+const (
+	psSessionID = iota
+	psMessageID
+	psCorrelationID
+	psTo
+	psReplyTo
+	psSubject
+	psReplyToSessionID
+	psContentType
+	psPartitionKey
+	psCount
+)
+
+// packStrings packs the string properties of p as uvarint length + bytes each.
+func packStrings(p *rule.Properties) string {
+	ss := [psCount]string{p.SessionID, p.MessageID, p.CorrelationID, p.To, p.ReplyTo, p.Subject,
+		p.ReplyToSessionID, p.ContentType, p.PartitionKey}
+	n := 0
+	for _, s := range ss {
+		n += uvarintLen(uint64(len(s))) + len(s)
+	}
+	if n == psCount { // all empty: share one constant
+		return emptyStrs
+	}
+	b := make([]byte, 0, n)
+	for _, s := range ss {
+		b = appendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return string(b)
+}
+
+var emptyStrs = string(make([]byte, psCount))
+
+// unpackStrings fills p's string properties from a packed string, slicing it without copying.
+func unpackStrings(s string, p *rule.Properties) {
+	var ss [psCount]string
+	for i := range ss {
+		ss[i], s = nextPacked(s)
+	}
+	p.SessionID, p.MessageID, p.CorrelationID, p.To, p.ReplyTo, p.Subject = ss[0], ss[1], ss[2], ss[3], ss[4], ss[5]
+	p.ReplyToSessionID, p.ContentType, p.PartitionKey = ss[6], ss[7], ss[8]
+}
+
+// packedField returns field i of a packed string.
+func packedField(s string, i int) string {
+	var f string
+	for ; i >= 0; i-- {
+		f, s = nextPacked(s)
+	}
+	return f
+}
+
+func nextPacked(s string) (string, string) {
+	var n uint64
+	var shift uint
+	i := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		n |= uint64(c&0x7f) << shift
+		shift += 7
+		if c < 0x80 {
+			i++
+			break
+		}
+	}
+	if n > uint64(len(s)-i) {
+		return "", ""
+	}
+	return s[i : i+int(n)], s[i+int(n):]
+}
+
+// validPacked reports whether s is a well-formed packed string (snapshot restore).
+func validPacked(s string) bool {
+	for i := 0; i < psCount; i++ {
+		n, k := uvarintString(s)
+		if k <= 0 || n > uint64(len(s)-k) {
+			return false
+		}
+		s = s[k+int(n):]
+	}
+	return s == ""
+}
+
+func uvarintString(s string) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; i < len(s) && i < 10; i++ {
+		c := s[i]
+		if c < 0x80 {
+			return x | uint64(c)<<shift, i + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	return 0, 0
+}
+
+func (m *msg) sessionID() string {
+	if m.flags&fSession == 0 {
+		return ""
+	}
+	return packedField(m.strs, psSessionID)
+}
+
+// msgStore keeps the messages of one target ordered by sequence number. It is the seam
+// for another storage engine; seqIndex is the in-memory one.
+type msgStore interface {
+	Put(m *msg) // m.seq must not be present
+	Get(seq int64) *msg
+	Delete(seq int64) *msg
+	Ascend(from int64, fn func(*msg) bool) // in sequence order, from the first seq >= from
+	Len() int
+}
+
+var _ msgStore = (*seqIndex)(nil)
+
+// chunkMax bounds a chunk of seqIndex: inserts and deletes move at most this many
+// pointers, and lookups are two binary searches.
+const chunkMax = 512
+
+// seqIndex is a sorted list of chunks of message pointers (a two-level B+-tree). Sends
+// append to the last chunk; dead-lettering inserts into the middle of a DLQ's index.
+type seqIndex struct {
+	chunks [][]*msg
+	n      int
+}
+
+func (x *seqIndex) Len() int { return x.n }
+
+// chunkFor returns the index of the first chunk whose last seq is >= seq (len(chunks) if none).
+func (x *seqIndex) chunkFor(seq int64) int {
+	lo, hi := 0, len(x.chunks)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		c := x.chunks[h]
+		if c[len(c)-1].seq < seq {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo
+}
+
+func searchChunk(c []*msg, seq int64) int {
+	lo, hi := 0, len(c)
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if c[h].seq < seq {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo
+}
+
+func (x *seqIndex) Put(m *msg) {
+	x.n++
+	nc := len(x.chunks)
+	if nc == 0 {
+		c := make([]*msg, 1, 16)
+		c[0] = m
+		x.chunks = append(x.chunks, c)
+		return
+	}
+	ci := x.chunkFor(m.seq)
+	if ci == nc { // after everything: append to the last chunk
+		ci = nc - 1
+		if len(x.chunks[ci]) >= chunkMax {
+			c := make([]*msg, 1, 16)
+			c[0] = m
+			x.chunks = append(x.chunks, c)
+			return
+		}
+		x.chunks[ci] = append(x.chunks[ci], m)
+		return
+	}
+	c := x.chunks[ci]
+	i := searchChunk(c, m.seq)
+	c = append(c, nil)
+	copy(c[i+1:], c[i:])
+	c[i] = m
+	if len(c) > chunkMax { // split in halves
+		h := len(c) / 2
+		right := make([]*msg, len(c)-h, chunkMax)
+		copy(right, c[h:])
+		clear(c[h:])
+		c = c[:h]
+		x.chunks = append(x.chunks, nil)
+		copy(x.chunks[ci+2:], x.chunks[ci+1:])
+		x.chunks[ci+1] = right
+	}
+	x.chunks[ci] = c
+}
+
+func (x *seqIndex) Get(seq int64) *msg {
+	ci := x.chunkFor(seq)
+	if ci == len(x.chunks) {
+		return nil
+	}
+	c := x.chunks[ci]
+	if i := searchChunk(c, seq); i < len(c) && c[i].seq == seq {
+		return c[i]
+	}
+	return nil
+}
+
+func (x *seqIndex) Delete(seq int64) *msg {
+	ci := x.chunkFor(seq)
+	if ci == len(x.chunks) {
+		return nil
+	}
+	c := x.chunks[ci]
+	i := searchChunk(c, seq)
+	if i == len(c) || c[i].seq != seq {
+		return nil
+	}
+	m := c[i]
+	x.n--
+	if i == 0 { // front deletion (FIFO consumption): reslice, no copying
+		c[0] = nil
+		x.chunks[ci] = c[1:]
+	} else {
+		copy(c[i:], c[i+1:])
+		c[len(c)-1] = nil
+		x.chunks[ci] = c[:len(c)-1]
+	}
+	c = x.chunks[ci]
+	switch {
+	case len(c) == 0:
+		copy(x.chunks[ci:], x.chunks[ci+1:])
+		x.chunks[len(x.chunks)-1] = nil
+		x.chunks = x.chunks[:len(x.chunks)-1]
+	case len(c) < chunkMax/4 && ci+1 < len(x.chunks) && len(c)+len(x.chunks[ci+1]) <= chunkMax/2:
+		merged := make([]*msg, 0, chunkMax/2)
+		merged = append(append(merged, c...), x.chunks[ci+1]...)
+		x.chunks[ci] = merged
+		copy(x.chunks[ci+1:], x.chunks[ci+2:])
+		x.chunks[len(x.chunks)-1] = nil
+		x.chunks = x.chunks[:len(x.chunks)-1]
+	}
+	return m
+}
+
+func (x *seqIndex) Ascend(from int64, fn func(*msg) bool) {
+	ci := x.chunkFor(from)
+	for ; ci < len(x.chunks); ci++ {
+		c := x.chunks[ci]
+		i := 0
+		if c[0].seq < from {
+			i = searchChunk(c, from)
+		}
+		for ; i < len(c); i++ {
+			if !fn(c[i]) {
+				return
+			}
+		}
+	}
+}
+
+// seqHeap is a min-heap of messages by sequence number, with each message's position in
+// m.aidx so any message can be removed in O(log n). It holds the available messages of a
+// target or of a session (S-RCV-2, S-SES-3).
+type seqHeap []*msg
+
+func (h *seqHeap) push(m *msg) {
+	*h = append(*h, m)
+	m.aidx = int32(len(*h) - 1)
+	h.up(len(*h) - 1)
+}
+
+func (h seqHeap) peek() *msg {
+	if len(h) == 0 {
+		return nil
+	}
+	return h[0]
+}
+
+func (h *seqHeap) remove(m *msg) {
+	i := int(m.aidx)
+	old := *h
+	n := len(old) - 1
+	if i < 0 || i > n || old[i] != m {
+		return
+	}
+	if i != n {
+		old[i] = old[n]
+		old[i].aidx = int32(i)
+	}
+	old[n] = nil
+	*h = old[:n]
+	m.aidx = -1
+	if i != n {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
+}
+
+func (h seqHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].seq <= h[i].seq {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		h[p].aidx, h[i].aidx = int32(p), int32(i)
+		i = p
+	}
+}
+
+func (h seqHeap) down(i int) bool {
+	start := i
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && h[r].seq < h[l].seq {
+			j = r
+		}
+		if h[i].seq <= h[j].seq {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		h[i].aidx, h[j].aidx = int32(i), int32(j)
+		i = j
+	}
+	return i > start
+}
+
+// deadlineHeap orders messages by due time (then seq, then store order, for a total
+// order), with each message's position in m.hidx.
+type deadlineHeap []*msg
+
+func dlLess(a, b *msg) bool {
+	if a.due != b.due {
+		return a.due < b.due
+	}
+	if a.seq != b.seq {
+		return a.seq < b.seq
+	}
+	return a.st.ord < b.st.ord
+}
+
+func (h *deadlineHeap) set(m *msg, due int64) {
+	if m.hidx >= 0 {
+		if due == m.due {
+			return
+		}
+		if due == NeverMs {
+			h.remove(m)
+			return
+		}
+		m.due = due
+		if !h.down(int(m.hidx)) {
+			h.up(int(m.hidx))
+		}
+		return
+	}
+	if due == NeverMs {
+		return
+	}
+	m.due = due
+	*h = append(*h, m)
+	m.hidx = int32(len(*h) - 1)
+	h.up(len(*h) - 1)
+}
+
+func (h *deadlineHeap) remove(m *msg) {
+	i := int(m.hidx)
+	old := *h
+	n := len(old) - 1
+	if i < 0 || i > n || old[i] != m {
+		return
+	}
+	if i != n {
+		old[i] = old[n]
+		old[i].hidx = int32(i)
+	}
+	old[n] = nil
+	*h = old[:n]
+	m.hidx = -1
+	if i != n {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
+}
+
+func (h deadlineHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !dlLess(h[i], h[p]) {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		h[p].hidx, h[i].hidx = int32(p), int32(i)
+		i = p
+	}
+}
+
+func (h deadlineHeap) down(i int) bool {
+	start := i
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && dlLess(h[r], h[l]) {
+			j = r
+		}
+		if !dlLess(h[j], h[i]) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		h[i].hidx, h[j].hidx = int32(i), int32(j)
+		i = j
+	}
+	return i > start
+}
+
+// sessionHeap orders held sessions by lock expiry (then id).
+type sessionHeap []*session
+
+func sessLess(a, b *session) bool {
+	if a.lockedUntil != b.lockedUntil {
+		return a.lockedUntil < b.lockedUntil
+	}
+	if a.id != b.id {
+		return a.id < b.id
+	}
+	return a.st.ord < b.st.ord
+}
+
+func (h *sessionHeap) fix(s *session) {
+	if s.hidx < 0 {
+		*h = append(*h, s)
+		s.hidx = int32(len(*h) - 1)
+		h.up(len(*h) - 1)
+		return
+	}
+	if !h.down(int(s.hidx)) {
+		h.up(int(s.hidx))
+	}
+}
+
+func (h *sessionHeap) remove(s *session) {
+	i := int(s.hidx)
+	old := *h
+	n := len(old) - 1
+	if i < 0 || i > n || old[i] != s {
+		return
+	}
+	if i != n {
+		old[i] = old[n]
+		old[i].hidx = int32(i)
+	}
+	old[n] = nil
+	*h = old[:n]
+	s.hidx = -1
+	if i != n {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
+}
+
+func (h sessionHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !sessLess(h[i], h[p]) {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		h[p].hidx, h[i].hidx = int32(p), int32(i)
+		i = p
+	}
+}
+
+func (h sessionHeap) down(i int) bool {
+	start := i
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && sessLess(h[r], h[l]) {
+			j = r
+		}
+		if !sessLess(h[j], h[i]) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		h[i].hidx, h[j].hidx = int32(i), int32(j)
+		i = j
+	}
+	return i > start
+}
