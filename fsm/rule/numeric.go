@@ -1,16 +1,12 @@
 package rule
 
-import "math"
-
-// numeric returns v as a float64 when v is a number.
-func numeric(v Value) (float64, bool) {
-	switch v.Kind {
-	case KindUbyte, KindUshort, KindUint, KindUlong:
-		return float64(v.N), true
-	case KindByte, KindShort, KindInt, KindLong:
-		return float64(int64(v.N)), true
-	case KindFloat, KindDouble:
-		return math.Float64frombits(v.N), true
+// numericKind reports whether k is an integer or floating-point kind. Char, timestamp
+// and the decimals are not numbers for a correlation filter.
+func numericKind(k Kind) bool {
+	switch k {
+	case KindUbyte, KindUshort, KindUint, KindUlong, KindByte, KindShort, KindInt, KindLong,
+		KindFloat, KindDouble:
+		return true
 	}
-	return 0, false
+	return false
 }

@@ -270,12 +270,18 @@ func (c *Correlation) Match(p *Properties) (bool, error) {
 }
 
 // Equal reports whether two values are equal for a correlation filter: numbers compare
-// by numeric value across widths, everything else by kind and content.
+// by numeric value across widths (exactly between integers, as doubles otherwise),
+// everything else by kind and content.
 func Equal(a, b Value) bool {
-	if a.Kind == b.Kind {
-		return a.N == b.N && a.S == b.S
+	if a.Kind == b.Kind && a.N == b.N && a.S == b.S {
+		return true
 	}
-	af, aok := numeric(a)
-	bf, bok := numeric(b)
-	return aok && bok && af == bf
+	if !numericKind(a.Kind) || !numericKind(b.Kind) {
+		return false
+	}
+	x, y := fromValue(a), fromValue(b)
+	if x.k == vInt && y.k == vInt {
+		return x.i == y.i
+	}
+	return num(x) == num(y)
 }
