@@ -909,9 +909,10 @@ func (f *FSM) sessionFor(e *entity, st *store, id, owner string) (*session, erro
 
 // expireSession applies S-TTL-5 when a receiver holds or accepts a session.
 func (f *FSM) expireSession(s *session) {
-	for s.expireThrough > 0 {
+	through := s.expireThrough
+	for through > 0 {
 		m := s.avail.peek()
-		if m == nil || m.seq > s.expireThrough {
+		if m == nil || m.seq > through {
 			break
 		}
 		s.avail.remove(m)
