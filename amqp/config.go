@@ -1,0 +1,131 @@
+package amqp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+)
+
+// Clock is the time source. The real clock is used when nil; any type with
+// Now (such as test/fakeclock.Clock) fits.
+type Clock interface {
+	Now() time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Config configures a Server. Pass nil to New for DefaultConfig().
+type Config struct {
+	// Addresses to listen on with Start, e.g. "127.0.0.1:5672".
+	Addresses []string
+	// ContainerID is sent in open.
+	ContainerID string
+	// MaxFrameSize is the largest frame accepted and advertised (>= 512).
+	MaxFrameSize uint32
+	// ChannelMax is the highest channel number accepted.
+	ChannelMax uint16
+	// IdleTimeout is advertised in open; a peer silent for longer is
+	// disconnected. Zero disables the check.
+	IdleTimeout time.Duration
+	// HeartbeatInterval is the longest the server stays silent; it also never
+	// exceeds half of the peer's advertised idle-time-out.
+	HeartbeatInterval time.Duration
+	// LinkCredit is the credit granted to each sending client link; it
+	// bounds the messages of a link in flight to the Backend.
+	LinkCredit uint32
+	// SessionWindow is the incoming window advertised per session.
+	SessionWindow uint32
+	// MaxMessageSize is advertised on sender links when the entity does not
+	// say otherwise (bytes).
+	MaxMessageSize uint64
+	// MaxSessions bounds sessions per connection; MaxLinks links per session.
+	MaxSessions int
+	MaxLinks    int
+	// ReceiveWait is the long-poll duration for a receiver with credit.
+	ReceiveWait time.Duration
+	// SessionAcceptWait is used for accept-next-session without com.microsoft:timeout.
+	SessionAcceptWait time.Duration
+	// WriteTimeout bounds one socket write; a peer that stops reading is dropped.
+	WriteTimeout time.Duration
+	// HandshakeTimeout bounds protocol header, SASL and open.
+	HandshakeTimeout time.Duration
+	// RPCTimeout bounds a $management or $cbs request with no server-timeout.
+	RPCTimeout time.Duration
+	// MaxPendingReplies bounds responses queued for a reply address that has
+	// no credit yet.
+	MaxPendingReplies int
+	// RequireAuth makes entity links require a CBS claim or a SASL PLAIN
+	// login. With false every link is allowed (for tests only).
+	RequireAuth bool
+	// Namespace names this broker in SystemTracker of error descriptions.
+	Namespace string
+	Logger    *slog.Logger
+	Clock     Clock
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() *Config {
+	return &Config{
+		Addresses:         []string{"127.0.0.1:5672"},
+		ContainerID:       "quorumbus",
+		MaxFrameSize:      65536,
+		ChannelMax:        4095,
+		IdleTimeout:       60 * time.Second,
+		HeartbeatInterval: 15 * time.Second,
+		LinkCredit:        1000,
+		SessionWindow:     5000,
+		MaxMessageSize:    262144,
+		MaxSessions:       4096,
+		MaxLinks:          4096,
+		ReceiveWait:       60 * time.Second,
+		SessionAcceptWait: 60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		HandshakeTimeout:  30 * time.Second,
+		RPCTimeout:        60 * time.Second,
+		MaxPendingReplies: 1024,
+		RequireAuth:       true,
+		Namespace:         "quorumbus",
+	}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.MaxFrameSize < frames.MinMaxFrameSize {
+		errs = append(errs, fmt.Errorf("MaxFrameSize %d < %d", c.MaxFrameSize, frames.MinMaxFrameSize))
+	}
+	if c.LinkCredit == 0 {
+		errs = append(errs, errors.New("LinkCredit must be > 0"))
+	}
+	if c.SessionWindow < 2 {
+		errs = append(errs, errors.New("SessionWindow must be >= 2"))
+	}
+	if c.MaxMessageSize == 0 {
+		errs = append(errs, errors.New("MaxMessageSize must be > 0"))
+	}
+	if c.HeartbeatInterval <= 0 {
+		errs = append(errs, errors.New("HeartbeatInterval must be > 0"))
+	}
+	if c.IdleTimeout < 0 || (c.IdleTimeout > 0 && c.IdleTimeout < time.Second) {
+		errs = append(errs, errors.New("IdleTimeout must be 0 or >= 1s"))
+	}
+	if c.MaxSessions <= 0 || c.MaxLinks <= 0 || c.MaxPendingReplies <= 0 {
+		errs = append(errs, errors.New("MaxSessions, MaxLinks and MaxPendingReplies must be > 0"))
+	}
+	if c.ReceiveWait <= 0 || c.SessionAcceptWait <= 0 || c.WriteTimeout <= 0 || c.HandshakeTimeout <= 0 || c.RPCTimeout <= 0 {
+		errs = append(errs, errors.New("timeouts must be > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) now() time.Time {
+	if c.Clock == nil {
+		return time.Now()
+	}
+	return c.Clock.Now()
+}

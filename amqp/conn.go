@@ -1,0 +1,565 @@
+package amqp
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+)
+
+// inFrame is what the reader goroutine hands to the owner.
+type inFrame struct {
+	typ     uint8
+	channel uint16
+	body    frames.Body // nil for a heartbeat
+	err     error
+}
+
+// claim is a CBS authorization held by a connection.
+type claim struct {
+	path    string // lower-case entity path prefix ("" = whole namespace)
+	rights  Rights
+	expires time.Time
+}
+
+// conn is one AMQP connection. Goroutines (P2/P4/P5):
+//   - run (the owner) does the handshake, then owns every field marked
+//     "owner" and all sessions and links;
+//   - reader parses frames and sends them on in;
+//   - writer drains out to the socket;
+//   - Backend calls run in goFunc goroutines and report back through post.
+//
+// All are tracked by wg; cancel stops them and run waits for them.
+type conn struct {
+	s   *Server
+	cfg *Config
+	b   Backend
+	nc  net.Conn
+	log *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	in      chan inFrame  // reader -> owner
+	out     chan []byte   // owner -> writer; closed by the owner at exit
+	results chan func()   // backend goroutines -> owner
+	wdone   chan struct{} // closed when the writer exits
+
+	// owner fields
+	peerMaxFrame   uint32
+	peerIdle       time.Duration
+	hostname       string
+	sessions       map[uint16]*session // by remote channel
+	localChannels  map[uint16]*session
+	linksByName    map[linkKey]*link
+	replyLinks     map[string]*link    // RPC reply links by target address
+	pendingReplies map[string][][]byte // responses waiting for their reply link
+	claims         []claim
+	loginRights    Rights // from SASL PLAIN
+	closeSent      bool
+}
+
+type linkKey struct {
+	name string
+	role frames.Role
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &conn{
+		s: s, cfg: s.cfg, b: s.backend, nc: nc,
+		log:            s.log.With("remote", nc.RemoteAddr().String()),
+		ctx:            ctx,
+		cancel:         cancel,
+		in:             make(chan inFrame, 16),
+		out:            make(chan []byte, 256),
+		results:        make(chan func(), 64),
+		wdone:          make(chan struct{}),
+		sessions:       map[uint16]*session{},
+		localChannels:  map[uint16]*session{},
+		linksByName:    map[linkKey]*link{},
+		replyLinks:     map[string]*link{},
+		pendingReplies: map[string][][]byte{},
+	}
+}
+
+// goFunc runs f in a tracked goroutine.
+func (c *conn) goFunc(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
+
+// post hands f to the owner goroutine; it is dropped once the connection ends.
+func (c *conn) post(f func()) {
+	select {
+	case c.results <- f:
+	case <-c.ctx.Done():
+	}
+}
+
+func (c *conn) now() time.Time { return c.cfg.now() }
+
+// run serves the connection until it ends.
+func (c *conn) run() {
+	defer func() {
+		c.cancel()
+		c.nc.Close()
+		c.wg.Wait()
+	}()
+	br := frames.NewReader(c.nc, c.cfg.MaxFrameSize)
+	if err := c.handshake(br); err != nil {
+		c.log.Debug("handshake failed", "err", err)
+		return
+	}
+	c.goFunc(func() { c.reader(br) })
+	c.goFunc(c.writer)
+	err := c.loop()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.log.Debug("connection ended", "err", err)
+	}
+	c.shutdownSessions()
+	close(c.out)
+	select {
+	case <-c.wdone:
+	case <-time.After(time.Second):
+	}
+}
+
+// handshake runs protocol headers, SASL and open (part 2 §2.2, part 5 §5.3).
+func (c *conn) handshake(br *frames.Reader) error {
+	_ = c.nc.SetDeadline(time.Now().Add(c.cfg.HandshakeTimeout))
+	defer c.nc.SetDeadline(time.Time{})
+	stop := context.AfterFunc(c.ctx, func() { c.nc.Close() })
+	defer stop()
+
+	h, err := br.ReadProtoHeader()
+	if err != nil {
+		return err
+	}
+	switch h {
+	case frames.ProtoSASL:
+		if _, err := c.nc.Write(frames.ProtoSASL[:]); err != nil {
+			return err
+		}
+		if err := c.sasl(br); err != nil {
+			return err
+		}
+		if h, err = br.ReadProtoHeader(); err != nil {
+			return err
+		}
+		if h != frames.ProtoAMQP {
+			_, _ = c.nc.Write(frames.ProtoAMQP[:])
+			return fmt.Errorf("unexpected protocol header %q after SASL", h[:])
+		}
+	case frames.ProtoAMQP:
+		// No SASL: anonymous; entity access then needs CBS.
+	default:
+		// Part 2 §2.2: answer with the header we support, then close.
+		_, _ = c.nc.Write(frames.ProtoSASL[:])
+		return fmt.Errorf("unsupported protocol header %q", h[:])
+	}
+	if _, err := c.nc.Write(frames.ProtoAMQP[:]); err != nil {
+		return err
+	}
+	fr, err := br.ReadFrame()
+	if err != nil {
+		return err
+	}
+	var body frames.Body
+	if fr.Type == frames.TypeAMQP && len(fr.Body) > 0 {
+		body, err = frames.Parse(fr.Body)
+	}
+	open, ok := body.(*frames.Open)
+	if err != nil || !ok {
+		c.writeDirect(frames.AppendFrame(nil, frames.TypeAMQP, 0, &frames.Open{ContainerID: c.cfg.ContainerID}, nil))
+		c.writeDirect(frames.AppendFrame(nil, frames.TypeAMQP, 0, &frames.Close{Error: &frames.Error{
+			Condition: condFramingError, Description: fmt.Sprintf("expected open, got %v (%v)", body, err)}}, nil))
+		return fmt.Errorf("expected open: %v", err)
+	}
+	c.peerMaxFrame = min(max(open.MaxFrameSize, frames.MinMaxFrameSize), c.cfg.MaxFrameSize)
+	c.peerIdle = open.IdleTimeout
+	c.hostname = open.Hostname
+	reply := &frames.Open{
+		ContainerID:  c.cfg.ContainerID,
+		Hostname:     open.Hostname,
+		MaxFrameSize: c.cfg.MaxFrameSize,
+		ChannelMax:   min(c.cfg.ChannelMax, open.ChannelMax),
+		IdleTimeout:  c.cfg.IdleTimeout,
+	}
+	return c.writeDirect(frames.AppendFrame(nil, frames.TypeAMQP, 0, reply, nil))
+}
+
+func (c *conn) writeDirect(b []byte) error {
+	_, err := c.nc.Write(b)
+	return err
+}
+
+// sasl is the SASL server exchange (part 5 §5.3.2).
+func (c *conn) sasl(br *frames.Reader) error {
+	mechs := &frames.SASLMechanisms{Mechanisms: []Symbol{"MSSBCBS", "PLAIN", "ANONYMOUS"}}
+	if err := c.writeDirect(frames.AppendFrame(nil, frames.TypeSASL, 0, mechs, nil)); err != nil {
+		return err
+	}
+	fr, err := br.ReadFrame()
+	if err != nil {
+		return err
+	}
+	if fr.Type != frames.TypeSASL || len(fr.Body) == 0 {
+		return errors.New("expected sasl-init")
+	}
+	body, err := frames.Parse(fr.Body)
+	if err != nil {
+		return err
+	}
+	init, ok := body.(*frames.SASLInit)
+	if !ok {
+		return fmt.Errorf("expected sasl-init, got %v", body)
+	}
+	code := frames.SASLOK
+	switch init.Mechanism {
+	case "ANONYMOUS", "MSSBCBS":
+	case "PLAIN":
+		rights, err := c.plainLogin(init.InitialResponse)
+		if err != nil {
+			code = frames.SASLAuth
+		} else {
+			c.loginRights = rights
+		}
+	default:
+		code = frames.SASLAuth
+	}
+	if err := c.writeDirect(frames.AppendFrame(nil, frames.TypeSASL, 0, &frames.SASLOutcome{Code: code}, nil)); err != nil {
+		return err
+	}
+	if code != frames.SASLOK {
+		return fmt.Errorf("sasl %s failed", init.Mechanism)
+	}
+	return nil
+}
+
+// plainLogin checks "authzid NUL authcid NUL passwd" where authcid is a key
+// name and passwd the key (as real Service Bus accepts).
+func (c *conn) plainLogin(resp []byte) (Rights, error) {
+	parts := strings.SplitN(string(resp), "\x00", 3)
+	if len(parts) != 3 {
+		return 0, ErrUnauthorized
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.HandshakeTimeout)
+	defer cancel()
+	k, err := c.b.SASKey(ctx, parts[1])
+	if err != nil {
+		return 0, ErrUnauthorized
+	}
+	if subtle.ConstantTimeCompare([]byte(k.Key), []byte(parts[2])) != 1 {
+		return 0, ErrUnauthorized
+	}
+	return k.Rights, nil
+}
+
+// reader parses frames and hands them to the owner.
+func (c *conn) reader(br *frames.Reader) {
+	for {
+		if c.cfg.IdleTimeout > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
+		}
+		fr, err := br.ReadFrame()
+		var f inFrame
+		if err != nil {
+			f.err = err
+		} else {
+			f.typ, f.channel = fr.Type, fr.Channel
+			if len(fr.Body) > 0 {
+				f.body, f.err = frames.Parse(fr.Body)
+			}
+		}
+		select {
+		case c.in <- f:
+		case <-c.ctx.Done():
+			return
+		}
+		if f.err != nil {
+			return
+		}
+	}
+}
+
+// writer writes frames, flushing when it has nothing more queued.
+func (c *conn) writer() {
+	defer close(c.wdone)
+	bw := bufio.NewWriterSize(c.nc, 64*1024)
+	for b := range c.out {
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+		if _, err := bw.Write(b); err != nil {
+			c.cancel()
+			break
+		}
+		if len(c.out) == 0 {
+			if err := bw.Flush(); err != nil {
+				c.cancel()
+				break
+			}
+		}
+	}
+	_ = bw.Flush()
+	for range c.out { // drain so the owner never blocks
+	}
+}
+
+// send queues a frame for the writer.
+func (c *conn) send(channel uint16, body frames.Body, payload []byte) {
+	var b []byte
+	if body == nil {
+		b = frames.AppendFrame(make([]byte, 0, 8), frames.TypeAMQP, channel, nil, nil)
+	} else {
+		b = frames.AppendFrame(make([]byte, 0, 64+len(payload)), frames.TypeAMQP, channel, body, payload)
+	}
+	select {
+	case c.out <- b:
+	case <-c.ctx.Done():
+	}
+}
+
+// errClose asks the loop to close the connection with an error.
+type errClose struct{ e *frames.Error }
+
+func (e *errClose) Error() string { return e.e.Error() }
+
+func (c *conn) heartbeatInterval() time.Duration {
+	iv := c.cfg.HeartbeatInterval
+	if c.peerIdle > 0 && c.peerIdle/2 < iv {
+		iv = c.peerIdle / 2
+	}
+	return max(iv, 50*time.Millisecond)
+}
+
+// loop is the owner loop.
+func (c *conn) loop() error {
+	hb := time.NewTicker(c.heartbeatInterval())
+	defer hb.Stop()
+	for {
+		select {
+		case f := <-c.in:
+			err := f.err
+			if err == nil {
+				err = c.handleFrame(f)
+			}
+			if err != nil {
+				c.closeWith(err)
+				return err
+			}
+		case fn := <-c.results:
+			fn()
+		case <-hb.C:
+			c.send(0, nil, nil) // empty frame: heartbeat (part 2 §2.4.5)
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
+// closeWith sends close with the error that ended the connection.
+func (c *conn) closeWith(err error) {
+	if c.closeSent {
+		return
+	}
+	var e *frames.Error
+	var ec *errClose
+	var ne net.Error
+	switch {
+	case errors.As(err, &ec):
+		e = ec.e
+	case errors.Is(err, frames.ErrFrameTooLarge):
+		e = newError(condFramingError, err.Error(), c.cfg.Namespace, c.now())
+	case errors.Is(err, frames.ErrUnknown):
+		e = newError(condNotImplemented, err.Error(), c.cfg.Namespace, c.now())
+	case errors.Is(err, frames.ErrMalformed):
+		e = newError(condDecodeError, err.Error(), c.cfg.Namespace, c.now())
+	case errors.As(err, &ne) && ne.Timeout():
+		e = newError(condResourceLimit, "idle timeout exceeded", c.cfg.Namespace, c.now())
+	case errors.Is(err, errPeerClosed):
+		e = nil
+	default:
+		return // socket gone
+	}
+	c.closeSent = true
+	c.send(0, &frames.Close{Error: e}, nil)
+}
+
+var errPeerClosed = errors.New("peer closed the connection")
+
+func (c *conn) handleFrame(f inFrame) error {
+	if f.typ != frames.TypeAMQP {
+		return &errClose{newError(condFramingError, "SASL frame after SASL completed", c.cfg.Namespace, c.now())}
+	}
+	if f.body == nil {
+		return nil // heartbeat
+	}
+	switch b := f.body.(type) {
+	case *frames.Begin:
+		return c.handleBegin(f.channel, b)
+	case *frames.Close:
+		return errPeerClosed
+	case *frames.Open:
+		return &errClose{newError(condNotAllowed, "open received twice", c.cfg.Namespace, c.now())}
+	}
+	s := c.sessions[f.channel]
+	if s == nil {
+		return &errClose{newError(condFramingError, fmt.Sprintf("%v on channel %d without a session", f.body, f.channel), c.cfg.Namespace, c.now())}
+	}
+	var err error
+	switch b := f.body.(type) {
+	case *frames.Attach:
+		err = s.handleAttach(b)
+	case *frames.Flow:
+		err = s.handleFlow(b)
+	case *frames.Transfer:
+		err = s.handleTransfer(b)
+	case *frames.Disposition:
+		s.handleDisposition(b)
+	case *frames.Detach:
+		s.handleDetach(b)
+	case *frames.End:
+		c.endSession(s, nil)
+	default:
+		return &errClose{newError(condFramingError, fmt.Sprintf("unexpected %v", f.body), c.cfg.Namespace, c.now())}
+	}
+	if se, ok := err.(*sessionError); ok {
+		c.endSession(s, se.e)
+		return nil
+	}
+	return err
+}
+
+// sessionError ends one session with an error.
+type sessionError struct{ e *frames.Error }
+
+func (e *sessionError) Error() string { return e.e.Error() }
+
+func (c *conn) handleBegin(ch uint16, b *frames.Begin) error {
+	if b.RemoteChannel != nil {
+		return &errClose{newError(condNotAllowed, "the server does not begin sessions", c.cfg.Namespace, c.now())}
+	}
+	if c.sessions[ch] != nil {
+		return &errClose{newError(condFramingError, fmt.Sprintf("channel %d already in use", ch), c.cfg.Namespace, c.now())}
+	}
+	if ch > c.cfg.ChannelMax || len(c.sessions) >= c.cfg.MaxSessions {
+		return &errClose{newError(condResourceLimit, "too many sessions", c.cfg.Namespace, c.now())}
+	}
+	var local uint16
+	for c.localChannels[local] != nil {
+		local++
+	}
+	s := newSession(c, ch, local, b)
+	c.sessions[ch] = s
+	c.localChannels[local] = s
+	rc := ch
+	c.send(local, &frames.Begin{
+		RemoteChannel:  &rc,
+		NextOutgoingID: s.nextOutgoingID,
+		IncomingWindow: s.incomingWindow,
+		OutgoingWindow: c.cfg.SessionWindow,
+		HandleMax:      uint32(c.cfg.MaxLinks - 1),
+	}, nil)
+	return nil
+}
+
+// endSession drops every link of s (without detach frames; part 2 §2.7.8)
+// and sends end.
+func (c *conn) endSession(s *session, e *frames.Error) {
+	if c.sessions[s.remoteChannel] != s {
+		return
+	}
+	for _, l := range s.links {
+		s.dropLink(l, true)
+	}
+	delete(c.sessions, s.remoteChannel)
+	delete(c.localChannels, s.localChannel)
+	c.send(s.localChannel, &frames.End{Error: e}, nil)
+}
+
+func (c *conn) shutdownSessions() {
+	for _, s := range c.sessions {
+		for _, l := range s.links {
+			s.dropLink(l, false)
+		}
+	}
+}
+
+// hasClaim reports whether the connection may use path with want rights.
+func (c *conn) hasClaim(path string, want Rights) bool {
+	if !c.cfg.RequireAuth || c.loginRights.Has(want) {
+		return true
+	}
+	p := strings.ToLower(path)
+	now := c.now()
+	for _, cl := range c.claims {
+		if now.After(cl.expires) || !cl.rights.Has(want) {
+			continue
+		}
+		if cl.path == "" || p == cl.path || strings.HasPrefix(p, cl.path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *conn) addClaim(cl claim) {
+	now := c.now()
+	kept := c.claims[:0]
+	for _, old := range c.claims {
+		if now.Before(old.expires) && !(old.path == cl.path && old.rights == cl.rights) {
+			kept = append(kept, old)
+		}
+	}
+	c.claims = append(kept, cl)
+	if len(c.claims) > 4096 { // bound a hostile client's state
+		c.claims = c.claims[len(c.claims)-4096:]
+	}
+}
+
+// deliverReply routes an RPC response to the reply link for addr, or keeps
+// it (bounded) until that link attaches or gets credit.
+func (c *conn) deliverReply(addr string, msg []byte) {
+	if l := c.replyLinks[addr]; l != nil && l.credit > 0 && len(c.pendingReplies[addr]) == 0 {
+		l.s.sendDelivery(l, nil, msg, true)
+		return
+	}
+	q := c.pendingReplies[addr]
+	if len(q) >= c.cfg.MaxPendingReplies {
+		q = q[1:]
+	}
+	if len(c.pendingReplies) >= c.cfg.MaxPendingReplies && q == nil {
+		return // too many distinct reply addresses; drop
+	}
+	c.pendingReplies[addr] = append(q, msg)
+	if l := c.replyLinks[addr]; l != nil {
+		c.flushReplies(l)
+	}
+}
+
+func (c *conn) flushReplies(l *link) {
+	addr := l.replyAddr
+	q := c.pendingReplies[addr]
+	for len(q) > 0 && l.credit > 0 {
+		l.s.sendDelivery(l, nil, q[0], true)
+		q = q[1:]
+	}
+	if len(q) == 0 {
+		delete(c.pendingReplies, addr)
+	} else {
+		c.pendingReplies[addr] = q
+	}
+}

@@ -1,0 +1,24 @@
+// Package amqp is Quorumbus's AMQP 1.0 server in the Azure Service Bus
+// dialect (see ../shared/spec/protocol.md in the project docs): listener,
+// SASL (ANONYMOUS, PLAIN, MSSBCBS), connection, session and link state with
+// flow control, the $cbs and $management nodes, and the mapping of Service
+// Bus operations onto a Backend that the broker (cluster) implements.
+//
+// Owns: everything on the wire. The bare message stays opaque bytes
+// (Message.Raw); on delivery only header, delivery- and message-annotations
+// (and application-properties after a modification) are rewritten.
+//
+// Must not import: fsm, partition, cluster or any hashicorp package; only
+// the standard library and amqp/internal/{encoding,frames}. Errors reach the
+// wire through one table (errors.go).
+//
+// Goroutine model (P2/P4/P5): per connection, an owner goroutine (conn.run /
+// conn.loop) owns all connection, session and link state; a reader
+// goroutine parses frames and hands them over a channel; a writer goroutine
+// drains a bounded channel to the socket. Backend calls never run on the
+// owner: each runs in a WaitGroup-tracked goroutine (conn.goFunc) and posts
+// its result back as a closure the owner executes. Back-pressure: link
+// credit bounds deliveries in flight to the Backend per link, the session
+// window bounds frames, max-frame-size and max-message-size bound buffers;
+// Server.Close cancels everything and waits.
+package amqp

@@ -1,0 +1,537 @@
+package amqp
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// memBackend is a small, faithful in-memory Backend for this package's
+// tests: one partition per entity, peek-lock with lock expiry, dead-letter
+// sub-queues, deferral, scheduling, sessions, topics copying to every
+// subscription. It is not the broker; it exists to exercise the protocol.
+type memBackend struct {
+	mu       sync.Mutex
+	keys     map[string]SASKey
+	entities map[string]*memEntity // by lower-case path
+	changed  chan struct{}         // closed and replaced on every change
+	now      func() time.Time
+	maxDC    uint32
+}
+
+type memEntity struct {
+	info     EntityInfo
+	nextSeq  int64
+	queues   [2][]*memMsg // main and dead-letter
+	sessions map[string]*memSession
+	subs     []*memEntity // for topics
+}
+
+type memSession struct {
+	state       []byte
+	held        bool
+	lockedUntil time.Time
+}
+
+type memMsg struct {
+	m             *Message
+	seq           int64
+	enqueued      time.Time
+	scheduledAt   time.Time
+	state         MessageState
+	deliveryCount uint32
+	token         UUID
+	lockedUntil   time.Time
+	props         []Property
+	modified      bool
+	deadLettered  bool
+	dlReason      string
+	dlDesc        string
+}
+
+func newMemBackend() *memBackend {
+	return &memBackend{
+		keys: map[string]SASKey{
+			"RootManageSharedAccessKey": {Name: "RootManageSharedAccessKey", Key: "secret-key", Rights: RightManage},
+			"listen":                    {Name: "listen", Key: "listen-key", Rights: RightListen},
+		},
+		entities: map[string]*memEntity{},
+		changed:  make(chan struct{}),
+		now:      time.Now,
+		maxDC:    10,
+	}
+}
+
+func (b *memBackend) addEntity(info EntityInfo) *memEntity {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if info.LockDuration == 0 {
+		info.LockDuration = 30 * time.Second
+	}
+	e := &memEntity{info: info, sessions: map[string]*memSession{}}
+	b.entities[strings.ToLower(info.Path)] = e
+	if info.Kind == KindSubscription {
+		topic := b.entities[strings.ToLower(strings.SplitN(info.Path, "/", 2)[0])]
+		topic.subs = append(topic.subs, e)
+	}
+	return e
+}
+
+func (b *memBackend) notify() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+func (b *memBackend) SASKey(_ context.Context, name string) (SASKey, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k, ok := b.keys[name]
+	if !ok {
+		return SASKey{}, ErrNotFound
+	}
+	return k, nil
+}
+
+func (b *memBackend) Entity(_ context.Context, path string) (EntityInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.entities[strings.ToLower(path)]
+	if e == nil {
+		return EntityInfo{}, ErrNotFound
+	}
+	return e.info, nil
+}
+
+func (b *memBackend) entity(path string) (*memEntity, error) {
+	e := b.entities[strings.ToLower(path)]
+	if e == nil {
+		return nil, ErrNotFound
+	}
+	return e, nil
+}
+
+func (b *memBackend) enqueue(e *memEntity, m *Message, scheduled bool) int64 {
+	now := b.now()
+	e.nextSeq++
+	mm := &memMsg{m: m, seq: e.nextSeq, enqueued: now, props: m.ApplicationProperties}
+	if scheduled || (!m.ScheduledEnqueueTime.IsZero() && m.ScheduledEnqueueTime.After(now)) {
+		mm.state, mm.scheduledAt, mm.enqueued = StateScheduled, m.ScheduledEnqueueTime, m.ScheduledEnqueueTime
+	}
+	e.queues[0] = append(e.queues[0], mm)
+	if m.SessionID != "" && e.sessions[m.SessionID] == nil {
+		e.sessions[m.SessionID] = &memSession{}
+	}
+	return mm.seq
+}
+
+func (b *memBackend) targets(e *memEntity) []*memEntity {
+	if e.info.Kind == KindTopic {
+		return e.subs
+	}
+	return []*memEntity{e}
+}
+
+func (b *memBackend) Send(_ context.Context, entity string, msgs []*Message) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.entity(entity)
+	if err != nil {
+		return err
+	}
+	for _, t := range b.targets(e) {
+		for _, m := range msgs {
+			b.enqueue(t, m, false)
+		}
+	}
+	b.notify()
+	return nil
+}
+
+func (b *memBackend) Schedule(_ context.Context, entity string, msgs []*Message) ([]int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.entity(entity)
+	if err != nil {
+		return nil, err
+	}
+	var seqs []int64
+	for _, m := range msgs {
+		seqs = append(seqs, b.enqueue(e, m, true))
+	}
+	return seqs, nil
+}
+
+func (b *memBackend) CancelScheduled(_ context.Context, entity string, seqs []int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.entity(entity)
+	if err != nil {
+		return err
+	}
+	e.queues[0] = slices.DeleteFunc(e.queues[0], func(m *memMsg) bool {
+		return m.state == StateScheduled && slices.Contains(seqs, m.seq)
+	})
+	return nil
+}
+
+func subIndex(a Address) int {
+	if a.Sub != SubQueueNone {
+		return 1
+	}
+	return 0
+}
+
+// available reports whether m can be received now, expiring locks and
+// activating scheduled messages as a side effect.
+func (b *memBackend) available(m *memMsg, now time.Time) bool {
+	if m.state == StateScheduled && !now.Before(m.scheduledAt) {
+		m.state = StateActive
+	}
+	if m.state != StateActive {
+		return false
+	}
+	return m.lockedUntil.IsZero() || now.After(m.lockedUntil)
+}
+
+func (b *memBackend) delivery(m *memMsg) *Delivery {
+	d := &Delivery{Message: m.m, LockToken: m.token, SequenceNumber: m.seq, EnqueuedTime: m.enqueued,
+		LockedUntil: m.lockedUntil, DeliveryCount: m.deliveryCount, State: m.state,
+		DeadLettered: m.deadLettered, DeadLetterReason: m.dlReason, DeadLetterDescription: m.dlDesc,
+		Properties: m.props, PropertiesModified: m.modified}
+	if m.m.TimeToLive > 0 {
+		d.ExpiresAt = m.enqueued.Add(m.m.TimeToLive)
+	}
+	return d
+}
+
+func (b *memBackend) Receive(ctx context.Context, req ReceiveRequest) ([]*Delivery, error) {
+	var timer <-chan time.Time
+	if req.Wait > 0 {
+		t := time.NewTimer(req.Wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		b.mu.Lock()
+		e, err := b.entity(req.Address.Entity)
+		if err != nil {
+			b.mu.Unlock()
+			return nil, err
+		}
+		if req.SessionID != "" {
+			if s := e.sessions[req.SessionID]; s == nil || !s.held {
+				b.mu.Unlock()
+				return nil, ErrSessionLockLost
+			}
+		}
+		now := b.now()
+		q := subIndex(req.Address)
+		var out []*Delivery
+		for _, m := range e.queues[q] {
+			if len(out) >= req.Max {
+				break
+			}
+			if m.m.SessionID != req.SessionID && q == 0 && e.info.RequiresSession {
+				continue
+			}
+			if !b.available(m, now) {
+				continue
+			}
+			m.deliveryCount++
+			if req.Mode == ReceiveAndDelete {
+				e.queues[q] = slices.DeleteFunc(e.queues[q], func(x *memMsg) bool { return x == m })
+				out = append(out, b.delivery(m))
+				break // the slice changed; return what we have
+			}
+			m.token = newUUID()
+			m.lockedUntil = now.Add(e.info.LockDuration)
+			out = append(out, b.delivery(m))
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		if len(out) > 0 {
+			return out, nil
+		}
+		select {
+		case <-changed:
+		case <-timer:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(50 * time.Millisecond): // scheduled messages and lock expiry
+		}
+	}
+}
+
+func (b *memBackend) find(a Address, token UUID) (*memEntity, *memMsg, error) {
+	e, err := b.entity(a.Entity)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, m := range e.queues[subIndex(a)] {
+		if m.token == token {
+			if b.now().After(m.lockedUntil) {
+				return nil, nil, ErrLockLost
+			}
+			return e, m, nil
+		}
+	}
+	return nil, nil, ErrLockLost
+}
+
+func mergeProps(ps []Property, mod []Property) []Property {
+	out := slices.Clone(ps)
+	for _, p := range mod {
+		i := slices.IndexFunc(out, func(x Property) bool { return x.Key == p.Key })
+		if i >= 0 {
+			out[i] = p
+		} else {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (b *memBackend) Settle(_ context.Context, s Settlement) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s.SessionID != "" {
+		e, err := b.entity(s.Address.Entity)
+		if err != nil {
+			return err
+		}
+		if ss := e.sessions[s.SessionID]; ss == nil || !ss.held {
+			return ErrSessionLockLost
+		}
+	}
+	e, m, err := b.find(s.Address, s.LockToken)
+	if err != nil {
+		return err
+	}
+	q := subIndex(s.Address)
+	remove := func() { e.queues[q] = slices.DeleteFunc(e.queues[q], func(x *memMsg) bool { return x == m }) }
+	m.token, m.lockedUntil = UUID{}, time.Time{}
+	if len(s.PropertiesToModify) > 0 {
+		m.props, m.modified = mergeProps(m.props, s.PropertiesToModify), true
+	}
+	switch s.Disposition {
+	case Complete:
+		remove()
+	case Release:
+		m.deliveryCount--
+	case Abandon:
+		if m.deliveryCount >= b.maxDC && q == 0 {
+			remove()
+			m.deadLettered, m.dlReason, m.dlDesc = true, "MaxDeliveryCountExceeded", "Message could not be consumed after 10 delivery attempts."
+			e.queues[1] = append(e.queues[1], m)
+		}
+	case Defer:
+		m.state = StateDeferred
+	case DeadLetter:
+		if q == 0 {
+			remove()
+			m.deadLettered, m.dlReason, m.dlDesc = true, s.DeadLetterReason, s.DeadLetterDescription
+			e.queues[1] = append(e.queues[1], m)
+		}
+	}
+	b.notify()
+	return nil
+}
+
+func (b *memBackend) RenewLock(_ context.Context, a Address, _ string, tokens []UUID) ([]time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []time.Time
+	for _, t := range tokens {
+		e, m, err := b.find(a, t)
+		if err != nil {
+			return nil, err
+		}
+		m.lockedUntil = b.now().Add(e.info.LockDuration)
+		out = append(out, m.lockedUntil)
+	}
+	return out, nil
+}
+
+func (b *memBackend) Peek(_ context.Context, a Address, sessionID string, from int64, n int) ([]*Delivery, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.entity(a.Entity)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Delivery
+	for _, m := range e.queues[subIndex(a)] {
+		if m.seq >= from && len(out) < n && (sessionID == "" || m.m.SessionID == sessionID) {
+			d := b.delivery(m)
+			d.LockToken, d.LockedUntil = UUID{}, time.Time{}
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func (b *memBackend) ReceiveDeferred(_ context.Context, a Address, _ string, mode ReceiveMode, seqs []int64) ([]*Delivery, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.entity(a.Entity)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Delivery
+	q := subIndex(a)
+	for _, m := range e.queues[q] {
+		if m.state == StateDeferred && slices.Contains(seqs, m.seq) {
+			m.deliveryCount++
+			m.token = newUUID()
+			m.lockedUntil = b.now().Add(e.info.LockDuration)
+			out = append(out, b.delivery(m))
+		}
+	}
+	if mode == ReceiveAndDelete {
+		e.queues[q] = slices.DeleteFunc(e.queues[q], func(m *memMsg) bool { return m.state == StateDeferred && slices.Contains(seqs, m.seq) })
+	}
+	return out, nil
+}
+
+func (b *memBackend) AcceptSession(ctx context.Context, a Address, id string, wait time.Duration) (string, time.Time, error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		b.mu.Lock()
+		e, err := b.entity(a.Entity)
+		if err != nil {
+			b.mu.Unlock()
+			return "", time.Time{}, err
+		}
+		now := b.now()
+		free := func(s *memSession) bool { return !s.held || now.After(s.lockedUntil) }
+		if id != "" {
+			s := e.sessions[id]
+			if s == nil {
+				s = &memSession{}
+				e.sessions[id] = s
+			}
+			if !free(s) {
+				b.mu.Unlock()
+				return "", time.Time{}, ErrSessionCannotBeLocked
+			}
+			s.held, s.lockedUntil = true, now.Add(e.info.LockDuration)
+			b.mu.Unlock()
+			return id, s.lockedUntil, nil
+		}
+		for _, m := range e.queues[0] {
+			s := e.sessions[m.m.SessionID]
+			if s != nil && free(s) && b.available(m, now) {
+				s.held, s.lockedUntil = true, now.Add(e.info.LockDuration)
+				b.mu.Unlock()
+				return m.m.SessionID, s.lockedUntil, nil
+			}
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		select {
+		case <-changed:
+		case <-t.C:
+			return "", time.Time{}, ErrTimeout
+		case <-ctx.Done():
+			return "", time.Time{}, ErrTimeout
+		}
+	}
+}
+
+func (b *memBackend) session(a Address, id string, mustHold bool) (*memSession, error) {
+	e, err := b.entity(a.Entity)
+	if err != nil {
+		return nil, err
+	}
+	s := e.sessions[id]
+	if s == nil {
+		if mustHold {
+			return nil, ErrSessionLockLost
+		}
+		s = &memSession{}
+		e.sessions[id] = s
+	}
+	if mustHold && !s.held {
+		return nil, ErrSessionLockLost
+	}
+	return s, nil
+}
+
+func (b *memBackend) ReleaseSession(_ context.Context, a Address, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, err := b.session(a, id, false)
+	if err != nil {
+		return err
+	}
+	s.held = false
+	b.notify()
+	return nil
+}
+
+func (b *memBackend) RenewSessionLock(_ context.Context, a Address, id string) (time.Time, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, err := b.session(a, id, true)
+	if err != nil {
+		return time.Time{}, err
+	}
+	e, _ := b.entity(a.Entity)
+	s.lockedUntil = b.now().Add(e.info.LockDuration)
+	return s.lockedUntil, nil
+}
+
+func (b *memBackend) SessionState(_ context.Context, a Address, id string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, err := b.session(a, id, true)
+	if err != nil {
+		return nil, err
+	}
+	return s.state, nil
+}
+
+func (b *memBackend) SetSessionState(_ context.Context, a Address, id string, state []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, err := b.session(a, id, true)
+	if err != nil {
+		return err
+	}
+	if len(state) == 0 {
+		state = nil
+	}
+	s.state = state
+	return nil
+}
+
+func (b *memBackend) ListSessions(_ context.Context, a Address, skip, top int) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.entity(a.Entity)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for id, s := range e.sessions {
+		has := s.state != nil
+		for _, m := range e.queues[0] {
+			has = has || m.m.SessionID == id
+		}
+		if has {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	if skip >= len(ids) {
+		return nil, nil
+	}
+	ids = ids[skip:]
+	return ids[:min(top, len(ids))], nil
+}
+
+var _ Backend = (*memBackend)(nil)
