@@ -12,15 +12,6 @@ import (
 	"github.com/quorumbus/quorumbus/fsm/rule"
 )
 
-// sqlReady reports whether fsm/rule compiles SQL yet (issue 6 lands it); tests of
-// Config.json files with SQL rules need it.
-func sqlReady(t *testing.T) {
-	t.Helper()
-	if _, err := rule.Compile(rule.Spec{Name: "x", Filter: rule.FilterSpec{Kind: rule.FilterSQL, SQL: "1=1"}}); err != nil {
-		t.Skipf("SQL filters are not compiled yet (%v)", err)
-	}
-}
-
 func loadInto(t *testing.T, data []byte) (*State, *EmulatorConfig, []string) {
 	t.Helper()
 	cfg, warns, err := LoadEmulatorConfig(data)
@@ -38,7 +29,6 @@ func loadInto(t *testing.T, data []byte) (*State, *EmulatorConfig, []string) {
 
 // The official emulator's own sample loads unchanged (comments included).
 func TestLoadEmulatorSampleConfig(t *testing.T) {
-	sqlReady(t)
 	data, err := os.ReadFile("../../../shared/emulator/Config.json")
 	if err != nil {
 		data, err = os.ReadFile("/work/shared/emulator/Config.json")
@@ -80,7 +70,6 @@ func TestLoadEmulatorSampleConfig(t *testing.T) {
 
 // Every field of Config-schema.json, with the values the sample sets.
 func TestLoadSampleConfig(t *testing.T) {
-	sqlReady(t)
 	data, err := os.ReadFile("testdata/Config.json")
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +229,6 @@ func TestLoadConfigInvalid(t *testing.T) {
 
 // SQL syntax errors name the rule's SqlExpression field.
 func TestLoadConfigBadSQL(t *testing.T) {
-	sqlReady(t)
 	_, _, err := LoadEmulatorConfig([]byte(`{"UserConfig":{"Namespaces":[{"Name":"ns","Topics":[{"Name":"t","Subscriptions":[{"Name":"s","Rules":[{"Name":"r","Properties":{"FilterType":"Sql","SqlFilter":{"SqlExpression":"a = = 1"}}}]}]}]}]}}`))
 	if err == nil || !strings.HasPrefix(err.Error(), "UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Rules[0].Properties.SqlFilter.SqlExpression: ") {
 		t.Fatalf("got %v", err)

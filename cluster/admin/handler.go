@@ -1,0 +1,718 @@
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/fsm/rule"
+)
+
+// Config configures the admin API handler (P10).
+type Config struct {
+	// Store reads and changes the metadata. Required.
+	Store Store
+	// Ready reports whether the node can serve (GET /readyz); nil means always ready.
+	Ready func() error
+	// Now is the clock for token expiry and error timestamps; nil means time.Now.
+	Now func() time.Time
+	// Logger receives request errors; nil discards them.
+	Logger *slog.Logger
+	// PartitionCount is how many partitions an entity created with
+	// EnablePartitioning=true gets (Service Bus uses 16).
+	PartitionCount int32
+	// MaxBodyBytes bounds PUT bodies.
+	MaxBodyBytes int64
+	// DefaultPageSize is the list page size when the request has no $top.
+	DefaultPageSize int
+	// SKU is reported by GET /$namespaceinfo.
+	SKU string
+}
+
+// DefaultConfig returns the defaults; Store must still be set.
+func DefaultConfig() *Config {
+	return &Config{PartitionCount: 16, MaxBodyBytes: 1 << 20, DefaultPageSize: 100, SKU: "Standard"}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("admin: Config.Store is required")
+	case c.PartitionCount < 1 || c.PartitionCount > meta.MaxPartitionCount:
+		return fmt.Errorf("admin: Config.PartitionCount %d is outside 1..%d", c.PartitionCount, meta.MaxPartitionCount)
+	case c.MaxBodyBytes < 1024:
+		return fmt.Errorf("admin: Config.MaxBodyBytes %d is below 1024", c.MaxBodyBytes)
+	case c.DefaultPageSize < 1:
+		return fmt.Errorf("admin: Config.DefaultPageSize %d is below 1", c.DefaultPageSize)
+	}
+	return nil
+}
+
+// Handler serves the admin API. Create it with New.
+type Handler struct {
+	cfg Config // immutable after New
+	log *slog.Logger
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns a handler for cfg (nil means DefaultConfig, which lacks a Store).
+func New(cfg *Config) (*Handler, error) {
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	c := *cfg
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.SKU == "" {
+		c.SKU = "Standard"
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{cfg: c, log: log}, nil
+}
+
+// httpError is an error with the status code to answer.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func errorf(code int, format string, args ...any) error {
+	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// route is a parsed request path.
+type route struct {
+	kind   routeKind
+	entity string // queue or topic name (as written in the path)
+	sub    string
+	rule   string
+}
+
+type routeKind uint8
+
+const (
+	routeEntity routeKind = iota + 1
+	routeNamespace
+	routeListQueues
+	routeListTopics
+	routeListSubs
+	routeSub
+	routeListRules
+	routeRule
+)
+
+func parseRoute(path string) (route, error) {
+	p := strings.Trim(path, "/")
+	switch {
+	case p == "":
+		return route{}, errorf(http.StatusNotFound, "no entity in the request path")
+	case strings.EqualFold(p, "$namespaceinfo"):
+		return route{kind: routeNamespace}, nil
+	case strings.EqualFold(p, "$Resources/Queues"):
+		return route{kind: routeListQueues}, nil
+	case strings.EqualFold(p, "$Resources/Topics"):
+		return route{kind: routeListTopics}, nil
+	}
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	for i, s := range segs {
+		if !strings.EqualFold(s, "Subscriptions") {
+			continue
+		}
+		if i == 0 {
+			break
+		}
+		r := route{entity: strings.Join(segs[:i], "/")}
+		rest := segs[i+1:]
+		if len(rest) > 0 && rest[len(rest)-1] == "" {
+			rest = rest[:len(rest)-1] // trailing slash
+		}
+		switch {
+		case len(rest) == 0:
+			r.kind = routeListSubs
+		case len(rest) == 1:
+			r.kind, r.sub = routeSub, rest[0]
+		case len(rest) == 2 && strings.EqualFold(rest[1], "Rules"):
+			r.kind, r.sub = routeListRules, rest[0]
+		case len(rest) == 3 && strings.EqualFold(rest[1], "Rules"):
+			r.kind, r.sub, r.rule = routeRule, rest[0], rest[2]
+		default:
+			return route{}, errorf(http.StatusNotFound, "unknown path %q", path)
+		}
+		return r, nil
+	}
+	return route{kind: routeEntity, entity: p}, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Health endpoints answer unauthenticated requests only, so that an entity named
+	// "healthz" stays reachable through the management API.
+	if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
+		switch r.URL.Path {
+		case "/healthz", "/health":
+			writeHealth(w, nil)
+			return
+		case "/readyz":
+			var err error
+			if h.cfg.Ready != nil {
+				err = h.cfg.Ready()
+			}
+			writeHealth(w, err)
+			return
+		}
+	}
+	rt, err := parseRoute(r.URL.Path)
+	if err == nil {
+		err = h.serve(w, r, rt)
+	}
+	if err != nil {
+		h.writeError(w, r, rt, err)
+	}
+}
+
+func writeHealth(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	body := map[string]string{"status": "healthy", "message": "Service is healthy."}
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		body = map[string]string{"status": "unhealthy", "message": "Service not available: " + err.Error()}
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error {
+	ctx := r.Context()
+	switch r.Method {
+	case http.MethodGet, http.MethodPut, http.MethodDelete:
+	default:
+		return errorf(http.StatusMethodNotAllowed, "method %s is not supported", r.Method)
+	}
+	var authErr error
+	if err := h.cfg.Store.Read(ctx, func(s *meta.State) {
+		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, rt.entity)
+	}); err != nil {
+		return err
+	}
+	if authErr != nil {
+		return &httpError{code: http.StatusUnauthorized, msg: authErr.Error()}
+	}
+	switch r.Method {
+	case http.MethodGet:
+		return h.get(ctx, w, r, rt)
+	case http.MethodPut:
+		if rt.kind == routeNamespace || rt.kind == routeListQueues || rt.kind == routeListTopics ||
+			rt.kind == routeListSubs || rt.kind == routeListRules {
+			return errorf(http.StatusMethodNotAllowed, "PUT is not supported on %s", r.URL.Path)
+		}
+		return h.put(ctx, w, r, rt)
+	default:
+		return h.delete(ctx, w, r, rt)
+	}
+}
+
+// ---- GET
+
+type page struct{ skip, top int }
+
+func (h *Handler) page(r *http.Request) (page, error) {
+	q := r.URL.Query()
+	p := page{top: h.cfg.DefaultPageSize}
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"$skip", &p.skip}, {"$top", &p.top}} {
+		if v := q.Get(f.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return p, errorf(http.StatusBadRequest, "%s=%q is not a non-negative integer", f.name, v)
+			}
+			*f.dst = n
+		}
+	}
+	return p, nil
+}
+
+func window[T any](xs []T, p page) []T {
+	if p.skip >= len(xs) {
+		return nil
+	}
+	xs = xs[p.skip:]
+	if p.top < len(xs) {
+		xs = xs[:p.top]
+	}
+	return xs
+}
+
+// snapshot is what a GET needs from the metadata, copied out under Store.Read.
+type snapshot struct {
+	ns     meta.Namespace
+	kind   meta.EntityKind
+	queue  meta.Queue
+	topic  meta.Topic
+	subs   []meta.Subscription
+	queues []meta.Queue
+	topics []meta.Topic
+	tsubs  map[string][]meta.Subscription // topic name -> subscriptions, for topic lists
+}
+
+func (h *Handler) read(ctx context.Context, rt route) (*snapshot, error) {
+	var sn snapshot
+	err := h.cfg.Store.Read(ctx, func(s *meta.State) {
+		sn.ns = s.Namespace()
+		switch rt.kind {
+		case routeListQueues:
+			sn.queues = s.Queues()
+		case routeListTopics:
+			sn.topics = s.Topics()
+			sn.tsubs = map[string][]meta.Subscription{}
+			for _, t := range sn.topics {
+				sn.tsubs[t.Name], _ = s.Subscriptions(t.Name)
+			}
+		case routeNamespace:
+		default:
+			sn.kind = s.Kind(rt.entity)
+			switch sn.kind {
+			case meta.KindQueue:
+				sn.queue, _ = s.Queue(rt.entity)
+			case meta.KindTopic:
+				sn.topic, _ = s.Topic(rt.entity)
+				sn.subs, _ = s.Subscriptions(rt.entity)
+			}
+		}
+	})
+	return &sn, err
+}
+
+func (h *Handler) runtime(ctx context.Context, e Entity) RuntimeCounts {
+	c, err := h.cfg.Store.Runtime(ctx, e)
+	if err != nil {
+		// The description is still worth serving; the counts read as zero.
+		h.log.Warn("admin: runtime counts unavailable", "entity", e.Name, "subscription", e.Subscription, "err", err)
+		return RuntimeCounts{}
+	}
+	return c
+}
+
+func notFoundErr(what string) error {
+	return fmt.Errorf("%s: %w", what, meta.ErrNotFound)
+}
+
+func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) error {
+	sn, err := h.read(ctx, rt)
+	if err != nil {
+		return err
+	}
+	x := &xmlWriter{}
+	switch rt.kind {
+	case routeNamespace:
+		h.entryStart(x, r, sn.ns.Name, sn.ns.CreatedAt, sn.ns.UpdatedAt, sn.ns.Name)
+		x.raw(`<NamespaceInfo` + descAttrs + `>`)
+		x.el("CreatedTime", atomTime(sn.ns.CreatedAt))
+		x.el("MessagingSKU", h.cfg.SKU)
+		x.el("ModifiedTime", atomTime(sn.ns.UpdatedAt))
+		x.el("Name", sn.ns.Name)
+		x.el("NamespaceType", "Messaging")
+		x.raw(`</NamespaceInfo>`)
+		h.entryEnd(x)
+	case routeEntity:
+		switch sn.kind {
+		case meta.KindQueue:
+			h.queueEntry(ctx, x, r, sn.ns.Name, sn.queue)
+		case meta.KindTopic:
+			h.topicEntry(ctx, x, r, sn.ns.Name, sn.topic, sn.subs)
+		default:
+			return notFoundErr(fmt.Sprintf("the messaging entity %q", rt.entity))
+		}
+	case routeListQueues, routeListTopics:
+		p, err := h.page(r)
+		if err != nil {
+			return err
+		}
+		title := "Queues"
+		if rt.kind == routeListTopics {
+			title = "Topics"
+		}
+		h.feedStart(x, r, title)
+		if rt.kind == routeListQueues {
+			for _, q := range window(sn.queues, p) {
+				h.queueEntry(ctx, x, r, sn.ns.Name, q)
+			}
+		} else {
+			for _, t := range window(sn.topics, p) {
+				h.topicEntry(ctx, x, r, sn.ns.Name, t, sn.tsubs[t.Name])
+			}
+		}
+		x.raw(`</feed>`)
+	case routeListSubs, routeSub, routeListRules, routeRule:
+		if sn.kind != meta.KindTopic {
+			return notFoundErr(fmt.Sprintf("the topic %q", rt.entity))
+		}
+		if rt.kind == routeListSubs {
+			p, err := h.page(r)
+			if err != nil {
+				return err
+			}
+			h.feedStart(x, r, "Subscriptions")
+			for _, s := range window(sn.subs, p) {
+				h.subEntry(ctx, x, r, sn.ns.Name, s)
+			}
+			x.raw(`</feed>`)
+			break
+		}
+		sub, ok := findSub(sn.subs, rt.sub)
+		if !ok {
+			return notFoundErr(fmt.Sprintf("the subscription %q of topic %q", rt.sub, rt.entity))
+		}
+		switch rt.kind {
+		case routeSub:
+			h.subEntry(ctx, x, r, sn.ns.Name, sub)
+		case routeListRules:
+			p, err := h.page(r)
+			if err != nil {
+				return err
+			}
+			h.feedStart(x, r, "Rules")
+			for _, ru := range window(sub.Rules, p) {
+				h.ruleEntry(x, r, sn.ns.Name, ru)
+			}
+			x.raw(`</feed>`)
+		case routeRule:
+			ru, ok := findRule(sub.Rules, rt.rule)
+			if !ok {
+				return notFoundErr(fmt.Sprintf("the rule %q of subscription %q", rt.rule, rt.sub))
+			}
+			h.ruleEntry(x, r, sn.ns.Name, ru)
+		}
+	}
+	writeXML(w, http.StatusOK, x.String())
+	return nil
+}
+
+func findSub(subs []meta.Subscription, name string) (meta.Subscription, bool) {
+	for _, s := range subs {
+		if strings.EqualFold(s.Name, name) {
+			return s, true
+		}
+	}
+	return meta.Subscription{}, false
+}
+
+func findRule(rules []meta.Rule, name string) (meta.Rule, bool) {
+	for _, r := range rules {
+		if strings.EqualFold(r.Spec.Name, name) {
+			return r, true
+		}
+	}
+	return meta.Rule{}, false
+}
+
+func writeXML(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "application/atom+xml;type=entry;charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, `<?xml version="1.0" encoding="utf-8"?>`+body)
+}
+
+func selfURL(r *http.Request) string {
+	return "https://" + r.Host + r.URL.Path + "?api-version=" + r.URL.Query().Get("api-version")
+}
+
+func (h *Handler) feedStart(x *xmlWriter, r *http.Request, title string) {
+	x.raw(`<feed xmlns="` + nsAtom + `"><title type="text">`)
+	x.text(title)
+	x.raw(`</title><id>`)
+	x.text(selfURL(r))
+	x.raw(`</id><updated>`)
+	x.text(h.cfg.Now().UTC().Format(time.RFC3339))
+	x.raw(`</updated><link rel="self" href="`)
+	x.text(selfURL(r))
+	x.raw(`"/>`)
+}
+
+func (h *Handler) entryStart(x *xmlWriter, r *http.Request, title string, created, updated int64, ns string) {
+	x.raw(`<entry xmlns="` + nsAtom + `"><id>`)
+	x.text(selfURL(r))
+	x.raw(`</id><title type="text">`)
+	x.text(title)
+	x.raw(`</title><published>` + atomTime(created) + `</published><updated>` + atomTime(updated) + `</updated><author><name>`)
+	x.text(ns)
+	x.raw(`</name></author><link rel="self" href="`)
+	x.text(selfURL(r))
+	x.raw(`"/><content type="application/xml">`)
+}
+
+func (h *Handler) entryEnd(x *xmlWriter) { x.raw(`</content></entry>`) }
+
+func (h *Handler) queueEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, q meta.Queue) {
+	c := h.runtime(ctx, Entity{Name: q.Name})
+	h.entryStart(x, r, q.Name, q.CreatedAt, q.UpdatedAt, ns)
+	writeQueue(x, q, c)
+	h.entryEnd(x)
+}
+
+func (h *Handler) topicEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, t meta.Topic, subs []meta.Subscription) {
+	c := h.runtime(ctx, Entity{Name: t.Name})
+	h.entryStart(x, r, t.Name, t.CreatedAt, t.UpdatedAt, ns)
+	writeTopic(x, t, subs, c)
+	h.entryEnd(x)
+}
+
+func (h *Handler) subEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, s meta.Subscription) {
+	c := h.runtime(ctx, Entity{Name: s.Topic, Subscription: s.Name})
+	h.entryStart(x, r, s.Name, s.CreatedAt, s.UpdatedAt, ns)
+	writeSubscription(x, s, c)
+	h.entryEnd(x)
+}
+
+func (h *Handler) ruleEntry(x *xmlWriter, r *http.Request, ns string, ru meta.Rule) {
+	h.entryStart(x, r, ru.Spec.Name, ru.CreatedAt, ru.CreatedAt, ns)
+	writeRule(x, ru)
+	h.entryEnd(x)
+}
+
+// ---- PUT
+
+func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	if err != nil {
+		return errorf(http.StatusRequestEntityTooLarge, "the request body is larger than %d bytes", h.cfg.MaxBodyBytes)
+	}
+	root, err := parseXML(strings.NewReader(string(body)))
+	if err != nil {
+		return errorf(http.StatusBadRequest, "the request body is not valid XML: %v", err)
+	}
+	desc := root
+	if root.name.Local == "entry" {
+		desc = root.child("content").firstElement()
+	}
+	if desc == nil {
+		return errorf(http.StatusBadRequest, "the request body has no entity description in <entry><content>")
+	}
+	update := r.Header.Get("If-Match") != ""
+	want := map[routeKind][]string{
+		routeEntity: {"QueueDescription", "TopicDescription"},
+		routeSub:    {"SubscriptionDescription"},
+		routeRule:   {"RuleDescription"},
+	}[rt.kind]
+	ok := false
+	for _, n := range want {
+		ok = ok || desc.name.Local == n
+	}
+	if !ok {
+		return errorf(http.StatusBadRequest, "a %s cannot be PUT at %s (expected %s)", desc.name.Local, r.URL.Path, strings.Join(want, " or "))
+	}
+
+	var cmd meta.Command
+	var readErr error
+	if err := h.cfg.Store.Read(ctx, func(s *meta.State) {
+		cmd, readErr = h.command(s, rt, desc, update)
+	}); err != nil {
+		return err
+	}
+	if readErr != nil {
+		return readErr
+	}
+	if err := h.cfg.Store.Apply(ctx, cmd); err != nil {
+		return err
+	}
+	// Answer with the entity as stored.
+	sn, err := h.read(ctx, rt)
+	if err != nil {
+		return err
+	}
+	x := &xmlWriter{}
+	switch rt.kind {
+	case routeEntity:
+		if sn.kind == meta.KindQueue {
+			h.queueEntry(ctx, x, r, sn.ns.Name, sn.queue)
+		} else {
+			h.topicEntry(ctx, x, r, sn.ns.Name, sn.topic, sn.subs)
+		}
+	case routeSub, routeRule:
+		sub, ok := findSub(sn.subs, rt.sub)
+		if !ok {
+			return notFoundErr(fmt.Sprintf("the subscription %q", rt.sub))
+		}
+		if rt.kind == routeSub {
+			h.subEntry(ctx, x, r, sn.ns.Name, sub)
+		} else {
+			ru, ok := findRule(sub.Rules, rt.rule)
+			if !ok {
+				return notFoundErr(fmt.Sprintf("the rule %q", rt.rule))
+			}
+			h.ruleEntry(x, r, sn.ns.Name, ru)
+		}
+	}
+	code := http.StatusCreated
+	if update {
+		code = http.StatusOK
+	}
+	writeXML(w, code, x.String())
+	return nil
+}
+
+// command builds the metadata command for a PUT: create from the S-ENT-2 defaults, or
+// update from the current properties, overlaid with the elements present in desc.
+func (h *Handler) command(s *meta.State, rt route, desc *node, update bool) (meta.Command, error) {
+	parts := h.cfg.PartitionCount
+	switch desc.name.Local {
+	case "QueueDescription":
+		if !update {
+			p, err := parseQueue(desc, meta.DefaultQueueProperties(), parts)
+			return &meta.CreateQueue{Name: rt.entity, Properties: p}, err
+		}
+		q, ok := s.Queue(rt.entity)
+		if !ok {
+			return nil, notFoundErr(fmt.Sprintf("the queue %q", rt.entity))
+		}
+		p, err := parseQueue(desc, q.Properties, parts)
+		return &meta.UpdateQueue{Name: q.Name, Properties: p}, err
+	case "TopicDescription":
+		if !update {
+			p, err := parseTopic(desc, meta.DefaultTopicProperties(), parts)
+			return &meta.CreateTopic{Name: rt.entity, Properties: p}, err
+		}
+		t, ok := s.Topic(rt.entity)
+		if !ok {
+			return nil, notFoundErr(fmt.Sprintf("the topic %q", rt.entity))
+		}
+		p, err := parseTopic(desc, t.Properties, parts)
+		return &meta.UpdateTopic{Name: t.Name, Properties: p}, err
+	case "SubscriptionDescription":
+		if !update {
+			p, err := parseSubscription(desc, meta.DefaultSubscriptionProperties())
+			if err != nil {
+				return nil, err
+			}
+			c := &meta.CreateSubscription{Topic: rt.entity, Name: rt.sub, Properties: p}
+			if d := desc.child("DefaultRuleDescription"); d != nil {
+				sp, err := parseRule(d)
+				if err != nil {
+					return nil, meta.WithPrefix("DefaultRuleDescription", err)
+				}
+				if sp.Name == "" {
+					sp.Name = rule.DefaultRuleName
+				}
+				c.Rules = []rule.Spec{sp}
+			}
+			return c, nil
+		}
+		sub, ok := s.Subscription(rt.entity, rt.sub)
+		if !ok {
+			return nil, notFoundErr(fmt.Sprintf("the subscription %q of topic %q", rt.sub, rt.entity))
+		}
+		p, err := parseSubscription(desc, sub.Properties)
+		return &meta.UpdateSubscription{Topic: rt.entity, Name: sub.Name, Properties: p}, err
+	default: // RuleDescription
+		sp, err := parseRule(desc)
+		if err != nil {
+			return nil, err
+		}
+		sp.Name = rt.rule
+		if update {
+			return &meta.UpdateRule{Topic: rt.entity, Subscription: rt.sub, Rule: sp}, nil
+		}
+		return &meta.CreateRule{Topic: rt.entity, Subscription: rt.sub, Rule: sp}, nil
+	}
+}
+
+// ---- DELETE
+
+func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) error {
+	var cmd meta.Command
+	switch rt.kind {
+	case routeEntity:
+		var kind meta.EntityKind
+		if err := h.cfg.Store.Read(ctx, func(s *meta.State) { kind = s.Kind(rt.entity) }); err != nil {
+			return err
+		}
+		switch kind {
+		case meta.KindQueue:
+			cmd = &meta.DeleteQueue{Name: rt.entity}
+		case meta.KindTopic:
+			cmd = &meta.DeleteTopic{Name: rt.entity}
+		default:
+			return notFoundErr(fmt.Sprintf("the messaging entity %q", rt.entity))
+		}
+	case routeSub:
+		cmd = &meta.DeleteSubscription{Topic: rt.entity, Name: rt.sub}
+	case routeRule:
+		cmd = &meta.DeleteRule{Topic: rt.entity, Subscription: rt.sub, Name: rt.rule}
+	default:
+		return errorf(http.StatusMethodNotAllowed, "DELETE is not supported on %s", r.URL.Path)
+	}
+	if err := h.cfg.Store.Apply(ctx, cmd); err != nil {
+		return err
+	}
+	writeXML(w, http.StatusOK, "")
+	return nil
+}
+
+// ---- errors
+
+// writeError answers with Service Bus's error body:
+// <Error><Code>400</Code><Detail>… TrackingId:…, SystemTracker:…, Timestamp:…</Detail></Error>
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rt route, err error) {
+	code := http.StatusInternalServerError
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+		code = he.code
+	case errors.Is(err, meta.ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, meta.ErrExists):
+		code = http.StatusConflict
+	case errors.Is(err, meta.ErrInvalid):
+		code = http.StatusBadRequest
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		code = http.StatusServiceUnavailable
+	case errors.Is(err, context.Canceled):
+		code = 499 // client went away; nobody reads the answer
+	}
+	now := h.cfg.Now().UTC()
+	tracker := r.Host + ":" + strings.Trim(r.URL.Path, "/")
+	detail := fmt.Sprintf("%s. TrackingId:%s, SystemTracker:%s, Timestamp:%s",
+		strings.TrimSuffix(err.Error(), "."), trackingID(), tracker, now.Format(time.RFC3339))
+	if code >= 500 {
+		h.log.Error("admin: request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	} else {
+		h.log.Debug("admin: request rejected", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	}
+	x := &xmlWriter{}
+	x.raw(`<Error><Code>` + strconv.Itoa(code) + `</Code><Detail>`)
+	x.text(detail)
+	x.raw(`</Detail></Error>`)
+	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", "SharedAccessSignature")
+	}
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, x.String())
+}
+
+func trackingID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,146 @@
+package admin
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// XML namespaces of the ATOM management API.
+const (
+	nsAtom     = "http://www.w3.org/2005/Atom"
+	nsSB       = "http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"
+	nsXSI      = "http://www.w3.org/2001/XMLSchema-instance"
+	nsXSD      = "http://www.w3.org/2001/XMLSchema"
+	nsSBCounts = "http://schemas.microsoft.com/netservices/2011/06/servicebus"
+)
+
+// node is a parsed XML element. encoding/xml resolves prefixes, so Name.Space and attribute
+// spaces hold namespace URLs whatever prefix the client made up (protocol.md §10: Go's
+// encoder writes _XMLSchema-instance:type).
+type node struct {
+	name     xml.Name
+	attrs    []xml.Attr
+	children []*node
+	text     string
+}
+
+const maxDepth = 64
+
+func parseXML(r io.Reader) (*node, error) {
+	d := xml.NewDecoder(r)
+	var stack []*node
+	var root *node
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			n := &node{name: t.Name, attrs: t.Attr}
+			if len(stack) > 0 {
+				p := stack[len(stack)-1]
+				p.children = append(p.children, n)
+			} else if root == nil {
+				root = n
+			} else {
+				return nil, errors.New("more than one root element")
+			}
+			stack = append(stack, n)
+			if len(stack) > maxDepth {
+				return nil, errors.New("XML nested too deeply")
+			}
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		case xml.CharData:
+			if len(stack) > 0 {
+				stack[len(stack)-1].text += string(t)
+			}
+		}
+	}
+	if root == nil {
+		return nil, errors.New("empty document")
+	}
+	return root, nil
+}
+
+// child returns the first child element with the given local name.
+func (n *node) child(local string) *node {
+	if n == nil {
+		return nil
+	}
+	for _, c := range n.children {
+		if c.name.Local == local {
+			return c
+		}
+	}
+	return nil
+}
+
+// firstElement returns the first child element.
+func (n *node) firstElement() *node {
+	if n == nil || len(n.children) == 0 {
+		return nil
+	}
+	return n.children[0]
+}
+
+// xsiType returns the element's xsi:type without any prefix ("SqlFilter", "string").
+// It accepts the XMLSchema-instance namespace under any prefix, and an undeclared "i:"
+// prefix as a lenient fallback.
+func (n *node) xsiType() string {
+	var fallback string
+	for _, a := range n.attrs {
+		if a.Name.Local != "type" {
+			continue
+		}
+		if a.Name.Space == nsXSI {
+			return localName(a.Value)
+		}
+		if a.Name.Space == "i" || a.Name.Space == "xsi" {
+			fallback = localName(a.Value)
+		}
+	}
+	return fallback
+}
+
+func localName(qname string) string {
+	if i := strings.LastIndexByte(qname, ':'); i >= 0 {
+		return qname[i+1:]
+	}
+	return qname
+}
+
+func (n *node) String() string {
+	return fmt.Sprintf("<%s>", n.name.Local)
+}
+
+// xmlWriter builds a response document.
+type xmlWriter struct {
+	b strings.Builder
+}
+
+func (w *xmlWriter) raw(s string) { w.b.WriteString(s) }
+
+func (w *xmlWriter) text(s string) {
+	_ = xml.EscapeText(&w.b, []byte(s))
+}
+
+// el writes <name>value</name> with value escaped.
+func (w *xmlWriter) el(name, value string) {
+	w.b.WriteByte('<')
+	w.b.WriteString(name)
+	w.b.WriteByte('>')
+	w.text(value)
+	w.b.WriteString("</")
+	w.b.WriteString(name)
+	w.b.WriteByte('>')
+}
+
+func (w *xmlWriter) String() string { return w.b.String() }
