@@ -256,6 +256,7 @@ func (f *FSM) Apply(e *Entry) []Result {
 	for i, c := range e.Cmds {
 		f.apply(c, &res[i])
 	}
+	f.runDeadlines() // nothing a command did may leave a deadline in the past
 	return res
 }
 
@@ -1066,7 +1067,11 @@ func (f *FSM) settle(c *Settle, r *Result) {
 				m.state = StateDeferred
 				st.countState(StateDeferred, 1)
 			}
-			f.place(m)
+			if !st.dlq && m.expires <= f.now { // S-TTL-3
+				f.expire(m)
+			} else {
+				f.place(m)
+			}
 		case DeadLetter: // S-LOCK-6
 			if st.dlq { // S-DLQ-1: never dead-lettered again; it stays, unlocked
 				setProps(m, c.Properties)
