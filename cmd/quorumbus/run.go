@@ -1,9 +1,146 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
 
-// run starts the node and blocks until it stops. The broker is wired here once the
-// cluster and amqp layers land.
+	"github.com/quorumbus/quorumbus/amqp"
+	"github.com/quorumbus/quorumbus/cluster"
+	"github.com/quorumbus/quorumbus/cluster/admin"
+	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
+)
+
+// run starts the node and blocks until SIGTERM or SIGINT, then stops it gracefully.
 func run(cfg Config) error {
-	return errors.New("the broker is not wired yet (cluster and amqp layers in progress)")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log := newLogger(cfg)
+	if err := os.MkdirAll(cfg.Data, 0o750); err != nil {
+		return err
+	}
+
+	cc := cluster.DefaultConfig()
+	cc.NodeID = cfg.NodeID
+	cc.DataDir = cfg.Data
+	cc.ClusterAddr = cfg.ClusterAddr
+	cc.Namespace = cfg.Namespace
+	cc.DefaultKeyName = cfg.KeyName
+	cc.DefaultKey = cfg.Key
+	cc.Logger = log
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	node, err := cluster.Start(startCtx, cc)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+
+	if cfg.ConfigJSON != "" {
+		data, err := os.ReadFile(cfg.ConfigJSON)
+		if err != nil {
+			return fmt.Errorf("--config-json: %w", err)
+		}
+		warnings, err := node.LoadEmulatorConfig(ctx, data)
+		for _, w := range warnings {
+			log.Warn("Config.json", "warning", w)
+		}
+		if err != nil {
+			return fmt.Errorf("--config-json %s: %w", cfg.ConfigJSON, err)
+		}
+	}
+
+	ac := amqp.DefaultConfig()
+	ac.Addresses = []string{cfg.AMQPAddr}
+	ac.Namespace = node.Namespace()
+	ac.Logger = log
+	srv, err := amqp.New(ac, bridge.New(node))
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	hc := admin.DefaultConfig()
+	hc.Store = node
+	hc.Ready = node.Ready
+	hc.Logger = log
+	hc.PartitionCount = 4
+	handler, err := admin.New(hc)
+	if err != nil {
+		return err
+	}
+	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("--admin-addr %s: %w", cfg.AdminAddr, err)
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	adminErr := make(chan error, 1)
+	go func() { adminErr <- hs.Serve(adminLn) }()
+
+	amqpAddr := srv.Addrs()[0].String()
+	name, key := node.DefaultKey()
+	connStr := fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true",
+		amqpAddr, name, key)
+	if err := writeEndpoints(cfg.Data, amqpAddr, adminLn.Addr().String(), node.ClusterAddr(), connStr); err != nil {
+		return err
+	}
+	fmt.Printf("Quorumbus is running (node %s, namespace %s, data %s)\n", cfg.NodeID, node.Namespace(), cfg.Data)
+	fmt.Printf("  AMQP      %s\n  admin API http://%s\n", amqpAddr, adminLn.Addr())
+	fmt.Printf("Connection string:\n%s\n", connStr)
+
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-adminErr:
+		return fmt.Errorf("admin API: %w", err)
+	}
+	stop()
+	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	err = errors.Join(hs.Shutdown(shutCtx), srv.Close(), node.Close())
+	return err
+}
+
+// writeEndpoints records where the node listens: endpoints.json for tools and tests
+// (ports may be 0 on the command line) and connection-string for qbctl. Each is written
+// to a temporary file and renamed, so a reader never sees half a file.
+func writeEndpoints(dir, amqpAddr, adminAddr, clusterAddr, connStr string) error {
+	b, err := json.MarshalIndent(map[string]string{
+		"amqp": amqpAddr, "admin": adminAddr, "cluster": clusterAddr, "connectionString": connStr,
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{"endpoints.json": b, "connection-string": []byte(connStr + "\n")} {
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func newLogger(cfg Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }

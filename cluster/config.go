@@ -1,0 +1,108 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Clock is the time source of the node's own decisions (timestamps proposed to the
+// metadata group). Nil in Config means the real clock.
+type Clock interface {
+	Now() time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// RaftTiming holds the Raft settings shared by every group the node runs. Tests shorten
+// them; production keeps the defaults.
+type RaftTiming struct {
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// NoSync skips fsync of Raft logs. Unsafe (S-DUR-1 no longer holds); tests only.
+	NoSync bool
+}
+
+// DefaultRaftTiming is the production timing.
+func DefaultRaftTiming() RaftTiming {
+	return RaftTiming{
+		HeartbeatTimeout:   time.Second,
+		ElectionTimeout:    time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      50 * time.Millisecond,
+	}
+}
+
+func (t RaftTiming) apply(rc *raft.Config) {
+	rc.HeartbeatTimeout = t.HeartbeatTimeout
+	rc.ElectionTimeout = t.ElectionTimeout
+	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
+	rc.CommitTimeout = t.CommitTimeout
+}
+
+// Config is one node's configuration.
+type Config struct {
+	NodeID      string // stable identity, the same Raft ServerID in every group
+	DataDir     string
+	ClusterAddr string // listen address of the cluster port (all Raft groups)
+	Namespace   string
+
+	// DefaultKeyName and DefaultKey create the namespace's first shared access key
+	// (rights Manage, Send, Listen) when the namespace has none. An empty DefaultKey is
+	// generated.
+	DefaultKeyName string
+	DefaultKey     string
+
+	Raft   RaftTiming
+	Clock  Clock        // nil: real clock
+	Logger *slog.Logger // nil: slog.Default()
+}
+
+// DefaultConfig is a single node on loopback.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:         "node-1",
+		ClusterAddr:    "127.0.0.1:5400",
+		Namespace:      "quorumbus",
+		DefaultKeyName: "RootManageSharedAccessKey",
+		Raft:           DefaultRaftTiming(),
+	}
+}
+
+// Validate reports the settings that cannot work.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("cluster: NodeID is empty"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("cluster: DataDir is empty"))
+	}
+	if c.ClusterAddr == "" {
+		errs = append(errs, errors.New("cluster: ClusterAddr is empty"))
+	}
+	if c.DefaultKeyName == "" {
+		errs = append(errs, errors.New("cluster: DefaultKeyName is empty"))
+	}
+	if c.Raft.HeartbeatTimeout <= 0 || c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout ||
+		c.Raft.LeaderLeaseTimeout <= 0 || c.Raft.LeaderLeaseTimeout > c.Raft.HeartbeatTimeout || c.Raft.CommitTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("cluster: Raft timing %+v cannot work", c.Raft))
+	}
+	return errors.Join(errs...)
+}
+
+// Sentinel errors of the cluster layer.
+var (
+	// ErrNotMetadataLeader: this node cannot change metadata now (no leader, or another
+	// node leads the metadata group and forwarding is not available).
+	ErrNotMetadataLeader = errors.New("cluster: not the metadata leader")
+	// ErrClosed: the node is shutting down.
+	ErrClosed = errors.New("cluster: node closed")
+)

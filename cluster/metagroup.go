@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
+)
+
+// metaGroupID is the metadata group's route on the cluster port. Partition groups are
+// numbered from 1 by the metadata state, so 0 is free.
+const metaGroupID = 0
+
+// metaGroup is the metadata Raft group: the namespace, its entities, keys and placement
+// (cluster/meta.State) replicated on the metadata voters. Reads are served from the local
+// replica; writes are proposed to the leader.
+type metaGroup struct {
+	raft   *raft.Raft
+	store  *raftboltdb.BoltStore
+	fsm    *metaFSM
+	clock  Clock
+	closed chan struct{}
+}
+
+// metaFSM adapts meta.State to raft.FSM. mu guards state: raft's apply goroutine writes,
+// readers take the read lock.
+type metaFSM struct {
+	mu      sync.RWMutex
+	state   *meta.State
+	changed func() // called after every applied entry, outside mu; never blocks
+}
+
+// applyResult is what Apply returns through the raft future: the state's verdict.
+type applyResult struct{ err error }
+
+func (f *metaFSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	e, err := meta.DecodeEntry(l.Data)
+	if err != nil {
+		// A log entry this release cannot decode is written by a newer release or is
+		// corrupt; refusing it keeps the state unchanged and reports why.
+		return applyResult{fmt.Errorf("cluster: metadata log entry %d: %w", l.Index, err)}
+	}
+	f.mu.Lock()
+	err = f.state.Apply(e)
+	f.mu.Unlock()
+	if f.changed != nil {
+		f.changed()
+	}
+	return applyResult{err}
+}
+
+func (f *metaFSM) Snapshot() (raft.FSMSnapshot, error) {
+	var buf bytes.Buffer
+	f.mu.RLock()
+	err := f.state.Snapshot(&buf)
+	f.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	return &metaSnapshot{b: buf.Bytes()}, nil
+}
+
+func (f *metaFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	s := meta.New()
+	if err := s.Restore(rc); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.state = s
+	f.mu.Unlock()
+	if f.changed != nil {
+		f.changed()
+	}
+	return nil
+}
+
+type metaSnapshot struct{ b []byte }
+
+func (s *metaSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.b); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *metaSnapshot) Release() {}
+
+// metaGroupConfig is what openMetaGroup needs.
+type metaGroupConfig struct {
+	dir     string
+	nodeID  raft.ServerID
+	stream  raft.StreamLayer
+	timing  RaftTiming
+	logger  hclog.Logger
+	changed func()
+	clock   Clock
+}
+
+func openMetaGroup(c metaGroupConfig) (*metaGroup, error) {
+	if err := os.MkdirAll(c.dir, 0o750); err != nil {
+		return nil, err
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.dir, "raft.db"), NoSync: c.timing.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: metadata log store: %w", err)
+	}
+	cache, err := raft.NewLogCache(256, store)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.dir, 2, c.logger)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("cluster: metadata snapshot store: %w", err)
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: c.stream, MaxPool: 2, Timeout: 10 * time.Second, Logger: c.logger,
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = c.nodeID
+	rc.Logger = c.logger
+	c.timing.apply(rc)
+	rc.SnapshotThreshold = 1024
+	rc.TrailingLogs = 1024
+	f := &metaFSM{state: meta.New(), changed: c.changed}
+	hasState, err := raft.HasExistingState(cache, store, snaps)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	if !hasState {
+		// One voter: this node. Multi-node formation (bootstrap-expect) is the cluster
+		// issue's; the code path stays the same.
+		cfg := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: c.nodeID, Address: trans.LocalAddr()}}}
+		if err := raft.BootstrapCluster(rc, cache, store, snaps, trans, cfg); err != nil {
+			store.Close()
+			return nil, fmt.Errorf("cluster: bootstrap metadata group: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, f, cache, store, snaps, trans)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("cluster: metadata group: %w", err)
+	}
+	return &metaGroup{raft: r, store: store, fsm: f, clock: c.clock, closed: make(chan struct{})}, nil
+}
+
+// propose replicates one metadata command and returns the state's verdict (ErrExists,
+// ErrNotFound, a *meta.ValidationError, ...) once it is committed and applied here.
+func (g *metaGroup) propose(ctx context.Context, cmd meta.Command) error {
+	if g.raft.State() != raft.Leader {
+		return ErrNotMetadataLeader
+	}
+	g.fsm.mu.RLock()
+	now := max(g.clock.Now().UnixMilli(), g.fsm.state.Now())
+	g.fsm.mu.RUnlock()
+	data, err := meta.AppendEntry(nil, &meta.Entry{Now: now, Cmd: cmd})
+	if err != nil {
+		return err
+	}
+	timeout := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	fut := g.raft.Apply(data, timeout)
+	if err := fut.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return ErrNotMetadataLeader
+		}
+		return fmt.Errorf("cluster: metadata commit: %w", err)
+	}
+	if r, ok := fut.Response().(applyResult); ok {
+		return r.err
+	}
+	return nil
+}
+
+// read runs fn with the local replica's state under the read lock; fn must not keep
+// references into the state past its return.
+func (g *metaGroup) read(fn func(s *meta.State)) {
+	g.fsm.mu.RLock()
+	defer g.fsm.mu.RUnlock()
+	fn(g.fsm.state)
+}
+
+// waitLeader blocks until this replica is the leader (single node) or ctx ends.
+func (g *metaGroup) waitLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for g.raft.State() != raft.Leader {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: metadata group has no leader: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	// Everything committed before this term is applied locally before we serve reads
+	// that decide what to propose next.
+	return g.raft.Barrier(10 * time.Second).Error()
+}
+
+func (g *metaGroup) close() error {
+	err := g.raft.Shutdown().Error()
+	return errors.Join(err, g.store.Close())
+}

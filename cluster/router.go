@@ -1,0 +1,533 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/fsm/rule"
+	"github.com/quorumbus/quorumbus/partition"
+)
+
+// This file is the data-plane front door: every operation names an entity (and maybe a
+// subscription and the dead-letter sub-queue), and the router sends it to the partition
+// that owns it. Sequence numbers of a partitioned entity carry the partition index in
+// their top 16 bits (as Service Bus's do), so an operation by sequence number finds its
+// partition; lock tokens carry the partition's group ID (partition.GroupOfToken).
+
+// seqShift places the partition index above the per-partition sequence number.
+const seqShift = 48
+
+// Address names one message store: a queue, or a subscription of a topic, optionally its
+// dead-letter sub-queue. Entity and Subscription are matched case-insensitively.
+type Address struct {
+	Entity       string
+	Subscription string
+	DeadLetter   bool
+}
+
+// EntityInfo is what the protocol layer needs to know about an entity path.
+type EntityInfo struct {
+	Kind            meta.EntityKind // KindQueue or KindTopic (for a subscription: KindTopic with Subscription set)
+	Entity          string          // the queue's or topic's display name
+	Subscription    string          // the subscription's display name, for subscription paths
+	RequiresSession bool
+	MaxMessageSize  int64 // bytes
+	LockDuration    time.Duration
+	Status          meta.Status
+}
+
+// Lookup resolves "q", "t" or "t/Subscriptions/s" (case-insensitive) to its entity.
+func (n *Node) Lookup(path string) (EntityInfo, error) {
+	ent, sub, err := splitPath(path)
+	if err != nil {
+		return EntityInfo{}, err
+	}
+	var info EntityInfo
+	found := false
+	n.meta.read(func(s *meta.State) {
+		switch s.Kind(ent) {
+		case meta.KindQueue:
+			if sub != "" {
+				return
+			}
+			q, _ := s.Queue(ent)
+			p := q.Properties
+			info = EntityInfo{Kind: meta.KindQueue, Entity: q.Name, RequiresSession: p.RequiresSession,
+				MaxMessageSize: p.MaxMessageSizeInKilobytes << 10, LockDuration: p.LockDuration, Status: p.Status}
+			found = true
+		case meta.KindTopic:
+			t, _ := s.Topic(ent)
+			info = EntityInfo{Kind: meta.KindTopic, Entity: t.Name, MaxMessageSize: t.Properties.MaxMessageSizeInKilobytes << 10,
+				Status: t.Properties.Status}
+			if sub == "" {
+				found = true
+				return
+			}
+			sd, ok := s.Subscription(ent, sub)
+			if !ok {
+				return
+			}
+			info.Subscription = sd.Name
+			info.RequiresSession = sd.Properties.RequiresSession
+			info.LockDuration = sd.Properties.LockDuration
+			if sd.Properties.Status != meta.StatusActive {
+				info.Status = sd.Properties.Status
+			}
+			found = true
+		}
+	})
+	if !found {
+		return EntityInfo{}, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, path)
+	}
+	return info, nil
+}
+
+func splitPath(path string) (entity, sub string, err error) {
+	path = strings.Trim(path, "/")
+	parts := strings.Split(path, "/")
+	// Queue and topic names may contain '/', so the subscription segment is found from
+	// the end: <entity>/Subscriptions/<sub>.
+	if len(parts) >= 3 && strings.EqualFold(parts[len(parts)-2], "Subscriptions") {
+		return strings.Join(parts[:len(parts)-2], "/"), parts[len(parts)-1], nil
+	}
+	if path == "" {
+		return "", "", fmt.Errorf("%w: empty entity path", fsm.ErrNotFound)
+	}
+	return path, "", nil
+}
+
+// SASKey returns a namespace key by name.
+func (n *Node) SASKey(name string) (meta.SASKey, bool) {
+	var k meta.SASKey
+	var ok bool
+	n.meta.read(func(s *meta.State) { k, ok = s.SASKey(name) })
+	return k, ok
+}
+
+// target resolves an address to its entity, the fsm target inside each partition.
+func (n *Node) target(a Address) (*entity, fsm.Target, error) {
+	e, err := n.resolve(a.Entity)
+	if err != nil {
+		return nil, fsm.Target{}, err
+	}
+	t := fsm.Target{DLQ: a.DeadLetter}
+	if a.Subscription != "" {
+		if e.kind != meta.KindTopic {
+			return nil, t, fmt.Errorf("%w: %q is not a topic", fsm.ErrNotFound, a.Entity)
+		}
+		var sd meta.Subscription
+		var ok bool
+		n.meta.read(func(s *meta.State) { sd, ok = s.Subscription(a.Entity, a.Subscription) })
+		if !ok {
+			return nil, t, fmt.Errorf("%w: subscription %q of %q", fsm.ErrNotFound, a.Subscription, a.Entity)
+		}
+		t.Sub = sd.Name
+	} else if e.kind == meta.KindTopic {
+		return nil, t, fmt.Errorf("%w: cannot receive from topic %q; receive from one of its subscriptions", fsm.ErrNotFound, a.Entity)
+	}
+	return e, t, nil
+}
+
+var rr atomic.Uint64
+
+// pick chooses the partition for a send: SessionId, else PartitionKey, else round-robin
+// over the partitions whose leader is here (S-SES-8).
+func (e *entity) pick(sessionID, partitionKey string) int {
+	if len(e.parts) == 1 {
+		return 0
+	}
+	if k := sessionID; k != "" || partitionKey != "" {
+		if k == "" {
+			k = partitionKey
+		}
+		return e.keyed(k)
+	}
+	start := int(rr.Add(1) % uint64(len(e.parts)))
+	for i := range e.parts {
+		j := (start + i) % len(e.parts)
+		if e.parts[j].p.IsLeader() {
+			return j
+		}
+	}
+	return start
+}
+
+func (e *entity) keyed(key string) int {
+	if len(e.parts) == 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(len(e.parts)))
+}
+
+// ext turns a partition's sequence number into the entity's.
+func (e *entity) ext(idx int, seq int64) int64 {
+	if len(e.parts) == 1 || seq == 0 {
+		return seq
+	}
+	return int64(idx)<<seqShift | seq
+}
+
+// split finds the partition of an entity sequence number.
+func (e *entity) split(seq int64) (int, int64, error) {
+	if len(e.parts) == 1 {
+		return 0, seq, nil
+	}
+	idx := int(seq >> seqShift)
+	if idx < 0 || idx >= len(e.parts) {
+		return 0, 0, fmt.Errorf("%w: sequence number %d", fsm.ErrNotFound, seq)
+	}
+	return idx, seq & (1<<seqShift - 1), nil
+}
+
+func (e *entity) stamp(idx int, msgs []*fsm.Message) []*fsm.Message {
+	for _, m := range msgs {
+		m.SequenceNumber = e.ext(idx, m.SequenceNumber)
+	}
+	return msgs
+}
+
+// Send stores msgs in one partition, all or nothing (S-SEND-5), returning once durable
+// (S-SEND-1). Messages with a future ScheduledEnqueueTime are stored as scheduled.
+func (n *Node) Send(ctx context.Context, entityName string, msgs []*fsm.Message) error {
+	_, err := n.enqueue(ctx, entityName, msgs, false)
+	return err
+}
+
+// Schedule stores msgs as scheduled messages (S-SCH-1) and returns their sequence numbers.
+func (n *Node) Schedule(ctx context.Context, entityName string, msgs []*fsm.Message) ([]int64, error) {
+	return n.enqueue(ctx, entityName, msgs, true)
+}
+
+func (n *Node) enqueue(ctx context.Context, entityName string, msgs []*fsm.Message, schedule bool) ([]int64, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	e, err := n.resolve(entityName)
+	if err != nil {
+		return nil, err
+	}
+	idx := e.pick(msgs[0].SessionID, msgs[0].PartitionKey)
+	p := e.parts[idx].p
+	var seqs []int64
+	if schedule {
+		seqs, err = p.Schedule(ctx, msgs)
+	} else {
+		seqs, err = p.Enqueue(ctx, msgs)
+	}
+	for i := range seqs {
+		seqs[i] = e.ext(idx, seqs[i])
+	}
+	return seqs, err
+}
+
+// Cancel cancels scheduled messages by sequence number (S-SCH-1).
+func (n *Node) Cancel(ctx context.Context, entityName string, seqs []int64) error {
+	e, err := n.resolve(entityName)
+	if err != nil {
+		return err
+	}
+	byPart, err := e.group(seqs)
+	if err != nil {
+		return err
+	}
+	for _, idx := range sortedKeys(byPart) {
+		if err := e.parts[idx].p.Cancel(ctx, byPart[idx]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *entity) group(seqs []int64) (map[int][]int64, error) {
+	out := map[int][]int64{}
+	for _, s := range seqs {
+		idx, local, err := e.split(s)
+		if err != nil {
+			return nil, err
+		}
+		out[idx] = append(out[idx], local)
+	}
+	return out, nil
+}
+
+func sortedKeys(m map[int][]int64) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	return keys
+}
+
+// receiveSlice is how long a receive on a partitioned entity waits on one partition
+// before looking at the next.
+const receiveSlice = 50 * time.Millisecond
+
+// Receive takes up to max messages (S-RCV-1). A session receive goes to the session's
+// partition; otherwise the partitions are tried in turn, waiting up to wait in all.
+func (n *Node) Receive(ctx context.Context, a Address, sessionID, owner string, mode fsm.ReceiveMode, limit int, wait time.Duration) ([]*fsm.Message, error) {
+	e, t, err := n.target(a)
+	if err != nil {
+		return nil, err
+	}
+	req := fsm.Receive{Target: t, Mode: mode, Max: int32(limit), SessionID: sessionID, Owner: owner}
+	if sessionID != "" || len(e.parts) == 1 {
+		idx := e.keyed(sessionID)
+		msgs, err := e.parts[idx].p.Receive(ctx, req, wait)
+		return e.stamp(idx, msgs), err
+	}
+	deadline := time.Now().Add(wait)
+	start := int(rr.Add(1) % uint64(len(e.parts)))
+	for first := true; ; first = false {
+		for i := range e.parts {
+			idx := (start + i) % len(e.parts)
+			w := time.Duration(0)
+			if !first {
+				w = min(receiveSlice, time.Until(deadline))
+			}
+			msgs, err := e.parts[idx].p.Receive(ctx, req, max(w, 0))
+			if err != nil || len(msgs) > 0 {
+				return e.stamp(idx, msgs), err
+			}
+			if !first && time.Until(deadline) <= 0 {
+				return nil, nil
+			}
+		}
+		if time.Until(deadline) <= 0 || ctx.Err() != nil {
+			return nil, nil
+		}
+	}
+}
+
+// replicaOfToken finds the partition a lock token belongs to.
+func (n *Node) replicaOfToken(tok fsm.LockToken) (*replica, error) {
+	n.mu.RLock()
+	r := n.parts[partition.GroupOfToken(tok)]
+	n.mu.RUnlock()
+	if r == nil {
+		return nil, fmt.Errorf("%w: lock token of an unknown partition", fsm.ErrLockLost)
+	}
+	return r, nil
+}
+
+// Settlement settles one locked message (S-LOCK-2..7).
+type Settlement struct {
+	Address     Address
+	Token       fsm.LockToken
+	Disposition fsm.Disposition
+	Properties  []rule.Property
+	Reason      string
+	Description string
+	SessionID   string
+	Owner       string
+}
+
+// Settle settles a locked message, routed by its lock token.
+func (n *Node) Settle(ctx context.Context, s Settlement) error {
+	_, t, err := n.target(s.Address)
+	if err != nil {
+		return err
+	}
+	r, err := n.replicaOfToken(s.Token)
+	if err != nil {
+		return err
+	}
+	errs, err := r.p.Settle(ctx, fsm.Settle{Target: t, Tokens: []fsm.LockToken{s.Token}, Disposition: s.Disposition,
+		Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
+	if err != nil {
+		return err
+	}
+	if len(errs) > 0 && errs[0] != nil {
+		return errs[0]
+	}
+	return nil
+}
+
+// RenewLock renews message locks (S-LOCK-8) and returns each new LockedUntil (Unix ms).
+func (n *Node) RenewLock(ctx context.Context, a Address, tokens []fsm.LockToken) ([]int64, error) {
+	_, t, err := n.target(a)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(tokens))
+	for i, tok := range tokens {
+		r, err := n.replicaOfToken(tok)
+		if err != nil {
+			return nil, err
+		}
+		until, err := r.p.RenewLock(ctx, t, []fsm.LockToken{tok})
+		if err != nil {
+			return nil, err
+		}
+		if len(until) > 0 {
+			out[i] = until[0]
+		}
+	}
+	return out, nil
+}
+
+// Peek browses up to max messages from sequence number from (S-LOCK-11), through the
+// partitions in index order (entity sequence numbers order the same way).
+func (n *Node) Peek(ctx context.Context, a Address, sessionID string, from int64, limit int) ([]*fsm.Message, error) {
+	e, t, err := n.target(a)
+	if err != nil {
+		return nil, err
+	}
+	startIdx, local, err := e.split(from)
+	if err != nil {
+		return nil, err
+	}
+	var out []*fsm.Message
+	for idx := startIdx; idx < len(e.parts) && len(out) < limit; idx++ {
+		fromSeq := int64(0)
+		if idx == startIdx {
+			fromSeq = local
+		}
+		for len(out) < limit {
+			msgs, err := e.parts[idx].p.Peek(ctx, t, fromSeq, limit-len(out))
+			if err != nil {
+				return out, err
+			}
+			if len(msgs) == 0 {
+				break
+			}
+			fromSeq = msgs[len(msgs)-1].SequenceNumber + 1
+			for _, m := range msgs {
+				if sessionID == "" || m.SessionID == sessionID {
+					out = append(out, m)
+				}
+			}
+			e.stamp(idx, msgs)
+			if sessionID == "" {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// ReceiveDeferred receives deferred messages by sequence number (S-LOCK-7).
+func (n *Node) ReceiveDeferred(ctx context.Context, a Address, sessionID, owner string, mode fsm.ReceiveMode, seqs []int64) ([]*fsm.Message, error) {
+	e, t, err := n.target(a)
+	if err != nil {
+		return nil, err
+	}
+	byPart, err := e.group(seqs)
+	if err != nil {
+		return nil, err
+	}
+	var out []*fsm.Message
+	for _, idx := range sortedKeys(byPart) {
+		msgs, err := e.parts[idx].p.ReceiveDeferred(ctx, fsm.ReceiveDeferred{Target: t, Mode: mode, SeqNos: byPart[idx],
+			SessionID: sessionID, Owner: owner})
+		out = append(out, e.stamp(idx, msgs)...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// AcceptSession locks a session for owner (S-SES-2): the named one, or with an empty
+// sessionID the next available one in any partition, waiting up to wait.
+func (n *Node) AcceptSession(ctx context.Context, a Address, sessionID, owner string, wait time.Duration) (string, int64, error) {
+	e, t, err := n.target(a)
+	if err != nil {
+		return "", 0, err
+	}
+	req := fsm.AcceptSession{Target: t, SessionID: sessionID, Owner: owner}
+	if sessionID != "" || len(e.parts) == 1 {
+		return e.parts[e.keyed(sessionID)].p.AcceptSession(ctx, req, wait)
+	}
+	deadline := time.Now().Add(wait)
+	for first := true; ; first = false {
+		for _, r := range e.parts {
+			w := time.Duration(0)
+			if !first {
+				w = max(0, min(receiveSlice, time.Until(deadline)))
+			}
+			id, until, err := r.p.AcceptSession(ctx, req, w)
+			if err == nil {
+				return id, until, nil
+			}
+			if !errors.Is(err, fsm.ErrNoSessionAvailable) {
+				return "", 0, err
+			}
+		}
+		if time.Until(deadline) <= 0 || ctx.Err() != nil {
+			return "", 0, fsm.ErrNoSessionAvailable
+		}
+	}
+}
+
+func (n *Node) sessionPartition(a Address, sessionID string) (*partition.Partition, fsm.Target, error) {
+	e, t, err := n.target(a)
+	if err != nil {
+		return nil, t, err
+	}
+	return e.parts[e.keyed(sessionID)].p, t, nil
+}
+
+// ReleaseSession releases a session lock (S-SES-4).
+func (n *Node) ReleaseSession(ctx context.Context, a Address, sessionID, owner string) error {
+	p, t, err := n.sessionPartition(a, sessionID)
+	if err != nil {
+		return err
+	}
+	return p.ReleaseSession(ctx, t, sessionID, owner)
+}
+
+// RenewSession renews a session lock and returns its new expiry (Unix ms).
+func (n *Node) RenewSession(ctx context.Context, a Address, sessionID, owner string) (int64, error) {
+	p, t, err := n.sessionPartition(a, sessionID)
+	if err != nil {
+		return 0, err
+	}
+	return p.RenewSession(ctx, t, sessionID, owner)
+}
+
+// SessionState returns a session's state, nil when none (S-SES-5).
+func (n *Node) SessionState(ctx context.Context, a Address, sessionID string) ([]byte, error) {
+	p, t, err := n.sessionPartition(a, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return p.SessionState(ctx, t, sessionID)
+}
+
+// SetSessionState sets or (empty) clears a session's state (S-SES-5).
+func (n *Node) SetSessionState(ctx context.Context, a Address, sessionID, owner string, state []byte) error {
+	p, t, err := n.sessionPartition(a, sessionID)
+	if err != nil {
+		return err
+	}
+	return p.SetSessionState(ctx, fsm.SetSessionState{Target: t, SessionID: sessionID, Owner: owner, State: state})
+}
+
+// ListSessions lists the sessions with messages or state, across partitions, sorted.
+func (n *Node) ListSessions(ctx context.Context, a Address) ([]string, error) {
+	e, t, err := n.target(a)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range e.parts {
+		ids, err := r.p.ListSessions(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ids...)
+	}
+	sort.Strings(out)
+	return out, nil
+}

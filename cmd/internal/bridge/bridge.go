@@ -1,0 +1,404 @@
+package bridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quorumbus/quorumbus/amqp"
+	"github.com/quorumbus/quorumbus/cluster"
+	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/partition"
+)
+
+// Backend implements amqp.Backend over a cluster node.
+type Backend struct {
+	n *cluster.Node
+
+	// owners maps "<lower-case address>|<session id>" to the owner token this node used
+	// to lock the session. amqp names a session by address and id only; the fsm needs a
+	// holder identity to keep the lock exclusive (S-SES-2), so each accept gets a fresh
+	// token and later calls on that session use it.
+	mu     sync.Mutex
+	owners map[string]string
+}
+
+var _ amqp.Backend = (*Backend)(nil)
+
+// New returns the Backend for node n.
+func New(n *cluster.Node) *Backend {
+	return &Backend{n: n, owners: map[string]string{}}
+}
+
+// SASKey implements amqp.Authenticator.
+func (b *Backend) SASKey(ctx context.Context, name string) (amqp.SASKey, error) {
+	k, ok := b.n.SASKey(name)
+	if !ok {
+		return amqp.SASKey{}, fmt.Errorf("%w: key %q", amqp.ErrNotFound, name)
+	}
+	var r amqp.Rights
+	if k.Rights.Has(meta.RightSend) {
+		r |= amqp.RightSend
+	}
+	if k.Rights.Has(meta.RightListen) {
+		r |= amqp.RightListen
+	}
+	if k.Rights.Has(meta.RightManage) {
+		r |= amqp.RightManage
+	}
+	return amqp.SASKey{Name: k.Name, Key: k.PrimaryKey, Rights: r}, nil
+}
+
+// Entity implements amqp.Entities.
+func (b *Backend) Entity(ctx context.Context, path string) (amqp.EntityInfo, error) {
+	info, err := b.n.Lookup(path)
+	if err != nil {
+		return amqp.EntityInfo{}, mapErr(err)
+	}
+	out := amqp.EntityInfo{
+		Path:            info.Entity,
+		RequiresSession: info.RequiresSession,
+		MaxMessageSize:  uint64(max(info.MaxMessageSize, 0)),
+		LockDuration:    info.LockDuration,
+		Disabled:        info.Status == meta.StatusDisabled,
+	}
+	switch {
+	case info.Subscription != "":
+		out.Kind = amqp.KindSubscription
+		out.Path = info.Entity + "/Subscriptions/" + info.Subscription
+	case info.Kind == meta.KindQueue:
+		out.Kind = amqp.KindQueue
+	default:
+		out.Kind = amqp.KindTopic
+	}
+	return out, nil
+}
+
+// address turns an amqp address ("q", "t/Subscriptions/s", with a sub-queue) into the
+// cluster's.
+func address(a amqp.Address) (cluster.Address, error) {
+	if a.Sub == amqp.SubQueueTransferDeadLetter {
+		// Nothing is ever transferred (no forwarding yet), so the transfer dead-letter
+		// queue exists and is always empty: served as an empty dead-letter queue would be.
+		return cluster.Address{}, fmt.Errorf("%w: transfer dead-letter queues are not supported yet", amqp.ErrNotAllowed)
+	}
+	ent, sub := a.Entity, ""
+	if i := strings.LastIndex(strings.ToLower(a.Entity), "/subscriptions/"); i >= 0 {
+		ent, sub = a.Entity[:i], a.Entity[i+len("/subscriptions/"):]
+	}
+	return cluster.Address{Entity: ent, Subscription: sub, DeadLetter: a.Sub == amqp.SubQueueDeadLetter}, nil
+}
+
+func toMessages(ms []*amqp.Message) []*fsm.Message {
+	out := make([]*fsm.Message, len(ms))
+	for i, m := range ms {
+		fm := &fsm.Message{Payload: m.Raw}
+		fm.MessageID = m.MessageID
+		fm.CorrelationID = m.CorrelationID
+		fm.To = m.To
+		fm.ReplyTo = m.ReplyTo
+		fm.Subject = m.Subject
+		fm.SessionID = m.SessionID
+		fm.ReplyToSessionID = m.ReplyToSessionID
+		fm.ContentType = m.ContentType
+		fm.PartitionKey = m.PartitionKey
+		if fm.PartitionKey == "" {
+			fm.PartitionKey = m.ViaPartitionKey
+		}
+		fm.TimeToLive = m.TimeToLive.Milliseconds()
+		if !m.ScheduledEnqueueTime.IsZero() {
+			fm.ScheduledEnqueueTime = m.ScheduledEnqueueTime.UnixMilli()
+		}
+		fm.Size = int64(len(m.Raw))
+		fm.App = toProps(m.ApplicationProperties)
+		out[i] = fm
+	}
+	return out
+}
+
+func unixMs(ms int64) time.Time {
+	if ms <= 0 || ms == fsm.NeverMs {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func deliveries(ms []*fsm.Message) []*amqp.Delivery {
+	out := make([]*amqp.Delivery, len(ms))
+	for i, m := range ms {
+		am := &amqp.Message{
+			Raw: m.Payload, MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
+			CorrelationID: m.CorrelationID, To: m.To, ReplyTo: m.ReplyTo, Subject: m.Subject,
+			ReplyToSessionID: m.ReplyToSessionID, ContentType: m.ContentType,
+			TimeToLive: time.Duration(m.TimeToLive) * time.Millisecond,
+		}
+		d := &amqp.Delivery{
+			Message:        am,
+			LockToken:      amqp.UUID(m.LockToken),
+			SequenceNumber: m.SequenceNumber,
+			EnqueuedTime:   unixMs(m.EnqueuedTime),
+			LockedUntil:    unixMs(m.LockedUntil),
+			DeliveryCount:  uint32(max(m.DeliveryCount, 0)),
+			ExpiresAt:      unixMs(m.ExpiresAt),
+		}
+		switch m.State {
+		case fsm.StateDeferred:
+			d.State = amqp.StateDeferred
+		case fsm.StateScheduled:
+			d.State = amqp.StateScheduled
+		}
+		if m.DeadLetter != nil {
+			d.DeadLettered = true
+			d.DeadLetterReason = m.DeadLetter.Reason
+			d.DeadLetterDescription = m.DeadLetter.Description
+			d.DeadLetterSource = m.DeadLetter.Source
+		}
+		if m.Modified {
+			d.Properties = fromProps(m.App)
+			d.PropertiesModified = true
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// Send implements amqp.Sender.
+func (b *Backend) Send(ctx context.Context, entity string, msgs []*amqp.Message) error {
+	return mapErr(b.n.Send(ctx, entity, toMessages(msgs)))
+}
+
+// Schedule implements amqp.Scheduler.
+func (b *Backend) Schedule(ctx context.Context, entity string, msgs []*amqp.Message) ([]int64, error) {
+	seqs, err := b.n.Schedule(ctx, entity, toMessages(msgs))
+	return seqs, mapErr(err)
+}
+
+// CancelScheduled implements amqp.Scheduler.
+func (b *Backend) CancelScheduled(ctx context.Context, entity string, seqs []int64) error {
+	return mapErr(b.n.Cancel(ctx, entity, seqs))
+}
+
+func mode(m amqp.ReceiveMode) fsm.ReceiveMode {
+	if m == amqp.ReceiveAndDelete {
+		return fsm.ReceiveAndDelete
+	}
+	return fsm.PeekLock
+}
+
+// Receive implements amqp.Receiver.
+func (b *Backend) Receive(ctx context.Context, req amqp.ReceiveRequest) ([]*amqp.Delivery, error) {
+	a, err := address(req.Address)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := b.n.Receive(ctx, a, req.SessionID, b.owner(req.Address, req.SessionID), mode(req.Mode), req.Max, req.Wait)
+	return deliveries(msgs), mapErr(err)
+}
+
+var dispositions = map[amqp.Disposition]fsm.Disposition{
+	amqp.Complete: fsm.Complete, amqp.Abandon: fsm.Abandon, amqp.DeadLetter: fsm.DeadLetter,
+	amqp.Defer: fsm.Defer, amqp.Release: fsm.Release,
+}
+
+// Settle implements amqp.Receiver.
+func (b *Backend) Settle(ctx context.Context, s amqp.Settlement) error {
+	a, err := address(s.Address)
+	if err != nil {
+		return err
+	}
+	d, ok := dispositions[s.Disposition]
+	if !ok {
+		return fmt.Errorf("%w: disposition %d", amqp.ErrBadRequest, s.Disposition)
+	}
+	return mapErr(b.n.Settle(ctx, cluster.Settlement{
+		Address: a, Token: fsm.LockToken(s.LockToken), Disposition: d, Properties: toProps(s.PropertiesToModify),
+		Reason: s.DeadLetterReason, Description: s.DeadLetterDescription,
+		SessionID: s.SessionID, Owner: b.owner(s.Address, s.SessionID),
+	}))
+}
+
+// RenewLock implements amqp.Receiver.
+func (b *Backend) RenewLock(ctx context.Context, addr amqp.Address, sessionID string, tokens []amqp.UUID) ([]time.Time, error) {
+	a, err := address(addr)
+	if err != nil {
+		return nil, err
+	}
+	toks := make([]fsm.LockToken, len(tokens))
+	for i, t := range tokens {
+		toks[i] = fsm.LockToken(t)
+	}
+	until, err := b.n.RenewLock(ctx, a, toks)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make([]time.Time, len(until))
+	for i, u := range until {
+		out[i] = unixMs(u)
+	}
+	return out, nil
+}
+
+// Peek implements amqp.Receiver.
+func (b *Backend) Peek(ctx context.Context, addr amqp.Address, sessionID string, from int64, n int) ([]*amqp.Delivery, error) {
+	a, err := address(addr)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := b.n.Peek(ctx, a, sessionID, from, n)
+	return deliveries(msgs), mapErr(err)
+}
+
+// ReceiveDeferred implements amqp.Receiver.
+func (b *Backend) ReceiveDeferred(ctx context.Context, addr amqp.Address, sessionID string, m amqp.ReceiveMode, seqs []int64) ([]*amqp.Delivery, error) {
+	a, err := address(addr)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := b.n.ReceiveDeferred(ctx, a, sessionID, b.owner(addr, sessionID), mode(m), seqs)
+	if errors.Is(err, fsm.ErrNotFound) {
+		return deliveries(msgs), fmt.Errorf("%w: %v", amqp.ErrMessageNotFound, err)
+	}
+	return deliveries(msgs), mapErr(err)
+}
+
+func sessionKey(a amqp.Address, id string) string {
+	return strings.ToLower(a.String()) + "|" + id
+}
+
+// owner returns the owner token this node locked the session with ("" when none).
+func (b *Backend) owner(a amqp.Address, sessionID string) string {
+	if sessionID == "" {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.owners[sessionKey(a, sessionID)]
+}
+
+func newOwner() string {
+	var buf [12]byte
+	rand.Read(buf[:])
+	return hex.EncodeToString(buf[:])
+}
+
+// AcceptSession implements amqp.Sessions.
+func (b *Backend) AcceptSession(ctx context.Context, addr amqp.Address, sessionID string, wait time.Duration) (string, time.Time, error) {
+	a, err := address(addr)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	owner := newOwner()
+	id, until, err := b.n.AcceptSession(ctx, a, sessionID, owner, wait)
+	if err != nil {
+		return "", time.Time{}, mapErr(err)
+	}
+	b.mu.Lock()
+	b.owners[sessionKey(addr, id)] = owner
+	b.mu.Unlock()
+	return id, unixMs(until), nil
+}
+
+// ReleaseSession implements amqp.Sessions.
+func (b *Backend) ReleaseSession(ctx context.Context, addr amqp.Address, sessionID string) error {
+	a, err := address(addr)
+	if err != nil {
+		return err
+	}
+	key := sessionKey(addr, sessionID)
+	b.mu.Lock()
+	owner := b.owners[key]
+	delete(b.owners, key)
+	b.mu.Unlock()
+	if owner == "" {
+		return nil // never locked here (or already released)
+	}
+	return mapErr(b.n.ReleaseSession(ctx, a, sessionID, owner))
+}
+
+// RenewSessionLock implements amqp.Sessions.
+func (b *Backend) RenewSessionLock(ctx context.Context, addr amqp.Address, sessionID string) (time.Time, error) {
+	a, err := address(addr)
+	if err != nil {
+		return time.Time{}, err
+	}
+	until, err := b.n.RenewSession(ctx, a, sessionID, b.owner(addr, sessionID))
+	return unixMs(until), mapErr(err)
+}
+
+// SessionState implements amqp.Sessions.
+func (b *Backend) SessionState(ctx context.Context, addr amqp.Address, sessionID string) ([]byte, error) {
+	a, err := address(addr)
+	if err != nil {
+		return nil, err
+	}
+	st, err := b.n.SessionState(ctx, a, sessionID)
+	return st, mapErr(err)
+}
+
+// SetSessionState implements amqp.Sessions.
+func (b *Backend) SetSessionState(ctx context.Context, addr amqp.Address, sessionID string, state []byte) error {
+	a, err := address(addr)
+	if err != nil {
+		return err
+	}
+	return mapErr(b.n.SetSessionState(ctx, a, sessionID, b.owner(addr, sessionID), state))
+}
+
+// ListSessions implements amqp.Sessions.
+func (b *Backend) ListSessions(ctx context.Context, addr amqp.Address, skip, top int) ([]string, error) {
+	a, err := address(addr)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := b.n.ListSessions(ctx, a)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	if skip >= len(ids) {
+		return nil, nil
+	}
+	ids = ids[skip:]
+	if top > 0 && top < len(ids) {
+		ids = ids[:top]
+	}
+	return ids, nil
+}
+
+// errMap is the one translation from the cluster's errors to amqp's sentinels.
+var errMap = []struct{ from, to error }{
+	{fsm.ErrLockLost, amqp.ErrLockLost},
+	{fsm.ErrSessionLockLost, amqp.ErrSessionLockLost},
+	{fsm.ErrSessionCannotBeLocked, amqp.ErrSessionCannotBeLocked},
+	{fsm.ErrNoSessionAvailable, amqp.ErrTimeout},
+	{fsm.ErrQuotaExceeded, amqp.ErrQuotaExceeded},
+	{fsm.ErrMessageTooLarge, amqp.ErrMessageTooLarge},
+	{fsm.ErrEntityDisabled, amqp.ErrEntityDisabled},
+	{fsm.ErrSessionRequired, amqp.ErrNotAllowed},
+	{fsm.ErrSessionNotAllowed, amqp.ErrNotAllowed},
+	{fsm.ErrNotFound, amqp.ErrNotFound},
+	{fsm.ErrBadCommand, amqp.ErrBadRequest},
+	{partition.ErrNotLeader, amqp.ErrServerBusy},
+	{partition.ErrClosed, amqp.ErrServerBusy},
+	{cluster.ErrUnavailable, amqp.ErrServerBusy},
+	{cluster.ErrClosed, amqp.ErrServerBusy},
+	{partition.ErrTimeout, amqp.ErrTimeout},
+	{context.DeadlineExceeded, amqp.ErrTimeout},
+}
+
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, m := range errMap {
+		if errors.Is(err, m.from) {
+			return fmt.Errorf("%w: %v", m.to, err)
+		}
+	}
+	return err
+}
