@@ -540,7 +540,7 @@ func TestS_ENT_3_UpdateReleasesLocks(t *testing.T) {
 // reject receives.
 func TestS_ENT_2_Status(t *testing.T) {
 	for _, tc := range []struct {
-		st           Status
+		st            Status
 		send, receive bool
 	}{{StatusActive, true, true}, {StatusDisabled, false, false}, {StatusSendDisabled, false, true}, {StatusReceiveDisabled, true, false}} {
 		cfg := queueCfg()

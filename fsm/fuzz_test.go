@@ -1,0 +1,195 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/quorumbus/quorumbus/fsm/rule"
+)
+
+// seedEntries are entries covering every command; they seed FuzzDecodeEntry and the
+// corpus under testdata/fuzz (regenerate with -update-corpus).
+func seedEntries() []*Entry {
+	tok := LockToken{0, 0, 0, 7, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 1}
+	props := []rule.Property{{Key: "k", Value: rule.Value{Kind: rule.KindString, S: "v"}},
+		{Key: "n", Value: rule.Value{Kind: rule.KindLong, N: 1<<64 - 1}}}
+	full := &Message{Properties: rule.Properties{MessageID: "m", CorrelationID: "c", To: "t", ReplyTo: "r",
+		Subject: "s", SessionID: "sess", ReplyToSessionID: "rs", ContentType: "ct", PartitionKey: "pk",
+		TimeToLive: 1000, ScheduledEnqueueTime: t0 + 5, SequenceNumber: 3, EnqueuedTime: t0, Size: 10, App: props},
+		Payload: []byte("payload"), ExpiresAt: NeverMs, DeliveryCount: 2, State: StateDeferred, LockToken: tok,
+		LockedUntil: t0 + 9, DeadLetter: &DeadLetterInfo{Reason: "r", Description: "d", Source: "s"}, Modified: true}
+	tc := topicCfg("a", "b")
+	tc.Subscriptions[1].Rules = append(tc.Subscriptions[1].Rules, rule.Spec{Name: "sql",
+		Filter: rule.FilterSpec{Kind: rule.FilterSQL, SQL: "color = 'red'", Parameters: props},
+		Action: rule.ActionSpec{SQL: "SET x = 1", Parameters: props}},
+		rule.Spec{Name: "corr", Filter: rule.FilterSpec{Kind: rule.FilterCorrelation,
+			Correlation: rule.Correlation{CorrelationID: "c", Subject: "s", Properties: props}}})
+	return []*Entry{
+		{Now: t0, Cmds: []Command{&Enqueue{Messages: []*Message{msgOf("a"), full}}}},
+		{Now: t0 + 1, Cmds: []Command{&Receive{Target: Target{Sub: "x", DLQ: true}, Mode: ReceiveAndDelete, Max: 5,
+			SessionID: "s", Owner: "o", Salt: 9}, &ReceiveDeferred{Target: q, SeqNos: []int64{1, 2}, Salt: 3}}},
+		{Now: t0 + 2, Cmds: []Command{&Settle{Target: q, Tokens: []LockToken{tok, tok}, Disposition: DeadLetter,
+			Properties: props, Reason: "why", Description: "because", SessionID: "s", Owner: "o"},
+			&RenewLock{Target: q, Tokens: []LockToken{tok}}}},
+		{Now: t0 + 3, Cmds: []Command{&AcceptSession{Target: q, SessionID: "s", Owner: "o"},
+			&ReleaseSession{Target: q, SessionID: "s", Owner: "o"}, &RenewSession{Target: q, SessionID: "s", Owner: "o"},
+			&SetSessionState{Target: q, SessionID: "s", State: []byte{1, 2}}}},
+		{Now: t0 + 4, Cmds: []Command{&Schedule{Messages: []*Message{full}}, &CancelScheduled{SeqNos: []int64{4}},
+			&Tick{}, &Purge{Target: dlq}}},
+		{Now: t0 + 5, Cmds: []Command{&UpdateEntity{Config: tc}}},
+		{Now: -1},
+	}
+}
+
+func FuzzDecodeEntry(f *testing.F) {
+	for _, e := range seedEntries() {
+		f.Add(AppendEntry(nil, e))
+	}
+	f.Add([]byte{})
+	f.Add([]byte{entryVersion, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := DecodeEntry(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadCommand) {
+				t.Fatalf("error %v does not wrap ErrBadCommand", err)
+			}
+			return
+		}
+		// What decodes re-encodes canonically (varints may be overlong in b) to bytes that
+		// decode to the same entry, and it applies without panicking.
+		again := AppendEntry(nil, e)
+		e2, err := DecodeEntry(again)
+		if err != nil {
+			t.Fatalf("re-encoding does not decode: %v", err)
+		}
+		if third := AppendEntry(nil, e2); !bytes.Equal(third, again) {
+			t.Fatalf("re-encoding is not stable:\n%x\n%x", again, third)
+		}
+		fs := New(sessCfg())
+		fs.Apply(e)
+		New(topicCfg("a")).Apply(e)
+	})
+}
+
+func seedSnapshots(t testing.TB) [][]byte {
+	var out [][]byte
+	for _, cfg := range []Config{queueCfg(), sessCfg(), topicCfg("a", "b")} {
+		f := New(cfg)
+		f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: []*Message{
+			msgOf("a", withSession("s1"), withID("i")), msgOf("b", withSession("s2"), withSched(t0+100), withTTL(50)),
+			msgOf("c", withSession("s1"), withProp("k", rule.Value{Kind: rule.KindDouble, N: 42}))}}}})
+		f.Apply(&Entry{Now: t0 + 1, Cmds: []Command{&AcceptSession{Target: q, SessionID: "s1", Owner: "o"},
+			&Receive{Target: q, Max: 1, Salt: 1}, &Receive{Target: q, Max: 1, Salt: 2, SessionID: "s1", Owner: "o"},
+			&SetSessionState{Target: q, SessionID: "s2", State: []byte("x")}}})
+		var buf bytes.Buffer
+		if err := f.Snapshot(&buf); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf.Bytes())
+	}
+	return out
+}
+
+func FuzzRestore(f *testing.F) {
+	for _, s := range seedSnapshots(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fs := New(queueCfg())
+		before := fs.Digest()
+		if err := fs.Restore(bytes.NewReader(b)); err != nil {
+			if !errors.Is(err, ErrCorruptSnapshot) {
+				t.Fatalf("error %v does not wrap ErrCorruptSnapshot", err)
+			}
+			if fs.Digest() != before {
+				t.Fatal("a failed restore changed the state")
+			}
+			return
+		}
+		// A snapshot that restores writes itself back identically and keeps working.
+		var again bytes.Buffer
+		if err := fs.Snapshot(&again); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(again.Bytes(), b) {
+			t.Fatal("restored state snapshots differently")
+		}
+		fs.Apply(&Entry{Now: fs.Now() + 1_000_000, Cmds: []Command{&Tick{},
+			&Receive{Target: q, Max: 10}, &AcceptSession{Target: q, Owner: "z"}}})
+	})
+}
+
+// TestRestoreRejectsCorruption flips every byte of a snapshot in turn.
+func TestRestoreRejectsCorruption(t *testing.T) {
+	s := seedSnapshots(t)[1]
+	for i := range s {
+		b := bytes.Clone(s)
+		b[i] ^= 0x41
+		if err := New(queueCfg()).Restore(bytes.NewReader(b)); err == nil {
+			t.Fatalf("corruption at byte %d not detected", i)
+		}
+	}
+	for _, n := range []int{0, 3, len(s) / 2, len(s) - 1} {
+		if err := New(queueCfg()).Restore(bytes.NewReader(s[:n])); err == nil {
+			t.Fatalf("truncation to %d bytes not detected", n)
+		}
+	}
+}
+
+// TestDecodeEntryTruncated checks every prefix of every seed entry.
+func TestDecodeEntryTruncated(t *testing.T) {
+	for _, e := range seedEntries() {
+		b := AppendEntry(nil, e)
+		for n := 0; n < len(b); n++ {
+			if _, err := DecodeEntry(b[:n]); !errors.Is(err, ErrBadCommand) {
+				t.Fatalf("prefix %d of %d: %v", n, len(b), err)
+			}
+		}
+		if _, err := DecodeEntry(append(bytes.Clone(b), 0)); err == nil {
+			t.Fatal("trailing byte accepted")
+		}
+	}
+}
+
+// TestSeedCorpusCommitted keeps testdata/fuzz in step with the seeds; run with
+// QB_UPDATE_CORPUS=1 to rewrite it.
+func TestSeedCorpusCommitted(t *testing.T) {
+	write := os.Getenv("QB_UPDATE_CORPUS") != ""
+	var entries, snaps [][]byte
+	for _, e := range seedEntries() {
+		entries = append(entries, AppendEntry(nil, e))
+	}
+	snaps = seedSnapshots(t)
+	for name, seeds := range map[string][][]byte{"FuzzDecodeEntry": entries, "FuzzRestore": snaps} {
+		dir := filepath.Join("testdata", "fuzz", name)
+		for i, s := range seeds {
+			path := filepath.Join(dir, "seed"+string(rune('a'+i)))
+			content := []byte("go test fuzz v1\n[]byte(" + quoteBytes(s) + ")\n")
+			if write {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			got, err := os.ReadFile(path)
+			if err != nil || !bytes.Equal(got, content) {
+				t.Errorf("%s is missing or stale (QB_UPDATE_CORPUS=1 go test -run SeedCorpus ./fsm/): %v", path, err)
+			}
+		}
+	}
+}
+
+func quoteBytes(b []byte) string {
+	const hex = "0123456789abcdef"
+	out := []byte{'"'}
+	for _, c := range b {
+		out = append(out, '\\', 'x', hex[c>>4], hex[c&15])
+	}
+	return string(append(out, '"'))
+}
