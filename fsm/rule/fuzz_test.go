@@ -3,6 +3,7 @@ package rule
 import (
 	"errors"
 	"testing"
+	"unicode/utf8"
 )
 
 var fuzzParams = []Property{{"@s", vStr("x%")}, {"@n", vLong(3)}, {"@d", vDbl(0.5)}, {"@b", vBoolean(true)}}
@@ -55,4 +56,81 @@ func FuzzCompileSQL(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzLike compares the compiled LIKE matcher (with its fast paths and backtracking)
+// against a naive recursive matcher over code points, escape character included.
+func FuzzLike(f *testing.F) {
+	f.Add("a%b_c", "axxbyc", "")
+	f.Add("50!%%", "50%off", "!")
+	f.Add("%!_%", "a_b", "!")
+	f.Add("h_llo%", "héllo wörld", "")
+	f.Add("%%a%_", "baab", "%")
+	f.Fuzz(func(t *testing.T, pat, s, esc string) {
+		if !utf8.ValidString(pat) || !utf8.ValidString(s) || utf8.RuneCountInString(esc) > 1 ||
+			len(pat) > 64 || len(s) > 256 {
+			return
+		}
+		e := rune(-1)
+		for _, r := range esc {
+			e = r
+		}
+		toks, ok := naiveLikeTokens([]rune(pat), e)
+		cp, reason := compileLike(pat, e)
+		if ok != (reason == "") {
+			t.Fatalf("pattern %q escape %q: compile reason %q, naive ok %v", pat, esc, reason, ok)
+		}
+		if !ok {
+			return
+		}
+		if got, want := cp.match(s), naiveLikeMatch(toks, []rune(s)); got != want {
+			t.Fatalf("%q LIKE %q ESCAPE %q = %v, want %v", s, pat, esc, got, want)
+		}
+	})
+}
+
+// naiveLikeTokens turns a pattern into code points, with wildcards as -1 ('%') and
+// -2 ('_'); ok is false when the pattern ends with the escape character.
+func naiveLikeTokens(p []rune, esc rune) ([]rune, bool) {
+	var out []rune
+	for i := 0; i < len(p); i++ {
+		switch {
+		case esc >= 0 && p[i] == esc:
+			if i+1 == len(p) {
+				return nil, false
+			}
+			i++
+			out = append(out, p[i])
+		case p[i] == '%':
+			out = append(out, -1)
+		case p[i] == '_':
+			out = append(out, -2)
+		default:
+			out = append(out, p[i])
+		}
+	}
+	return out, true
+}
+
+// naiveLikeMatch is the textbook dynamic program: m[i][j] reports whether p[i:]
+// matches s[j:].
+func naiveLikeMatch(p, s []rune) bool {
+	m := make([][]bool, len(p)+1)
+	for i := range m {
+		m[i] = make([]bool, len(s)+1)
+	}
+	m[len(p)][len(s)] = true
+	for i := len(p) - 1; i >= 0; i-- {
+		for j := len(s); j >= 0; j-- {
+			switch {
+			case p[i] == -1:
+				m[i][j] = m[i+1][j] || (j < len(s) && m[i][j+1])
+			case j == len(s):
+				m[i][j] = false
+			case p[i] == -2 || p[i] == s[j]:
+				m[i][j] = m[i+1][j+1]
+			}
+		}
+	}
+	return m[0][0]
 }

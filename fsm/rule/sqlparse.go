@@ -180,7 +180,7 @@ func (p *parser) wantBool(e cnode, where string) {
 
 func (p *parser) wantValue(e cnode, op string) {
 	if e.t == sBool {
-		p.fail(e.pos, "operator %s cannot be applied to a boolean predicate", op)
+		p.fail(e.pos, "operator %s cannot be applied to a boolean", op)
 	}
 }
 
@@ -324,7 +324,6 @@ func (p *parser) parseLike(x cnode, not bool, pos int) cnode {
 }
 
 func (p *parser) parseIn(x cnode, not bool, pos int) cnode {
-	p.wantValue(x, "IN")
 	p.expect(tLParen, "'(' after IN")
 	if t := p.peek(); t.kind == tRParen {
 		p.failSyntax(t.pos, "IN list must not be empty")
@@ -333,7 +332,6 @@ func (p *parser) parseIn(x cnode, not bool, pos int) cnode {
 	c := x.c
 	for {
 		it := p.parseAdditive()
-		p.wantValue(it, "IN")
 		n.list = append(n.list, it.n)
 		c = c && it.c
 		t := p.next()
