@@ -1,7 +1,6 @@
 package amqp
 
 import (
-	"bufio"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -50,10 +49,17 @@ type conn struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	in      chan inFrame  // reader -> owner
-	out     chan []byte   // owner -> writer; closed by the owner at exit
-	results chan func()   // backend goroutines -> owner
-	wdone   chan struct{} // closed when the writer exits
+	in      chan []inFrame // reader -> owner, in batches of what was already buffered
+	results chan func()    // backend goroutines -> owner
+	wdone   chan struct{}  // closed when the writer exits
+
+	// Outgoing bytes: the owner appends encoded frames, the writer swaps the
+	// buffer out and writes it with one syscall. wmu guards wbuf and wclosed.
+	wmu      sync.Mutex
+	wbuf     []byte
+	wclosed  bool
+	wsig     chan struct{} // cap 1: "wbuf has data or wclosed"
+	wdrained chan struct{} // cap 1: "the writer emptied wbuf"
 
 	// owner fields
 	peerMaxFrame   uint32
@@ -81,10 +87,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 		log:            s.log.With("remote", nc.RemoteAddr().String()),
 		ctx:            ctx,
 		cancel:         cancel,
-		in:             make(chan inFrame, 16),
-		out:            make(chan []byte, 256),
-		results:        make(chan func(), 64),
+		in:             make(chan []inFrame, 4),
+		results:        make(chan func(), 256),
 		wdone:          make(chan struct{}),
+		wsig:           make(chan struct{}, 1),
+		wdrained:       make(chan struct{}, 1),
 		sessions:       map[uint16]*session{},
 		localChannels:  map[uint16]*session{},
 		linksByName:    map[linkKey]*link{},
@@ -131,7 +138,10 @@ func (c *conn) run() {
 		c.log.Debug("connection ended", "err", err)
 	}
 	c.shutdownSessions()
-	close(c.out)
+	c.wmu.Lock()
+	c.wclosed = true
+	c.wmu.Unlock()
+	c.signal(c.wsig)
 	select {
 	case <-c.wdone:
 	case <-time.After(time.Second):
@@ -269,11 +279,19 @@ func (c *conn) plainLogin(resp []byte) (Rights, error) {
 	return k.Rights, nil
 }
 
-// reader parses frames and hands them to the owner.
+// reader parses frames and hands them to the owner, batching the frames
+// that are already buffered so the owner wakes once per read syscall.
 func (c *conn) reader(br *frames.Reader) {
+	var lastDeadline time.Time
+	batch := make([]inFrame, 0, 16)
 	for {
 		if c.cfg.IdleTimeout > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.cfg.IdleTimeout))
+			// Refreshing the deadline on every frame costs; once per
+			// second is precise enough for an idle timeout of >= 1 s.
+			if now := time.Now(); now.Sub(lastDeadline) > time.Second {
+				_ = c.nc.SetReadDeadline(now.Add(c.cfg.IdleTimeout))
+				lastDeadline = now
+			}
 		}
 		fr, err := br.ReadFrame()
 		var f inFrame
@@ -285,50 +303,82 @@ func (c *conn) reader(br *frames.Reader) {
 				f.body, f.err = frames.Parse(fr.Body)
 			}
 		}
+		batch = append(batch, f)
+		if f.err == nil && len(batch) < 64 && br.Buffered() >= frames.HeaderSize {
+			continue
+		}
 		select {
-		case c.in <- f:
+		case c.in <- batch:
 		case <-c.ctx.Done():
 			return
 		}
 		if f.err != nil {
 			return
 		}
+		batch = make([]inFrame, 0, 16)
 	}
 }
 
-// writer writes frames, flushing when it has nothing more queued.
+func (c *conn) signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// maxUnwritten bounds the bytes queued for a peer that does not read; the
+// owner waits (and so stops reading) beyond it.
+const maxUnwritten = 4 << 20
+
+// writer writes whatever the owner queued, one syscall per swap.
 func (c *conn) writer() {
 	defer close(c.wdone)
-	bw := bufio.NewWriterSize(c.nc, 64*1024)
-	for b := range c.out {
-		_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
-		if _, err := bw.Write(b); err != nil {
-			c.cancel()
-			break
+	var spare []byte
+	for {
+		select {
+		case <-c.wsig:
+		case <-c.ctx.Done():
+			return
 		}
-		if len(c.out) == 0 {
-			if err := bw.Flush(); err != nil {
+		c.wmu.Lock()
+		b, closed := c.wbuf, c.wclosed
+		c.wbuf = spare[:0]
+		c.wmu.Unlock()
+		if len(b) > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+			if _, err := c.nc.Write(b); err != nil {
 				c.cancel()
-				break
+				return
 			}
 		}
-	}
-	_ = bw.Flush()
-	for range c.out { // drain so the owner never blocks
+		spare = b
+		if cap(spare) > maxUnwritten {
+			spare = nil
+		}
+		c.signal(c.wdrained)
+		if closed {
+			return
+		}
 	}
 }
 
-// send queues a frame for the writer.
+// send queues a frame for the writer. A nil body is an empty (heartbeat)
+// frame.
 func (c *conn) send(channel uint16, body frames.Body, payload []byte) {
-	var b []byte
-	if body == nil {
-		b = frames.AppendFrame(make([]byte, 0, 8), frames.TypeAMQP, channel, nil, nil)
-	} else {
-		b = frames.AppendFrame(make([]byte, 0, 64+len(payload)), frames.TypeAMQP, channel, body, payload)
-	}
-	select {
-	case c.out <- b:
-	case <-c.ctx.Done():
+	c.wmu.Lock()
+	c.wbuf = frames.AppendFrame(c.wbuf, frames.TypeAMQP, channel, body, payload)
+	n := len(c.wbuf)
+	c.wmu.Unlock()
+	c.signal(c.wsig)
+	for n > maxUnwritten {
+		select {
+		case <-c.wdrained:
+		case <-c.ctx.Done():
+			return
+		}
+		c.wmu.Lock()
+		n = len(c.wbuf)
+		c.wmu.Unlock()
 	}
 }
 
@@ -351,14 +401,16 @@ func (c *conn) loop() error {
 	defer hb.Stop()
 	for {
 		select {
-		case f := <-c.in:
-			err := f.err
-			if err == nil {
-				err = c.handleFrame(f)
-			}
-			if err != nil {
-				c.closeWith(err)
-				return err
+		case batch := <-c.in:
+			for _, f := range batch {
+				err := f.err
+				if err == nil {
+					err = c.handleFrame(f)
+				}
+				if err != nil {
+					c.closeWith(err)
+					return err
+				}
 			}
 		case fn := <-c.results:
 			fn()

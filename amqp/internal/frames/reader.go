@@ -60,3 +60,6 @@ func (r *Reader) ReadFrame() (Frame, error) {
 	ext := int(h.DataOffset)*4 - HeaderSize
 	return Frame{Type: h.Type, Channel: h.Channel, Body: b[ext:]}, nil
 }
+
+// Buffered is the number of bytes read from the connection but not yet consumed.
+func (r *Reader) Buffered() int { return r.r.Buffered() }

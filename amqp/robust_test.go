@@ -1,0 +1,358 @@
+package amqp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+)
+
+// rawClient speaks AMQP frame by frame, to send what well-behaved clients never do.
+type rawClient struct {
+	t  *testing.T
+	nc net.Conn
+	r  *frames.Reader
+}
+
+func dialRaw(t *testing.T, addr string) *rawClient {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return &rawClient{t: t, nc: nc, r: frames.NewReader(nc, 1<<20)}
+}
+
+func (rc *rawClient) write(b []byte) {
+	rc.t.Helper()
+	if _, err := rc.nc.Write(b); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+func (rc *rawClient) frame(typ uint8, ch uint16, body frames.Body, payload []byte) {
+	rc.t.Helper()
+	rc.write(frames.AppendFrame(nil, typ, ch, body, payload))
+}
+
+func (rc *rawClient) next() frames.Body {
+	rc.t.Helper()
+	for {
+		fr, err := rc.r.ReadFrame()
+		if err != nil {
+			rc.t.Fatalf("read frame: %v", err)
+		}
+		if len(fr.Body) == 0 {
+			continue
+		}
+		b, err := frames.Parse(fr.Body)
+		if err != nil {
+			rc.t.Fatalf("parse: %v", err)
+		}
+		return b
+	}
+}
+
+// open performs SASL (PLAIN with the root key) and open.
+func (rc *rawClient) open() {
+	rc.t.Helper()
+	rc.write(frames.ProtoSASL[:])
+	if h, _ := rc.r.ReadProtoHeader(); h != frames.ProtoSASL {
+		rc.t.Fatalf("header %q", h)
+	}
+	if _, ok := rc.next().(*frames.SASLMechanisms); !ok {
+		rc.t.Fatal("no mechanisms")
+	}
+	rc.frame(frames.TypeSASL, 0, &frames.SASLInit{Mechanism: "PLAIN", InitialResponse: []byte("\x00RootManageSharedAccessKey\x00secret-key")}, nil)
+	if o, ok := rc.next().(*frames.SASLOutcome); !ok || o.Code != frames.SASLOK {
+		rc.t.Fatalf("outcome %v", o)
+	}
+	rc.write(frames.ProtoAMQP[:])
+	if h, _ := rc.r.ReadProtoHeader(); h != frames.ProtoAMQP {
+		rc.t.Fatalf("header %q", h)
+	}
+	rc.frame(frames.TypeAMQP, 0, &frames.Open{ContainerID: "raw", MaxFrameSize: 65536, ChannelMax: 10}, nil)
+	if _, ok := rc.next().(*frames.Open); !ok {
+		rc.t.Fatal("no open")
+	}
+}
+
+// expectClose reads until a close frame and checks its condition, then EOF.
+func (rc *rawClient) expectClose(cond string) {
+	rc.t.Helper()
+	for {
+		b := rc.next()
+		if c, ok := b.(*frames.Close); ok {
+			if c.Error == nil || string(c.Error.Condition) != cond {
+				rc.t.Fatalf("close error %v, want %s", c.Error, cond)
+			}
+			if _, err := rc.r.ReadFrame(); err == nil {
+				rc.t.Fatal("connection still open after close")
+			}
+			return
+		}
+	}
+}
+
+// checkHealthy proves the server still serves other connections.
+func checkHealthy(t *testing.T, addr string) {
+	t.Helper()
+	c := dialPlain(t, addr)
+	ctx := ctxT(t)
+	s, err := c.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := s.NewSender(ctx, "q1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snd.Send(ctx, goamqp.NewMessage([]byte("ok")), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRobustness: hostile input gets a clear AMQP error or a clean close,
+// never a panic, and other connections are unaffected.
+func TestRobustness(t *testing.T) {
+	_, _, addr := testServer(t, func(c *Config) { c.MaxFrameSize = 4096 })
+	// A healthy connection open throughout.
+	healthy := dialPlain(t, addr)
+
+	t.Run("wrong protocol header", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		rc.write([]byte("GET / HTTP/1.1\r\n\r\n"))
+		h, err := rc.r.ReadProtoHeader()
+		if err != nil || h != frames.ProtoSASL {
+			t.Fatalf("got %q %v; want the supported header", h, err)
+		}
+		if _, err := rc.r.ReadFrame(); err == nil {
+			t.Fatal("connection not closed")
+		}
+	})
+	t.Run("oversize frame", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.frame(frames.TypeAMQP, 0, &frames.Begin{NextOutgoingID: 0, IncomingWindow: 10, OutgoingWindow: 10}, nil)
+		rc.next() // begin
+		rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0}, make([]byte, 5000))
+		rc.expectClose(condFramingError)
+	})
+	t.Run("malformed performative", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.write([]byte{0, 0, 0, 12, 2, 0, 0, 0, 0x00, 0x53, 0x11, 0xff})
+		rc.expectClose(condDecodeError)
+	})
+	t.Run("unknown performative", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.write([]byte{0, 0, 0, 12, 2, 0, 0, 0, 0x00, 0x53, 0x99, 0x45})
+		rc.expectClose(condNotImplemented)
+	})
+	t.Run("frame on a channel without session", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.frame(frames.TypeAMQP, 7, &frames.Detach{Handle: 0}, nil)
+		rc.expectClose(condFramingError)
+	})
+	t.Run("transfer without credit", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.frame(frames.TypeAMQP, 0, &frames.Begin{NextOutgoingID: 0, IncomingWindow: 10, OutgoingWindow: 10}, nil)
+		rc.next()
+		rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "x", Handle: 0, Role: frames.RoleSender, Target: &frames.Target{Address: "q1"}, Source: &frames.Source{}}, nil)
+		id := uint32(0)
+		// Sent before the server's attach reply and credit arrive.
+		rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{1}}, []byte{0x00, 0x53, 0x75, 0xa0, 0x00})
+		for {
+			b := rc.next()
+			if d, ok := b.(*frames.Detach); ok {
+				if d.Error == nil || d.Error.Condition != condTransferLimit {
+					t.Fatalf("detach %v", d.Error)
+				}
+				return
+			}
+		}
+	})
+	t.Run("transfer on unattached handle", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.frame(frames.TypeAMQP, 0, &frames.Begin{NextOutgoingID: 0, IncomingWindow: 10, OutgoingWindow: 10}, nil)
+		rc.next()
+		id := uint32(0)
+		rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 5, DeliveryID: &id, DeliveryTag: []byte{1}}, nil)
+		for {
+			if e, ok := rc.next().(*frames.End); ok {
+				if e.Error == nil || e.Error.Condition != condUnattachedHandle {
+					t.Fatalf("end %v", e.Error)
+				}
+				return
+			}
+		}
+	})
+	t.Run("session window is topped up for long deliveries", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.frame(frames.TypeAMQP, 0, &frames.Begin{NextOutgoingID: 0, IncomingWindow: 10, OutgoingWindow: 10}, nil)
+		rc.next()
+		rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "w", Handle: 0, Role: frames.RoleSender, Target: &frames.Target{Address: "q1"}, Source: &frames.Source{}}, nil)
+		rc.next() // attach
+		rc.next() // flow with credit
+		// 6000 transfer frames of one multi-frame delivery: beyond the 5000 window
+		// unless the server tops it up, which it does; so the session must survive.
+		id := uint32(0)
+		var buf bytes.Buffer
+		for i := range 6000 {
+			tr := &frames.Transfer{Handle: 0, More: i < 5999}
+			if i == 0 {
+				tr.DeliveryID, tr.DeliveryTag = &id, []byte{1}
+			}
+			buf.Write(frames.AppendFrame(nil, frames.TypeAMQP, 0, tr, []byte{0x00}))
+		}
+		rc.write(buf.Bytes())
+		for {
+			switch b := rc.next().(type) {
+			case *frames.Disposition:
+				// The 6000-byte "message" of zero bytes is not a valid
+				// message: rejected, but the session and link live on.
+				if _, ok := b.State.(*frames.Rejected); !ok {
+					t.Fatalf("state %v", b.State)
+				}
+				return
+			case *frames.End:
+				t.Fatalf("session ended: %v", b.Error)
+			}
+		}
+	})
+	t.Run("aborted and oversized deliveries", func(t *testing.T) {
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.frame(frames.TypeAMQP, 0, &frames.Begin{NextOutgoingID: 0, IncomingWindow: 100, OutgoingWindow: 100}, nil)
+		rc.next()
+		rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "a", Handle: 0, Role: frames.RoleSender, Target: &frames.Target{Address: "q1"}, Source: &frames.Source{}}, nil)
+		rc.next()
+		rc.next()
+		id0, id1 := uint32(0), uint32(1)
+		rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, DeliveryID: &id0, DeliveryTag: []byte{1}, More: true}, []byte{1, 2})
+		rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, Aborted: true}, nil)
+		chunk := make([]byte, 3500)
+		for i := range 80 { // 280 KB > 256 KiB max-message-size
+			tr := &frames.Transfer{Handle: 0, More: i < 79}
+			if i == 0 {
+				tr.DeliveryID, tr.DeliveryTag = &id1, []byte{2}
+			}
+			rc.frame(frames.TypeAMQP, 0, tr, chunk)
+		}
+		for {
+			if d, ok := rc.next().(*frames.Disposition); ok {
+				r, ok := d.State.(*frames.Rejected)
+				if d.First != 1 || !ok || r.Error.Condition != condMessageSizeExceeded {
+					t.Fatalf("disposition %v", d)
+				}
+				return
+			}
+		}
+	})
+
+	ctx := ctxT(t)
+	if _, err := healthy.NewSession(ctx, nil); err != nil {
+		t.Fatalf("healthy connection broken: %v", err)
+	}
+	checkHealthy(t, addr)
+}
+
+// TestIdleTimeoutAndHeartbeat: the server sends empty frames well inside
+// the peer's idle timeout, and drops a silent peer after its own.
+func TestIdleTimeoutAndHeartbeat(t *testing.T) {
+	_, _, addr := testServer(t, func(c *Config) { c.IdleTimeout = time.Second; c.HeartbeatInterval = 100 * time.Millisecond })
+	rc := dialRaw(t, addr)
+	rc.open()
+	start := time.Now()
+	fr, err := rc.r.ReadFrame()
+	if err != nil || len(fr.Body) != 0 {
+		t.Fatalf("want a heartbeat: %v %v", fr, err)
+	}
+	if d := time.Since(start); d > 800*time.Millisecond {
+		t.Fatalf("heartbeat after %v", d)
+	}
+	// Now stay silent: the server closes within about its idle timeout.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		fr, err := rc.r.ReadFrame()
+		if err != nil {
+			if err == io.EOF || isClosed(err) {
+				return
+			}
+			t.Fatalf("read: %v", err)
+		}
+		if len(fr.Body) > 0 {
+			b, _ := frames.Parse(fr.Body)
+			if c, ok := b.(*frames.Close); ok && c.Error != nil && c.Error.Condition == condResourceLimit {
+				return
+			}
+		}
+	}
+	t.Fatal("silent peer not disconnected")
+}
+
+// isClosed reports a connection the server closed (not our read deadline).
+func isClosed(err error) bool {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && !ne.Timeout()
+}
+
+// FuzzConn feeds arbitrary bytes after a valid handshake to an in-process
+// server over net.Pipe: it must never panic or hang.
+func FuzzConn(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 8, 2, 0, 0, 0})
+	f.Add(frames.AppendFrame(nil, frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 1, OutgoingWindow: 1}, nil))
+	f.Add(append(frames.AppendFrame(nil, frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 1, OutgoingWindow: 1}, nil),
+		frames.AppendFrame(nil, frames.TypeAMQP, 0, &frames.Attach{Name: "x", Role: frames.RoleReceiver, Source: &frames.Source{Address: "q1"}}, nil)...))
+	b := newMemBackend()
+	b.addEntity(EntityInfo{Kind: KindQueue, Path: "q1"})
+	cfg := DefaultConfig()
+	cfg.RequireAuth = false
+	cfg.HandshakeTimeout = time.Second
+	s, err := New(cfg, b)
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer s.Close()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		client, server := net.Pipe()
+		defer client.Close()
+		s.ServeConn(server)
+		_ = client.SetDeadline(time.Now().Add(5 * time.Second))
+		done := make(chan struct{})
+		go func() { // drain everything the server writes
+			defer close(done)
+			_, _ = io.Copy(io.Discard, client)
+		}()
+		var in []byte
+		in = append(in, frames.ProtoAMQP[:]...)
+		in = frames.AppendFrame(in, frames.TypeAMQP, 0, &frames.Open{ContainerID: "f", MaxFrameSize: 65536}, nil)
+		in = append(in, data...)
+		in = frames.AppendFrame(in, frames.TypeAMQP, 0, &frames.Close{}, nil)
+		_, _ = client.Write(in)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			client.Close()
+			<-done
+		}
+	})
+}
