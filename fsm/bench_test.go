@@ -1,0 +1,230 @@
+package fsm
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"runtime"
+	"testing"
+
+	"github.com/quorumbus/quorumbus/fsm/rule"
+)
+
+// Benchmarks of the fsm alone (no raft, no encoding unless stated), 1 KiB bodies.
+// Figures are recorded in docs/benchmarks.md, section "fsm".
+
+var snapMsgs = flag.Int("fsm.snapmsgs", 100_000, "messages in BenchmarkSnapshot/BenchmarkRestore")
+
+var body1K = bytes.Repeat([]byte("x"), 1024)
+
+func benchCfg() Config {
+	c := queueCfg()
+	c.Queue.MaxDeliveryCount = 1 << 30
+	return c
+}
+
+func one(m *Message) []*Message { return []*Message{m} }
+
+// BenchmarkEnqueue: one message per entry.
+func BenchmarkEnqueue(b *testing.B) {
+	f := New(benchCfg())
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: one(&Message{Payload: body1K})}}})
+	}
+}
+
+// BenchmarkEnqueueBatch64: 64 messages per entry; ns/op is per message.
+func BenchmarkEnqueueBatch64(b *testing.B) {
+	f := New(benchCfg())
+	ms := make([]*Message, 64)
+	for i := range ms {
+		ms[i] = &Message{Payload: body1K}
+	}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i += 64 {
+		f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: ms}}})
+	}
+}
+
+// BenchmarkEnqueueLockComplete: the whole life of one message, three entries, with
+// 10k other messages waiting in the queue.
+func BenchmarkEnqueueLockComplete(b *testing.B) {
+	f := New(benchCfg())
+	for i := 0; i < 10_000; i++ {
+		f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: one(&Message{Payload: body1K, Properties: propsTTL()})}}})
+	}
+	// Consume from the far end: lock the newest message by receiving all older ones first
+	// would be O(n); instead keep the queue's head moving like a real consumer.
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: one(&Message{Payload: body1K})}}})
+		r := f.Apply(&Entry{Now: t0, Cmds: []Command{&Receive{Max: 1, Salt: 1}}})
+		m := r[0].Messages[0]
+		r = f.Apply(&Entry{Now: t0, Cmds: []Command{&Settle{Tokens: []LockToken{m.LockToken}, Disposition: Complete}}})
+		if r[0].Err != nil {
+			b.Fatal(r[0].Err)
+		}
+	}
+}
+
+func propsTTL() rule.Properties { return rule.Properties{TimeToLive: 3_600_000} }
+
+// BenchmarkAbandonRedelivery: receive and abandon the same message.
+func BenchmarkAbandonRedelivery(b *testing.B) {
+	f := New(benchCfg())
+	for i := 0; i < 1000; i++ {
+		f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: one(&Message{Payload: body1K})}}})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := f.Apply(&Entry{Now: t0, Cmds: []Command{&Receive{Max: 1, Salt: 1}}})
+		m := r[0].Messages[0]
+		f.Apply(&Entry{Now: t0, Cmds: []Command{&Settle{Tokens: []LockToken{m.LockToken}, Disposition: Abandon}}})
+	}
+}
+
+// BenchmarkTick100k: 100k pending deadlines (messages with a TTL); each Tick expires one.
+func BenchmarkTick100k(b *testing.B) {
+	f := New(benchCfg())
+	ms := make([]*Message, 0, 1000)
+	for i := 0; i < 100_000; i++ {
+		ms = append(ms, &Message{Payload: body1K, Properties: propsTTL()})
+		if len(ms) == cap(ms) {
+			f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: ms}}})
+			ms = ms[:0]
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		m := &Message{Payload: body1K}
+		m.TimeToLive = int64(1 + i)
+		f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: one(m)}}})
+	}
+	if f.NextDeadline() != t0+1 {
+		b.Fatalf("next deadline %d", f.NextDeadline()-t0)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f.Apply(&Entry{Now: t0 + int64(1+i), Cmds: []Command{&Tick{}}})
+	}
+	b.StopTimer()
+	if s := f.Stats().Targets[0]; s.Active != 100_000 {
+		b.Fatalf("%d left", s.Active)
+	}
+}
+
+func filled(n int) *FSM {
+	f := New(benchCfg())
+	ms := make([]*Message, 0, 1000)
+	for i := 0; i < n; i++ {
+		m := &Message{Payload: body1K}
+		m.MessageID = fmt.Sprintf("%032x", i)
+		ms = append(ms, m)
+		if len(ms) == cap(ms) || i == n-1 {
+			f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: ms}}})
+			ms = make([]*Message, 0, 1000)
+		}
+	}
+	return f
+}
+
+type countW struct{ n int64 }
+
+func (c *countW) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+// BenchmarkSnapshot: one snapshot of -fsm.snapmsgs messages per op (to io.Discard).
+func BenchmarkSnapshot(b *testing.B) {
+	f := filled(*snapMsgs)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var w countW
+	for i := 0; i < b.N; i++ {
+		if err := f.Snapshot(&w); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(w.n)/float64(b.N)/1e6, "MB/snapshot")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(*snapMsgs), "ns/msg")
+}
+
+// BenchmarkRestore: one restore of -fsm.snapmsgs messages per op.
+func BenchmarkRestore(b *testing.B) {
+	var buf bytes.Buffer
+	if err := filled(*snapMsgs).Snapshot(&buf); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		f := New(benchCfg())
+		if err := f.Restore(bytes.NewReader(buf.Bytes())); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(*snapMsgs), "ns/msg")
+}
+
+// heapPerMessage returns the live heap bytes per stored message that the fsm adds
+// beyond the payload (which the command hands over and the fsm keeps without copying),
+// and how many of those bytes are the message's own property strings (copied into the
+// packed form). Payloads and property strings exist before the measurement starts; the
+// command Message structs are built per batch and become garbage.
+func heapPerMessage(n int, mk func(i int) *Message) (added, strs float64) {
+	proto := make([]*Message, n)
+	var strBytes int64
+	for i := range proto {
+		m := mk(i)
+		proto[i] = m
+		strBytes += int64(len(m.MessageID) + len(m.SessionID) + len(m.Subject) + len(m.CorrelationID))
+		for _, p := range m.App {
+			strBytes += int64(len(p.Key) + len(p.Value.S))
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f := New(benchCfg())
+	for i := 0; i < n; i += 500 {
+		batch := make([]*Message, 0, 500)
+		for _, p := range proto[i:min(i+500, n)] {
+			c := *p
+			batch = append(batch, &c)
+		}
+		f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: batch}}})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(f)
+	runtime.KeepAlive(proto)
+	used := float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
+	return used / float64(n), float64(strBytes) / float64(n)
+}
+
+func bareMsg(int) *Message { return &Message{Payload: make([]byte, 1024)} }
+
+func typicalMsg(i int) *Message {
+	m := &Message{Payload: make([]byte, 1024)}
+	m.MessageID = fmt.Sprintf("%032x", i)
+	m.Subject = "orders"
+	m.App = []rule.Property{{Key: "tenant", Value: rule.Value{Kind: rule.KindString, S: "contoso"}}}
+	return m
+}
+
+// BenchmarkMemoryPerMessage reports the fsm's heap overhead per stored message.
+func BenchmarkMemoryPerMessage(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		mk   func(int) *Message
+	}{{"bare", bareMsg}, {"typical", typicalMsg}} {
+		b.Run(c.name, func(b *testing.B) {
+			var o, strs float64
+			for i := 0; i < b.N; i++ {
+				o, strs = heapPerMessage(100_000, c.mk)
+			}
+			b.ReportMetric(o-strs, "B/msg-overhead")
+		})
+	}
+}
