@@ -106,7 +106,7 @@ func (n *Node) start() {
 	args := append([]string{"--data", n.Dir, "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
 		"--cluster-addr", "127.0.0.1:0", "--log-level", "warn"}, n.Args...)
 	n.cmd = exec.Command(bin, args...)
-	n.cmd.Env = append(os.Environ(), "QUORUMBUS_TEST_FAST_RAFT=1")
+	n.cmd.Env = append(os.Environ(), "QUORUMBUS_LOG_LEVEL=warn")
 	n.log = &bytes.Buffer{}
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	// The node dies with the test process, whatever happens to the test.
@@ -237,4 +237,23 @@ func (n *Node) Qbctl(t testing.TB, args ...string) (string, error) {
 		return out.String(), fmt.Errorf("qbctl %v: %v\n%s", args, err, errOut.String())
 	}
 	return out.String(), nil
+}
+
+// RunToExit runs quorumbus with a fresh data directory and the given flags, expecting it
+// to exit by itself (a start-up failure) within 60 s. It returns what the process printed
+// and its exit error (nil for exit status 0).
+func RunToExit(t testing.TB, extra ...string) (string, error) {
+	t.Helper()
+	bin := filepath.Join(Binary(t), "quorumbus")
+	args := append([]string{"--data", t.TempDir(), "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
+		"--cluster-addr", "127.0.0.1:0"}, extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("quorumbus did not exit within 60s:\n%s", out)
+	}
+	return string(out), err
 }
