@@ -169,10 +169,12 @@ func TestRobustness(t *testing.T) {
 		rc.open()
 		rc.frame(frames.TypeAMQP, 0, &frames.Begin{NextOutgoingID: 0, IncomingWindow: 10, OutgoingWindow: 10}, nil)
 		rc.next()
-		rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "x", Handle: 0, Role: frames.RoleSender, Target: &frames.Target{Address: "q1"}, Source: &frames.Source{}}, nil)
 		id := uint32(0)
-		// Sent before the server's attach reply and credit arrive.
-		rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{1}}, []byte{0x00, 0x53, 0x75, 0xa0, 0x00})
+		// The transfer is written together with the attach, so the server
+		// reads it before it has granted any credit.
+		b := frames.AppendFrame(nil, frames.TypeAMQP, 0, &frames.Attach{Name: "x", Handle: 0, Role: frames.RoleSender, Target: &frames.Target{Address: "q1"}, Source: &frames.Source{}}, nil)
+		b = frames.AppendFrame(b, frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{1}}, []byte{0x00, 0x53, 0x75, 0xa0, 0x00})
+		rc.write(b)
 		for {
 			b := rc.next()
 			if d, ok := b.(*frames.Detach); ok {
