@@ -277,3 +277,25 @@ func TestCompileRuleWithAction(t *testing.T) { // S-TOP-1
 		t.Fatalf("empty action compiled to %v", r.Action)
 	}
 }
+
+// The SQL rule of the official emulator's sample Config.json
+// (/work/shared/emulator/Config.json, subscription.4) compiles and behaves.
+func TestEmulatorSampleRule(t *testing.T) { // S-TOP-1
+	r, err := Compile(Spec{Name: "sql-filter-1",
+		Filter: FilterSpec{Kind: FilterSQL, SQL: "sys.MessageId = '123456' AND userProp1 = 'value1'"},
+		Action: ActionSpec{SQL: "SET sys.To = 'Entity'"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hit := &Properties{MessageID: "123456", App: []Property{{"userProp1", vStr("value1")}}}
+	miss := &Properties{MessageID: "123456", App: []Property{{"userProp1", vStr("value2")}}}
+	if ok, err := r.Filter.Match(hit); !ok || err != nil {
+		t.Fatalf("hit: %v, %v", ok, err)
+	}
+	if ok, err := r.Filter.Match(miss); ok || err != nil {
+		t.Fatalf("miss: %v, %v", ok, err)
+	}
+	if err := r.Action.Apply(hit); err != nil || hit.To != "Entity" {
+		t.Fatalf("action: %v, To = %q", err, hit.To)
+	}
+}

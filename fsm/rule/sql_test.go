@@ -647,3 +647,43 @@ func equalProps(a, b *Properties) bool {
 	}
 	return true
 }
+
+// The examples of the Service Bus documentation ("Set subscription filters", "SQL
+// filter syntax") compile and give the documented result.
+func TestDocumentedExamples(t *testing.T) { // S-TOP-1
+	p := &Properties{Subject: "the bus", To: "Store6", CorrelationID: "abc-1", MessageID: "xxxx",
+		App: []Property{
+			{"StoreId", vStr("Store8")},
+			{"MessageProperty", vInt32(3)},
+			{"MessageProperty2", vInt32(3)},
+			{"SuperHero", vStr("SuperMan Returns")},
+			{"http://schemas.microsoft.com/xrm/2011/Claims/EntityLogicalName", vStr("account")},
+			{"tag", vStr("topic")},
+			{"source", vStr("orders")},
+		}}
+	for _, c := range []struct{ expr, want string }{
+		{"sys.label LIKE '%bus%'", "T"},
+		{"sys.messageid = 'xxxx'", "T"},
+		{"sys.correlationid like 'abc-%'", "T"},
+		{"MessageProperty = 'A'", "E"}, // MessageProperty holds an int here
+		{"user.SuperHero like 'SuperMan%'", "T"},
+		{"\"http://schemas.microsoft.com/xrm/2011/Claims/EntityLogicalName\" = 'account'", "T"},
+		{"MessageProperty = 1", "F"},
+		{"MessageProperty > 1", "T"},
+		{"MessageProperty > 2.08", "T"},
+		{"MessageProperty = 1 AND MessageProperty2 = 3", "F"},
+		{"MessageProperty = 1 OR MessageProperty2 = 3", "T"},
+		{"StoreId IN('Store1', 'Store2', 'Store3')", "F"},
+		{"sys.To IN ('Store5','Store6','Store7') OR StoreId = 'Store8'", "T"},
+		{"sys.To NOT IN ('Store1','Store2','Store3','Store4','Store5','Store6','Store7','Store8') OR " +
+			"StoreId NOT IN ('Store1','Store2','Store3','Store4','Store5','Store6','Store7','Store8')", "F"},
+		{"sys.Label LIKE '%bus%' OR user.tag IN ('queue', 'topic', 'subscription')", "T"},
+		{"source = @stringParam", "T"},
+		{"color='blue' AND quantity=10", "U"},
+	} {
+		got := tri(t, c.expr, []Property{{"@stringParam", vStr("orders")}}, p)
+		if got != c.want {
+			t.Errorf("%s = %s, want %s", c.expr, got, c.want)
+		}
+	}
+}
