@@ -298,7 +298,9 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 	if a.Role == frames.RoleSender {
 		want, claimName = RightSend, "Send"
 	}
-	if !c.hasClaim(ent, want) {
+	// The claim must cover the whole address: the SDK scopes a dead-letter receiver's token
+	// to "<entity>/$DeadLetterQueue", and a claim on the entity covers it by prefix.
+	if !c.hasClaim(address, want) {
 		s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", claimName, c.hostname, address)))
 		return
 	}
