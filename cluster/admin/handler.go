@@ -542,10 +542,13 @@ func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	x := &xmlWriter{}
 	switch rt.kind {
 	case routeEntity:
-		if sn.kind == meta.KindQueue {
+		switch sn.kind {
+		case meta.KindQueue:
 			h.queueEntry(ctx, x, r, sn.ns.Name, sn.queue)
-		} else {
+		case meta.KindTopic:
 			h.topicEntry(ctx, x, r, sn.ns.Name, sn.topic, sn.subs)
+		default: // deleted between the change and this read
+			return notFoundErr(fmt.Sprintf("the messaging entity %q", rt.entity))
 		}
 	case routeSub, routeRule:
 		sub, ok := findSub(sn.subs, rt.sub)

@@ -238,3 +238,24 @@ func TestLoadConfigBadSQL(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// The loader never panics, whatever the bytes.
+func FuzzLoadEmulatorConfig(f *testing.F) {
+	// Small seeds: Go's fuzzer crawls on multi-kilobyte seeds such as testdata/Config.json.
+	f.Add([]byte(`{"UserConfig":{"Namespaces":[{"Name":"n","Queues":[{"Name":"q","Properties":{"ForwardTo":"t","MaxDeliveryCount":3}}],
+"Topics":[{"Name":"t","Subscriptions":[{"Name":"s","Rules":[{"Name":"r","Properties":{"FilterType":"Sql","SqlFilter":{"SqlExpression":"a=1"},"Action":{"SqlExpression":"SET b=2"}}},
+{"Name":"c","Properties":{"FilterType":"Correlation","CorrelationFilter":{"Label":"x","Properties":{"k":1.5}}}}]}]}]}],"Logging":{"Type":"File"}}} /* c */`))
+	f.Add([]byte(`{"UserConfig":{"Namespaces":[{"Name":"n","Queues":[{"Name":"q","Properties":{"LockDuration":"PT1M"}}]}]}} // x`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cfg, _, err := LoadEmulatorConfig(b)
+		if err != nil {
+			return
+		}
+		s := New()
+		for _, c := range cfg.Plan(s) {
+			if err := s.Apply(&Entry{Cmd: c}); err != nil {
+				t.Fatalf("a validated config failed to apply: %v", err)
+			}
+		}
+	})
+}
