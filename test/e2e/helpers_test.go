@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/quorumbus/quorumbus/test/harness"
+)
+
+// env is one node shared by the subtests of a top-level test (one node per file keeps
+// the package fast: a node is a subprocess that takes seconds to start).
+type env struct {
+	n     *harness.Node
+	admin *admin.Client
+	c     *azservicebus.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	n := harness.Start(t)
+	return &env{n: n, admin: n.AdminClient(t), c: n.Client(t)}
+}
+
+var entitySeq atomic.Int64
+
+// name returns an entity name unique within the process, readable in broker logs.
+func name(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, entitySeq.Add(1))
+}
+
+// testCtx is the context for one subtest: generous, so that a hung broker call fails the
+// test instead of the whole package timing out.
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// queue creates a queue with the given properties (nil: defaults) and returns its name.
+func (e *env) queue(t *testing.T, prefix string, props *admin.QueueProperties) string {
+	t.Helper()
+	q := name(prefix)
+	if _, err := e.admin.CreateQueue(testCtx(t), q, &admin.CreateQueueOptions{Properties: props}); err != nil {
+		t.Fatalf("create queue %s: %v", q, err)
+	}
+	return q
+}
+
+func (e *env) sender(t *testing.T, entity string) *azservicebus.Sender {
+	t.Helper()
+	s, err := e.c.NewSender(entity, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+func (e *env) receiver(t *testing.T, queue string, opts *azservicebus.ReceiverOptions) *azservicebus.Receiver {
+	t.Helper()
+	r, err := e.c.NewReceiverForQueue(queue, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	return r
+}
+
+func (e *env) subReceiver(t *testing.T, topic, sub string, opts *azservicebus.ReceiverOptions) *azservicebus.Receiver {
+	t.Helper()
+	r, err := e.c.NewReceiverForSubscription(topic, sub, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	return r
+}
+
+// dlq is a receiver on the queue's dead-letter sub-queue (S-ENT-1, S-DLQ-1).
+func (e *env) dlq(t *testing.T, queue string) *azservicebus.Receiver {
+	t.Helper()
+	return e.receiver(t, queue, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+}
+
+func send(t *testing.T, s *azservicebus.Sender, msgs ...*azservicebus.Message) {
+	t.Helper()
+	for _, m := range msgs {
+		if err := s.SendMessage(testCtx(t), m, nil); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+}
+
+func body(s string) *azservicebus.Message { return &azservicebus.Message{Body: []byte(s)} }
+
+// msgReceiver is what Receiver and SessionReceiver have in common for receiving.
+type msgReceiver interface {
+	ReceiveMessages(ctx context.Context, maxMessages int, options *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+}
+
+// receiveN receives until it has exactly n messages or within fails after the deadline.
+func receiveN(t *testing.T, r msgReceiver, n int, within time.Duration) []*azservicebus.ReceivedMessage {
+	t.Helper()
+	got := receiveUpTo(t, r, n, within)
+	if len(got) != n {
+		t.Fatalf("received %d messages within %v, want %d: %v", len(got), within, n, bodies(got))
+	}
+	return got
+}
+
+// receiveUpTo receives until it has n messages or the time is up, and returns what it has.
+func receiveUpTo(t *testing.T, r msgReceiver, n int, within time.Duration) []*azservicebus.ReceivedMessage {
+	t.Helper()
+	var got []*azservicebus.ReceivedMessage
+	deadline := time.Now().Add(within)
+	for len(got) < n {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), left)
+		msgs, err := r.ReceiveMessages(ctx, n-len(got), nil)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("receive: %v", err)
+		}
+		got = append(got, msgs...)
+	}
+	return got
+}
+
+// receiveOne receives exactly one message within the time given.
+func receiveOne(t *testing.T, r msgReceiver, within time.Duration) *azservicebus.ReceivedMessage {
+	t.Helper()
+	return receiveN(t, r, 1, within)[0]
+}
+
+// expectNothing checks that no message arrives for the duration given.
+func expectNothing(t *testing.T, r msgReceiver, wait time.Duration) {
+	t.Helper()
+	if got := receiveUpTo(t, r, 1, wait); len(got) != 0 {
+		t.Fatalf("got unexpected messages %v", bodies(got))
+	}
+}
+
+func bodies(msgs []*azservicebus.ReceivedMessage) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = string(m.Body)
+	}
+	return out
+}
+
+// peekAll browses the whole entity from the start (S-LOCK-11).
+func peekAll(t *testing.T, r interface {
+	PeekMessages(context.Context, int, *azservicebus.PeekMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+}) []*azservicebus.ReceivedMessage {
+	t.Helper()
+	msgs, err := r.PeekMessages(testCtx(t), 100, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr[int64](0)})
+	if err != nil {
+		t.Fatalf("peek: %v", err)
+	}
+	return msgs
+}
+
+// sbCode returns the SDK error code of err, or "" if it is not an *azservicebus.Error.
+func sbCode(err error) azservicebus.Code {
+	var e *azservicebus.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func wantCode(t *testing.T, err error, code azservicebus.Code) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want code %q", code)
+	}
+	if got := sbCode(err); got != code {
+		t.Fatalf("error %v (%T) has code %q, want %q", err, err, got, code)
+	}
+}
+
+// waitFor polls cond until it holds or fails the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval
+	}
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
