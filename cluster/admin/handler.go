@@ -531,6 +531,9 @@ func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	if readErr != nil {
 		return readErr
 	}
+	if err := meta.ValidateCommand(cmd); err != nil {
+		return err
+	}
 	if err := h.cfg.Store.Apply(ctx, cmd); err != nil {
 		return err
 	}

@@ -95,6 +95,9 @@ func LoadEmulatorConfig(data []byte) (*EmulatorConfig, []string, error) {
 	// Validate the whole plan against an empty state: duplicate names, forward targets.
 	s := New()
 	for _, it := range cfg.items {
+		if err := ValidateCommand(it.cmd); err != nil {
+			return nil, w.warns, WithPrefix(it.path, err)
+		}
 		if err := s.Apply(&Entry{Cmd: it.cmd}); err != nil {
 			if errors.Is(err, ErrExists) {
 				return nil, w.warns, fmt.Errorf("%s.Name: %v (declared twice, names are case-insensitive)", it.path, err)

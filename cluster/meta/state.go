@@ -42,8 +42,15 @@ func New() *State {
 func key(name string) string { return strings.ToLower(name) }
 
 // Apply applies one entry. A rejected command leaves the state unchanged and returns an
-// error wrapping ErrExists, ErrNotFound or ErrInvalid (a *ValidationError for bad
-// properties). The outcome depends only on the state and the entry (P1).
+// error wrapping ErrExists, ErrNotFound or ErrInvalid. The outcome depends only on the
+// state and the entry (P1).
+//
+// Apply rejects a command only because of the state (the name exists or does not, a
+// fixed property would change, a forward target is missing, a limit is reached) or to
+// keep its own invariants (non-empty names, 1..MaxPartitionCount partitions, unique
+// rule names), which no release may tighten. Bounds and syntax (S-ENT-2, names, SQL)
+// are checked by ValidateCommand before a command is proposed: a later release may
+// change them, and must still apply every entry an earlier one committed (P3).
 func (s *State) Apply(e *Entry) error {
 	if e == nil || e.Cmd == nil {
 		return invalid("", "empty command")
@@ -54,8 +61,8 @@ func (s *State) Apply(e *Entry) error {
 	now := s.now
 	switch c := e.Cmd.(type) {
 	case *SetNamespace:
-		if err := validateNamespaceName(c.Name); err != nil {
-			return err
+		if c.Name == "" {
+			return invalid("Name", "must not be empty")
 		}
 		if s.ns.CreatedAt == 0 {
 			s.ns.CreatedAt = now
@@ -111,8 +118,8 @@ func (s *State) Apply(e *Entry) error {
 		return nil
 	case *PutSASKey:
 		k := cloneKey(c.Key)
-		if err := k.Validate(); err != nil {
-			return err
+		if k.Name == "" {
+			return invalid("KeyName", "must not be empty")
 		}
 		if old, ok := s.keys[key(k.Name)]; ok {
 			k.CreatedAt = old.CreatedAt
@@ -152,6 +159,14 @@ func notFound(kind, name string) error {
 
 func exists(kind, name string) error {
 	return fmt.Errorf("%s %q: %w", kind, name, ErrExists)
+}
+
+// guardName is Apply's invariant on names: present, and not absurdly long.
+func guardName(n string) error {
+	if n == "" || len(n) > MaxNameLength {
+		return invalid("Name", "must be 1..%d characters", MaxNameLength)
+	}
+	return nil
 }
 
 func validateNamespaceName(n string) error {
@@ -218,6 +233,9 @@ func (s *State) checkForwards(self, fwd, fwdDLQ string) error {
 }
 
 func (s *State) allocate(n int32, replicas [][]string) ([]Partition, error) {
+	if n < 1 || n > MaxPartitionCount {
+		return nil, invalid("PartitionCount", "%d is outside 1..%d", n, MaxPartitionCount)
+	}
 	if replicas != nil && len(replicas) != int(n) {
 		return nil, invalid("Replicas", "%d replica lists for %d partitions", len(replicas), n)
 	}
@@ -236,16 +254,13 @@ func (s *State) allocate(n int32, replicas [][]string) ([]Partition, error) {
 }
 
 func (s *State) createQueue(c *CreateQueue, now int64) error {
-	if err := ValidateEntityName(c.Name); err != nil {
+	if err := guardName(c.Name); err != nil {
 		return err
 	}
 	if e, ok := s.entities[key(c.Name)]; ok {
 		return exists(e.kind.String(), e.name())
 	}
 	p := cloneQueueProps(c.Properties)
-	if err := p.Validate(); err != nil {
-		return err
-	}
 	if err := s.checkForwards(c.Name, p.ForwardTo, p.ForwardDeadLetteredMessagesTo); err != nil {
 		return err
 	}
@@ -264,9 +279,6 @@ func (s *State) updateQueue(c *UpdateQueue, now int64) error {
 		return err
 	}
 	p := cloneQueueProps(c.Properties)
-	if err := p.Validate(); err != nil {
-		return err
-	}
 	old := e.queue.Properties
 	if err := fixed("RequiresSession", old.RequiresSession, p.RequiresSession); err != nil {
 		return err
@@ -294,16 +306,13 @@ func fixed[T comparable](field string, old, new T) error {
 }
 
 func (s *State) createTopic(c *CreateTopic, now int64) error {
-	if err := ValidateEntityName(c.Name); err != nil {
+	if err := guardName(c.Name); err != nil {
 		return err
 	}
 	if e, ok := s.entities[key(c.Name)]; ok {
 		return exists(e.kind.String(), e.name())
 	}
 	p := cloneTopicProps(c.Properties)
-	if err := p.Validate(); err != nil {
-		return err
-	}
 	pl, err := s.allocate(p.PartitionCount, c.Replicas)
 	if err != nil {
 		return err
@@ -319,9 +328,6 @@ func (s *State) updateTopic(c *UpdateTopic, now int64) error {
 		return err
 	}
 	p := cloneTopicProps(c.Properties)
-	if err := p.Validate(); err != nil {
-		return err
-	}
 	old := e.topic.Properties
 	if err := fixed("RequiresDuplicateDetection", old.RequiresDuplicateDetection, p.RequiresDuplicateDetection); err != nil {
 		return err
@@ -340,7 +346,7 @@ func (s *State) createSubscription(c *CreateSubscription, now int64) error {
 	if err != nil {
 		return err
 	}
-	if err := ValidateSubscriptionName(c.Name); err != nil {
+	if err := guardName(c.Name); err != nil {
 		return err
 	}
 	for _, sub := range t.subs {
@@ -352,9 +358,6 @@ func (s *State) createSubscription(c *CreateSubscription, now int64) error {
 		return invalid("", "topic %q already has the maximum of %d subscriptions", t.topic.Name, MaxSubscriptionsPerTopic)
 	}
 	p := c.Properties
-	if err := p.Validate(); err != nil {
-		return err
-	}
 	if err := s.checkForwards("", p.ForwardTo, p.ForwardDeadLetteredMessagesTo); err != nil {
 		return err
 	}
@@ -367,8 +370,8 @@ func (s *State) createSubscription(c *CreateSubscription, now int64) error {
 	}
 	rules := make([]Rule, 0, len(specs))
 	for i, sp := range specs {
-		if err := ValidateRule(sp); err != nil {
-			return WithPrefix(fmt.Sprintf("Rules[%d]", i), err)
+		if sp.Name == "" {
+			return invalid(fmt.Sprintf("Rules[%d].Name", i), "must not be empty")
 		}
 		if ruleIndex(rules, sp.Name) >= 0 {
 			return invalid(fmt.Sprintf("Rules[%d].Name", i), "%q is used twice", sp.Name)
@@ -386,9 +389,6 @@ func (s *State) updateSubscription(c *UpdateSubscription, now int64) error {
 		return err
 	}
 	p := c.Properties
-	if err := p.Validate(); err != nil {
-		return err
-	}
 	old := t.subs[i]
 	if err := fixed("RequiresSession", old.Properties.RequiresSession, p.RequiresSession); err != nil {
 		return err
@@ -407,7 +407,7 @@ func (s *State) createRule(c *CreateRule, now int64) error {
 	if err != nil {
 		return err
 	}
-	if err := ValidateRule(c.Rule); err != nil {
+	if err := guardName(c.Rule.Name); err != nil {
 		return err
 	}
 	sub := *t.subs[i]
@@ -431,9 +431,6 @@ func (s *State) updateRule(c *UpdateRule, now int64) error {
 	j := ruleIndex(sub.Rules, c.Rule.Name)
 	if j < 0 {
 		return notFound("rule", c.Topic+"/Subscriptions/"+c.Subscription+"/Rules/"+c.Rule.Name)
-	}
-	if err := ValidateRule(c.Rule); err != nil {
-		return err
 	}
 	sp := cloneSpec(c.Rule)
 	sp.Name = sub.Rules[j].Spec.Name // keep the original case

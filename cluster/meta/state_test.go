@@ -153,7 +153,12 @@ func TestQueueBounds(t *testing.T) {
 		s := New()
 		p := DefaultQueueProperties()
 		tc.mut(&p)
-		err := applyErr(t, s, &CreateQueue{Name: "q", Properties: p}, ErrInvalid)
+		c := &CreateQueue{Name: "q", Properties: p}
+		// Bounds are checked before proposing; forward targets by Apply (state).
+		err := ValidateCommand(c)
+		if err == nil {
+			err = applyErr(t, s, c, ErrInvalid)
+		}
 		var ve *ValidationError
 		if !errors.As(err, &ve) || err.Error() != tc.want {
 			t.Errorf("got %q, want %q", err, tc.want)
@@ -250,14 +255,20 @@ func TestSubscriptionsAndRules(t *testing.T) {
 	}
 	applyErr(t, s, &CreateSubscription{Topic: "t", Name: "s3", Properties: DefaultSubscriptionProperties(),
 		Rules: []rule.Spec{corr, corr}}, ErrInvalid)
-	applyErr(t, s, &CreateSubscription{Topic: "t", Name: "s3", Properties: DefaultSubscriptionProperties(),
-		Rules: []rule.Spec{{Name: "empty", Filter: rule.FilterSpec{Kind: rule.FilterCorrelation}}}}, ErrInvalid)
+	if err := ValidateCommand(&CreateSubscription{Topic: "t", Name: "s3", Properties: DefaultSubscriptionProperties(),
+		Rules: []rule.Spec{{Name: "empty", Filter: rule.FilterSpec{Kind: rule.FilterCorrelation}}}}); err == nil ||
+		err.Error() != "Rules[0].Filter: a correlation filter must set at least one property" {
+		t.Fatalf("empty correlation filter: %v", err)
+	}
 
 	f := rule.Spec{Name: "f", Filter: rule.FilterSpec{Kind: rule.FilterFalse}}
 	apply(t, s, 4, &CreateRule{Topic: "t", Subscription: "s1", Rule: f})
 	applyErr(t, s, &CreateRule{Topic: "t", Subscription: "s1", Rule: rule.Spec{Name: "F"}}, ErrExists)
 	applyErr(t, s, &CreateRule{Topic: "t", Subscription: "nope", Rule: f}, ErrNotFound)
-	applyErr(t, s, &CreateRule{Topic: "t", Subscription: "s1", Rule: rule.Spec{Name: "bad/name"}}, ErrInvalid)
+	if err := ValidateCommand(&CreateRule{Topic: "t", Subscription: "s1", Rule: rule.Spec{Name: "bad/name"}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad rule name: %v", err)
+	}
+	applyErr(t, s, &CreateRule{Topic: "t", Subscription: "s1", Rule: rule.Spec{}}, ErrInvalid)
 	apply(t, s, 5, &UpdateRule{Topic: "t", Subscription: "s1", Rule: rule.Spec{Name: "F", Filter: rule.FilterSpec{Kind: rule.FilterTrue}}})
 	r, ok := s.Rule("t", "S1", "f")
 	if !ok || r.Spec.Name != "f" || r.Spec.Filter.Kind != rule.FilterTrue || r.CreatedAt != 4 {
@@ -302,9 +313,17 @@ func TestSASKeys(t *testing.T) {
 	if !ok || got.PrimaryKey != "p2" || got.CreatedAt != 10 || got.ModifiedAt != 20 {
 		t.Fatalf("%+v", got)
 	}
-	applyErr(t, s, &PutSASKey{Key: SASKey{Name: "x", PrimaryKey: "p", Rights: RightManage}}, ErrInvalid)
-	applyErr(t, s, &PutSASKey{Key: SASKey{Name: "x", Rights: RightSend}}, ErrInvalid)
-	applyErr(t, s, &PutSASKey{Key: SASKey{Name: "x y", PrimaryKey: "p", Rights: RightSend}}, ErrInvalid)
+	for _, k := range []SASKey{
+		{Name: "x", PrimaryKey: "p", Rights: RightManage},
+		{Name: "x", Rights: RightSend},
+		{Name: "x y", PrimaryKey: "p", Rights: RightSend},
+		{Name: "x", PrimaryKey: "p"},
+	} {
+		if err := ValidateCommand(&PutSASKey{Key: k}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("key %+v: %v", k, err)
+		}
+	}
+	applyErr(t, s, &PutSASKey{Key: SASKey{PrimaryKey: "p", Rights: RightSend}}, ErrInvalid)
 	apply(t, s, 21, &PutSASKey{Key: SASKey{Name: "sender", PrimaryKey: "p", Rights: RightSend}})
 	if ks := s.SASKeys(); len(ks) != 2 || ks[0].Name != "RootManageSharedAccessKey" || ks[1].Name != "sender" {
 		t.Fatalf("%+v", ks)
@@ -544,5 +563,31 @@ func sampleCommands() []Command {
 		&PutSASKey{Key: SASKey{Name: "other", PrimaryKey: "x", Rights: RightSend}},
 		&DeleteSASKey{Name: "other"},
 		&SetPlacement{Entity: "t1", Replicas: [][]string{{"n1", "n2", "n3"}}},
+	}
+}
+
+// P1/P3: Apply rejects only because of the state or its invariants; bounds belong to
+// ValidateCommand, so that a later release may change them and still replay old logs.
+func TestApplyLeavesBoundsToValidateCommand(t *testing.T) {
+	s := New()
+	p := DefaultQueueProperties()
+	p.LockDuration = time.Second // out of S-ENT-2 bounds
+	c := &CreateQueue{Name: "q", Properties: p}
+	if err := ValidateCommand(c); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("ValidateCommand: %v", err)
+	}
+	apply(t, s, 1, c)
+	for _, c := range sampleCommands() {
+		if err := ValidateCommand(c); err != nil {
+			t.Errorf("%s: %v", c.Op(), err)
+		}
+	}
+	// Invariants stay in Apply.
+	p = DefaultQueueProperties()
+	p.PartitionCount = 0
+	applyErr(t, s, &CreateQueue{Name: "z", Properties: p}, ErrInvalid)
+	applyErr(t, s, &CreateQueue{Name: "", Properties: DefaultQueueProperties()}, ErrInvalid)
+	if err := ValidateCommand(nil); !errors.Is(err, ErrInvalid) {
+		t.Fatal("nil command")
 	}
 }

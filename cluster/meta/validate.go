@@ -342,3 +342,48 @@ func compilesWithoutAction(s rule.Spec) bool {
 	_, err := rule.Compile(s)
 	return err == nil
 }
+
+// ValidateCommand checks everything about a command that does not depend on the state:
+// names, S-ENT-2 bounds, SAS keys and rule syntax. Proposers (the admin API, the
+// Config.json loader, the node's bootstrap) call it before proposing; State.Apply then
+// checks only what depends on the state (see Apply).
+func ValidateCommand(c Command) error {
+	switch c := c.(type) {
+	case *SetNamespace:
+		return validateNamespaceName(c.Name)
+	case *CreateQueue:
+		return firstErr(ValidateEntityName(c.Name), c.Properties.Validate())
+	case *UpdateQueue:
+		return c.Properties.Validate()
+	case *CreateTopic:
+		return firstErr(ValidateEntityName(c.Name), c.Properties.Validate())
+	case *UpdateTopic:
+		return c.Properties.Validate()
+	case *CreateSubscription:
+		if err := firstErr(ValidateSubscriptionName(c.Name), c.Properties.Validate()); err != nil {
+			return err
+		}
+		if len(c.Rules) > MaxRulesPerSubscription {
+			return invalid("Rules", "at most %d rules are allowed", MaxRulesPerSubscription)
+		}
+		for i, r := range c.Rules {
+			if err := ValidateRule(r); err != nil {
+				return WithPrefix(fmt.Sprintf("Rules[%d]", i), err)
+			}
+		}
+		return nil
+	case *UpdateSubscription:
+		return c.Properties.Validate()
+	case *CreateRule:
+		return ValidateRule(c.Rule)
+	case *UpdateRule:
+		return ValidateRule(c.Rule)
+	case *PutSASKey:
+		return c.Key.Validate()
+	case *DeleteQueue, *DeleteTopic, *DeleteSubscription, *DeleteRule, *DeleteSASKey, *SetPlacement:
+		return nil
+	case nil:
+		return invalid("", "empty command")
+	}
+	return invalid("", "unknown command %T", c)
+}
