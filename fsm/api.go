@@ -323,8 +323,8 @@ func (*Purge) op() Op           { return OpPurge }
 //   - SetSessionState: nothing.
 //   - Purge: Count (messages removed).
 //
-// For Settle and RenewLock, TokenErrs has one entry per token and Err is the first
-// non-nil one, so a caller settling one token can look at Err alone.
+// For Settle and RenewLock, Err is the first token's error (or the command's), and when
+// several tokens are given TokenErrs has one entry per token.
 type Result struct {
 	Err         error
 	SeqNos      []int64

@@ -65,7 +65,7 @@ type store struct {
 	dlq   bool
 	ord   int32 // position in the partition, for a total order across stores
 	idx   msgStore
-	avail seqHeap // available messages (non-session stores only)
+	avail availQ // available messages (non-session stores only)
 
 	nActive, nLocked, nScheduled, nDeferred, bytes int64
 }
@@ -74,7 +74,7 @@ type store struct {
 type session struct {
 	id            string
 	st            *store
-	avail         seqHeap
+	avail         availQ
 	held          bool
 	holder        string
 	lockedUntil   int64
@@ -155,6 +155,7 @@ func newEntity(name string, q QueueConfig) *entity {
 	e := &entity{name: name, cfg: q, sessions: map[string]*session{}}
 	e.main = &store{ent: e, idx: &seqIndex{}}
 	e.dlq = &store{ent: e, dlq: true, idx: &seqIndex{}}
+	e.main.avail.owner, e.dlq.avail.owner = e.main, e.dlq
 	return e
 }
 
@@ -377,6 +378,7 @@ func (f *FSM) getSession(st *store, id string) *session {
 	s := st.ent.sessions[id]
 	if s == nil {
 		s = &session{id: id, st: st, hidx: -1}
+		s.avail.owner = st
 		st.ent.sessions[id] = s
 	}
 	return s
@@ -384,7 +386,7 @@ func (f *FSM) getSession(st *store, id string) *session {
 
 // gcSession forgets a session that has nothing left (S-SES-1).
 func (f *FSM) gcSession(s *session) {
-	if s != nil && !s.held && s.count == 0 && s.state == nil && len(s.avail) == 0 {
+	if s != nil && !s.held && s.count == 0 && s.state == nil && s.avail.empty() {
 		delete(s.st.ent.sessions, s.id)
 	}
 }
@@ -428,7 +430,7 @@ func (f *FSM) place(m *msg) {
 }
 
 func (f *FSM) unavail(m *msg) {
-	if m.aidx < 0 {
+	if m.aidx < 0 && m.flags&fRing == 0 {
 		return
 	}
 	if m.flags&fSession != 0 {
@@ -646,7 +648,8 @@ func (f *FSM) enqueue(ms []*Message, r *Result) {
 	dedupe := f.cfg.RequiresDuplicateDetection
 	var inBatch map[string]int64
 	seqs := make([]int64, len(ms))
-	var plan []planned
+	var planBuf [8]planned
+	plan := planBuf[:0]
 	var added int64
 	seq := f.lastSeq
 	for i, m := range ms {
@@ -670,26 +673,25 @@ func (f *FSM) enqueue(ms []*Message, r *Result) {
 			}
 			inBatch[m.MessageID] = seq
 		}
-		p := m.Properties
-		p.SequenceNumber = seq
-		p.EnqueuedTime = f.now
+		enq := f.now
 		state := StateActive
 		if m.ScheduledEnqueueTime > f.now {
-			p.EnqueuedTime = m.ScheduledEnqueueTime // S-TTL-2
+			enq = m.ScheduledEnqueueTime // S-TTL-2
 			state = StateScheduled
 		}
-		if len(p.App) > 0 { // the fsm owns its copy; actions and settlements copy on write
-			p.App = slices.Clone(p.App)
+		app := m.App
+		if len(app) > 0 { // the fsm owns its copy; actions and settlements copy on write
+			app = slices.Clone(app)
 		}
-		base := &msg{seq: seq, enq: p.EnqueuedTime, sched: m.ScheduledEnqueueTime, ttl: m.TimeToLive,
-			size: m.Size, payload: m.Payload, app: p.App, state: state}
+		base := &msg{seq: seq, enq: enq, sched: m.ScheduledEnqueueTime, ttl: m.TimeToLive,
+			size: m.Size, payload: m.Payload, app: app, state: state}
 		if m.Modified {
 			base.flags |= fModified
 		}
 		if f.cfg.Kind == KindQueue {
 			e := f.ents[0]
-			base.strs = packStrings(&p)
-			base.expires = satAdd(p.EnqueuedTime, ttlFor(m.TimeToLive, e.cfg.DefaultTTLMs)) // S-TTL-1
+			base.strs = packStrings(&m.Properties)
+			base.expires = satAdd(enq, ttlFor(m.TimeToLive, e.cfg.DefaultTTLMs)) // S-TTL-1
 			if e.cfg.RequiresSession {
 				base.flags |= fSession
 			}
@@ -697,6 +699,8 @@ func (f *FSM) enqueue(ms []*Message, r *Result) {
 			added += base.bytes()
 			continue
 		}
+		p := m.Properties // what the filters see (S-TOP-1)
+		p.SequenceNumber, p.EnqueuedTime, p.App = seq, enq, app
 		strs := ""
 		for _, e := range f.ents { // S-TOP-1 fan-out
 			cp, toDLQ, err := f.route(e, &p, m.TimeToLive)
@@ -1039,11 +1043,15 @@ func (f *FSM) settle(c *Settle, r *Result) {
 		r.Err = fmt.Errorf("%w: disposition %d", ErrBadCommand, c.Disposition)
 		return
 	}
-	r.TokenErrs = make([]error, len(c.Tokens))
+	if len(c.Tokens) > 1 {
+		r.TokenErrs = make([]error, len(c.Tokens))
+	}
 	for i, t := range c.Tokens {
 		m, err := f.lockedMsg(st, t, c.SessionID, c.Owner)
 		if err != nil {
-			r.TokenErrs[i] = err
+			if r.TokenErrs != nil {
+				r.TokenErrs[i] = err
+			}
 			if r.Err == nil {
 				r.Err = err
 			}
@@ -1091,11 +1099,15 @@ func (f *FSM) renewLock(c *RenewLock, r *Result) {
 		return
 	}
 	r.LockedUntil = make([]int64, len(c.Tokens))
-	r.TokenErrs = make([]error, len(c.Tokens))
+	if len(c.Tokens) > 1 {
+		r.TokenErrs = make([]error, len(c.Tokens))
+	}
 	for i, t := range c.Tokens {
 		m, err := f.lockedMsg(st, t, "", "")
 		if err != nil {
-			r.TokenErrs[i] = err
+			if r.TokenErrs != nil {
+				r.TokenErrs[i] = err
+			}
 			if r.Err == nil {
 				r.Err = err
 			}
@@ -1138,10 +1150,10 @@ func (f *FSM) acceptSession(c *AcceptSession, r *Result) {
 	if c.SessionID == "" { // next available: the free session with the lowest available seq
 		var best *session
 		for _, cand := range e.sessions { // order-independent: seqs are unique
-			if cand.held || len(cand.avail) == 0 {
+			if cand.held || cand.avail.empty() {
 				continue
 			}
-			if best == nil || cand.avail[0].seq < best.avail[0].seq {
+			if best == nil || cand.avail.peek().seq < best.avail.peek().seq {
 				best = cand
 			}
 		}

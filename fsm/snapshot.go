@@ -40,6 +40,7 @@ type snapWriter struct {
 	crc uint32
 	buf []byte
 	err error
+	len [binary.MaxVarintLen64]byte
 }
 
 func (s *snapWriter) write(p []byte) {
@@ -51,8 +52,7 @@ func (s *snapWriter) write(p []byte) {
 }
 
 func (s *snapWriter) record(body []byte) {
-	var l [binary.MaxVarintLen64]byte
-	s.write(l[:binary.PutUvarint(l[:], uint64(len(body)))])
+	s.write(s.len[:binary.PutUvarint(s.len[:], uint64(len(body)))])
 	s.write(body)
 }
 
@@ -126,7 +126,7 @@ func appendMsg(b []byte, m *msg) []byte {
 	b = appendUvarint(b, m.lockCtr)
 	b = binary.BigEndian.AppendUint32(b, m.salt)
 	b = binary.AppendVarint(b, int64(m.dcount))
-	b = append(b, byte(m.state), m.flags)
+	b = append(b, byte(m.state), m.flags&^fRing) // fRing is derived
 	b = appendString(b, m.strs)
 	b = appendProps(b, m.app)
 	b = appendBytes(b, m.payload)

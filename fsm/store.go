@@ -37,6 +37,7 @@ const (
 	fSkipCount                   // the next delivery does not increment DeliveryCount (Release)
 	fModified                    // Properties changed after the send
 	fSession                     // the message belongs to a session store (sessionID non-empty)
+	fRing                        // the message is in its availQ's ring
 )
 
 func (m *msg) locked() bool { return m.flags&fLocked != 0 }
@@ -557,4 +558,80 @@ func (h sessionHeap) down(i int) bool {
 		i = j
 	}
 	return i > start
+}
+
+// availQ holds the available messages of a target or a session in sequence order
+// (S-RCV-2, S-SES-3). Sends arrive in sequence order, so most messages go to a FIFO
+// ring that receive pops in O(1); messages that come back out of order (abandoned,
+// released, activated, dead-lettered into a DLQ) go to a heap. A message removed from
+// the middle of the ring (expiry) is dropped lazily: it loses fRing or moves to another
+// store, and peek skips it. A message never re-enters a ring it left that way (it left
+// its store), so the ring never holds two live entries for one message.
+type availQ struct {
+	owner *store
+	ring  []*msg
+	head  int
+	heap  seqHeap
+	n     int // live entries
+}
+
+func (a *availQ) liveRing(m *msg) bool { return m.flags&fRing != 0 && m.st == a.owner }
+
+func (a *availQ) push(m *msg) {
+	a.n++
+	if k := len(a.ring); k == a.head || m.seq > a.ring[k-1].seq {
+		m.flags |= fRing
+		a.ring = append(a.ring, m)
+		return
+	}
+	a.heap.push(m)
+}
+
+// peek returns the available message with the lowest sequence number, or nil.
+func (a *availQ) peek() *msg {
+	for a.head < len(a.ring) && !a.liveRing(a.ring[a.head]) {
+		a.ring[a.head] = nil
+		a.head++
+	}
+	a.compact()
+	var r *msg
+	if a.head < len(a.ring) {
+		r = a.ring[a.head]
+	}
+	if h := a.heap.peek(); h != nil && (r == nil || h.seq < r.seq) {
+		r = h
+	}
+	return r
+}
+
+func (a *availQ) empty() bool { return a.n == 0 }
+
+func (a *availQ) remove(m *msg) {
+	if m.flags&fRing != 0 {
+		m.flags &^= fRing
+		a.n--
+		if a.head < len(a.ring) && a.ring[a.head] == m {
+			a.ring[a.head] = nil
+			a.head++
+			a.compact()
+		}
+		return
+	}
+	if m.aidx >= 0 {
+		a.n--
+		a.heap.remove(m)
+	}
+}
+
+func (a *availQ) compact() {
+	if a.head == len(a.ring) {
+		clear(a.ring[:a.head])
+		a.ring, a.head = a.ring[:0], 0
+		return
+	}
+	if a.head > 64 && a.head*2 > len(a.ring) {
+		n := copy(a.ring, a.ring[a.head:])
+		clear(a.ring[n:])
+		a.ring, a.head = a.ring[:n], 0
+	}
 }
