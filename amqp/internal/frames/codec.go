@@ -12,12 +12,12 @@ type reader struct {
 	err error
 }
 
-func newReader(val []byte) (*reader, error) {
+func newReader(val []byte) (reader, error) {
 	f, err := encoding.ListFields(val)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return reader{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	return &reader{f: f}, nil
+	return reader{f: f}, nil
 }
 
 func (r *reader) setErr(err error) {
@@ -145,7 +145,8 @@ func (r *reader) errorField() *Error {
 		r.setErr(fmt.Errorf("expected error: %v", err))
 		return nil
 	}
-	er, err := newReader(val)
+	erv, err := newReader(val)
+	er := &erv
 	if err != nil {
 		r.setErr(err)
 		return nil
@@ -178,7 +179,8 @@ func (r *reader) source() *Source {
 		r.setErr(fmt.Errorf("expected source: %v", err))
 		return nil
 	}
-	sr, err := newReader(val)
+	srv, err := newReader(val)
+	sr := &srv
 	if err != nil {
 		r.setErr(err)
 		return nil
@@ -209,7 +211,8 @@ func (r *reader) target() *Target {
 		r.setErr(fmt.Errorf("expected target: %v", err))
 		return nil
 	}
-	tr, err := newReader(val)
+	trv, err := newReader(val)
+	tr := &trv
 	if err != nil {
 		r.setErr(err)
 		return nil

@@ -146,7 +146,8 @@ func Parse(body []byte) (Body, error) {
 	if sym != "" {
 		return nil, fmt.Errorf("%w: %q", ErrUnknown, sym)
 	}
-	r, err := newReader(val)
+	rv, err := newReader(val)
+	r := &rv
 	if err != nil {
 		return nil, err
 	}
@@ -862,7 +863,8 @@ func parseState(raw []byte) (DeliveryState, error) {
 		v, _, err := encoding.Decode(val)
 		return &UnknownState{Descriptor: sym, Value: v}, err
 	}
-	r, err := newReader(val)
+	rv, err := newReader(val)
+	r := &rv
 	if err != nil {
 		return nil, err
 	}
