@@ -70,14 +70,14 @@ func (c *EmulatorConfig) Plan(s *State) []Command {
 }
 
 // LoadEmulatorConfig parses a Config.json as the emulator accepts it: // and /* */
-// comments and trailing commas are allowed, property names match case-insensitively,
+// comments, trailing commas and a UTF-8 byte order mark are allowed, property names match case-insensitively,
 // unknown fields are ignored and reported in warnings. Invalid values fail with an error
 // naming the field path, e.g.
 // `UserConfig.Namespaces[0].Queues[2].Properties.LockDuration: "PT1S" is below the minimum 5s`.
 // Bounds are Service Bus's (S-ENT-2), not the emulator's narrower ones; absent
 // properties take Service Bus defaults.
 func LoadEmulatorConfig(data []byte) (*EmulatorConfig, []string, error) {
-	clean := stripJSONComments(data)
+	clean := stripJSONComments(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))) // editors on Windows add a BOM
 	dec := json.NewDecoder(bytes.NewReader(clean))
 	dec.UseNumber()
 	var root any

@@ -149,7 +149,7 @@ func TestLoadSampleConfig(t *testing.T) {
 }
 
 func TestLoadConfigWithoutSQL(t *testing.T) {
-	s, cfg, warns := loadInto(t, []byte(`{"UserConfig":{"Namespaces":[{"Name":"ns","Queues":[{"Name":"q"}],
+	s, cfg, warns := loadInto(t, []byte("\xef\xbb\xbf"+`{"UserConfig":{"Namespaces":[{"Name":"ns","Queues":[{"Name":"q"}],
 		"Topics":[{"Name":"t","Subscriptions":[{"Name":"s","Rules":[{"Name":"r","Properties":{"FilterType":"Correlation",
 		"CorrelationFilter":{"Label":"x"},"SqlFilter":{"SqlExpression":"1=1"}}}]}]}]}],"Logging":{"Type":"Console"},"Extra":1}}`))
 	if cfg.Namespace != "ns" || s.Kind("q") != KindQueue || s.Kind("t") != KindTopic {
