@@ -954,3 +954,37 @@ func sign(uri, keyName, key string) string {
 	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(m.Sum(nil)))
 	return "SharedAccessSignature sr=" + sr + "&sig=" + sig + "&se=" + se + "&skn=" + keyName
 }
+
+func TestMethodsAndLimits(t *testing.T) {
+	e := newEnv(t)
+	do := func(method, path, body string) int {
+		req, _ := http.NewRequest(method, e.srv.URL+path+"?api-version=2024-05", strings.NewReader(body))
+		req.Header.Set("Authorization", sign("https://127.0.0.1:5672"+path+"?api-version=2024-05", rootName, rootKey))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{http.MethodPost, "/q", "", 405},
+		{http.MethodPut, "/$namespaceinfo", "<QueueDescription/>", 405},
+		{http.MethodPut, "/$Resources/Queues", "<QueueDescription/>", 405},
+		{http.MethodDelete, "/$Resources/Queues", "", 405},
+		{http.MethodPut, "/big", "<QueueDescription><UserMetadata>" + strings.Repeat("x", 2<<20) + "</UserMetadata></QueueDescription>", 413},
+		{http.MethodPut, "/q", "<QueueDescription><MaxDeliveryCount>many</MaxDeliveryCount></QueueDescription>", 400},
+		{http.MethodPut, "/q", "<QueueDescription><RequiresSession>maybe</RequiresSession></QueueDescription>", 400},
+		{http.MethodPut, "/q", "<QueueDescription><UserMetadata>" + strings.Repeat("x", 1025) + "</UserMetadata></QueueDescription>", 400},
+		{http.MethodPut, "/q", "<QueueDescription><LockDuration>PT30S</LockDuration></QueueDescription>", 201},
+		{http.MethodGet, "/q/Subscriptions", "", 404}, // q is a queue, not a topic
+		{http.MethodGet, "/$Resources/Queues?%24top=x", "", 400}, // a $top that is not a number
+	} {
+		if got := do(tc.method, tc.path, tc.body); got != tc.want {
+			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
