@@ -980,7 +980,7 @@ func TestMethodsAndLimits(t *testing.T) {
 		{http.MethodPut, "/q", "<QueueDescription><RequiresSession>maybe</RequiresSession></QueueDescription>", 400},
 		{http.MethodPut, "/q", "<QueueDescription><UserMetadata>" + strings.Repeat("x", 1025) + "</UserMetadata></QueueDescription>", 400},
 		{http.MethodPut, "/q", "<QueueDescription><LockDuration>PT30S</LockDuration></QueueDescription>", 201},
-		{http.MethodGet, "/q/Subscriptions", "", 404}, // q is a queue, not a topic
+		{http.MethodGet, "/q/Subscriptions", "", 404},            // q is a queue, not a topic
 		{http.MethodGet, "/$Resources/Queues?%24top=x", "", 400}, // a $top that is not a number
 	} {
 		if got := do(tc.method, tc.path, tc.body); got != tc.want {
