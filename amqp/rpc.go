@@ -138,7 +138,7 @@ func (s *session) rpcRequest(l *link, p *partial) {
 		case "com.microsoft:schedule-message", "com.microsoft:cancel-scheduled-message":
 			want = RightSend
 		}
-		if !c.hasClaim(l.addr.String(), want) {
+		if !c.hasClaim(l.claimPath, want) {
 			authErr = fmt.Errorf("%w: Unauthorized access. '%s' claim(s) are required to perform this operation", ErrUnauthorized, map[Rights]string{RightListen: "Listen", RightSend: "Send"}[want])
 		}
 	}

@@ -392,3 +392,35 @@ func TestSDKErrors(t *testing.T) {
 		t.Fatalf("oversize send: %v", err)
 	}
 }
+
+// TestSDKFreshClientSubQueueAndSubscription: a client whose only claims are
+// for a dead-letter queue or a subscription can use them (CBS prefix rules,
+// protocol.md §3).
+func TestSDKFreshClientSubQueueAndSubscription(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	send(t, rootClient(t, addr), "t1", &azservicebus.Message{Body: []byte("x")})
+	c := rootClient(t, addr)
+	ctx := ctxT(t)
+	dlq, err := c.NewReceiverForQueue("q1", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close(ctx)
+	if _, err := dlq.PeekMessages(ctx, 1, nil); err != nil {
+		t.Fatalf("peek on the dead-letter queue: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := dlq.ReceiveMessages(short, 1, nil); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("receive on the dead-letter queue: %v", err)
+	}
+	c2 := rootClient(t, addr)
+	sub, err := c2.NewReceiverForSubscription("t1", "s1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close(ctx)
+	if m := receiveN(t, sub, 1)[0]; string(m.Body) != "x" {
+		t.Fatalf("body %q", m.Body)
+	}
+}

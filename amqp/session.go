@@ -67,6 +67,7 @@ type link struct {
 	addr      Address // entity links and management nodes
 	entity    EntityInfo
 	trackerID string // SystemTracker for error descriptions, set at attach
+	claimPath string // what CBS claims must cover: "q1/$DeadLetterQueue", "q1/$management"
 	replyAddr string // RPC reply links: the client's target address
 
 	// Credit: for a client sender, what we granted and have not seen used;
@@ -177,7 +178,8 @@ func (s *session) handleAttach(a *frames.Attach) error {
 		l.addr = Address{Entity: ent, Sub: sub}
 		// Claims are checked on the full path: a dead-letter queue's token covers
 		// "<entity>/$DeadLetterQueue", not the entity itself.
-		if ent != "" && !c.hasClaim(path, RightListen) && !c.hasClaim(path, RightSend) {
+		l.claimPath = l.addr.String() + "/$management"
+		if ent != "" && !c.hasClaim(l.claimPath, RightListen) && !c.hasClaim(l.claimPath, RightSend) {
 			s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. 'Listen' claim(s) are required to perform this operation. Resource: '%s'.", address)))
 			return nil
 		}
@@ -306,7 +308,8 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 	}
 	// The claim must cover the whole address: the SDK scopes a dead-letter receiver's token
 	// to "<entity>/$DeadLetterQueue", and a claim on the entity covers it by prefix.
-	if !c.hasClaim(address, want) {
+	l.claimPath = l.addr.String() // scheme and host dropped, sub-queue kept
+	if !c.hasClaim(l.claimPath, want) {
 		s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", claimName, c.hostname, address)))
 		return
 	}
@@ -851,6 +854,10 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 	if d.Last != nil {
 		last = *d.Last
 	}
+	settlement, ok := settlementFor(d.State)
+	if !ok && d.State != nil {
+		return // a non-terminal state (received): nothing to do yet
+	}
 	span := last - d.First // wraps like delivery numbers do
 	type item struct {
 		id uint32
@@ -875,10 +882,6 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 				delete(s.unsettled, id)
 			}
 		}
-	}
-	settlement, ok := settlementFor(d.State)
-	if !ok && d.State != nil {
-		return // a non-terminal state (received): nothing to do yet
 	}
 	if len(items) == 0 {
 		if !d.Settled {
