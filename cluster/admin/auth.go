@@ -111,16 +111,27 @@ func authorize(header string, now time.Time, st *meta.State, path, entity string
 	if len(keys) == 0 {
 		return fmt.Errorf("InvalidSignature: the token's key %q is not known", t.skn)
 	}
-	sig, err := url.QueryUnescape(t.sig)
-	if err != nil {
-		return errors.New("MalformedToken: sig is not URL-encoded")
+	// The SDK query-escapes sig; accept a path-escaped or raw base64 one too (a raw '+'
+	// would turn into a space under query unescaping).
+	sigs := []string{t.sig}
+	if u, err := url.QueryUnescape(t.sig); err == nil {
+		sigs = append(sigs, u)
+	}
+	if u, err := url.PathUnescape(t.sig); err == nil {
+		sigs = append(sigs, u)
 	}
 	var key *meta.SASKey
 	for i := range keys {
 		k := &keys[i]
 		for _, secret := range []string{k.PrimaryKey, k.SecondaryKey} {
-			if secret != "" && hmac.Equal([]byte(signature(secret, t.sr, t.se)), []byte(sig)) {
-				key = k
+			if secret == "" {
+				continue
+			}
+			want := []byte(signature(secret, t.sr, t.se))
+			for _, sig := range sigs {
+				if hmac.Equal(want, []byte(sig)) {
+					key = k
+				}
 			}
 		}
 	}

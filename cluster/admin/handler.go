@@ -493,8 +493,12 @@ func (h *Handler) ruleEntry(x *xmlWriter, r *http.Request, ns string, ru meta.Ru
 
 func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
-	if err != nil {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
 		return errorf(http.StatusRequestEntityTooLarge, "the request body is larger than %d bytes", h.cfg.MaxBodyBytes)
+	}
+	if err != nil {
+		return errorf(http.StatusBadRequest, "reading the request body: %v", err)
 	}
 	root, err := parseXML(strings.NewReader(string(body)))
 	if err != nil {

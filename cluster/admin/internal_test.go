@@ -1,8 +1,11 @@
 package admin
 
 import (
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
 )
@@ -80,5 +83,50 @@ func TestResourcePath(t *testing.T) {
 	}
 	if !covers("", "/x") || !covers("t", "/T/Subscriptions/s") || covers("t", "/t2") || covers("a/b", "/a") {
 		t.Error("covers")
+	}
+}
+
+func TestAuthorize(t *testing.T) {
+	s := meta.New()
+	for _, c := range []meta.Command{
+		&meta.PutSASKey{Key: meta.SASKey{Name: "root", PrimaryKey: "p1", SecondaryKey: "s1", Rights: meta.RightManage | meta.RightSend | meta.RightListen}},
+		&meta.PutSASKey{Key: meta.SASKey{Name: "send", PrimaryKey: "p2", Rights: meta.RightSend}},
+	} {
+		if err := s.Apply(&meta.Entry{Cmd: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Unix(1_800_000_000, 0)
+	tok := func(uri, skn, key string, se int64, escape func(string) string) string {
+		sr := strings.ToLower(url.QueryEscape(uri))
+		ses := strconv.FormatInt(se, 10)
+		return "SharedAccessSignature sr=" + sr + "&sig=" + escape(signature(key, sr, ses)) + "&se=" + ses + "&skn=" + skn
+	}
+	later := now.Unix() + 60
+	for _, tc := range []struct {
+		name, header, path, want string
+	}{
+		{"primary", tok("https://h:1/q1?api-version=1", "root", "p1", later, url.QueryEscape), "/q1", ""},
+		{"secondary", tok("https://h:1/q1", "ROOT", "s1", later, url.QueryEscape), "/q1", ""},
+		{"raw sig", tok("https://h:1/q1", "root", "p1", later, func(s string) string { return s }), "/q1", ""},
+		{"namespace-wide sr", tok("h:1", "root", "p1", later, url.QueryEscape), "/t/Subscriptions/s", ""},
+		{"prefix sr", tok("sb://h/T", "root", "p1", later, url.QueryEscape), "/t/Subscriptions/s", ""},
+		{"other entity", tok("https://h/q1", "root", "p1", later, url.QueryEscape), "/q2", "InvalidAudience"},
+		{"not a segment prefix", tok("https://h/q", "root", "p1", later, url.QueryEscape), "/q1", "InvalidAudience"},
+		{"expired", tok("https://h/q1", "root", "p1", now.Unix()-1, url.QueryEscape), "/q1", "ExpiredToken"},
+		{"wrong key", tok("https://h/q1", "root", "nope", later, url.QueryEscape), "/q1", "InvalidSignature"},
+		{"unknown key", tok("https://h/q1", "who", "p1", later, url.QueryEscape), "/q1", "not known"},
+		{"no manage", tok("https://h/q1", "send", "p2", later, url.QueryEscape), "/q1", "Manage"},
+		{"missing", "", "/q1", "missing Authorization"},
+		{"not SAS", "Bearer abc", "/q1", "MalformedToken"},
+		{"no skn", "SharedAccessSignature sr=a&sig=b&se=1", "/q1", "MalformedToken"},
+	} {
+		err := authorize(tc.header, now, s, tc.path, "q1")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
