@@ -29,10 +29,7 @@ func loadInto(t *testing.T, data []byte) (*State, *EmulatorConfig, []string) {
 
 // The official emulator's own sample loads unchanged (comments included).
 func TestLoadEmulatorSampleConfig(t *testing.T) {
-	data, err := os.ReadFile("../../../shared/emulator/Config.json")
-	if err != nil {
-		data, err = os.ReadFile("/work/shared/emulator/Config.json")
-	}
+	data, err := os.ReadFile("testdata/emulator/Config.json")
 	if err != nil {
 		t.Fatal(err)
 	}
