@@ -156,12 +156,14 @@ type snapReader struct {
 	r   *bufio.Reader
 	crc hash.Hash32
 	buf []byte
+	one [1]byte
 }
 
 func (s *snapReader) ReadByte() (byte, error) {
 	c, err := s.r.ReadByte()
 	if err == nil {
-		s.crc.Write([]byte{c})
+		s.one[0] = c
+		s.crc.Write(s.one[:])
 	}
 	return c, err
 }
@@ -181,19 +183,19 @@ func (s *snapReader) readFull(n int) ([]byte, error) {
 	return s.buf, nil
 }
 
-func (s *snapReader) record() (*dec, error) {
+func (s *snapReader) record() (dec, error) {
 	n, err := binary.ReadUvarint(s)
 	if err != nil {
-		return nil, err
+		return dec{}, err
 	}
 	if n > maxRecord {
-		return nil, fmt.Errorf("record of %d bytes", n)
+		return dec{}, fmt.Errorf("record of %d bytes", n)
 	}
 	b, err := s.readFull(int(n))
 	if err != nil {
-		return nil, err
+		return dec{}, err
 	}
-	return &dec{b: b}, nil
+	return dec{b: b}, nil
 }
 
 // Restore replaces the whole state with a snapshot written by Snapshot. On any error
@@ -256,7 +258,7 @@ func restore(r io.Reader) (*FSM, error) {
 				if err != nil {
 					return nil, err
 				}
-				m, err := f.readMsg(d, st)
+				m, err := f.readMsg(&d, st)
 				if err != nil {
 					return nil, err
 				}
@@ -272,7 +274,7 @@ func restore(r io.Reader) (*FSM, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := f.readSession(d, e); err != nil {
+			if err := f.readSession(&d, e); err != nil {
 				return nil, err
 			}
 		}
