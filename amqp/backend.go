@@ -271,10 +271,12 @@ type Sender interface {
 // Receiver hands out and settles messages.
 type Receiver interface {
 	Receive(ctx context.Context, req ReceiveRequest) ([]*Delivery, error)
-	// Settle settles by lock token. It must be idempotent for a repeated
-	// identical settlement and return ErrLockLost for expired/unknown locks
-	// (S-LOCK-9), or ErrSessionLockLost.
-	Settle(ctx context.Context, s Settlement) error
+	// Settle settles a batch of locked messages by lock token, each
+	// independently (a batch only lets the broker group its writes, e.g. one
+	// raft proposal per partition). It returns one error per settlement, nil
+	// for success: ErrLockLost for an expired, unknown or already settled
+	// lock (S-LOCK-9), ErrSessionLockLost when the session lock is gone.
+	Settle(ctx context.Context, s []Settlement) []error
 	// RenewLock extends locks and returns the new LockedUntil of each (S-LOCK-8).
 	RenewLock(ctx context.Context, addr Address, sessionID string, tokens []UUID) ([]time.Time, error)
 	// Peek returns up to n messages from sequence number from without

@@ -21,8 +21,8 @@ type noopBackend struct {
 func (n *noopBackend) Entity(context.Context, string) (EntityInfo, error) {
 	return EntityInfo{Kind: KindQueue, Path: "q"}, nil
 }
-func (n *noopBackend) Send(context.Context, string, []*Message) error { return nil }
-func (n *noopBackend) Settle(context.Context, Settlement) error       { return nil }
+func (n *noopBackend) Send(context.Context, string, []*Message) error   { return nil }
+func (n *noopBackend) Settle(_ context.Context, s []Settlement) []error { return make([]error, len(s)) }
 func (n *noopBackend) Receive(ctx context.Context, req ReceiveRequest) ([]*Delivery, error) {
 	out := make([]*Delivery, req.Max)
 	now := time.Now()

@@ -71,7 +71,8 @@ type conn struct {
 	replyLinks     map[string]*link    // RPC reply links by target address
 	pendingReplies map[string][][]byte // responses waiting for their reply link
 	claims         []claim
-	loginRights    Rights // from SASL PLAIN
+	loginRights    Rights      // from SASL PLAIN
+	settleQueue    []settleJob // dispositions of the current reader batch
 	closeSent      bool
 }
 
@@ -412,6 +413,7 @@ func (c *conn) loop() error {
 					return err
 				}
 			}
+			c.flushSettles()
 		case fn := <-c.results:
 			fn()
 		case <-hb.C:

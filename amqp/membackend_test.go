@@ -294,9 +294,18 @@ func mergeProps(ps []Property, mod []Property) []Property {
 	return out
 }
 
-func (b *memBackend) Settle(_ context.Context, s Settlement) error {
+func (b *memBackend) Settle(_ context.Context, ss []Settlement) []error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	errs := make([]error, len(ss))
+	for i, s := range ss {
+		errs[i] = b.settle(s)
+	}
+	b.notify()
+	return errs
+}
+
+func (b *memBackend) settle(s Settlement) error {
 	if s.SessionID != "" {
 		e, err := b.entity(s.Address.Entity)
 		if err != nil {
@@ -336,7 +345,6 @@ func (b *memBackend) Settle(_ context.Context, s Settlement) error {
 			e.queues[1] = append(e.queues[1], m)
 		}
 	}
-	b.notify()
 	return nil
 }
 

@@ -436,9 +436,13 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 				st.PropertiesToModify = propertiesFromMap(m)
 			}
 		}
-		for _, t := range tokens {
-			st.LockToken = t
-			if err := c.b.Settle(ctx, st); err != nil {
+		batch := make([]Settlement, len(tokens))
+		for i, t := range tokens {
+			batch[i] = st
+			batch[i].LockToken = t
+		}
+		for _, err := range c.b.Settle(ctx, batch) {
+			if err != nil {
 				return fail(err)
 			}
 		}

@@ -102,8 +102,10 @@ type partial struct {
 
 // outDelivery is a delivery we sent and the client has not settled.
 type outDelivery struct {
-	l     *link
-	token UUID
+	l         *link
+	token     UUID
+	addr      Address
+	sessionID string
 }
 
 type pendingDelivery struct {
@@ -800,16 +802,18 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 			continue
 		}
 		id := s.sendDelivery(l, dotnetTag(d.LockToken), payloads[i], false)
-		s.unsettled[id] = &outDelivery{l: l, token: d.LockToken}
+		s.unsettled[id] = &outDelivery{l: l, token: d.LockToken, addr: l.addr, sessionID: l.sessionID}
 	}
 	if len(leftovers) > 0 && l.mode == PeekLock {
 		addr, sid := l.addr, l.sessionID
 		c.goFunc(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
 			defer cancel()
-			for _, d := range leftovers {
-				_ = c.b.Settle(ctx, Settlement{Address: addr, SessionID: sid, LockToken: d.LockToken, Disposition: Release})
+			batch := make([]Settlement, len(leftovers))
+			for i, d := range leftovers {
+				batch[i] = Settlement{Address: addr, SessionID: sid, LockToken: d.LockToken, Disposition: Release}
 			}
+			_ = c.b.Settle(ctx, batch)
 		})
 	}
 	if l.detached {
@@ -893,20 +897,14 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 	if !ok { // settled without an outcome: release it
 		settlement = Settlement{Disposition: Release}
 	}
-	c.goFunc(func() {
-		// c.ctx, not a per-call timeout: the Backend bounds its own calls,
-		// and a timer per disposition is measurable at 100k msgs/s.
-		ctx := c.ctx
-		errs := make([]error, len(items))
-		for i, it := range items {
-			st := settlement
-			st.Address, st.SessionID, st.LockToken = it.od.l.addr, it.od.l.sessionID, it.od.token
-			errs[i] = c.b.Settle(ctx, st)
-		}
-		if d.Settled {
-			return
-		}
-		c.post(func() {
+	batch := make([]Settlement, len(items))
+	for i, it := range items {
+		batch[i] = settlement
+		batch[i].Address, batch[i].SessionID, batch[i].LockToken = it.od.addr, it.od.sessionID, it.od.token
+	}
+	job := settleJob{batch: batch}
+	if !d.Settled {
+		job.reply = func(errs []error) {
 			allOK := len(items) == int(span)+1
 			for _, err := range errs {
 				allOK = allOK && err == nil
@@ -921,6 +919,59 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 					st = &frames.Rejected{Error: amqpError(errs[i], s.tracker(it.od.l), c.now())}
 				}
 				s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: it.id, Settled: true, State: st}, nil)
+			}
+		}
+	}
+	c.settleQueue = append(c.settleQueue, job)
+}
+
+// settleJob is one disposition's settlements; reply (nil when the client
+// settled first) runs on the owner with one error per settlement.
+type settleJob struct {
+	batch []Settlement
+	reply func(errs []error)
+}
+
+// flushSettles hands every disposition read in one reader batch to the
+// Backend as a single Settle call, so the broker can group the writes.
+func (c *conn) flushSettles() {
+	if len(c.settleQueue) == 0 {
+		return
+	}
+	jobs := c.settleQueue
+	c.settleQueue = nil
+	c.goFunc(func() {
+		var all []Settlement
+		if len(jobs) == 1 {
+			all = jobs[0].batch
+		} else {
+			for _, j := range jobs {
+				all = append(all, j.batch...)
+			}
+		}
+		// c.ctx, not a per-call timeout: the Backend bounds its own calls,
+		// and a timer per disposition is measurable at 100k msgs/s.
+		errs := c.b.Settle(c.ctx, all)
+		if len(errs) != len(all) {
+			errs = make([]error, len(all))
+			for i := range errs {
+				errs[i] = fmt.Errorf("%w: backend returned a wrong number of results", ErrServerBusy)
+			}
+		}
+		replies := false
+		for _, j := range jobs {
+			replies = replies || j.reply != nil
+		}
+		if !replies {
+			return
+		}
+		c.post(func() {
+			off := 0
+			for _, j := range jobs {
+				if j.reply != nil {
+					j.reply(errs[off : off+len(j.batch)])
+				}
+				off += len(j.batch)
 			}
 		})
 	})
