@@ -194,6 +194,12 @@ func (m *modelRun) step(i int) {
 			ms[j] = msg
 		}
 		cmd = &Enqueue{Messages: ms}
+		if m.pick(10) == 0 {
+			for _, msg := range ms {
+				msg.ScheduledEnqueueTime = x.now + int64(m.pick(10_000))
+			}
+			cmd = &Schedule{Messages: ms}
+		}
 	case p < 55: // receive
 		t := m.randTarget()
 		mode := PeekLock
@@ -276,6 +282,46 @@ func (m *modelRun) step(i int) {
 				st = []byte(fmt.Sprint("state", i))
 			}
 			cmd = &SetSessionState{Target: t, SessionID: id, State: st}
+		}
+	case p < 93: // receive a deferred message by sequence number
+		t := m.randTarget()
+		var seqs []int64
+		for _, pm := range x.f.Peek(t, 0, 1<<30) {
+			if pm.State == StateDeferred && (len(seqs) == 0 || m.pick(2) == 0) {
+				seqs = append(seqs, pm.SequenceNumber)
+			}
+		}
+		if len(seqs) == 0 {
+			seqs = []int64{int64(m.pick(100))}
+		}
+		mode := PeekLock
+		if m.pick(5) == 0 {
+			mode = ReceiveAndDelete
+		}
+		rd := &ReceiveDeferred{Target: t, Mode: mode, SeqNos: seqs, Salt: uint32(i)}
+		if m.sessionTarget(t) {
+			rd.SessionID = fmt.Sprintf("s%d", m.pick(4))
+			rd.Owner = m.owners[t.Sub+"/"+rd.SessionID]
+		}
+		cmd = rd
+		onResult = func(r Result) {
+			if r.Err == nil && len(r.Messages) != len(seqs) {
+				m.t.Fatalf("receive deferred of %v returned %d messages", seqs, len(r.Messages))
+			}
+			for _, msg := range r.Messages {
+				if msg.State != StateDeferred {
+					m.t.Fatalf("receive deferred returned a %v message", msg.State)
+				}
+				if mode == ReceiveAndDelete {
+					justified[mkey{t.Sub, msg.SequenceNumber}] = true
+					continue
+				}
+				if m.tokens[msg.LockToken] {
+					m.t.Fatalf("lock token %x reused", msg.LockToken)
+				}
+				m.tokens[msg.LockToken] = true
+				m.held[t] = append(m.held[t], msg)
+			}
 		}
 	case p < 94:
 		seq := x.f.Stats().LastSeq - int64(m.pick(5))
