@@ -189,13 +189,13 @@ func (p *Partition) UpdateEntity(ctx context.Context, cfg fsm.Config) error {
 	return resultErr("update entity", res.Err)
 }
 
-// Purge removes every message of a target (operator action).
-func (p *Partition) Purge(ctx context.Context, t fsm.Target) error {
+// Purge removes every message of a target (operator action) and returns how many.
+func (p *Partition) Purge(ctx context.Context, t fsm.Target) (int, error) {
 	res, err := p.propose(ctx, &fsm.Purge{Target: t})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return resultErr("purge", res.Err)
+	return res.Count, resultErr("purge", res.Err)
 }
 
 // Reads. They are served by the leader once it has applied every entry of earlier terms

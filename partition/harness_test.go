@@ -79,9 +79,11 @@ func (c *cluster) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 }
 
 func fastConfig(c *Config) {
-	c.HeartbeatTimeout = 400 * time.Millisecond
-	c.ElectionTimeout = 400 * time.Millisecond
-	c.LeaderLeaseTimeout = 200 * time.Millisecond
+	// Short enough for quick failovers, long enough that a leader on two shared, busy cores
+	// under -race does not lose its lease (raft's default lease is 500ms).
+	c.HeartbeatTimeout = 700 * time.Millisecond
+	c.ElectionTimeout = 700 * time.Millisecond
+	c.LeaderLeaseTimeout = 500 * time.Millisecond
 	c.CommitTimeout = 20 * time.Millisecond
 	c.NetTimeout = 2 * time.Second
 }

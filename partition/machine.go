@@ -15,9 +15,8 @@ import (
 // machine adapts *fsm.FSM to raft.BatchingFSM. Raft's FSM goroutine calls Apply,
 // ApplyBatch, Snapshot and Restore; the partition's API and tests read the fsm under mu.
 type machine struct {
-	mu    sync.Mutex // guards f and index (lock order: mu is a leaf)
-	f     *fsm.FSM   // owner: raft's FSM goroutine, under mu
-	index uint64     // last raft index applied or restored; under mu
+	mu sync.Mutex // guards f (lock order: mu is a leaf)
+	f  *fsm.FSM   // owner: raft's FSM goroutine, under mu
 
 	now  atomic.Int64 // f.Now() after the last apply: the proposer's time floor
 	next atomic.Int64 // f.NextDeadline() after the last apply: the leader timer's target
@@ -49,7 +48,6 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 	wake := false
 	m.mu.Lock()
 	for i, l := range logs {
-		m.index = l.Index
 		if l.Type != raft.LogCommand {
 			continue
 		}
