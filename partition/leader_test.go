@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/quorumbus/quorumbus/fsm"
 )
 
 // TestFollowerAnswersNotLeaderWithHint: a follower refuses writes and reads with a
@@ -48,4 +50,25 @@ func TestCloseAnswersPendingAndRefusesNew(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
+}
+
+// TestLeaderCutOffTimesOut: a leader that lost its quorum cannot commit: a write fails
+// with ErrTimeout when the caller's deadline passes first, or ErrNotLeader once the
+// leader steps down; either way the outcome is reported as unknown or not-leader, and
+// after healing the replicas agree again.
+func TestLeaderCutOffTimesOut(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.addGroup(testQueue(1, 5*time.Second))
+	li, lp := c.leader(1, 10*time.Second)
+	c.isolate(1, li, true)
+	_, err := lp.Enqueue(ctxT(t, 200*time.Millisecond), []*fsm.Message{{Payload: []byte("x")}})
+	if !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("enqueue on a cut-off leader: %v, want ErrTimeout or ErrNotLeader", err)
+	}
+	if errors.Is(err, ErrTimeout) && !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("timeout after submission does not say the outcome is unknown: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the cut-off leader to step down", func() bool { return !lp.IsLeader() })
+	c.isolate(1, li, false)
+	c.checkConverged(1)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,10 +171,21 @@ func TestRaftTransportsShareOnePort(t *testing.T) {
 	_ = ta2
 
 	// Group g's server on b answers with Term = g.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
 	serve := func(tr *raft.NetworkTransport, term uint64) {
+		wg.Add(1)
 		go func() {
-			for rpc := range tr.Consumer() {
-				rpc.Respond(&raft.AppendEntriesResponse{Term: term, Success: true}, nil)
+			defer wg.Done()
+			for {
+				select {
+				case rpc := <-tr.Consumer():
+					rpc.Respond(&raft.AppendEntriesResponse{Term: term, Success: true}, nil)
+				case <-stop:
+					return
+				}
 			}
 		}()
 	}
