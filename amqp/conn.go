@@ -88,7 +88,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		log:            s.log.With("remote", nc.RemoteAddr().String()),
 		ctx:            ctx,
 		cancel:         cancel,
-		in:             make(chan []inFrame, 4),
+		in:             make(chan []inFrame, 2),
 		results:        make(chan func(), 256),
 		wdone:          make(chan struct{}),
 		wsig:           make(chan struct{}, 1),
@@ -285,6 +285,7 @@ func (c *conn) plainLogin(resp []byte) (Rights, error) {
 func (c *conn) reader(br *frames.Reader) {
 	var lastDeadline time.Time
 	batch := make([]inFrame, 0, 16)
+	batchBytes := 0
 	for {
 		if c.cfg.IdleTimeout > 0 {
 			// Refreshing the deadline on every frame costs; once per
@@ -305,7 +306,8 @@ func (c *conn) reader(br *frames.Reader) {
 			}
 		}
 		batch = append(batch, f)
-		if f.err == nil && len(batch) < 64 && br.Buffered() >= frames.HeaderSize {
+		batchBytes += len(fr.Body)
+		if f.err == nil && len(batch) < 64 && batchBytes < maxBatchBytes && br.Buffered() >= frames.HeaderSize {
 			continue
 		}
 		select {
@@ -317,8 +319,13 @@ func (c *conn) reader(br *frames.Reader) {
 			return
 		}
 		batch = make([]inFrame, 0, 16)
+		batchBytes = 0
 	}
 }
+
+// maxBatchBytes bounds the frame bytes in one reader batch; with the in
+// channel's capacity it bounds what a connection buffers ahead of its owner.
+const maxBatchBytes = 256 << 10
 
 func (c *conn) signal(ch chan struct{}) {
 	select {

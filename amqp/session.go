@@ -84,6 +84,7 @@ type link struct {
 	mode       ReceiveMode
 	settled    bool   // transfers are sent settled
 	sessionID  string // session receivers
+	unsettled  int    // our peek-lock deliveries on this link awaiting the client's outcome
 	receiving  bool
 	cancelRecv context.CancelFunc
 	drain      bool
@@ -250,6 +251,7 @@ func (s *session) dropLink(l *link, explicit bool) {
 			delete(s.unsettled, id) // the lock stays until it expires or is settled by token
 		}
 	}
+	l.unsettled = 0
 	if explicit && l.sessionID != "" && l.attached {
 		addr, id := l.addr, l.sessionID
 		c.goFunc(func() {
@@ -757,8 +759,23 @@ func (s *session) flush() {
 			return
 		}
 		s.queue = s.queue[1:]
+		if len(s.queue) == maxQueuedPerSession-1 {
+			defer s.pumpAll() // the queue has room again
+		}
 	}
 }
+
+func (s *session) pumpAll() {
+	for _, l := range s.links {
+		s.pump(l)
+	}
+}
+
+// Back-pressure bounds for deliveries to clients.
+const (
+	maxUnsettledPerLink = 5000
+	maxQueuedPerSession = 256
+)
 
 // pump keeps one Backend.Receive long-poll running per entity receiver
 // link that has credit.
@@ -768,7 +785,13 @@ func (s *session) pump(l *link) {
 		l.receiving || l.backoff || l.credit == 0 {
 		return
 	}
-	max := int(min(l.credit, 5000))
+	// Bound what one link holds: unsettled deliveries and transfers queued
+	// behind a closed session window (a client may grant any credit).
+	room := maxUnsettledPerLink - l.unsettled
+	if room <= 0 || len(s.queue) >= maxQueuedPerSession {
+		return
+	}
+	max := int(min(l.credit, uint32(room)))
 	wait := c.cfg.ReceiveWait
 	if l.drain {
 		wait = 0
@@ -802,6 +825,7 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 			continue
 		}
 		id := s.sendDelivery(l, dotnetTag(d.LockToken), payloads[i], false)
+		l.unsettled++
 		s.unsettled[id] = &outDelivery{l: l, token: d.LockToken, addr: l.addr, sessionID: l.sessionID}
 	}
 	if len(leftovers) > 0 && l.mode == PeekLock {
@@ -874,6 +898,7 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 			if od := s.unsettled[id]; od != nil {
 				items = append(items, item{id, od})
 				delete(s.unsettled, id)
+				od.l.unsettled--
 			}
 			if i == span {
 				break
@@ -884,6 +909,7 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 			if id-d.First <= span {
 				items = append(items, item{id, od})
 				delete(s.unsettled, id)
+				od.l.unsettled--
 			}
 		}
 	}
@@ -896,6 +922,11 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 	}
 	if !ok { // settled without an outcome: release it
 		settlement = Settlement{Disposition: Release}
+	}
+	for i, it := range items { // room freed: resume receiving
+		if i == 0 || it.od.l != items[i-1].od.l {
+			s.pump(it.od.l)
+		}
 	}
 	batch := make([]Settlement, len(items))
 	for i, it := range items {
