@@ -224,8 +224,9 @@ type ReceiveRequest struct {
 	Mode      ReceiveMode
 	Max       int
 	// Wait is how long to wait for the first message when none is
-	// available. The backend returns early with what it has (possibly
-	// nothing) when ctx ends; messages it locked are still returned.
+	// available; 0 means answer at once (a drain). The backend returns early
+	// with what it has (possibly nothing) when ctx ends; messages it locked
+	// before that are still returned, never dropped.
 	Wait time.Duration
 }
 
@@ -309,4 +310,12 @@ type Sessions interface {
 	SetSessionState(ctx context.Context, addr Address, sessionID string, state []byte) error
 	// ListSessions lists sessions with messages or state, paged.
 	ListSessions(ctx context.Context, addr Address, skip, top int) ([]string, error)
+}
+
+// ConnectionString returns the connection string an unmodified Service Bus
+// SDK uses to reach a broker listening on hostPort (plain AMQP, as the
+// emulator): Endpoint=sb://hostPort;SharedAccessKeyName=…;SharedAccessKey=…;UseDevelopmentEmulator=true.
+func ConnectionString(hostPort string, key SASKey) string {
+	return "Endpoint=sb://" + hostPort + ";SharedAccessKeyName=" + key.Name +
+		";SharedAccessKey=" + key.Key + ";UseDevelopmentEmulator=true"
 }

@@ -254,6 +254,9 @@ func (b *memBackend) Receive(ctx context.Context, req ReceiveRequest) ([]*Delive
 		if len(out) > 0 {
 			return out, nil
 		}
+		if timer == nil {
+			return nil, nil // Wait 0: do not wait
+		}
 		select {
 		case <-changed:
 		case <-timer:

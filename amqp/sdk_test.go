@@ -3,7 +3,6 @@ package amqp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 
 func sdkClient(t *testing.T, addr, keyName, key string) *azservicebus.Client {
 	t.Helper()
-	cs := fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true", addr, keyName, key)
+	cs := ConnectionString(addr, SASKey{Name: keyName, Key: key})
 	c, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
 		RetryOptions: azservicebus.RetryOptions{MaxRetries: 1, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 100 * time.Millisecond},
 	})
