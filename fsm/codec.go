@@ -594,7 +594,7 @@ func (d *dec) spec(s *rule.Spec) {
 
 func (d *dec) config(c *Config) {
 	c.Kind = EntityKind(d.byte())
-	if d.err == nil && (c.Kind < KindQueue || c.Kind > KindTopic) {
+	if d.err == nil && c.Kind > KindTopic { // 0 is allowed: UpdateEntity keeps the kind
 		d.failf("entity kind %d", c.Kind)
 	}
 	c.GroupID = d.uint32()

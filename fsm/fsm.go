@@ -174,8 +174,11 @@ func compileRules(specs []rule.Spec) []compiledRule {
 // RequiresSession (fixed at creation, S-ENT-2); subscriptions no longer listed are
 // deleted with their messages; new ones start empty. The kind is fixed at New.
 func (f *FSM) setConfig(cfg Config) {
-	if f.cfg.Kind != 0 {
+	switch {
+	case f.cfg.Kind != 0:
 		cfg.Kind = f.cfg.Kind
+	case cfg.Kind != KindTopic:
+		cfg.Kind = KindQueue // a zero Config is a queue
 	}
 	var ents []*entity
 	if cfg.Kind == KindTopic {
@@ -258,6 +261,9 @@ func (f *FSM) Apply(e *Entry) []Result {
 		f.apply(c, &res[i])
 	}
 	f.runDeadlines() // nothing a command did may leave a deadline in the past
+	if invariantsOn {
+		f.checkInvariants()
+	}
 	return res
 }
 

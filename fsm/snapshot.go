@@ -229,6 +229,9 @@ func restore(r io.Reader) (*FSM, error) {
 	if err := d.end(); err != nil {
 		return nil, err
 	}
+	if cfg.Kind != KindQueue && cfg.Kind != KindTopic {
+		return nil, fmt.Errorf("entity kind %d", cfg.Kind)
+	}
 	f := New(cfg)
 	f.now, f.lastSeq, f.lockCtr = now, lastSeq, lockCtr
 	if nents != uint64(len(f.ents)) {

@@ -1,0 +1,116 @@
+//go:build invariants || race
+
+package fsm
+
+import "fmt"
+
+// invariantsOn: Apply checks the whole state after each entry (style §3 item 12). Only
+// in builds with the race detector or the invariants tag, and only while the partition
+// holds at most invariantMaxMsgs messages, so large tests stay fast.
+const invariantsOn = true
+
+const invariantMaxMsgs = 20_000
+
+// checkInvariants panics if the derived state (counters, indexes, heaps, lock table,
+// sessions) disagrees with the messages.
+func (f *FSM) checkInvariants() {
+	total := 0
+	for _, e := range f.ents {
+		total += e.main.idx.Len() + e.dlq.idx.Len()
+	}
+	if total > invariantMaxMsgs {
+		return
+	}
+	fail := func(format string, args ...any) { panic(fmt.Sprintf("fsm invariant: "+format, args...)) }
+	var bytes int64
+	locks := 0
+	inHeap := 0
+	for _, e := range f.ents {
+		sessCount := map[string]int64{}
+		for _, st := range []*store{e.main, e.dlq} {
+			var n [3]int64
+			var nLocked, b int64
+			prev := int64(-1 << 63)
+			st.idx.Ascend(-1<<63, func(m *msg) bool {
+				if m.seq <= prev || m.seq > f.lastSeq {
+					fail("%s: seq %d after %d (last %d)", e.name, m.seq, prev, f.lastSeq)
+				}
+				prev = m.seq
+				if m.st != st {
+					fail("message %d in the wrong store", m.seq)
+				}
+				n[m.state]++
+				b += m.bytes()
+				if (m.flags&fSession != 0) != (!st.dlq && e.cfg.RequiresSession) {
+					fail("message %d: session flag", m.seq)
+				}
+				var s *session
+				if m.flags&fSession != 0 {
+					sessCount[m.sessionID()]++
+					s = e.sessions[m.sessionID()]
+					if s == nil {
+						fail("message %d: no session %q", m.seq, m.sessionID())
+					}
+				}
+				if m.locked() {
+					nLocked++
+					locks++
+					if f.locks[m.lockCtr] != m {
+						fail("message %d: not in the lock table", m.seq)
+					}
+					if s != nil && (s.locked[m.lockCtr] != m || !s.held) {
+						fail("message %d: locked outside a held session", m.seq)
+					}
+					if m.state == StateScheduled {
+						fail("message %d: scheduled and locked", m.seq)
+					}
+				}
+				avail := m.state == StateActive && !m.locked()
+				inAvail := m.aidx >= 0 || m.flags&fRing != 0
+				if avail != inAvail {
+					fail("message %d: available %v but indexed %v", m.seq, avail, inAvail)
+				}
+				if d := m.deadlineOf(); d != NeverMs {
+					inHeap++
+					if m.hidx < 0 || int(m.hidx) >= len(f.dl) || f.dl[m.hidx] != m || m.due != d {
+						fail("message %d: deadline %d not indexed", m.seq, d)
+					}
+					if d <= f.now {
+						fail("message %d: deadline %d overdue at %d", m.seq, d, f.now)
+					}
+				} else if m.hidx >= 0 {
+					fail("message %d: in the deadline heap without a deadline", m.seq)
+				}
+				return true
+			})
+			if n[StateActive] != st.nActive || n[StateDeferred] != st.nDeferred || n[StateScheduled] != st.nScheduled ||
+				nLocked != st.nLocked || b != st.bytes {
+				fail("%s/%v: counters %d/%d/%d/%d/%d, actual %v %d %d", e.name, st.dlq, st.nActive, st.nDeferred,
+					st.nScheduled, st.nLocked, st.bytes, n, nLocked, b)
+			}
+			bytes += b
+		}
+		for _, id := range sortedKeys(e.sessions) {
+			s := e.sessions[id]
+			if s.count != sessCount[id] {
+				fail("session %q: count %d, actual %d", id, s.count, sessCount[id])
+			}
+			bytes += int64(len(s.state))
+			if s.held != (s.hidx >= 0) || (s.held && s.lockedUntil <= f.now) {
+				fail("session %q: held %v, heap %d, until %d", id, s.held, s.hidx, s.lockedUntil)
+			}
+			if !s.held && len(s.locked) > 0 {
+				fail("session %q: locks without a holder", id)
+			}
+		}
+	}
+	if bytes != f.bytes {
+		fail("bytes %d, actual %d", f.bytes, bytes)
+	}
+	if locks != len(f.locks) {
+		fail("lock table has %d, messages %d", len(f.locks), locks)
+	}
+	if inHeap != len(f.dl) {
+		fail("deadline heap has %d, messages %d", len(f.dl), inHeap)
+	}
+}
