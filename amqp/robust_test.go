@@ -358,3 +358,98 @@ func FuzzConn(f *testing.F) {
 		}
 	})
 }
+
+// TestAnonymousNeedsClaim: without SASL PLAIN or a CBS token an entity
+// attach is refused with a null source and amqp:unauthorized-access.
+func TestAnonymousNeedsClaim(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	rc := dialRaw(t, addr)
+	rc.write(frames.ProtoAMQP[:]) // no SASL: anonymous
+	if h, _ := rc.r.ReadProtoHeader(); h != frames.ProtoAMQP {
+		t.Fatalf("header %q", h)
+	}
+	rc.frame(frames.TypeAMQP, 0, &frames.Open{ContainerID: "anon", MaxFrameSize: 512, ChannelMax: 1}, nil)
+	if o, ok := rc.next().(*frames.Open); !ok || o.MaxFrameSize != 65536 {
+		t.Fatalf("open %v", o)
+	}
+	rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 100, OutgoingWindow: 100}, nil)
+	rc.next()
+	second := frames.RcvSecond
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "r", Role: frames.RoleReceiver, RcvSettleMode: &second,
+		Source: &frames.Source{Address: "q1"}, Target: &frames.Target{}}, nil)
+	if a, ok := rc.next().(*frames.Attach); !ok || a.Source != nil {
+		t.Fatalf("want a refusing attach with a null source, got %v", a)
+	}
+	if d, ok := rc.next().(*frames.Detach); !ok || d.Error == nil || d.Error.Condition != condUnauthorized || !d.Closed {
+		t.Fatalf("want detach with unauthorized-access, got %v", d)
+	}
+}
+
+// TestMaxFrameSizeNegotiation: a peer with max-frame-size 512 receives a
+// 3000-byte message in frames that each fit (part 2 §2.7.1, §2.6.14).
+func TestMaxFrameSizeNegotiation(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := dialPlain(t, addr)
+	ctx := ctxT(t)
+	s, _ := c.NewSession(ctx, nil)
+	snd, _ := s.NewSender(ctx, "q1", nil)
+	body := make([]byte, 3000)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	if err := snd.Send(ctx, goamqp.NewMessage(body), nil); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, addr)
+	rc.write(frames.ProtoSASL[:])
+	rc.r.ReadProtoHeader()
+	rc.next()
+	rc.frame(frames.TypeSASL, 0, &frames.SASLInit{Mechanism: "PLAIN", InitialResponse: []byte("\x00RootManageSharedAccessKey\x00secret-key")}, nil)
+	rc.next()
+	rc.write(frames.ProtoAMQP[:])
+	rc.r.ReadProtoHeader()
+	rc.frame(frames.TypeAMQP, 0, &frames.Open{ContainerID: "small", MaxFrameSize: 512, ChannelMax: 1}, nil)
+	rc.next()
+	rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 100, OutgoingWindow: 100}, nil)
+	rc.next()
+	first, settled := frames.RcvFirst, frames.SndSettled
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "r", Role: frames.RoleReceiver, SndSettleMode: &settled, RcvSettleMode: &first,
+		Source: &frames.Source{Address: "q1"}, Target: &frames.Target{}}, nil)
+	rc.next()
+	h, credit := uint32(0), uint32(1)
+	rc.frame(frames.TypeAMQP, 0, &frames.Flow{IncomingWindow: 100, OutgoingWindow: 100, Handle: &h, LinkCredit: &credit}, nil)
+	var msg []byte
+	nframes := 0
+	for {
+		fr, err := rc.r.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fr.Body) == 0 {
+			continue
+		}
+		if size := frames.HeaderSize + len(fr.Body); size > 512 {
+			t.Fatalf("frame of %d bytes exceeds the peer's 512", size)
+		}
+		b, err := frames.Parse(fr.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, ok := b.(*frames.Transfer)
+		if !ok {
+			continue
+		}
+		nframes++
+		msg = append(msg, tr.Payload...)
+		if !tr.More {
+			break
+		}
+	}
+	var got goamqp.Message
+	if err := got.UnmarshalBinary(msg); err != nil || string(got.GetData()) != string(body) {
+		t.Fatalf("reassembled message: %v", err)
+	}
+	if nframes < 7 {
+		t.Fatalf("only %d frames for a 3000-byte message", nframes)
+	}
+}
