@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/quorumbus/quorumbus/fsm/rule"
@@ -192,4 +194,43 @@ func quoteBytes(b []byte) string {
 		out = append(out, '\\', 'x', hex[c>>4], hex[c&15])
 	}
 	return string(append(out, '"'))
+}
+
+// TestDecodeEntryAllocationBound: decoding allocates at most a constant factor of the
+// input (decoded structs are larger than their encodings: a rule spec is 256 bytes in
+// memory and 15 on the wire), whatever counts the input claims.
+func TestDecodeEntryAllocationBound(t *testing.T) {
+	const n = 10_000
+	specs := make([]rule.Spec, n)
+	props := make([]rule.Property, n)
+	msgs := make([]*Message, n)
+	for i := range msgs {
+		msgs[i] = &Message{}
+	}
+	cfg := topicCfg("s")
+	cfg.Subscriptions[0].Rules = specs
+	for name, e := range map[string]*Entry{
+		"specs":    {Cmds: []Command{&UpdateEntity{Config: cfg}}},
+		"props":    {Cmds: []Command{&Settle{Target: q, Disposition: Abandon, Properties: props}}},
+		"messages": {Cmds: []Command{&Enqueue{Messages: msgs}}},
+		"seqs":     {Cmds: []Command{&CancelScheduled{SeqNos: make([]int64, n)}}},
+		"ticks":    {Cmds: slices.Repeat([]Command{&Tick{}}, n)},
+	} {
+		b := AppendEntry(nil, e)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := DecodeEntry(b); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		ratio := float64(after.TotalAlloc-before.TotalAlloc) / float64(len(b))
+		t.Logf("%s: %d input bytes, %.1f bytes allocated per input byte", name, len(b), ratio)
+		if ratio > 24 {
+			t.Errorf("%s: %.1f bytes allocated per input byte", name, ratio)
+		}
+		// A lying count costs nothing: the same prefix with the count inflated.
+		if _, err := DecodeEntry(append([]byte{entryVersion, 0}, 0xff, 0xff, 0xff, 0xff, 0x0f)); err == nil {
+			t.Fatal("inflated count accepted")
+		}
+	}
 }
