@@ -73,6 +73,7 @@ type conn struct {
 	claims         []claim
 	loginRights    Rights      // from SASL PLAIN
 	settleQueue    []settleJob // dispositions of the current reader batch
+	pendingWrite   bool        // frames queued since the writer was last woken
 	closeSent      bool
 }
 
@@ -370,6 +371,16 @@ func (c *conn) writer() {
 	}
 }
 
+// kickWriter wakes the writer if frames were queued since the last kick.
+// The owner kicks once per loop iteration, so frames produced together
+// leave in one write.
+func (c *conn) kickWriter() {
+	if c.pendingWrite {
+		c.pendingWrite = false
+		c.signal(c.wsig)
+	}
+}
+
 // send queues a frame for the writer. A nil body is an empty (heartbeat)
 // frame.
 func (c *conn) send(channel uint16, body frames.Body, payload []byte) {
@@ -377,7 +388,10 @@ func (c *conn) send(channel uint16, body frames.Body, payload []byte) {
 	c.wbuf = frames.AppendFrame(c.wbuf, frames.TypeAMQP, channel, body, payload)
 	n := len(c.wbuf)
 	c.wmu.Unlock()
-	c.signal(c.wsig)
+	c.pendingWrite = true
+	if n > maxUnwritten/4 {
+		c.kickWriter()
+	}
 	for n > maxUnwritten {
 		select {
 		case <-c.wdrained:
@@ -408,6 +422,7 @@ func (c *conn) loop() error {
 	hb := time.NewTicker(c.heartbeatInterval())
 	defer hb.Stop()
 	for {
+		c.kickWriter()
 		select {
 		case batch := <-c.in:
 			for _, f := range batch {
@@ -423,6 +438,16 @@ func (c *conn) loop() error {
 			c.flushSettles()
 		case fn := <-c.results:
 			fn()
+			// Run every result that is already waiting before waking the
+			// writer, so their frames (e.g. send dispositions) share a syscall.
+			for more := true; more; {
+				select {
+				case fn := <-c.results:
+					fn()
+				default:
+					more = false
+				}
+			}
 		case <-hb.C:
 			c.send(0, nil, nil) // empty frame: heartbeat (part 2 §2.4.5)
 		case <-c.ctx.Done():
