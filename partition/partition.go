@@ -199,7 +199,8 @@ func (p *Partition) runLeader() {
 			return
 		}
 		now := p.clock.Now()
-		d := time.Duration(nd-now.UnixMilli()) * time.Millisecond
+		// Cap the wait (a far deadline would overflow a Duration); the timer re-arms.
+		d := time.Duration(min(nd-now.UnixMilli(), maxTimerMs)) * time.Millisecond
 		if floor := lastTick.Add(p.cfg.TickMinInterval).Sub(now); floor > d {
 			d = floor
 		}
@@ -263,6 +264,9 @@ func (p *Partition) runLeader() {
 		}
 	}
 }
+
+// maxTimerMs bounds one leader-timer wait; a later deadline is re-checked when it fires.
+const maxTimerMs = int64(time.Hour / time.Millisecond)
 
 // submitTick queues an fsm.Tick without waiting for it; the returned channel closes when
 // it has been answered.
