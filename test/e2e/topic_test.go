@@ -1,0 +1,278 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+)
+
+// topic creates a topic and its subscriptions (with default rules) and returns its name.
+func (e *env) topic(t *testing.T, prefix string, props *admin.TopicProperties, subs ...string) string {
+	t.Helper()
+	tp := name(prefix)
+	if _, err := e.admin.CreateTopic(testCtx(t), tp, &admin.CreateTopicOptions{Properties: props}); err != nil {
+		t.Fatalf("create topic %s: %v", tp, err)
+	}
+	for _, s := range subs {
+		if _, err := e.admin.CreateSubscription(testCtx(t), tp, s, nil); err != nil {
+			t.Fatalf("create subscription %s/%s: %v", tp, s, err)
+		}
+	}
+	return tp
+}
+
+// replaceRules swaps a subscription's $Default rule for the given ones.
+func (e *env) replaceRules(t *testing.T, topic, sub string, rules ...admin.RuleProperties) {
+	t.Helper()
+	if _, err := e.admin.DeleteRule(testCtx(t), topic, sub, "$Default", nil); err != nil {
+		t.Fatalf("delete $Default of %s: %v", sub, err)
+	}
+	for _, r := range rules {
+		if _, err := e.admin.CreateRule(testCtx(t), topic, sub, &admin.CreateRuleOptions{Name: to.Ptr(r.Name), Filter: r.Filter, Action: r.Action}); err != nil {
+			t.Fatalf("create rule %s on %s: %v", r.Name, sub, err)
+		}
+	}
+}
+
+// drain receives (and completes) everything a subscription has, checking nothing more
+// arrives, and returns the bodies.
+func drain(t *testing.T, r *azservicebus.Receiver, want int) []*azservicebus.ReceivedMessage {
+	t.Helper()
+	msgs := receiveN(t, r, want, 10*time.Second)
+	for _, m := range msgs {
+		if err := r.CompleteMessage(testCtx(t), m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectNothing(t, r, 500*time.Millisecond)
+	return msgs
+}
+
+// TestTopics covers topics and subscription rules (S-TOP-1).
+func TestTopics(t *testing.T) {
+	e := newEnv(t)
+
+	// S-TOP-1: a new subscription has rule $Default = true filter, and every
+	// subscription gets its own copy of each message.
+	t.Run("DefaultRuleFanOut", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "fan", nil, "s1", "s2")
+		rule, err := e.admin.GetRule(testCtx(t), tp, "s1", "$Default", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rule == nil {
+			t.Fatalf("no $Default rule")
+		}
+		if _, ok := rule.Filter.(*admin.TrueFilter); !ok {
+			if f, ok := rule.Filter.(*admin.SQLFilter); !ok || f.Expression != "1=1" {
+				t.Fatalf("$Default filter is %#v, want TrueFilter", rule.Filter)
+			}
+		}
+		send(t, e.sender(t, tp), &azservicebus.Message{Body: []byte("hello"), ApplicationProperties: map[string]any{"k": "v"}})
+		r1, r2 := e.subReceiver(t, tp, "s1", nil), e.subReceiver(t, tp, "s2", nil)
+		m1 := drain(t, r1, 1)[0]
+		m2 := drain(t, r2, 1)[0]
+		if string(m1.Body) != "hello" || string(m2.Body) != "hello" || m2.ApplicationProperties["k"] != "v" {
+			t.Fatalf("copies: %q %q %v", m1.Body, m2.Body, m2.ApplicationProperties)
+		}
+		// Settling one copy leaves the other subscription's copy alone (done above by
+		// completing s1 before receiving s2).
+	})
+
+	// S-TOP-1: SQL and correlation filters split a stream of messages across three
+	// subscriptions; a SQL action (SET, REMOVE of application properties) modifies only
+	// that subscription's copy. (SET of a system property: pending_test.go, broker bug.)
+	t.Run("FiltersSplitStream", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "split", nil, "high", "eu", "tagged")
+		e.replaceRules(t, tp, "high", admin.RuleProperties{Name: "prio",
+			Filter: &admin.SQLFilter{Expression: "priority > @min AND sys.Label <> 'test'", Parameters: map[string]any{"@min": int64(5)}}})
+		e.replaceRules(t, tp, "eu", admin.RuleProperties{Name: "corr",
+			Filter: &admin.CorrelationFilter{Subject: to.Ptr("order"), ApplicationProperties: map[string]any{"region": "eu"}}},
+			admin.RuleProperties{Name: "bycorr", Filter: &admin.CorrelationFilter{CorrelationID: to.Ptr("vip")}})
+		e.replaceRules(t, tp, "tagged", admin.RuleProperties{Name: "us",
+			Filter: &admin.SQLFilter{Expression: "region = 'us' OR region LIKE 'a%'"},
+			Action: &admin.SQLAction{Expression: "SET routed = 'yes'; REMOVE secret"}})
+
+		type in struct {
+			name     string
+			subject  string
+			corr     string
+			region   string
+			priority int64
+		}
+		stream := []in{
+			{"m0", "order", "", "eu", 1},     // eu
+			{"m1", "order", "", "us", 9},     // high, tagged
+			{"m2", "test", "", "eu", 9},      // none: high excludes Label 'test', eu wants Subject order
+			{"m3", "order", "vip", "", 7},    // high, eu (by correlation id)
+			{"m4", "invoice", "", "asia", 0}, // tagged (LIKE)
+			{"m5", "order", "", "EU", 0},     // none: correlation filters compare exactly
+		}
+		s := e.sender(t, tp)
+		for _, m := range stream {
+			msg := &azservicebus.Message{Body: []byte(m.name), Subject: to.Ptr(m.subject),
+				ApplicationProperties: map[string]any{"priority": m.priority, "secret": "x"}}
+			if m.region != "" {
+				msg.ApplicationProperties["region"] = m.region
+			}
+			if m.corr != "" {
+				msg.CorrelationID = to.Ptr(m.corr)
+			}
+			send(t, s, msg)
+		}
+		want := map[string]string{"high": "[m1 m3]", "eu": "[m0 m3]", "tagged": "[m1 m4]"}
+		counts := map[string]int{"high": 2, "eu": 2, "tagged": 2}
+		for _, sub := range []string{"high", "eu", "tagged"} {
+			msgs := drain(t, e.subReceiver(t, tp, sub, nil), counts[sub])
+			if got := fmt.Sprint(bodies(msgs)); got != want[sub] {
+				t.Errorf("subscription %s got %v, want %v", sub, got, want[sub])
+			}
+			for _, m := range msgs {
+				switch sub {
+				case "tagged":
+					if m.ApplicationProperties["routed"] != "yes" {
+						t.Errorf("tagged copy of %s: routed=%v", m.Body, m.ApplicationProperties["routed"])
+					}
+					if _, ok := m.ApplicationProperties["secret"]; ok {
+						t.Errorf("tagged copy of %s still has the removed property", m.Body)
+					}
+				default:
+					if _, ok := m.ApplicationProperties["routed"]; ok || m.ApplicationProperties["secret"] != "x" {
+						t.Errorf("%s copy of %s was changed by another subscription's action: %v subject %v", sub, m.Body, m.ApplicationProperties, deref(m.Subject))
+					}
+				}
+			}
+		}
+	})
+
+	// S-TOP-1: rules apply at send time: a rule added later does not pull in messages
+	// sent before it, and a topic with no matching subscription accepts and drops sends.
+	t.Run("RulesApplyAtSendTime", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "sendtime", nil, "s")
+		e.replaceRules(t, tp, "s", admin.RuleProperties{Name: "none", Filter: &admin.FalseFilter{}})
+		s := e.sender(t, tp)
+		send(t, s, body("before"))
+		if _, err := e.admin.CreateRule(testCtx(t), tp, "s", &admin.CreateRuleOptions{Name: to.Ptr("all"), Filter: &admin.TrueFilter{}}); err != nil {
+			t.Fatal(err)
+		}
+		send(t, s, body("after"))
+		msgs := drain(t, e.subReceiver(t, tp, "s", nil), 1)
+		if string(msgs[0].Body) != "after" {
+			t.Fatalf("got %q", msgs[0].Body)
+		}
+	})
+
+	// S-TTL-1: a subscription copy expires at EnqueuedTime + min(message TTL,
+	// subscription default, topic default).
+	t.Run("SubscriptionTTL", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "subttl", &admin.TopicProperties{DefaultMessageTimeToLive: to.Ptr("PT40S")})
+		if _, err := e.admin.CreateSubscription(testCtx(t), tp, "short", &admin.CreateSubscriptionOptions{
+			Properties: &admin.SubscriptionProperties{DefaultMessageTimeToLive: to.Ptr("PT20S")}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.admin.CreateSubscription(testCtx(t), tp, "long", &admin.CreateSubscriptionOptions{
+			Properties: &admin.SubscriptionProperties{DefaultMessageTimeToLive: to.Ptr("PT1H")}}); err != nil {
+			t.Fatal(err)
+		}
+		send(t, e.sender(t, tp), &azservicebus.Message{Body: []byte("x"), TimeToLive: to.Ptr(time.Hour)})
+		for sub, want := range map[string]time.Duration{"short": 20 * time.Second, "long": 40 * time.Second} {
+			m := drain(t, e.subReceiver(t, tp, sub, nil), 1)[0]
+			if got := m.ExpiresAt.Sub(*m.EnqueuedTime); got != want {
+				t.Errorf("subscription %s: effective TTL %v, want %v", sub, got, want)
+			}
+		}
+	})
+
+	// S-ENT-1, S-DLQ-1, S-LOCK-6: a subscription has its own dead-letter sub-queue.
+	t.Run("SubscriptionDLQ", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "subdlq", nil, "a", "b")
+		send(t, e.sender(t, tp), body("x"))
+		ra := e.subReceiver(t, tp, "a", nil)
+		m := receiveOne(t, ra, 10*time.Second)
+		if err := ra.DeadLetterMessage(testCtx(t), m, &azservicebus.DeadLetterOptions{Reason: to.Ptr("why")}); err != nil {
+			t.Fatal(err)
+		}
+		d := receiveOne(t, e.subReceiver(t, tp, "a", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}), 10*time.Second)
+		if string(d.Body) != "x" || deref(d.DeadLetterReason) != "why" {
+			t.Fatalf("subscription DLQ got %q reason %v", d.Body, deref(d.DeadLetterReason))
+		}
+		expectNothing(t, e.subReceiver(t, tp, "b", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}), 500*time.Millisecond)
+		drain(t, e.subReceiver(t, tp, "b", nil), 1)
+	})
+
+	// S-SES-1, S-SES-2, S-TOP-1: session-enabled subscriptions.
+	t.Run("SessionSubscription", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "subsess", nil)
+		if _, err := e.admin.CreateSubscription(testCtx(t), tp, "s", &admin.CreateSubscriptionOptions{
+			Properties: &admin.SubscriptionProperties{RequiresSession: to.Ptr(true)}}); err != nil {
+			t.Fatal(err)
+		}
+		send(t, e.sender(t, tp), sessMsg("x", "1"), sessMsg("y", "2"), sessMsg("x", "3"))
+		r, err := e.c.AcceptSessionForSubscription(testCtx(t), tp, "s", "x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(context.Background())
+		msgs := receiveN(t, r, 2, 10*time.Second)
+		if fmt.Sprint(bodies(msgs)) != "[1 3]" {
+			t.Fatalf("session x got %v", bodies(msgs))
+		}
+		next, err := e.c.AcceptNextSessionForSubscription(testCtx(t), tp, "s", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Close(context.Background())
+		if next.SessionID() != "y" {
+			t.Fatalf("accept-next got %q", next.SessionID())
+		}
+		var ids []string
+		pager := e.c.NewListSessionsForSubscriptionPager(tp, "s", nil)
+		for pager.More() {
+			page, err := pager.NextPage(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, page.Sessions...)
+		}
+		slices.Sort(ids)
+		if fmt.Sprint(ids) != "[x y]" {
+			t.Fatalf("sessions %v", ids)
+		}
+	})
+
+	// S-SCH-1 on a topic: a scheduled message reaches the subscriptions at its time, and
+	// cancelling removes it from every subscription.
+	t.Run("ScheduleOnTopic", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "tsched", nil, "a", "b")
+		s := e.sender(t, tp)
+		at := time.Now().Add(3 * time.Second)
+		seqs, err := s.ScheduleMessages(testCtx(t), []*azservicebus.Message{body("keep"), body("cancel")}, at, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CancelScheduledMessages(testCtx(t), seqs[1:], nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range []string{"a", "b"} {
+			r := e.subReceiver(t, tp, sub, nil)
+			m := receiveOne(t, r, 10*time.Second)
+			if string(m.Body) != "keep" || time.Now().Before(at) {
+				t.Fatalf("%s got %q at %v (scheduled %v)", sub, m.Body, time.Now(), at)
+			}
+			expectNothing(t, r, 500*time.Millisecond)
+		}
+	})
+}
