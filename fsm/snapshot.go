@@ -265,7 +265,7 @@ func restore(r io.Reader) (*FSM, error) {
 				if err != nil {
 					return nil, err
 				}
-				if m.seq <= prev || m.seq > lastSeq {
+				if m.seq <= prev || m.seq < 1 || m.seq > lastSeq {
 					return nil, fmt.Errorf("sequence number %d out of order", m.seq)
 				}
 				prev = m.seq
