@@ -3,8 +3,8 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
