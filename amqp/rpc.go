@@ -79,6 +79,30 @@ type rpcResponse struct {
 	status int32
 	desc   string
 	body   any // encoded as amqp-value; nil for none
+
+	renewedUntil time.Time // renew-session-lock: the new expiry, for the holder link
+}
+
+// sessionScoped lists the operations that act under a session lock.
+func sessionScoped(op string) bool {
+	switch op {
+	case "com.microsoft:renew-session-lock", "com.microsoft:get-session-state", "com.microsoft:set-session-state",
+		"com.microsoft:renew-lock", "com.microsoft:update-disposition", "com.microsoft:receive-by-sequence-number":
+		return true
+	}
+	return false
+}
+
+// sessionHolder finds this connection's receiver link holding session id on addr.
+func (c *conn) sessionHolder(addr Address, id string) *link {
+	for _, s := range c.sessions {
+		for _, l := range s.links {
+			if l.sessionID == id && strings.EqualFold(l.addr.Entity, addr.Entity) && l.addr.Sub == addr.Sub {
+				return l
+			}
+		}
+	}
+	return nil
 }
 
 func encodeRPCResponse(msgID []byte, r rpcResponse) []byte {
@@ -126,11 +150,24 @@ func (s *session) rpcRequest(l *link, p *partial) {
 	// Owner-side context the handler needs: claims and the session of the
 	// associated receiver link.
 	var assocSession string
+	var holder *link // the session receiver link this request acts for, if any
 	if name := propString(req.props, "associated-link-name"); name != "" {
 		if al := c.linksByName[linkKey{name, frames.RoleReceiver}]; al != nil {
 			assocSession = al.sessionID
+			if al.sessionID != "" {
+				holder = al
+			}
 		}
 	}
+	if holder == nil {
+		if id := mapString(bodyMap(req), "session-id"); id != "" {
+			holder = c.sessionHolder(l.addr, id)
+		}
+	}
+	// A holder whose session lock expired has lost it (S-SES-6): answer
+	// session-scoped operations with lock lost instead of asking the Backend,
+	// which may by now have given the session to another receiver.
+	holderLost := holder != nil && !c.sessionLockHeld(holder)
 	var authErr error
 	if l.node == nodeManagement {
 		want := RightListen
@@ -160,6 +197,8 @@ func (s *session) rpcRequest(l *link, p *partial) {
 		switch {
 		case authErr != nil:
 			resp = c.errResponse(authErr, tracker)
+		case holderLost && sessionScoped(req.operation):
+			resp = c.errResponse(fmt.Errorf("%w: the session lock has expired", ErrSessionLockLost), tracker)
 		case node == nodeCBS:
 			resp, cl = c.putToken(ctx, req)
 		default:
@@ -170,6 +209,9 @@ func (s *session) rpcRequest(l *link, p *partial) {
 			l.inflight--
 			if cl != nil {
 				c.addClaim(*cl)
+			}
+			if holder != nil && !resp.renewedUntil.IsZero() && !holder.detached {
+				holder.sessionLockedUntil = resp.renewedUntil
 			}
 			if req.replyTo != "" {
 				c.deliverReply(req.replyTo, msg)
@@ -497,6 +539,7 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 			return fail(err)
 		}
 		ok.body = Map{{Key: "expiration", Value: encoding.TimestampOf(until)}}
+		ok.renewedUntil = until
 		return ok
 	case "com.microsoft:get-session-state":
 		state, err := c.b.SessionState(ctx, addr, sessionID)

@@ -423,3 +423,43 @@ func TestSDKFreshClientSubQueueAndSubscription(t *testing.T) {
 		t.Fatalf("body %q", m.Body)
 	}
 }
+
+// TestSDKExpiredSessionLockIsLost: once a holder's session lock expired and
+// another client accepted the session, the old holder can neither renew,
+// receive, nor release the new holder's lock by closing. S-SES-2, S-SES-4, S-SES-6.
+func TestSDKExpiredSessionLockIsLost(t *testing.T) {
+	_, b, addr := testServer(t, nil)
+	b.addEntity(EntityInfo{Kind: KindQueue, Path: "ssq", RequiresSession: true, LockDuration: 800 * time.Millisecond})
+	ctx := ctxT(t)
+	send(t, rootClient(t, addr), "ssq", &azservicebus.Message{Body: []byte("1"), SessionID: ptrTo("s")})
+	a, err := rootClient(t, addr).AcceptSessionForQueue(ctx, "ssq", "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiveN(t, a, 1)
+	time.Sleep(time.Second) // let A's 800 ms session lock expire
+	bRecv, err := rootClient(t, addr).AcceptSessionForQueue(ctx, "ssq", "s", nil)
+	if err != nil {
+		t.Fatalf("B could not accept the expired session: %v", err)
+	}
+	defer bRecv.Close(ctx)
+	if err := bRecv.RenewSessionLock(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RenewSessionLock(ctx, nil); err == nil {
+		t.Error("A renewed the session lock B holds")
+	}
+	send(t, rootClient(t, addr), "ssq", &azservicebus.Message{Body: []byte("2"), SessionID: ptrTo("s")})
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if got, _ := a.ReceiveMessages(short, 1, nil); len(got) != 0 {
+		t.Errorf("A received %q from the session B holds", got[0].Body)
+	}
+	a.Close(ctx)
+	short2, cancel2 := context.WithTimeout(ctx, time.Second)
+	defer cancel2()
+	if c, err := rootClient(t, addr).AcceptSessionForQueue(short2, "ssq", "s", nil); err == nil {
+		c.Close(ctx)
+		t.Error("a third client accepted the session B holds (A's close released B's lock)")
+	}
+}

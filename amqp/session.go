@@ -84,6 +84,10 @@ type link struct {
 	mode       ReceiveMode
 	settled    bool   // transfers are sent settled
 	sessionID  string // session receivers
+	// sessionLockedUntil is when this link's session lock ends unless
+	// renewed. Past it the lock may belong to another receiver (S-SES-6),
+	// so the link stops receiving, settling, renewing and releasing.
+	sessionLockedUntil time.Time
 	unsettled  int    // our peek-lock deliveries on this link awaiting the client's outcome
 	receiving  bool
 	cancelRecv context.CancelFunc
@@ -252,7 +256,7 @@ func (s *session) dropLink(l *link, explicit bool) {
 		}
 	}
 	l.unsettled = 0
-	if explicit && l.sessionID != "" && l.attached {
+	if explicit && l.sessionID != "" && l.attached && c.sessionLockHeld(l) {
 		addr, id := l.addr, l.sessionID
 		c.goFunc(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
@@ -436,6 +440,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 	}
 	if sessionID != "" {
 		l.sessionID = sessionID
+		l.sessionLockedUntil = lockedUntil
 		src := *a.Source
 		src.Filter = append(Map(nil), a.Source.Filter...)
 		src.Filter.Set(Symbol(sessionFilterKey), &Described{Descriptor: sessionFilterCode, Value: sessionID})
@@ -793,6 +798,14 @@ func (s *session) pump(l *link) {
 	}
 	max := int(min(l.credit, uint32(room)))
 	wait := c.cfg.ReceiveWait
+	if l.sessionID != "" {
+		left := l.sessionLockedUntil.Sub(c.now())
+		if left <= 0 {
+			s.detachLink(l, s.errorFor(l, condSessionLockLost, fmt.Sprintf("The session lock has expired on the session '%s'.", l.sessionID)))
+			return
+		}
+		wait = min(wait, left) // wake up to notice the expiry
+	}
 	if l.drain {
 		wait = 0
 	}
@@ -814,8 +827,9 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 	c := s.c
 	l.receiving, l.cancelRecv = false, nil
 	var leftovers []*Delivery
+	lockGone := l.sessionID != "" && !c.sessionLockHeld(l)
 	for i, d := range ds {
-		if l.detached || l.credit == 0 || payloads[i] == nil {
+		if l.detached || l.credit == 0 || payloads[i] == nil || lockGone {
 			leftovers = append(leftovers, d)
 			continue
 		}
@@ -929,11 +943,27 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 		}
 	}
 	batch := make([]Settlement, len(items))
+	var local []error // per item; non-nil entries are answered without the Backend
 	for i, it := range items {
 		batch[i] = settlement
 		batch[i].Address, batch[i].SessionID, batch[i].LockToken = it.od.addr, it.od.sessionID, it.od.token
+		if it.od.sessionID != "" && !c.sessionLockHeld(it.od.l) {
+			if local == nil {
+				local = make([]error, len(items))
+			}
+			local[i] = ErrSessionLockLost
+		}
 	}
-	job := settleJob{batch: batch}
+	if local != nil { // keep only the settlements the Backend should see
+		kept := batch[:0:0]
+		for i := range batch {
+			if local[i] == nil {
+				kept = append(kept, batch[i])
+			}
+		}
+		batch = kept
+	}
+	job := settleJob{batch: batch, local: local}
 	if !d.Settled {
 		job.reply = func(errs []error) {
 			allOK := len(items) == int(span)+1
@@ -960,7 +990,26 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 // settled first) runs on the owner with one error per settlement.
 type settleJob struct {
 	batch []Settlement
+	local []error // when set, one entry per item: non-nil items never reached the Backend
 	reply func(errs []error)
+}
+
+// results merges the Backend's errors for batch with the local ones.
+func (j settleJob) results(backend []error) []error {
+	if j.local == nil {
+		return backend
+	}
+	out := make([]error, len(j.local))
+	k := 0
+	for i := range out {
+		if j.local[i] != nil {
+			out[i] = j.local[i]
+		} else {
+			out[i] = backend[k]
+			k++
+		}
+	}
+	return out
 }
 
 // flushSettles hands every disposition read in one reader batch to the
@@ -982,7 +1031,10 @@ func (c *conn) flushSettles() {
 		}
 		// c.ctx, not a per-call timeout: the Backend bounds its own calls,
 		// and a timer per disposition is measurable at 100k msgs/s.
-		errs := c.b.Settle(c.ctx, all)
+		var errs []error
+		if len(all) > 0 {
+			errs = c.b.Settle(c.ctx, all)
+		}
 		if len(errs) != len(all) {
 			errs = make([]error, len(all))
 			for i := range errs {
@@ -993,6 +1045,9 @@ func (c *conn) flushSettles() {
 		for _, j := range jobs {
 			replies = replies || j.reply != nil
 		}
+		if len(all) == 0 && !replies {
+			return
+		}
 		if !replies {
 			return
 		}
@@ -1000,7 +1055,7 @@ func (c *conn) flushSettles() {
 			off := 0
 			for _, j := range jobs {
 				if j.reply != nil {
-					j.reply(errs[off : off+len(j.batch)])
+					j.reply(j.results(errs[off : off+len(j.batch)]))
 				}
 				off += len(j.batch)
 			}
@@ -1046,6 +1101,11 @@ func settlementFor(st frames.DeliveryState) (Settlement, bool) {
 		return out, true
 	}
 	return Settlement{}, false
+}
+
+// sessionLockHeld reports whether l's session lock has not yet expired.
+func (c *conn) sessionLockHeld(l *link) bool {
+	return l.sessionID == "" || c.now().Before(l.sessionLockedUntil)
 }
 
 // windowLeft is window minus inFlight, or 0 when more is in flight.
