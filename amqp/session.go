@@ -81,18 +81,18 @@ type link struct {
 	maxMessageSize uint64
 
 	// Client receiver.
-	mode       ReceiveMode
-	settled    bool   // transfers are sent settled
-	sessionID  string // session receivers
+	mode      ReceiveMode
+	settled   bool   // transfers are sent settled
+	sessionID string // session receivers
 	// sessionLockedUntil is when this link's session lock ends unless
 	// renewed. Past it the lock may belong to another receiver (S-SES-6),
 	// so the link stops receiving, settling, renewing and releasing.
 	sessionLockedUntil time.Time
-	unsettled  int    // our peek-lock deliveries on this link awaiting the client's outcome
-	receiving  bool
-	cancelRecv context.CancelFunc
-	drain      bool
-	backoff    bool
+	unsettled          int // our peek-lock deliveries on this link awaiting the client's outcome
+	receiving          bool
+	cancelRecv         context.CancelFunc
+	drain              bool
+	backoff            bool
 }
 
 // partial is a delivery being assembled from several transfer frames.
