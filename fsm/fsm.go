@@ -809,8 +809,9 @@ func (f *FSM) route(e *entity, p *rule.Properties, ttl int64) (*rule.Properties,
 			cp = &c
 		}
 		if cr.r.Action != nil {
-			if err := cr.r.Action.Apply(cp); err != nil {
-				ferr = err
+			if err := cr.r.Action.Apply(cp); err != nil { // an action that fails spoils the copy
+				cp, ferr = nil, err
+				break
 			}
 		}
 	}

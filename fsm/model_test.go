@@ -12,7 +12,7 @@ import (
 // The randomized model test: random command sequences (seeded, so failures reproduce)
 // against invariants that must hold after every entry:
 //   - every message is in exactly one target and one state; Stats agrees with Peek;
-//   - no message vanishes except by complete, expiry, receive-and-delete, cancel or purge;
+//   - no message vanishes (S-DUR-3) except by complete, expiry, receive-and-delete, cancel or purge;
 //   - delivery counts never decrease, and never exceed MaxDeliveryCount in a main target;
 //   - lock tokens are never reused; expired messages are never delivered;
 //   - NextDeadline is after Now once an entry is applied;

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 	"testing"
@@ -568,4 +569,31 @@ func TestPurge(t *testing.T) {
 		t.Fatalf("purge %+v %+v", r, x.stats(q))
 	}
 	wantErr(t, x.settle(q, Complete, m...), ErrLockLost)
+}
+
+// S-LOCK-10: locks are replicated state: a replica restored from a snapshot (a new
+// leader) honours the same tokens until the same LockedUntil, no longer.
+func TestS_LOCK_10_LocksSurviveSnapshot(t *testing.T) {
+	x := newTF(t, sessCfg())
+	x.send(msgOf("a", withSession("s")), msgOf("b", withSession("s")))
+	x.accept("s", "o")
+	ms := x.recvSess(q, "s", "o", 2)
+	var buf bytes.Buffer
+	if err := x.f.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{})
+	if err := r.Restore(&buf); err != nil {
+		t.Fatal(err)
+	}
+	res := r.Apply(&Entry{Now: x.now + 30_000, Cmds: []Command{
+		&Settle{Target: q, Tokens: []LockToken{ms[0].LockToken}, Disposition: Complete, SessionID: "s", Owner: "o"},
+		&RenewSession{Target: q, SessionID: "s", Owner: "o"},
+	}})
+	if res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("after restore: %v, %v", res[0].Err, res[1].Err)
+	}
+	res = r.Apply(&Entry{Now: x.now + 90_000, Cmds: []Command{
+		&Settle{Target: q, Tokens: []LockToken{ms[1].LockToken}, Disposition: Complete, SessionID: "s", Owner: "o"}}})
+	wantErr(t, res[0].Err, ErrSessionLockLost)
 }

@@ -266,6 +266,13 @@ func (setAction) Apply(p *rule.Properties) error {
 	return nil
 }
 
+type errAction struct{}
+
+func (errAction) Apply(p *rule.Properties) error {
+	p.Set("half", rule.Value{Kind: rule.KindBool, N: 1})
+	return errors.New("action failed")
+}
+
 type errFilter struct{}
 
 func (errFilter) Match(*rule.Properties) (bool, error) { return false, errors.New("boom") }
@@ -273,10 +280,13 @@ func (errFilter) Match(*rule.Properties) (bool, error) { return false, errors.Ne
 // S-TOP-1: an action changes only its subscription's copy; a filter error skips the
 // copy unless DeadLetterOnFilterErrors.
 func TestS_TOP_1_ActionCopyOnWrite(t *testing.T) {
-	x := newTF(t, topicCfg("plain", "acted", "skipping"))
+	cfg := topicCfg("plain", "acted", "skipping", "badaction")
+	cfg.Subscriptions[3].Queue.DeadLetterOnFilterErrors = true
+	x := newTF(t, cfg)
 	for _, f := range []*FSM{x.f, x.twin} {
 		f.byName["acted"].rules = []compiledRule{{r: &rule.Rule{Name: "a", Filter: &rule.Correlation{}, Action: setAction{}}}}
 		f.byName["skipping"].rules = []compiledRule{{r: &rule.Rule{Name: "e", Filter: errFilter{}}}}
+		f.byName["badaction"].rules = []compiledRule{{r: &rule.Rule{Name: "b", Filter: &rule.Correlation{}, Action: errAction{}}}}
 	}
 	x.send(msgOf("m", withProp("k", rule.Value{Kind: rule.KindLong, N: 5})))
 	p := x.recv(Target{Sub: "plain"}, 1)[0]
@@ -289,6 +299,16 @@ func TestS_TOP_1_ActionCopyOnWrite(t *testing.T) {
 	}
 	if st := x.f.Stats(); st.Targets[4].Total()+st.Targets[5].Total() != 0 {
 		t.Fatalf("filter error not skipped: %+v", st.Targets[4:])
+	}
+	d := x.recv(Target{Sub: "badaction", DLQ: true}, 5)
+	if len(d) != 1 || d[0].DeadLetter.Reason != "FilterEvaluationException" {
+		t.Fatalf("failed action not dead-lettered: %+v", d)
+	}
+	if _, half := d[0].Get("half"); half {
+		t.Fatal("a failed action's partial changes reached the dead-lettered copy")
+	}
+	if x.stats(Target{Sub: "badaction"}).Total() != 0 {
+		t.Fatal("a copy whose action failed was delivered")
 	}
 }
 
