@@ -165,6 +165,12 @@ func openMetaGroup(c metaGroupConfig) (*metaGroup, error) {
 // propose replicates one metadata command and returns the state's verdict (ErrExists,
 // ErrNotFound, a *meta.ValidationError, ...) once it is committed and applied here.
 func (g *metaGroup) propose(ctx context.Context, cmd meta.Command) error {
+	// Everything that does not depend on the state (names, S-ENT-2 bounds, key and rule
+	// syntax) is checked before the command enters the log, so that Apply's verdict
+	// depends on the state alone and later releases can replay this log (P1, P3).
+	if err := meta.ValidateCommand(cmd); err != nil {
+		return err
+	}
 	if g.raft.State() != raft.Leader {
 		return ErrNotMetadataLeader
 	}

@@ -320,10 +320,10 @@ func (n *Node) replicaOfToken(tok fsm.LockToken) (*replica, error) {
 	return r, nil
 }
 
-// Settlement settles one locked message (S-LOCK-2..7).
+// Settlement settles locked messages of one address with one outcome (S-LOCK-2..7).
 type Settlement struct {
 	Address     Address
-	Token       fsm.LockToken
+	Tokens      []fsm.LockToken
 	Disposition fsm.Disposition
 	Properties  []rule.Property
 	Reason      string
@@ -332,25 +332,51 @@ type Settlement struct {
 	Owner       string
 }
 
-// Settle settles a locked message, routed by its lock token.
-func (n *Node) Settle(ctx context.Context, s Settlement) error {
+// Settle settles every token, routed by the group ID inside it; the tokens of one
+// partition go in one proposal. It returns one error per token (nil: settled).
+func (n *Node) Settle(ctx context.Context, s Settlement) []error {
+	errs := make([]error, len(s.Tokens))
 	_, t, err := n.target(s.Address)
 	if err != nil {
-		return err
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
 	}
-	r, err := n.replicaOfToken(s.Token)
-	if err != nil {
-		return err
+	byGroup := map[uint32][]int{}
+	var order []uint32
+	for i, tok := range s.Tokens {
+		g := partition.GroupOfToken(tok)
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], i)
 	}
-	errs, err := r.p.Settle(ctx, fsm.Settle{Target: t, Tokens: []fsm.LockToken{s.Token}, Disposition: s.Disposition,
-		Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
-	if err != nil {
-		return err
+	for _, g := range order {
+		idx := byGroup[g]
+		r, err := n.replicaOfToken(s.Tokens[idx[0]])
+		if err != nil {
+			for _, i := range idx {
+				errs[i] = err
+			}
+			continue
+		}
+		toks := make([]fsm.LockToken, len(idx))
+		for j, i := range idx {
+			toks[j] = s.Tokens[i]
+		}
+		tokErrs, err := r.p.Settle(ctx, fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
+			Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
+		for j, i := range idx {
+			switch {
+			case err != nil:
+				errs[i] = err
+			case j < len(tokErrs):
+				errs[i] = tokErrs[j]
+			}
+		}
 	}
-	if len(errs) > 0 && errs[0] != nil {
-		return errs[0]
-	}
-	return nil
+	return errs
 }
 
 // RenewLock renews message locks (S-LOCK-8) and returns each new LockedUntil (Unix ms).

@@ -72,8 +72,8 @@ func TestResubmitCopyDropsBrokerState(t *testing.T) {
 			"x-opt-locked-until": time.Now()},
 	}}
 	out := resubmitCopy(m)
-	if out.Header == nil || out.Header.TTL != time.Minute || out.Header.DeliveryCount != 0 {
-		t.Errorf("header: %+v", out.Header)
+	if out.Header != nil {
+		t.Errorf("header kept: %+v (its TTL is the effective one, its delivery count the broker's)", out.Header)
 	}
 	if _, ok := out.ApplicationProperties["DeadLetterReason"]; ok {
 		t.Error("DeadLetterReason kept")

@@ -203,7 +203,9 @@ func receiveRound(ctx context.Context, r *azservicebus.Receiver, want int) ([]*a
 
 // resubmit moves dead-lettered messages back to their source: each is sent as a copy
 // (without its dead-letter properties) and only then completed, so a failure part-way
-// leaves a message in both places rather than in neither (at least once).
+// leaves a message in both places rather than in neither (at least once). Without a
+// limit it moves at most what the dead-letter queue held when it started, so messages
+// that fail again meanwhile are not chased round in a loop.
 func (g *globals) resubmit(ctx context.Context, e entityPath, limit int) (int, error) {
 	total := limit
 	if ac, err := g.adminClient(); err == nil && total == 0 {
@@ -230,6 +232,9 @@ func (g *globals) resubmit(ctx context.Context, e entityPath, limit int) (int, e
 		return 0, err
 	}
 	defer s.Close(context.Background())
+	if limit == 0 {
+		limit = total
+	}
 	bar := newProgress(g.stderr, total)
 	done := 0
 	for limit == 0 || done < limit {
@@ -273,8 +278,11 @@ var deadLetterKeys = []string{"DeadLetterReason", "DeadLetterErrorDescription"}
 func resubmitCopy(m *azservicebus.ReceivedMessage) *azservicebus.AMQPAnnotatedMessage {
 	raw := m.RawAMQPMessage
 	out := &azservicebus.AMQPAnnotatedMessage{Body: raw.Body, Properties: raw.Properties}
-	if raw.Header != nil && raw.Header.TTL > 0 {
-		out.Header = &azservicebus.AMQPAnnotatedMessageHeader{TTL: raw.Header.TTL, Durable: raw.Header.Durable, Priority: raw.Header.Priority}
+	// The header's TTL on a received message is its effective TTL, usually the entity's
+	// default; a message dead-lettered because it expired would expire again as soon as
+	// it is back. The copy takes the entity's current default TTL instead.
+	if raw.Header != nil && (raw.Header.Durable || raw.Header.Priority != 0) {
+		out.Header = &azservicebus.AMQPAnnotatedMessageHeader{Durable: raw.Header.Durable, Priority: raw.Header.Priority}
 	}
 	if len(raw.ApplicationProperties) > 0 {
 		out.ApplicationProperties = make(map[string]any, len(raw.ApplicationProperties))

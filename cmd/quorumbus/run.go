@@ -91,8 +91,7 @@ func run(cfg Config) error {
 
 	amqpAddr := srv.Addrs()[0].String()
 	name, key := node.DefaultKey()
-	connStr := fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true",
-		amqpAddr, name, key)
+	connStr := amqp.ConnectionString(amqpAddr, amqp.SASKey{Name: name, Key: key})
 	if err := writeEndpoints(cfg.Data, amqpAddr, adminLn.Addr().String(), node.ClusterAddr(), connStr); err != nil {
 		return err
 	}

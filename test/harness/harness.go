@@ -228,11 +228,16 @@ func (n *Node) AdminClient(t testing.TB) *admin.Client {
 func (n *Node) Qbctl(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	bin := filepath.Join(Binary(t), "qbctl")
-	cmd := exec.Command(bin, append([]string{"--admin-addr", n.Admin, "--data", n.Dir}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--admin-addr", n.Admin, "--data", n.Dir}, args...)...)
 	cmd.Env = append(os.Environ(), "QUORUMBUS_CONNECTION_STRING=")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("timed out after 3m: %w", err)
+	}
 	if err != nil {
 		return out.String(), fmt.Errorf("qbctl %v: %v\n%s", args, err, errOut.String())
 	}

@@ -206,21 +206,56 @@ var dispositions = map[amqp.Disposition]fsm.Disposition{
 	amqp.Defer: fsm.Defer, amqp.Release: fsm.Release,
 }
 
-// Settle implements amqp.Receiver.
-func (b *Backend) Settle(ctx context.Context, s amqp.Settlement) error {
+// Settle implements amqp.Receiver. Consecutive settlements that differ only in their
+// lock token (the common case: a receiver completing what it received) are settled
+// together, so each partition sees one proposal for them.
+func (b *Backend) Settle(ctx context.Context, ss []amqp.Settlement) []error {
+	errs := make([]error, len(ss))
+	for start := 0; start < len(ss); {
+		end := start + 1
+		for end < len(ss) && sameOutcome(ss[start], ss[end]) {
+			end++
+		}
+		b.settleRun(ctx, ss[start:end], errs[start:end])
+		start = end
+	}
+	return errs
+}
+
+func sameOutcome(a, b amqp.Settlement) bool {
+	return a.Address == b.Address && a.SessionID == b.SessionID && a.Disposition == b.Disposition &&
+		len(a.PropertiesToModify) == 0 && len(b.PropertiesToModify) == 0 &&
+		a.DeadLetterReason == b.DeadLetterReason && a.DeadLetterDescription == b.DeadLetterDescription
+}
+
+func (b *Backend) settleRun(ctx context.Context, run []amqp.Settlement, errs []error) {
+	s := run[0]
+	fail := func(err error) {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
 	a, err := address(s.Address)
 	if err != nil {
-		return err
+		fail(err)
+		return
 	}
 	d, ok := dispositions[s.Disposition]
 	if !ok {
-		return fmt.Errorf("%w: disposition %d", amqp.ErrBadRequest, s.Disposition)
+		fail(fmt.Errorf("%w: disposition %d", amqp.ErrBadRequest, s.Disposition))
+		return
 	}
-	return mapErr(b.n.Settle(ctx, cluster.Settlement{
-		Address: a, Token: fsm.LockToken(s.LockToken), Disposition: d, Properties: toProps(s.PropertiesToModify),
+	toks := make([]fsm.LockToken, len(run))
+	for i, r := range run {
+		toks[i] = fsm.LockToken(r.LockToken)
+	}
+	for i, err := range b.n.Settle(ctx, cluster.Settlement{
+		Address: a, Tokens: toks, Disposition: d, Properties: toProps(s.PropertiesToModify),
 		Reason: s.DeadLetterReason, Description: s.DeadLetterDescription,
 		SessionID: s.SessionID, Owner: b.owner(s.Address, s.SessionID),
-	}))
+	}) {
+		errs[i] = mapErr(err)
+	}
 }
 
 // RenewLock implements amqp.Receiver.

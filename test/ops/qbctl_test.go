@@ -1,0 +1,204 @@
+package ops
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/quorumbus/quorumbus/test/harness"
+)
+
+func qbctl(t *testing.T, n *harness.Node, args ...string) string {
+	t.Helper()
+	out, err := n.Qbctl(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func qbctlJSON(t *testing.T, n *harness.Node, v any, args ...string) {
+	t.Helper()
+	out := qbctl(t, n, append([]string{"--output", "json"}, args...)...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("qbctl %v: %v\n%s", args, err, out)
+	}
+}
+
+// Issue 4: qbctl against a running node: status, entity and rule management, peek, and
+// dead-letter inspect / resubmit of 1000 messages / purge.
+func TestQbctl(t *testing.T) {
+	n := harness.Start(t)
+
+	status := qbctl(t, n, "status")
+	for _, want := range []string{"healthz", "readyz", "namespace", "quorumbus"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status lacks %q:\n%s", want, status)
+		}
+	}
+
+	// Queues: create with properties, show, update, list, delete.
+	qbctl(t, n, "queue", "create", "jobs", "--lock-duration", "30s", "--max-delivery-count", "3",
+		"--default-ttl", "2s", "--dead-letter-on-expiration", "true")
+	var q map[string]any
+	qbctlJSON(t, n, &q, "queue", "show", "jobs")
+	if q["lockduration"] != "PT30S" || q["maxdeliverycount"] != float64(3) || q["deadletteringonmessageexpiration"] != true {
+		t.Fatalf("queue show: %v", q)
+	}
+	qbctl(t, n, "queue", "create", "scratch")
+	var list []map[string]any
+	qbctlJSON(t, n, &list, "queue", "list")
+	if len(list) != 2 || list[0]["name"] != "jobs" || list[1]["name"] != "scratch" {
+		t.Fatalf("queue list: %v", list)
+	}
+	qbctl(t, n, "queue", "delete", "scratch")
+	qbctlJSON(t, n, &list, "queue", "list")
+	if len(list) != 1 {
+		t.Fatalf("queue list after delete: %v", list)
+	}
+
+	// Topics, subscriptions and rules.
+	qbctl(t, n, "topic", "create", "events")
+	qbctl(t, n, "subscription", "create", "events", "eu", "--max-delivery-count", "4")
+	qbctl(t, n, "rule", "create", "events", "eu", "region", "--sql", "region = 'eu'", "--action", "SET routed = true")
+	qbctl(t, n, "rule", "create", "events", "eu", "vip", "--correlation-id", "vip", "--property", "tier=1")
+	qbctl(t, n, "rule", "delete", "events", "eu", "$Default")
+	var rules []map[string]any
+	qbctlJSON(t, n, &rules, "rule", "list", "events", "eu")
+	if len(rules) != 2 || rules[0]["filter"] != "SqlFilter: region = 'eu'" || rules[0]["action"] != "SET routed = true" ||
+		!strings.HasPrefix(rules[1]["filter"].(string), "CorrelationFilter: CorrelationId=vip, tier=1") {
+		t.Fatalf("rule list: %v", rules)
+	}
+	var subs []map[string]any
+	qbctlJSON(t, n, &subs, "subscription", "list", "events")
+	if len(subs) != 1 || subs[0]["name"] != "eu" {
+		t.Fatalf("subscription list: %v", subs)
+	}
+
+	// 1000 messages expire into the dead-letter queue (entity TTL 2s, S-TTL-4).
+	c := n.Client(t)
+	const total = 1000
+	sendN(t, c, "jobs", total, func(i int) *azservicebus.Message {
+		return &azservicebus.Message{Body: []byte(fmt.Sprintf("job-%d", i)), MessageID: to.Ptr(fmt.Sprint(i))}
+	})
+	ctx := ctxT(t, 120*time.Second)
+	ac := n.AdminClient(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rt, err := ac.GetQueueRuntimeProperties(ctx, "jobs", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rt.DeadLetterMessageCount == total && rt.ActiveMessageCount == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("messages did not expire to the DLQ: active %d dead-letter %d", rt.ActiveMessageCount, rt.DeadLetterMessageCount)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the runtime counts while TTLs pass
+	}
+	var dl []map[string]any
+	qbctlJSON(t, n, &dl, "dlq", "inspect", "jobs", "--count", "5")
+	if len(dl) != 5 || dl[0]["reason"] != "TTLExpiredException" {
+		t.Fatalf("dlq inspect: %v", dl)
+	}
+	var peeked []map[string]any
+	qbctlJSON(t, n, &peeked, "peek", "jobs")
+	if len(peeked) != 0 {
+		t.Fatalf("peek of an expired queue: %v", peeked)
+	}
+
+	// Resubmit all 1000 after raising the TTL so they stay.
+	qbctl(t, n, "queue", "update", "jobs", "--default-ttl", "1h")
+	out := qbctl(t, n, "dlq", "resubmit", "jobs")
+	if !strings.Contains(out, fmt.Sprintf("resubmitted %d message(s)", total)) {
+		t.Fatalf("resubmit said: %s", out)
+	}
+	rt, err := ac.GetQueueRuntimeProperties(ctx, "jobs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.ActiveMessageCount != total || rt.DeadLetterMessageCount != 0 {
+		t.Fatalf("after resubmit: active %d dead-letter %d", rt.ActiveMessageCount, rt.DeadLetterMessageCount)
+	}
+	qbctlJSON(t, n, &peeked, "peek", "jobs", "--count", "3")
+	if len(peeked) != 3 || !strings.HasPrefix(peeked[0]["body"].(string), "job-") {
+		t.Fatalf("peek after resubmit: %v", peeked)
+	}
+	// The resubmitted copies carry no dead-letter properties.
+	r, err := c.NewReceiverForQueue("jobs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.PeekMessages(ctx, 1, nil)
+	if err != nil || len(got) != 1 || got[0].DeadLetterReason != nil {
+		t.Fatalf("resubmitted copy: %v %v", got, err)
+	}
+
+	// Purge: dead-letter 10 by hand, then purge them.
+	msgs, err := r.ReceiveMessages(ctx, 10, nil)
+	if err != nil || len(msgs) == 0 {
+		t.Fatalf("receive: %v", err)
+	}
+	for _, m := range msgs {
+		if err := r.DeadLetterMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out = qbctl(t, n, "dlq", "purge", "jobs")
+	if !strings.Contains(out, fmt.Sprintf("purged %d message(s)", len(msgs))) {
+		t.Fatalf("purge said: %s", out)
+	}
+	rt, err = ac.GetQueueRuntimeProperties(ctx, "jobs", nil)
+	if err != nil || rt.DeadLetterMessageCount != 0 || rt.ActiveMessageCount != int32(total-len(msgs)) {
+		t.Fatalf("after purge: %+v %v", rt, err)
+	}
+}
+
+// Issue 4: runtime counts through the admin API after sends, schedules and dead-letters.
+func TestRuntimeCounts(t *testing.T) {
+	n := harness.Start(t)
+	ctx := ctxT(t, 60*time.Second)
+	ac := n.AdminClient(t)
+	if _, err := ac.CreateQueue(ctx, "counts", nil); err != nil {
+		t.Fatal(err)
+	}
+	c := n.Client(t)
+	sendN(t, c, "counts", 7, func(i int) *azservicebus.Message { return &azservicebus.Message{Body: []byte("x")} })
+	s, err := c.NewSender("counts", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("later")}, {Body: []byte("later")}},
+		time.Now().Add(time.Hour), nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.NewReceiverForQueue("counts", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := r.ReceiveMessages(ctx, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if err := r.DeadLetterMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt, err := ac.GetQueueRuntimeProperties(ctx, "counts", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int32(7 - len(msgs))
+	if rt.ActiveMessageCount != want || rt.ScheduledMessageCount != 2 || rt.DeadLetterMessageCount != int32(len(msgs)) ||
+		rt.TotalMessageCount != 9 || rt.SizeInBytes <= 0 {
+		t.Fatalf("runtime: active %d (want %d) scheduled %d dead-letter %d total %d size %d", rt.ActiveMessageCount, want,
+			rt.ScheduledMessageCount, rt.DeadLetterMessageCount, rt.TotalMessageCount, rt.SizeInBytes)
+	}
+}
