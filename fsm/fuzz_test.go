@@ -269,3 +269,32 @@ func FuzzRestoreStructure(f *testing.F) {
 		}
 	})
 }
+
+// TestFreezeIsPointInTime: a frozen copy writes the bytes Snapshot wrote at the time of
+// Freeze, however the FSM changes afterwards.
+func TestFreezeIsPointInTime(t *testing.T) {
+	x := newTF(t, sessCfg())
+	x.send(msgOf("a", withSession("s"), withProp("k", rule.Value{Kind: rule.KindInt, N: 1})), msgOf("b", withSession("s")))
+	x.accept("s", "o")
+	ms := x.recvSess(q, "s", "o", 1)
+	x.one(&SetSessionState{Target: q, SessionID: "s", State: []byte("one")})
+	var want bytes.Buffer
+	if err := x.f.Snapshot(&want); err != nil {
+		t.Fatal(err)
+	}
+	z := x.f.Freeze()
+	x.one(&Settle{Target: q, Tokens: []LockToken{ms[0].LockToken}, Disposition: Abandon,
+		Properties: []rule.Property{{Key: "k", Value: rule.Value{Kind: rule.KindInt, N: 2}}}})
+	x.one(&SetSessionState{Target: q, SessionID: "s", State: []byte("two")})
+	x.send(msgOf("c", withSession("t")))
+	x.advance(120_000)
+	x.tick()
+	var got bytes.Buffer
+	n, err := z.WriteTo(&got)
+	if err != nil || n != int64(got.Len()) {
+		t.Fatalf("WriteTo: %d, %v", n, err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatal("the frozen copy changed with the FSM")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"slices"
 )
 
 // Snapshot format (docs/fsm.md): the magic "QBFS", a version byte, then framed records
@@ -57,32 +58,114 @@ func (s *snapWriter) record(body []byte) {
 }
 
 // Snapshot writes the whole state to w. It is deterministic: two FSMs that applied the
-// same entries write the same bytes.
+// same entries write the same bytes. It reads the live state, so the FSM must not change
+// until it returns; Freeze gives a copy to write while the FSM goes on.
 func (f *FSM) Snapshot(w io.Writer) error {
-	s := &snapWriter{w: bufio.NewWriterSize(w, 64<<10)}
-	s.write(append([]byte(snapMagic), snapVersion))
-	b := appendConfig(s.buf[:0], &f.cfg)
-	b = binary.AppendVarint(b, f.now)
-	b = binary.AppendVarint(b, f.lastSeq)
-	b = appendUvarint(b, f.lockCtr)
-	b = appendUvarint(b, uint64(len(f.ents)))
-	s.record(b)
-	for _, e := range f.ents {
-		ids := sortedKeys(e.sessions)
-		b = appendString(b[:0], e.name)
-		b = appendUvarint(b, uint64(e.main.idx.Len()))
-		b = appendUvarint(b, uint64(e.dlq.idx.Len()))
-		b = appendUvarint(b, uint64(len(ids)))
-		s.record(b)
-		for _, st := range []*store{e.main, e.dlq} {
-			st.idx.Ascend(0, func(m *msg) bool {
-				b = appendMsg(b[:0], m)
-				s.record(b)
-				return s.err == nil
-			})
+	v := f.view(false)
+	_, err := v.WriteTo(w)
+	return err
+}
+
+// Frozen is a point-in-time copy of an FSM's state that can be written as a snapshot
+// while the FSM keeps applying entries (raft's FSMSnapshot.Persist runs concurrently with
+// Apply). Freezing copies each message's fixed-size record (176 bytes) but shares payloads,
+// property strings and application properties, which the fsm never writes into.
+type Frozen struct {
+	cfg     Config
+	now     int64
+	lastSeq int64
+	lockCtr uint64
+	ents    []snapEnt
+	dup     []dupEnt
+}
+
+type snapEnt struct {
+	name      string
+	live      [2]msgStore // main, DLQ: the live stores (Snapshot)
+	main, dlq []msg       // or frozen copies (Freeze)
+	sess      []snapSess
+}
+
+type snapSess struct {
+	id, holder    string
+	held          bool
+	lockedUntil   int64
+	expireThrough int64
+	state         []byte
+}
+
+// Freeze returns a copy of the state for WriteTo. It costs O(messages) memory copies and
+// one allocation per target.
+func (f *FSM) Freeze() *Frozen { return f.view(true) }
+
+func (f *FSM) view(freeze bool) *Frozen {
+	v := &Frozen{cfg: f.cfg, now: f.now, lastSeq: f.lastSeq, lockCtr: f.lockCtr,
+		ents: make([]snapEnt, len(f.ents)), dup: slices.Clone(f.dupq[f.duph:])}
+	if freeze {
+		v.cfg.Subscriptions = slices.Clone(v.cfg.Subscriptions)
+	}
+	for i, e := range f.ents {
+		se := &v.ents[i]
+		se.name = e.name
+		if freeze {
+			for j, st := range []*store{e.main, e.dlq} {
+				ms := make([]msg, 0, st.idx.Len())
+				st.idx.Ascend(0, func(m *msg) bool { ms = append(ms, *m); return true })
+				if j == 0 {
+					se.main = ms
+				} else {
+					se.dlq = ms
+				}
+			}
+		} else {
+			se.live = [2]msgStore{e.main.idx, e.dlq.idx}
 		}
-		for _, id := range ids {
-			ss := e.sessions[id]
+		for _, id := range sortedKeys(e.sessions) {
+			s := e.sessions[id]
+			se.sess = append(se.sess, snapSess{id: s.id, holder: s.holder, held: s.held, lockedUntil: s.lockedUntil,
+				expireThrough: s.expireThrough, state: s.state})
+		}
+	}
+	return v
+}
+
+// WriteTo writes the snapshot bytes, the same Snapshot would have written at Freeze.
+func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	s := &snapWriter{w: bufio.NewWriterSize(cw, 64<<10)}
+	s.write(append([]byte(snapMagic), snapVersion))
+	b := appendConfig(s.buf[:0], &v.cfg)
+	b = binary.AppendVarint(b, v.now)
+	b = binary.AppendVarint(b, v.lastSeq)
+	b = appendUvarint(b, v.lockCtr)
+	b = appendUvarint(b, uint64(len(v.ents)))
+	s.record(b)
+	for i := range v.ents {
+		e := &v.ents[i]
+		nmain, ndlq := len(e.main), len(e.dlq)
+		if e.live[0] != nil {
+			nmain, ndlq = e.live[0].Len(), e.live[1].Len()
+		}
+		b = appendString(b[:0], e.name)
+		b = appendUvarint(b, uint64(nmain))
+		b = appendUvarint(b, uint64(ndlq))
+		b = appendUvarint(b, uint64(len(e.sess)))
+		s.record(b)
+		for j, frozen := range [][]msg{e.main, e.dlq} {
+			if e.live[j] != nil {
+				e.live[j].Ascend(0, func(m *msg) bool {
+					b = appendMsg(b[:0], m)
+					s.record(b)
+					return s.err == nil
+				})
+				continue
+			}
+			for k := range frozen {
+				b = appendMsg(b[:0], &frozen[k])
+				s.record(b)
+			}
+		}
+		for _, ss := range e.sess {
 			b = appendString(b[:0], ss.id)
 			b = appendBool(b, ss.held)
 			b = appendString(b, ss.holder)
@@ -93,9 +176,8 @@ func (f *FSM) Snapshot(w io.Writer) error {
 			s.record(b)
 		}
 	}
-	live := f.dupq[f.duph:]
-	b = appendUvarint(b[:0], uint64(len(live)))
-	for _, d := range live {
+	b = appendUvarint(b[:0], uint64(len(v.dup)))
+	for _, d := range v.dup {
 		b = appendString(b, d.id)
 		b = binary.AppendVarint(b, d.at)
 		b = binary.AppendVarint(b, d.seq)
@@ -103,14 +185,26 @@ func (f *FSM) Snapshot(w io.Writer) error {
 	s.record(b)
 	s.buf = b
 	if s.err != nil {
-		return s.err
+		return cw.n, s.err
 	}
 	var tr [4]byte
 	binary.BigEndian.PutUint32(tr[:], s.crc)
 	if _, err := s.w.Write(tr[:]); err != nil {
-		return err
+		return cw.n, err
 	}
-	return s.w.Flush()
+	err := s.w.Flush()
+	return cw.n, err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // appendMsg encodes a stored message. Derived fields (heap positions, due) are rebuilt
