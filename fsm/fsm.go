@@ -861,7 +861,7 @@ func (f *FSM) deliver(m *msg, mode ReceiveMode, salt uint32, s *session) *Messag
 		}
 		s.locked[m.lockCtr] = m
 	} else {
-		m.lockedUntil = f.now + m.st.ent.cfg.LockDurationMs // S-LOCK-1
+		m.lockedUntil = satAdd(f.now, m.st.ent.cfg.LockDurationMs) // S-LOCK-1
 	}
 	f.dl.set(m, m.deadlineOf())
 	return f.export(m)
@@ -1124,8 +1124,8 @@ func (f *FSM) renewLock(c *RenewLock, r *Result) {
 			r.LockedUntil[i] = f.session(m).lockedUntil
 			continue
 		}
-		m.lockedUntil = f.now + st.ent.cfg.LockDurationMs // S-LOCK-8
-		f.dl.set(m, m.lockedUntil)
+		m.lockedUntil = satAdd(f.now, st.ent.cfg.LockDurationMs) // S-LOCK-8
+		f.dl.set(m, m.deadlineOf())
 		r.LockedUntil[i] = m.lockedUntil
 	}
 }
@@ -1177,7 +1177,7 @@ func (f *FSM) acceptSession(c *AcceptSession, r *Result) {
 		}
 	}
 	s.held, s.holder = true, c.Owner
-	s.lockedUntil = f.now + e.cfg.LockDurationMs // S-SES-4
+	s.lockedUntil = satAdd(f.now, e.cfg.LockDurationMs) // S-SES-4
 	f.sh.fix(s)
 	f.expireSession(s) // S-TTL-5
 	r.SessionID = s.id
@@ -1209,7 +1209,7 @@ func (f *FSM) renewSession(c *RenewSession, r *Result) {
 		r.Err = err
 		return
 	}
-	s.lockedUntil = f.now + e.cfg.LockDurationMs // S-SES-4
+	s.lockedUntil = satAdd(f.now, e.cfg.LockDurationMs) // S-SES-4
 	f.sh.fix(s)
 	r.SessionID = s.id
 	r.LockedUntil = []int64{s.lockedUntil}

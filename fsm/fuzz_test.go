@@ -72,10 +72,38 @@ func FuzzDecodeEntry(f *testing.F) {
 		if third := AppendEntry(nil, e2); !bytes.Equal(third, again) {
 			t.Fatalf("re-encoding is not stable:\n%x\n%x", again, third)
 		}
-		fs := New(sessCfg())
-		fs.Apply(e)
-		New(topicCfg("a")).Apply(e)
+		for _, cfg := range []Config{sessCfg(), topicCfg("a"), queueCfg()} {
+			fs := busyFSM(cfg)
+			fs.Apply(e)
+			fs.Apply(&Entry{Now: fs.Now() + 1_000_000, Cmds: []Command{&Tick{}}})
+		}
 	})
+}
+
+// busyFSM has messages in every state: locked, session-locked, deferred, scheduled,
+// dead-lettered, with session state and duplicate history.
+func busyFSM(cfg Config) *FSM {
+	cfg.RequiresDuplicateDetection = true
+	f := New(cfg)
+	t := Target{}
+	if cfg.Kind == KindTopic {
+		t.Sub = cfg.Subscriptions[0].Name
+	}
+	f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: []*Message{
+		msgOf("a", withSession("s1"), withID("m")), msgOf("b", withSession("s2"), withSched(t0+100)),
+		msgOf("c", withSession("s1"), withTTL(10)), msgOf("d", withSession("s3"))}}}})
+	r := f.Apply(&Entry{Now: t0 + 1, Cmds: []Command{&AcceptSession{Target: t, SessionID: "s1", Owner: "o"},
+		&Receive{Target: t, Max: 2, Salt: 1}, &Receive{Target: t, Max: 2, Salt: 2, SessionID: "s1", Owner: "o"},
+		&SetSessionState{Target: t, SessionID: "s2", State: []byte("x")}}})
+	for _, res := range r[1:3] {
+		for i, m := range res.Messages {
+			d := []Disposition{Defer, DeadLetter}[i%2]
+			f.Apply(&Entry{Now: t0 + 2, Cmds: []Command{&Settle{Target: t, Tokens: []LockToken{m.LockToken}, Disposition: d}}})
+		}
+	}
+	f.Apply(&Entry{Now: t0 + 3, Cmds: []Command{&Receive{Target: t, Max: 1, Salt: 3, SessionID: "s1", Owner: "o"},
+		&Receive{Target: Target{Sub: t.Sub, DLQ: true}, Max: 1, Salt: 4}}})
+	return f
 }
 
 func seedSnapshots(t testing.TB) [][]byte {
