@@ -431,3 +431,91 @@ func propertiesFromMap(m Map) []Property {
 	}
 	return out
 }
+
+// Reencode rebuilds m.Raw after the broker changed m's parsed fields (for
+// example a subscription rule action that SETs sys.Label or application
+// properties, S-TOP-1). The properties section takes MessageID, To,
+// Subject, ReplyTo, CorrelationID, ContentType, SessionID and
+// ReplyToSessionID (an empty string clears the field); application-properties
+// takes ApplicationProperties. A field still equal to what was parsed keeps
+// its original encoding (so a uuid or ulong message-id survives), and every
+// other section is copied untouched.
+func (m *Message) Reencode() error {
+	s, err := splitSections(m.Raw)
+	if err != nil {
+		return err
+	}
+	orig, _, err := parseMessage(m.Raw)
+	if err != nil {
+		return err
+	}
+	out := make([]byte, 0, len(m.Raw)+64)
+	out = append(out, s.header...)
+	out = append(out, s.messageAnn...)
+
+	// properties (part 3 §3.2.4): 13 fields.
+	var vals [13][]byte
+	if s.properties != nil {
+		f, err := sectionFields(s.properties)
+		if err != nil {
+			return err
+		}
+		for i := range vals {
+			if vals[i], err = f.Next(); err != nil {
+				return fmt.Errorf("%w: properties: %v", ErrBadRequest, err)
+			}
+		}
+	}
+	set := func(i int, newV, oldV string, sym bool) {
+		if newV == oldV {
+			return // unchanged: keep the original bytes (even a non-string id)
+		}
+		switch {
+		case newV == "":
+			vals[i] = nil
+		case sym:
+			vals[i] = encoding.AppendSymbol(nil, Symbol(newV))
+		default:
+			vals[i] = encoding.AppendString(nil, newV)
+		}
+	}
+	set(0, m.MessageID, orig.MessageID, false)
+	set(2, m.To, orig.To, false)
+	set(3, m.Subject, orig.Subject, false)
+	set(4, m.ReplyTo, orig.ReplyTo, false)
+	set(5, m.CorrelationID, orig.CorrelationID, false)
+	set(6, m.ContentType, orig.ContentType, true)
+	set(10, m.SessionID, orig.SessionID, false)
+	set(12, m.ReplyToSessionID, orig.ReplyToSessionID, false)
+	last := -1
+	for i := range vals {
+		if !encoding.IsNull(vals[i]) {
+			last = i
+		}
+	}
+	if last >= 0 || s.properties != nil {
+		out = encoding.AppendDescriptor(out, secProperties)
+		var lo int
+		out, lo = encoding.ListStart(out)
+		for i := 0; i <= last; i++ {
+			out = appendRawOrNull(out, vals[i])
+		}
+		out = encoding.ListEnd(out, lo, last+1)
+	}
+
+	if len(m.ApplicationProperties) > 0 {
+		out = encoding.AppendDescriptor(out, secAppProperties)
+		var ao int
+		out, ao = encoding.MapStart(out)
+		for _, p := range m.ApplicationProperties {
+			out = encoding.AppendString(out, p.Key)
+			if out, err = encoding.Append(out, p.Value); err != nil {
+				return fmt.Errorf("%w: application property %q: %v", ErrBadRequest, p.Key, err)
+			}
+		}
+		out = encoding.MapEnd(out, ao, 2*len(m.ApplicationProperties))
+	}
+	out = append(out, s.rest...)
+	m.Raw = out
+	return nil
+}

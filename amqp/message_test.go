@@ -149,3 +149,44 @@ func encodingAppend(t *testing.T, b []byte, v any) []byte {
 	}
 	return out
 }
+
+// TestReencode: the broker changes system and application properties of a
+// message (a rule action, S-TOP-1) and Raw follows; untouched fields keep
+// their encoding, including a non-string message-id.
+func TestReencode(t *testing.T) {
+	src := &goamqp.Message{
+		Header:                &goamqp.MessageHeader{TTL: time.Minute},
+		Properties:            &goamqp.MessageProperties{MessageID: uint64(77), Subject: ptrTo("orig"), CorrelationID: "c1", To: ptrTo("to")},
+		Annotations:           goamqp.Annotations{"x-opt-partition-key": "pk"},
+		ApplicationProperties: map[string]any{"a": int64(1), "secret": "x"},
+		Data:                  [][]byte{[]byte("body")},
+	}
+	raw, _ := src.MarshalBinary()
+	m, _, err := parseMessage(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Subject, m.CorrelationID, m.To = "changed", "c2", ""
+	m.ApplicationProperties = []Property{{Key: "a", Value: int64(1)}, {Key: "routed", Value: "yes"}}
+	if err := m.Reencode(); err != nil {
+		t.Fatal(err)
+	}
+	var got goamqp.Message
+	if err := got.UnmarshalBinary(m.Raw); err != nil {
+		t.Fatal(err)
+	}
+	p := got.Properties
+	if *p.Subject != "changed" || p.CorrelationID != "c2" || p.To != nil || p.MessageID != uint64(77) {
+		t.Fatalf("properties %+v", p)
+	}
+	if got.ApplicationProperties["routed"] != "yes" || got.ApplicationProperties["secret"] != nil || got.ApplicationProperties["a"] != int64(1) {
+		t.Fatalf("application properties %v", got.ApplicationProperties)
+	}
+	if got.Header.TTL != time.Minute || got.Annotations["x-opt-partition-key"] != "pk" || string(got.GetData()) != "body" {
+		t.Fatal("other sections changed")
+	}
+	again, _, err := parseMessage(m.Raw)
+	if err != nil || again.Subject != "changed" || again.CorrelationID != "c2" {
+		t.Fatalf("re-parse: %+v %v", again, err)
+	}
+}
