@@ -374,4 +374,35 @@ func TestSessions(t *testing.T) {
 		}
 		expectNothing(t, mine, 500*time.Millisecond)
 	})
+	// S-TTL-5: when any message of a session has expired, all messages of that session
+	// expire (here: dead-lettered) when a receiver accepts the session; other sessions
+	// are unaffected.
+	t.Run("SessionExpiresAsAWhole", func(t *testing.T) {
+		t.Parallel()
+		p := sessionQueue("")
+		p.DeadLetteringOnMessageExpiration = to.Ptr(true)
+		q := e.queue(t, "sttl", p)
+		send(t, e.sender(t, q),
+			&azservicebus.Message{SessionID: to.Ptr("s"), Body: []byte("short"), TimeToLive: to.Ptr(time.Second)},
+			sessMsg("s", "long"), sessMsg("other", "fine"))
+		time.Sleep(2 * time.Second) // let the first message expire
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if r, err := e.c.AcceptSessionForQueue(ctx, q, "s", nil); err == nil {
+			got := receiveUpTo(t, r, 1, 2*time.Second)
+			r.Close(context.Background())
+			if len(got) != 0 {
+				t.Fatalf("session with an expired message delivered %q", got[0].Body)
+			}
+		}
+		ds := receiveN(t, e.dlq(t, q), 2, 10*time.Second)
+		for _, d := range ds {
+			if deref(d.DeadLetterReason) != "TTLExpiredException" {
+				t.Errorf("%s dead-lettered with reason %v", d.Body, deref(d.DeadLetterReason))
+			}
+		}
+		if got := receiveOne(t, e.accept(t, q, "other"), 10*time.Second); string(got.Body) != "fine" {
+			t.Fatalf("other session got %q", got.Body)
+		}
+	})
 }
