@@ -32,6 +32,13 @@ func FuzzMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
+		cp := *msg
+		if err := cp.Reencode(); err == nil {
+			again, _, err := parseMessage(cp.Raw)
+			if err != nil || again.MessageID != msg.MessageID || again.Subject != msg.Subject || len(again.ApplicationProperties) != len(msg.ApplicationProperties) {
+				t.Fatalf("Reencode changed the message: %v", err)
+			}
+		}
 		d := &Delivery{Message: msg, SequenceNumber: 7, EnqueuedTime: time.UnixMilli(1), DeliveryCount: 2,
 			LockedUntil: time.UnixMilli(2), DeadLettered: true, DeadLetterReason: "r"}
 		out, err := encodeDelivery(d, true)
