@@ -453,3 +453,79 @@ func TestMaxFrameSizeNegotiation(t *testing.T) {
 		t.Fatalf("only %d frames for a 3000-byte message", nframes)
 	}
 }
+
+// TestSessionWindowHoldsTransfers: the server never sends more transfer
+// frames than the client's session incoming-window allows, and resumes
+// when the window opens (part 2 §2.5.6).
+func TestSessionWindowHoldsTransfers(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := dialPlain(t, addr)
+	ctx := ctxT(t)
+	s, _ := c.NewSession(ctx, nil)
+	snd, _ := s.NewSender(ctx, "q1", nil)
+	for range 5 {
+		if err := snd.Send(ctx, goamqp.NewMessage([]byte("m")), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := dialRaw(t, addr)
+	rc.open()
+	rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 2, OutgoingWindow: 100}, nil)
+	rc.next()
+	first, settled := frames.RcvFirst, frames.SndSettled
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "w", Role: frames.RoleReceiver, SndSettleMode: &settled, RcvSettleMode: &first,
+		Source: &frames.Source{Address: "q1"}, Target: &frames.Target{}}, nil)
+	rc.next()
+	h, credit, nid := uint32(0), uint32(10), uint32(0)
+	rc.frame(frames.TypeAMQP, 0, &frames.Flow{NextIncomingID: &nid, IncomingWindow: 2, OutgoingWindow: 100, Handle: &h, LinkCredit: &credit}, nil)
+	count := func(want int, within time.Duration) int {
+		got := 0
+		_ = rc.nc.SetReadDeadline(time.Now().Add(within))
+		defer rc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for got < want+1 {
+			fr, err := rc.r.ReadFrame()
+			if err != nil {
+				break // deadline: nothing more came
+			}
+			if len(fr.Body) == 0 {
+				continue
+			}
+			if b, _ := frames.Parse(fr.Body); b != nil {
+				if _, ok := b.(*frames.Transfer); ok {
+					got++
+				}
+			}
+		}
+		return got
+	}
+	if n := count(2, 500*time.Millisecond); n != 2 {
+		t.Fatalf("%d transfers with an incoming window of 2", n)
+	}
+	nid = 2 // we received transfers 0 and 1
+	rc.frame(frames.TypeAMQP, 0, &frames.Flow{NextIncomingID: &nid, IncomingWindow: 100, OutgoingWindow: 100}, nil)
+	if n := count(3, 700*time.Millisecond); n != 3 {
+		t.Fatalf("%d more transfers after opening the window, want 3", n)
+	}
+}
+
+// TestReceiverDetachedWhenEntityGoes: a Backend error that ends the link
+// (the entity was deleted) detaches the receiver with that condition.
+func TestReceiverDetachedWhenEntityGoes(t *testing.T) {
+	_, b, addr := testServer(t, func(c *Config) { c.ReceiveWait = 100 * time.Millisecond })
+	b.addEntity(EntityInfo{Kind: KindQueue, Path: "doomed"})
+	c := dialPlain(t, addr)
+	ctx := ctxT(t)
+	s, _ := c.NewSession(ctx, nil)
+	r, err := s.NewReceiver(ctx, "doomed", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	delete(b.entities, "doomed")
+	b.mu.Unlock()
+	_, err = r.Receive(ctx, nil)
+	var le *goamqp.LinkError
+	if !errors.As(err, &le) || le.RemoteErr == nil || le.RemoteErr.Condition != condNotFound {
+		t.Fatalf("receive on a deleted entity: %v", err)
+	}
+}
