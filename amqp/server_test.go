@@ -103,3 +103,18 @@ func TestGoAMQPSendReceive(t *testing.T) {
 		t.Fatalf("unexpected message %v", m)
 	}
 }
+
+// TestSASLPlainRejected: a wrong key fails SASL with an auth outcome and the
+// connection is closed; the server keeps serving others.
+func TestSASLPlainRejected(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	ctx := ctxT(t)
+	for _, creds := range [][2]string{{"RootManageSharedAccessKey", "wrong"}, {"ghost", "secret-key"}} {
+		c, err := goamqp.Dial(ctx, "amqp://"+addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(creds[0], creds[1])})
+		if err == nil {
+			c.Close()
+			t.Fatalf("%v: login accepted", creds)
+		}
+	}
+	checkHealthy(t, addr)
+}
