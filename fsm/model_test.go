@@ -38,6 +38,8 @@ type modelRun struct {
 	expired map[string]int64  // S-TTL-5: sub/session -> last seq when one of its messages expired
 }
 
+// TestModelRandomized runs 12 seeded runs; with -tags long, 120 longer ones (add
+// -tags 'long invariants' to check the fsm's internal invariants after every step too).
 func TestModelRandomized(t *testing.T) {
 	cfgs := map[string]Config{}
 	qc := queueCfg()
@@ -62,12 +64,15 @@ func TestModelRandomized(t *testing.T) {
 	tc.Subscriptions[0].Queue.LockDurationMs = 5000
 	tc.Queue.DefaultTTLMs = 40_000
 	cfgs["topic"] = tc
-	steps := 1500
+	steps, seeds := 1500, int64(4)
 	if testing.Short() {
 		steps = 300
 	}
+	if longModel {
+		steps, seeds = 5000, 40
+	}
 	for _, name := range []string{"queue", "sessions", "topic"} {
-		for seed := int64(1); seed <= 4; seed++ {
+		for seed := int64(1); seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
 				runModel(t, cfgs[name], seed, steps)
 			})
@@ -383,7 +388,8 @@ func (m *modelRun) step(i int) {
 				}
 				continue
 			}
-			ok := justified[k] || cancelled[k.seq] || purged[Target{Sub: k.sub, DLQ: p.DeadLetter != nil}] || expired
+			ok := justified[k] || cancelled[k.seq] || purged[Target{Sub: k.sub, DLQ: p.DeadLetter != nil}] ||
+				purged[Target{Sub: k.sub, DLQ: true}] || expired // dead-lettered, then purged in one entry
 			if !ok {
 				m.t.Fatalf("step %d (%T): message %v vanished: %+v", i, cmd, k, p)
 			}

@@ -1,0 +1,5 @@
+//go:build long
+
+package fsm
+
+const longModel = true
