@@ -36,6 +36,7 @@ type modelRun struct {
 	owners  map[string]string // session id -> owner we accepted it as
 	restore *FSM              // restored midway, then fed the same entries
 	expired map[string]int64  // S-TTL-5: sub/session -> last seq when one of its messages expired
+	bodies  map[int64]string  // what was sent with each sequence number
 }
 
 // TestModelRandomized runs 12 seeded runs; with -tags long, 120 longer ones (add
@@ -82,7 +83,7 @@ func TestModelRandomized(t *testing.T) {
 
 func runModel(t *testing.T, cfg Config, seed int64, steps int) {
 	m := &modelRun{t: t, x: newTF(t, cfg), rng: rand.New(rand.NewSource(seed)), cfg: cfg,
-		held: map[Target][]*Message{}, tokens: map[LockToken]bool{}, owners: map[string]string{}, expired: map[string]int64{}}
+		held: map[Target][]*Message{}, tokens: map[LockToken]bool{}, owners: map[string]string{}, expired: map[string]int64{}, bodies: map[int64]string{}}
 	if cfg.Kind == KindQueue {
 		m.targets = []Target{q, dlq}
 	} else {
@@ -174,6 +175,7 @@ func (m *modelRun) step(i int) {
 	cancelled := map[int64]bool{}
 	var cmd Command
 	var onResult func(r Result)
+	var recvCheck func(cur map[mkey]*Message)
 	switch p := m.pick(100); {
 	case p < 30: // enqueue a batch
 		n := 1 + m.pick(3)
@@ -205,6 +207,27 @@ func (m *modelRun) step(i int) {
 			}
 			cmd = &Schedule{Messages: ms}
 		}
+		onResult = func(r Result) {
+			if r.Err != nil {
+				return
+			}
+			seen := map[string]bool{}
+			for j, msg := range ms {
+				if r.SeqNos[j] == 0 {
+					m.t.Fatalf("message %d of an accepted batch has no sequence number", j)
+				}
+				if id := msg.MessageID; id != "" && m.cfg.RequiresDuplicateDetection {
+					if seen[id] || m.bodies[r.SeqNos[j]] != "" {
+						continue // a duplicate (S-DUP-1): acknowledged with the original's number
+					}
+					seen[id] = true
+				}
+				if m.bodies[r.SeqNos[j]] != "" {
+					m.t.Fatalf("sequence number %d reused", r.SeqNos[j])
+				}
+				m.bodies[r.SeqNos[j]] = string(msg.Payload)
+			}
+		}
 	case p < 55: // receive
 		t := m.randTarget()
 		mode := PeekLock
@@ -218,7 +241,21 @@ func (m *modelRun) step(i int) {
 		}
 		cmd = rc
 		onResult = func(r Result) {
-			for _, msg := range r.Messages {
+			if n := len(r.Messages); n > 0 {
+				last := r.Messages[n-1].SequenceNumber
+				recvCheck = func(cur map[mkey]*Message) { // S-RCV-2, S-SES-3: nothing earlier was left behind
+					for k, c := range cur {
+						if k.sub == t.Sub && (c.DeadLetter != nil) == t.DLQ && c.State == StateActive &&
+							c.LockToken == (LockToken{}) && k.seq < last && (rc.SessionID == "" || c.SessionID == rc.SessionID) {
+							m.t.Fatalf("receive returned up to %d but left %d available", last, k.seq)
+						}
+					}
+				}
+			}
+			for j, msg := range r.Messages {
+				if j > 0 && msg.SequenceNumber <= r.Messages[j-1].SequenceNumber {
+					m.t.Fatalf("receive out of order: %d after %d", msg.SequenceNumber, r.Messages[j-1].SequenceNumber)
+				}
 				if !t.DLQ && msg.ExpiresAt <= x.now {
 					m.t.Fatalf("delivered an expired message %d", msg.SequenceNumber)
 				}
@@ -362,6 +399,14 @@ func (m *modelRun) step(i int) {
 		m.t.Fatalf("step %d: next deadline %d is not after now %d", i, nd, x.f.Now())
 	}
 	cur := m.all()
+	if recvCheck != nil {
+		recvCheck(cur)
+	}
+	for k, c := range cur {
+		if want := m.bodies[k.seq]; string(c.Payload) != want {
+			m.t.Fatalf("message %v has body %q, sent %q", k, c.Payload, want)
+		}
+	}
 	var newlyExpired []string
 	for k, p := range m.prev { // first pass: genuine expiries arm S-TTL-5 for this very step
 		if c := cur[k]; p.SessionID != "" && p.DeadLetter == nil && p.ExpiresAt <= x.f.Now() && (c == nil || c.DeadLetter != nil) {
