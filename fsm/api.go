@@ -57,7 +57,7 @@ type SubscriptionConfig struct {
 }
 
 // Config is the replicated configuration of one entity partition. It arrives through
-// NewFSM and the UpdateEntity command.
+// New and the UpdateEntity command.
 type Config struct {
 	Kind    EntityKind
 	GroupID uint32 // identifies this partition cluster-wide; the first 4 bytes of every lock token
@@ -90,7 +90,7 @@ type Message struct {
 	DeliveryCount int32 // S-LOCK-5: 0 until first delivery
 	State         MessageState
 	LockToken     LockToken
-	LockedUntil   int64           // Unix ms; 0 when not locked
+	LockedUntil   int64           // Unix ms; 0 when not locked; for a session message, the session lock's
 	DeadLetter    *DeadLetterInfo // set while the message is in a dead-letter sub-queue
 	Modified      bool
 }
@@ -272,7 +272,8 @@ type SetSessionState struct {
 }
 
 // Schedule stores messages to be activated at their ScheduledEnqueueTime (S-SCH-1);
-// it returns their sequence numbers.
+// it returns their sequence numbers. It is applied exactly like Enqueue (a time not in
+// the future activates the message at once); the separate opcode records intent.
 type Schedule struct {
 	Messages []*Message
 }
