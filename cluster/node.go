@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -39,6 +40,9 @@ type Node struct {
 	parts map[uint32]*replica // by group ID
 
 	kick    chan struct{} // cap 1: metadata changed, reconcile
+	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
+	// own change).
+	recMu   sync.Mutex
 	closing chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
@@ -244,9 +248,12 @@ type desired struct {
 
 // reconcile makes the partitions this node runs match the metadata: it opens the ones
 // placed here, pushes changed entity configuration to their leaders (S-ENT-3), and closes
-// and deletes the ones whose entity is gone. It is serialised by the reconcile loop (and
-// the start-up call before the loop runs).
-func (n *Node) reconcile(ctx context.Context) {
+// and deletes the ones whose entity is gone. It reports whether everything matches; when
+// a push had to wait for a partition's leader, it kicks itself to try again.
+func (n *Node) reconcile(ctx context.Context) (converged bool) {
+	n.recMu.Lock()
+	defer n.recMu.Unlock()
+	converged = true
 	want := map[uint32]desired{}
 	n.meta.read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
@@ -295,11 +302,16 @@ func (n *Node) reconcile(ctx context.Context) {
 	}
 	for i, r := range update {
 		if !r.p.IsLeader() {
-			continue // the group's leader pushes it (single node: this one, once elected)
+			// The group's leader pushes it. Here that is this replica once its
+			// election and barrier complete: try again shortly.
+			converged = false
+			n.retrySoon()
+			continue
 		}
 		if err := r.p.UpdateEntity(ctx, updateCfg[i]); err != nil {
 			n.log.Warn("update partition config", "entity", r.entity, "partition", r.index, "err", err)
-			n.changed() // try again
+			converged = false
+			n.retrySoon()
 			continue
 		}
 		n.mu.Lock()
@@ -318,6 +330,19 @@ func (n *Node) reconcile(ctx context.Context) {
 		}
 	}
 	_ = open
+	return converged
+}
+
+// retrySoon kicks the reconcile loop after a short pause.
+func (n *Node) retrySoon() {
+	t := time.AfterFunc(50*time.Millisecond, n.changed)
+	go func() {
+		select {
+		case <-n.closing:
+			t.Stop()
+		case <-time.After(time.Second):
+		}
+	}()
 }
 
 func containsNode(replicas []string, id string) bool {

@@ -37,42 +37,39 @@ func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
 	if err != nil {
 		return err
 	}
-	n.reconcile(ctx)
-	switch c := cmd.(type) {
-	case *meta.CreateQueue:
-		return n.waitServing(ctx, c.Name)
-	case *meta.CreateTopic:
-		return n.waitServing(ctx, c.Name)
-	}
-	return nil
+	return n.waitApplied(ctx)
 }
 
-// waitServing waits until every local partition of an entity has a leader, so that the
-// first send after a create does not meet an election.
-func (n *Node) waitServing(ctx context.Context, name string) error {
+// waitApplied waits until the partitions hosted here match the metadata (opened, and
+// leading with the current entity configuration), so that a client may use a change as
+// soon as it is acknowledged: the first send after a create meets no election, and a
+// receiver of a new subscription finds it.
+func (n *Node) waitApplied(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	for {
-		e, err := n.resolve(name)
-		if err == nil {
-			ok := true
-			for _, r := range e.parts {
-				if id, _ := r.p.Leader(); id == "" {
-					ok = false
-				}
-			}
-			if ok {
-				return nil
-			}
-		}
+	for !n.reconcile(ctx) || !n.localLeaders() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: partitions of %q elect no leader: %v", admin.ErrUnavailable, name, ctx.Err())
+			return fmt.Errorf("%w: the change is committed but its partitions are not serving yet: %v", admin.ErrUnavailable, ctx.Err())
 		case <-t.C:
 		}
 	}
+	return nil
+}
+
+// localLeaders reports whether every partition hosted here leads its group (one-voter
+// groups: each must be this replica, with its post-election barrier done).
+func (n *Node) localLeaders() bool {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, r := range n.parts {
+		if !r.p.IsLeader() {
+			return false
+		}
+	}
+	return true
 }
 
 func (n *Node) placeHere(partitions int32) [][]string {
