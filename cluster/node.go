@@ -39,7 +39,7 @@ type Node struct {
 	mu    sync.RWMutex
 	parts map[uint32]*replica // by group ID
 
-	kick    chan struct{} // cap 1: metadata changed, reconcile
+	kick chan struct{} // cap 1: metadata changed, reconcile
 	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
 	// own change).
 	recMu   sync.Mutex
