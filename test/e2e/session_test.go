@@ -198,8 +198,7 @@ func TestSessions(t *testing.T) {
 	})
 
 	// S-SES-4, S-SES-6: when the session lock expires while held, its locked messages'
-	// DeliveryCount is incremented and another receiver may take the session. (That the
-	// old holder has lost it is checked in pending_test.go: broker bug.)
+	// DeliveryCount is incremented and another receiver may take the session.
 	t.Run("LockExpiry", func(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "sexp", sessionQueue("PT5S"))
@@ -403,6 +402,48 @@ func TestSessions(t *testing.T) {
 		}
 		if got := receiveOne(t, e.accept(t, q, "other"), 10*time.Second); string(got.Body) != "fine" {
 			t.Fatalf("other session got %q", got.Body)
+		}
+	})
+	// S-SES-2, S-SES-4, S-SES-6: once a session lock expired and another client accepted
+	// the session, the old holder has lost it: it cannot renew it or receive the
+	// session's new messages, and closing it does not release the new holder's lock.
+	t.Run("OldHolderLostSession", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "sowner", sessionQueue("PT5S"))
+		send(t, e.sender(t, q), sessMsg("s", "1"))
+		a := e.accept(t, q, "s")
+		receiveOne(t, a, 10*time.Second)
+		clientB := e.n.Client(t)
+		var b *azservicebus.SessionReceiver
+		waitFor(t, 20*time.Second, "B to accept the expired session", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var err error
+			b, err = clientB.AcceptSessionForQueue(ctx, q, "s", nil)
+			return err == nil
+		})
+		defer b.Close(context.Background())
+		if m := receiveOne(t, b, 10*time.Second); m.DeliveryCount != 2 {
+			t.Errorf("B got DeliveryCount %d, want 2", m.DeliveryCount)
+		}
+		if err := a.RenewSessionLock(testCtx(t), nil); err == nil {
+			t.Errorf("A renewed the session lock that B holds")
+		}
+		send(t, e.sender(t, q), sessMsg("s", "2"))
+		rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer rcancel()
+		if got, _ := a.ReceiveMessages(rctx, 1, nil); len(got) != 0 { // an error is fine: A lost the session
+			t.Errorf("A (lock lost) received %q from the session B holds", got[0].Body)
+		}
+		a.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if c, err := e.n.Client(t).AcceptSessionForQueue(ctx, q, "s", nil); err == nil {
+			c.Close(context.Background())
+			t.Errorf("a third client accepted session s while B holds it (A's close released B's lock)")
+		}
+		if m := receiveOne(t, b, 10*time.Second); string(m.Body) != "2" {
+			t.Errorf("B got %q", m.Body)
 		}
 	})
 }
