@@ -109,8 +109,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // ClusterAddr is the address the cluster port is bound to.
 func (n *Node) ClusterAddr() string { return n.mux.Addr().String() }
 
+// raftLogger is hashicorp/raft's logger for one group. Raft reports ordinary events
+// (an election at start-up) as warnings, so it logs errors only unless the node runs at
+// debug level.
 func (n *Node) raftLogger(name string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "raft." + name, Level: hclog.Warn, Output: os.Stderr})
+	level := hclog.Error
+	if n.log.Enabled(context.Background(), slog.LevelDebug) {
+		level = hclog.Debug
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "raft." + name, Level: level, Output: os.Stderr})
 }
 
 func (n *Node) bootstrap(ctx context.Context) error {
