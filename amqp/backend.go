@@ -62,15 +62,28 @@ func (r Rights) Has(want Rights) bool {
 
 // SASKey is a shared access authorization rule.
 type SASKey struct {
-	Name   string
-	Key    string // the key string; its raw UTF-8 bytes are the HMAC key
-	Rights Rights
+	Name string
+	// Key is the key string; its raw UTF-8 bytes are the HMAC key. A token
+	// signed with SecondaryKey (when set) is valid too.
+	Key          string
+	SecondaryKey string
+	Rights       Rights
 }
 
-// Authenticator looks up shared access keys.
+// Authenticator looks up namespace-level shared access keys.
 type Authenticator interface {
 	// SASKey returns the key with this name, or ErrNotFound.
 	SASKey(ctx context.Context, name string) (SASKey, error)
+}
+
+// EntityAuthenticator is an optional Backend capability: entity-level
+// authorization rules (a queue's, topic's or subscription's
+// AuthorizationRules). amqp asks it when a token's key name is not a
+// namespace key; such a key authorizes only paths under that entity.
+type EntityAuthenticator interface {
+	// EntitySASKey returns the rule named name on the entity at path
+	// ("q1", "t1", "t1/Subscriptions/s1"), or ErrNotFound.
+	EntitySASKey(ctx context.Context, path, name string) (SASKey, error)
 }
 
 // EntityKind is the kind of a messaging entity.

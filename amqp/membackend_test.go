@@ -13,12 +13,14 @@ import (
 // sub-queues, deferral, scheduling, sessions, topics copying to every
 // subscription. It is not the broker; it exists to exercise the protocol.
 type memBackend struct {
-	mu       sync.Mutex
-	keys     map[string]SASKey
-	entities map[string]*memEntity // by lower-case path
-	changed  chan struct{}         // closed and replaced on every change
-	now      func() time.Time
-	maxDC    uint32
+	mu   sync.Mutex
+	keys map[string]SASKey
+	// entityKeys are entity-level rules by lower-case entity path, then name.
+	entityKeys map[string]map[string]SASKey
+	entities   map[string]*memEntity // by lower-case path
+	changed    chan struct{}         // closed and replaced on every change
+	now        func() time.Time
+	maxDC      uint32
 }
 
 type memEntity struct {
@@ -57,10 +59,11 @@ func newMemBackend() *memBackend {
 			"RootManageSharedAccessKey": {Name: "RootManageSharedAccessKey", Key: "secret-key", Rights: RightManage},
 			"listen":                    {Name: "listen", Key: "listen-key", Rights: RightListen},
 		},
-		entities: map[string]*memEntity{},
-		changed:  make(chan struct{}),
-		now:      time.Now,
-		maxDC:    10,
+		entities:   map[string]*memEntity{},
+		entityKeys: map[string]map[string]SASKey{},
+		changed:    make(chan struct{}),
+		now:        time.Now,
+		maxDC:      10,
 	}
 }
 
@@ -88,6 +91,16 @@ func (b *memBackend) SASKey(_ context.Context, name string) (SASKey, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k, ok := b.keys[name]
+	if !ok {
+		return SASKey{}, ErrNotFound
+	}
+	return k, nil
+}
+
+func (b *memBackend) EntitySASKey(_ context.Context, path, name string) (SASKey, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k, ok := b.entityKeys[strings.ToLower(path)][name]
 	if !ok {
 		return SASKey{}, ErrNotFound
 	}
@@ -545,4 +558,7 @@ func (b *memBackend) ListSessions(_ context.Context, a Address, skip, top int) (
 	return ids[:min(top, len(ids))], nil
 }
 
-var _ Backend = (*memBackend)(nil)
+var (
+	_ Backend             = (*memBackend)(nil)
+	_ EntityAuthenticator = (*memBackend)(nil)
+)

@@ -241,15 +241,16 @@ func (c *conn) putToken(ctx context.Context, req *rpcRequest) (rpcResponse, *cla
 	if err != nil {
 		return unauthorized("InvalidSignature: " + err.Error())
 	}
-	key, err := c.b.SASKey(ctx, sas.skn)
+	srPath := resourcePath(sas.srUnescaped)
+	key, scope, err := c.lookupKey(ctx, sas.skn, srPath)
 	if err != nil {
 		return unauthorized(fmt.Sprintf("InvalidSignature: The token has an invalid signature (unknown key '%s')", sas.skn))
 	}
-	mac := hmac.New(sha256.New, []byte(key.Key))
-	mac.Write([]byte(sas.sr + "\n" + sas.se))
-	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	if !hmac.Equal([]byte(want), []byte(sas.sig)) {
+	if !sasValid(key.Key, sas) && (key.SecondaryKey == "" || !sasValid(key.SecondaryKey, sas)) {
 		return unauthorized("InvalidSignature: The token has an invalid signature")
+	}
+	if scope != "" && srPath != scope && !strings.HasPrefix(srPath, scope+"/") {
+		return unauthorized(fmt.Sprintf("InvalidAudience: the key '%s' of entity '%s' does not cover '%s'", sas.skn, scope, srPath))
 	}
 	se, err := strconv.ParseInt(sas.se, 10, 64)
 	if err != nil {
@@ -259,7 +260,6 @@ func (c *conn) putToken(ctx context.Context, req *rpcRequest) (rpcResponse, *cla
 	if c.now().After(expires) {
 		return unauthorized(fmt.Sprintf("ExpiredToken: The token is expired. Expiration time: '%s'", expires.UTC().Format("2006-01-02 15:04:05Z")))
 	}
-	srPath := resourcePath(sas.srUnescaped)
 	audPath := resourcePath(audience)
 	if audience != "" && srPath != "" && audPath != srPath && !strings.HasPrefix(audPath, srPath+"/") {
 		return unauthorized("InvalidAudience: The token audience does not cover '" + audience + "'")
@@ -275,6 +275,41 @@ func (c *conn) putToken(ctx context.Context, req *rpcRequest) (rpcResponse, *cla
 		}
 	}
 	return rpcResponse{status: 202, desc: "Accepted"}, &claim{path: srPath, rights: key.Rights, expires: expires}
+}
+
+// sasValid checks the token's signature with one key: HMAC-SHA256 over the
+// raw sr, a newline and the raw se, keyed by the key's UTF-8 bytes.
+func sasValid(key string, sas sasToken) bool {
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(sas.sr + "\n" + sas.se))
+	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	return hmac.Equal([]byte(want), []byte(sas.sig))
+}
+
+// lookupKey finds a namespace key, or else an entity-level rule on the
+// entity the token's resource names (for a subscription, the subscription's
+// rules, then its topic's). scope is the lower-case entity path an entity
+// key is limited to ("" for a namespace key).
+func (c *conn) lookupKey(ctx context.Context, name, srPath string) (SASKey, string, error) {
+	key, err := c.b.SASKey(ctx, name)
+	if err == nil {
+		return key, "", nil
+	}
+	ea, ok := c.b.(EntityAuthenticator)
+	if !ok || srPath == "" {
+		return SASKey{}, "", err
+	}
+	ent, _ := parseEntityPath(strings.TrimSuffix(strings.TrimSuffix(srPath, "$management"), "/"))
+	candidates := []string{ent}
+	if i := strings.Index(ent, "/subscriptions/"); i > 0 {
+		candidates = append(candidates, ent[:i])
+	}
+	for _, p := range candidates {
+		if key, err := ea.EntitySASKey(ctx, p, name); err == nil {
+			return key, strings.ToLower(p), nil
+		}
+	}
+	return SASKey{}, "", ErrNotFound
 }
 
 type sasToken struct {

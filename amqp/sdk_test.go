@@ -463,3 +463,38 @@ func TestSDKExpiredSessionLockIsLost(t *testing.T) {
 		t.Error("a third client accepted the session B holds (A's close released B's lock)")
 	}
 }
+
+// TestSDKEntityLevelKey: an entity-level Listen rule (primary or secondary
+// key) can receive from its entity but not send to it, nor reach another
+// entity. protocol.md §3, S-SEND-2.
+func TestSDKEntityLevelKey(t *testing.T) {
+	_, b, addr := testServer(t, nil)
+	b.mu.Lock()
+	b.entityKeys["q1"] = map[string]SASKey{"listener": {Name: "listener", Key: "primary-k", SecondaryKey: "secondary-k", Rights: RightListen}}
+	b.mu.Unlock()
+	send(t, rootClient(t, addr), "q1", &azservicebus.Message{Body: []byte("x")}, &azservicebus.Message{Body: []byte("y")})
+	ctx := ctxT(t)
+	var sbErr *azservicebus.Error
+	for _, key := range []string{"primary-k", "secondary-k"} {
+		c := sdkClient(t, addr, "listener", key)
+		r, err := c.NewReceiverForQueue("q1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := receiveN(t, r, 1)[0]
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatalf("%s: complete: %v", key, err)
+		}
+		s, _ := c.NewSender("q1", nil)
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("z")}, nil); !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess {
+			t.Fatalf("%s: send with a listen-only entity key: %v", key, err)
+		}
+		other, _ := c.NewReceiverForQueue("sq", nil)
+		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = other.ReceiveMessages(short, 1, nil)
+		cancel()
+		if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess {
+			t.Fatalf("%s: another entity with q1's key: %v", key, err)
+		}
+	}
+}
