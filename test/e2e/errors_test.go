@@ -203,4 +203,65 @@ func TestErrors(t *testing.T) {
 			t.Fatalf("got another message")
 		}
 	})
+	// S-ENT-2: properties out of bounds are refused at creation; RequiresSession is
+	// fixed at creation.
+	t.Run("EntityBounds", func(t *testing.T) {
+		t.Parallel()
+		for label, p := range map[string]*admin.QueueProperties{
+			"LockDuration 1s":     {LockDuration: to.Ptr("PT1S")},
+			"LockDuration 6m":     {LockDuration: to.Ptr("PT6M")},
+			"MaxDeliveryCount 0":  {MaxDeliveryCount: to.Ptr[int32](0)},
+			"dedup window 10s":    {RequiresDuplicateDetection: to.Ptr(true), DuplicateDetectionHistoryTimeWindow: to.Ptr("PT10S")},
+			"AutoDeleteOnIdle 1m": {AutoDeleteOnIdle: to.Ptr("PT1M")},
+		} {
+			q := name("bounds")
+			if _, err := e.admin.CreateQueue(testCtx(t), q, &admin.CreateQueueOptions{Properties: p}); err == nil {
+				t.Errorf("%s: queue created", label)
+			}
+		}
+		q := e.queue(t, "fixed", nil)
+		got, err := e.admin.GetQueue(testCtx(t), q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := got.LockDuration; d == nil || *d != "PT1M" {
+			t.Errorf("default LockDuration %v, want PT1M", deref(d))
+		}
+		if c := got.MaxDeliveryCount; c == nil || *c != 10 {
+			t.Errorf("default MaxDeliveryCount %v, want 10", deref(c))
+		}
+		p := got.QueueProperties
+		p.RequiresSession = to.Ptr(true)
+		if _, err := e.admin.UpdateQueue(testCtx(t), q, p, nil); err == nil {
+			t.Errorf("RequiresSession changed after creation")
+		}
+	})
+
+	// S-ENT-1, S-SEND-5: runtime counts follow what clients do: active, scheduled,
+	// dead-lettered.
+	t.Run("RuntimeCounts", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "counts", nil)
+		s := e.sender(t, q)
+		send(t, s, body("a"), body("b"), body("c"))
+		if _, err := s.ScheduleMessages(testCtx(t), []*azservicebus.Message{body("later")}, time.Now().Add(time.Hour), nil); err != nil {
+			t.Fatal(err)
+		}
+		r := e.receiver(t, q, nil)
+		m := receiveOne(t, r, 10*time.Second)
+		if err := r.DeadLetterMessage(testCtx(t), m, nil); err != nil {
+			t.Fatal(err)
+		}
+		rp, err := e.admin.GetQueueRuntimeProperties(testCtx(t), q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rp.ActiveMessageCount != 2 || rp.ScheduledMessageCount != 1 || rp.DeadLetterMessageCount != 1 || rp.TotalMessageCount != 4 {
+			t.Errorf("counts: active %d scheduled %d dead-letter %d total %d; want 2 1 1 4",
+				rp.ActiveMessageCount, rp.ScheduledMessageCount, rp.DeadLetterMessageCount, rp.TotalMessageCount)
+		}
+		if rp.SizeInBytes <= 0 {
+			t.Errorf("SizeInBytes %d", rp.SizeInBytes)
+		}
+	})
 }

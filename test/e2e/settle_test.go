@@ -521,4 +521,98 @@ func TestSettlement(t *testing.T) {
 			t.Errorf("DeliveryCount %d, want 2", m2.DeliveryCount)
 		}
 	})
+	// S-LOCK-1, S-DUR-3: receivers competing on one queue each get distinct messages;
+	// every message is delivered and completed exactly once.
+	t.Run("CompetingReceivers", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "compete", nil)
+		s := e.sender(t, q)
+		const total = 200
+		b, err := s.NewMessageBatch(testCtx(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range total {
+			if err := b.AddMessage(body(fmt.Sprint(i)), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SendMessageBatch(testCtx(t), b, nil); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			bodies []string
+			err    error
+		}
+		results := make(chan result, 4)
+		for range 4 {
+			r := e.receiver(t, q, nil)
+			go func() {
+				var res result
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					msgs, err := r.ReceiveMessages(ctx, 7, nil)
+					cancel()
+					if len(msgs) == 0 {
+						if err != nil && ctx.Err() == nil {
+							res.err = err
+						}
+						results <- res
+						return
+					}
+					for _, m := range msgs {
+						if err := r.CompleteMessage(context.Background(), m, nil); err != nil {
+							res.err = err
+							results <- res
+							return
+						}
+						res.bodies = append(res.bodies, string(m.Body))
+					}
+				}
+			}()
+		}
+		seen := map[string]int{}
+		for range 4 {
+			res := <-results
+			if res.err != nil {
+				t.Errorf("receiver: %v", res.err)
+			}
+			for _, b := range res.bodies {
+				seen[b]++
+			}
+		}
+		for i := range total {
+			if n := seen[fmt.Sprint(i)]; n != 1 {
+				t.Errorf("message %d completed %d times", i, n)
+			}
+		}
+	})
+
+	// protocol.md §6.2, S-LOCK-5: messages the SDK releases (delivered on credit left over
+	// after a receive call returned) are available again at once, and a release is not a
+	// delivery attempt: DeliveryCount stays 1.
+	t.Run("ReleasedDoesNotCount", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "release", nil)
+		s := e.sender(t, q)
+		send(t, s, body("first"))
+		r1 := e.receiver(t, q, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		msgs, err := r1.ReceiveMessages(ctx, 10, nil) // returns with 1; 9 credits stay open
+		cancel()
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("first receive: %d messages, %v", len(msgs), err)
+		}
+		send(t, s, body("a"), body("b"), body("c"))
+		r2 := e.receiver(t, q, nil)
+		got := receiveN(t, r2, 3, 15*time.Second)
+		for _, m := range got {
+			if m.DeliveryCount != 1 {
+				t.Errorf("%s: DeliveryCount %d after a release, want 1", m.Body, m.DeliveryCount)
+			}
+		}
+		if err := r1.CompleteMessage(testCtx(t), msgs[0], nil); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
