@@ -275,4 +275,86 @@ func TestTopics(t *testing.T) {
 			expectNothing(t, r, 500*time.Millisecond)
 		}
 	})
+	// S-TOP-1: a subscription created with a DefaultRule starts with exactly that rule;
+	// a filter that fails to evaluate sends the copy to the subscription's DLQ with reason
+	// FilterEvaluationException when EnableDeadLetteringOnFilterEvaluationExceptions is set.
+	t.Run("DefaultRuleAndFilterErrors", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "defrule", nil)
+		if _, err := e.admin.CreateSubscription(testCtx(t), tp, "eu", &admin.CreateSubscriptionOptions{
+			Properties: &admin.SubscriptionProperties{DefaultRule: &admin.RuleProperties{Name: "onlyeu",
+				Filter: &admin.SQLFilter{Expression: "region = 'eu'"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.admin.CreateSubscription(testCtx(t), tp, "div", &admin.CreateSubscriptionOptions{
+			Properties: &admin.SubscriptionProperties{
+				EnableDeadLetteringOnFilterEvaluationExceptions: to.Ptr(true),
+				DefaultRule: &admin.RuleProperties{Name: "ratio", Filter: &admin.SQLFilter{Expression: "10 / n > 1"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := e.admin.GetRule(testCtx(t), tp, "eu", "$Default", nil); err != nil || r != nil {
+			t.Errorf("subscription created with a DefaultRule also has $Default (%v, %v)", r, err)
+		}
+		if r, err := e.admin.GetRule(testCtx(t), tp, "eu", "onlyeu", nil); err != nil || r == nil {
+			t.Fatalf("rule onlyeu: %v, %v", r, err)
+		}
+		s := e.sender(t, tp)
+		for _, m := range []struct {
+			b      string
+			region string
+			n      int64
+		}{{"eu-5", "eu", 5}, {"us-2", "us", 2}, {"eu-0", "eu", 0}} {
+			send(t, s, &azservicebus.Message{Body: []byte(m.b), ApplicationProperties: map[string]any{"region": m.region, "n": m.n}})
+		}
+		if got := fmt.Sprint(bodies(drain(t, e.subReceiver(t, tp, "eu", nil), 2))); got != "[eu-5 eu-0]" {
+			t.Errorf("eu got %v", got)
+		}
+		if got := fmt.Sprint(bodies(drain(t, e.subReceiver(t, tp, "div", nil), 2))); got != "[eu-5 us-2]" {
+			t.Errorf("div got %v", got)
+		}
+		d := drain(t, e.subReceiver(t, tp, "div", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}), 1)[0]
+		if string(d.Body) != "eu-0" || deref(d.DeadLetterReason) != "FilterEvaluationException" {
+			t.Errorf("div DLQ got %q reason %v", d.Body, deref(d.DeadLetterReason))
+		}
+	})
+
+	// S-DLQ-1, S-ENT-1: the dead-letter sub-queue of a session-enabled subscription is
+	// received without sessions; S-LOCK-5 in a session: MaxDeliveryCount applies.
+	t.Run("SessionDLQ", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "sessdlq", nil)
+		if _, err := e.admin.CreateSubscription(testCtx(t), tp, "s", &admin.CreateSubscriptionOptions{
+			Properties: &admin.SubscriptionProperties{RequiresSession: to.Ptr(true), MaxDeliveryCount: to.Ptr[int32](2)}}); err != nil {
+			t.Fatal(err)
+		}
+		send(t, e.sender(t, tp), sessMsg("x", "poison"), sessMsg("x", "bad"))
+		r, err := e.c.AcceptSessionForSubscription(testCtx(t), tp, "s", "x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(context.Background())
+		for i := 1; i <= 2; i++ {
+			m := receiveOne(t, r, 10*time.Second)
+			if string(m.Body) != "poison" || m.DeliveryCount != uint32(i) {
+				t.Fatalf("delivery %d: %q count %d", i, m.Body, m.DeliveryCount)
+			}
+			if err := r.AbandonMessage(testCtx(t), m, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := receiveOne(t, r, 10*time.Second)
+		if string(m.Body) != "bad" {
+			t.Fatalf("after max deliveries got %q", m.Body)
+		}
+		if err := r.DeadLetterMessage(testCtx(t), m, &azservicebus.DeadLetterOptions{Reason: to.Ptr("manual")}); err != nil {
+			t.Fatal(err)
+		}
+		ds := drain(t, e.subReceiver(t, tp, "s", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}), 2)
+		if deref(ds[0].DeadLetterReason) != "MaxDeliveryCountExceeded" || deref(ds[1].DeadLetterReason) != "manual" {
+			t.Errorf("DLQ reasons %v, %v", deref(ds[0].DeadLetterReason), deref(ds[1].DeadLetterReason))
+		}
+		if deref(ds[0].SessionID) != "x" {
+			t.Errorf("dead-lettered session message lost its SessionID: %v", deref(ds[0].SessionID))
+		}
+	})
 }
