@@ -136,15 +136,24 @@ func TestLeaderTimerFollowsConfigClock(t *testing.T) {
 		}
 	}
 
+	// advance moves the clock once the leader's timer is armed for the fsm's current
+	// next deadline, so the timer is not computed from a time read before the jump.
+	advance := func(d time.Duration) {
+		t.Helper()
+		waitFor(t, 10*time.Second, "the leader timer to be armed", func() bool {
+			return p.armed.Load() == p.m.next.Load()
+		})
+		clk.Advance(d)
+	}
 	// 29s: nothing is due; the lock still holds.
-	clk.Advance(29 * time.Second)
+	advance(29 * time.Second)
 	time.Sleep(100 * time.Millisecond) // give a wrong early tick the chance to happen
 	if _, err := p.RenewLock(ctxT(t, 5*time.Second), fsm.Target{}, []fsm.LockToken{yTok}); err != nil {
 		t.Fatalf("renew before expiry: %v", err)
 	}
 	// Renewed at start+29s: now locked until start+59s. Advance to start+61s: the lock
 	// and X's TTL are both due; one timer-driven tick applies them.
-	clk.Advance(32 * time.Second)
+	advance(32 * time.Second)
 	waitFor(t, 10*time.Second, "the tick to expire X and unlock Y", func() bool {
 		ms, err := p.Peek(ctxT(t, time.Second), fsm.Target{}, 0, 10)
 		return err == nil && len(ms) == 1 && ms[0].MessageID == "Y" && ms[0].LockedUntil == 0

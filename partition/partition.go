@@ -194,7 +194,9 @@ func (p *Partition) runLeader() {
 			return
 		}
 		nd := p.m.next.Load()
-		p.armed.Store(nd)
+		// armed is stored only once the timer exists; an apply that races with this
+		// sees a stale value and signals deadlineCh, which re-arms (harmless).
+		defer p.armed.Store(nd)
 		if nd == fsm.NeverMs {
 			return
 		}

@@ -20,11 +20,15 @@ func msg(id string, payload []byte) *fsm.Message {
 }
 
 // enqueueAll sends n single-message enqueues from `senders` goroutines to the leader of g
-// and returns each acknowledged message's sequence number by index. Every send must be
-// acknowledged (no failover happens meanwhile).
+// and returns each acknowledged message's sequence number by index. A send refused by a
+// follower is retried on the leader; so is one whose outcome is unknown (leadership lost
+// after submission) when the queue detects duplicates (S-DUP-1), which makes the retry
+// idempotent. Anything else fails the test.
 func enqueueAll(t *testing.T, c *cluster, g uint32, n, senders int, mk func(i int) *fsm.Message) []int64 {
 	t.Helper()
-	_, lp := c.leader(g, 10*time.Second)
+	c.mu.Lock()
+	dedup := c.cfgs[g].RequiresDuplicateDetection
+	c.mu.Unlock()
 	seqs := make([]int64, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -38,12 +42,18 @@ func enqueueAll(t *testing.T, c *cluster, g uint32, n, senders int, mk func(i in
 				if i >= n {
 					return
 				}
-				s, err := lp.Enqueue(ctxT(t, 30*time.Second), []*fsm.Message{mk(i)})
-				if err != nil {
-					errs <- fmt.Errorf("enqueue %d: %w", i, err)
-					return
+				for {
+					_, lp := c.leader(g, 20*time.Second)
+					s, err := lp.Enqueue(ctxT(t, 30*time.Second), []*fsm.Message{mk(i)})
+					if err == nil {
+						seqs[i] = s[0]
+						break
+					}
+					if !errors.Is(err, ErrNotLeader) || (errors.Is(err, ErrOutcomeUnknown) && !dedup) {
+						errs <- fmt.Errorf("enqueue %d: %w", i, err)
+						return
+					}
 				}
-				seqs[i] = s[0]
 			}
 		}()
 	}
@@ -55,17 +65,78 @@ func enqueueAll(t *testing.T, c *cluster, g uint32, n, senders int, mk func(i in
 	return seqs
 }
 
-// drain receives (peek-lock) and completes everything available on the leader of g and
-// returns how often each message id was received.
+// remaining counts the messages of a target (active, locked, scheduled, deferred), read
+// on the current leader.
+func remaining(t *testing.T, c *cluster, g uint32, tgt fsm.Target) int64 {
+	t.Helper()
+	st := retry(t, c, g, func(p *Partition) (fsm.Stats, error) { return p.Stats(ctxT(t, 5*time.Second)) })
+	for _, ts := range st.Targets {
+		if ts.Target == tgt {
+			return ts.Active + ts.Scheduled + ts.Deferred
+		}
+	}
+	return 0
+}
+
+// complete settles tokens with Complete on the leader, across leader changes. After an
+// attempt with an unknown outcome, a retry that finds every lock lost means that attempt
+// committed (the batch is one command: all or nothing).
+func complete(t *testing.T, c *cluster, g uint32, tgt fsm.Target, toks []fsm.LockToken) {
+	t.Helper()
+	unknown := false
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, p := c.leader(g, 20*time.Second)
+		terrs, err := p.Settle(ctxT(t, 10*time.Second), fsm.Settle{Target: tgt, Tokens: toks, Disposition: fsm.Complete})
+		if err == nil {
+			return
+		}
+		if errors.Is(err, ErrNotLeader) && time.Now().Before(deadline) {
+			unknown = unknown || errors.Is(err, ErrOutcomeUnknown)
+			continue
+		}
+		if unknown && len(terrs) == len(toks) {
+			all := true
+			for _, e := range terrs {
+				all = all && errors.Is(e, fsm.ErrLockLost)
+			}
+			if all {
+				return
+			}
+		}
+		t.Fatalf("complete %d tokens: %v", len(toks), err)
+	}
+}
+
+// drain receives (peek-lock) and completes everything in a target on the leader of g
+// and returns how often each message id was received. It survives leader changes: a
+// receive whose outcome was unknown may have locked messages nobody saw; they come back
+// when their lock expires, so drain waits until the target is empty.
 func drain(t *testing.T, c *cluster, g uint32, tgt fsm.Target) map[string]int {
 	t.Helper()
 	got := map[string]int{}
+	deadline := time.Now().Add(60 * time.Second)
 	for {
-		msgs := retry(t, c, g, func(p *Partition) ([]*fsm.Message, error) {
-			return p.Receive(ctxT(t, 10*time.Second), fsm.Receive{Target: tgt, Mode: fsm.PeekLock, Max: 256}, 0)
-		})
+		_, p := c.leader(g, 20*time.Second)
+		msgs, err := p.Receive(ctxT(t, 10*time.Second), fsm.Receive{Target: tgt, Mode: fsm.PeekLock, Max: 256}, 0)
+		if errors.Is(err, ErrNotLeader) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
 		if len(msgs) == 0 {
-			return got
+			if remaining(t, c, g, tgt) == 0 {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("target still holds %d messages nobody can receive", remaining(t, c, g, tgt))
+			}
+			// Locked by a receive whose answer was lost: wait for the lock to expire.
+			_, p = c.leader(g, 20*time.Second)
+			msgs, err = p.Receive(ctxT(t, 10*time.Second), fsm.Receive{Target: tgt, Mode: fsm.PeekLock, Max: 256}, time.Second)
+			if err != nil || len(msgs) == 0 {
+				continue
+			}
 		}
 		toks := make([]fsm.LockToken, len(msgs))
 		for i, m := range msgs {
@@ -75,14 +146,7 @@ func drain(t *testing.T, c *cluster, g uint32, tgt fsm.Target) map[string]int {
 				t.Fatalf("token %x does not name group %d", m.LockToken, g)
 			}
 		}
-		terrs := retry(t, c, g, func(p *Partition) ([]error, error) {
-			return p.Settle(ctxT(t, 10*time.Second), fsm.Settle{Target: tgt, Tokens: toks, Disposition: fsm.Complete})
-		})
-		for i, e := range terrs {
-			if e != nil {
-				t.Fatalf("complete %s: %v", msgs[i].MessageID, e)
-			}
-		}
+		complete(t, c, g, tgt, toks)
 	}
 }
 
@@ -90,7 +154,10 @@ func drain(t *testing.T, c *cluster, g uint32, tgt fsm.Target) map[string]int {
 // of the leader; the new leader delivers each exactly once (S-DUR-1, S-SEND-1, S-DUR-3).
 func TestFailoverKeepsAcknowledgedEnqueues(t *testing.T) {
 	c := newCluster(t, 3, nil)
-	c.addGroup(testQueue(1, 30*time.Second))
+	qc := testQueue(1, 5*time.Second)    // a receive lost in a leader change costs at most this
+	qc.RequiresDuplicateDetection = true // retried sends stay exactly-once (S-DUP-1)
+	qc.DuplicateWindowMs = time.Hour.Milliseconds()
+	c.addGroup(qc)
 	const n = 10000
 	seqs := enqueueAll(t, c, 1, n, 64, func(i int) *fsm.Message {
 		return msg("m"+strconv.Itoa(i), []byte("payload-"+strconv.Itoa(i)))
@@ -133,7 +200,7 @@ func TestFailoverKeepsAcknowledgedEnqueues(t *testing.T) {
 // tick, with DeliveryCount incremented (S-LOCK-4, S-LOCK-5), and its old token is lost
 // (S-LOCK-9).
 func TestLockSurvivesFailover(t *testing.T) {
-	const lock = 4 * time.Second
+	const lock = 8 * time.Second
 	c := newCluster(t, 3, nil)
 	c.addGroup(testQueue(1, lock))
 	li, lp := c.leader(1, 10*time.Second)
@@ -164,10 +231,16 @@ func TestLockSurvivesFailover(t *testing.T) {
 	if now := time.Now().UnixMilli(); now >= a[0].LockedUntil {
 		t.Fatalf("failover took longer than the lock (%d ms past LockedUntil); test needs a longer lock", now-a[0].LockedUntil)
 	}
-	terrs, err := np.Settle(ctxT(t, 5*time.Second), fsm.Settle{Tokens: []fsm.LockToken{a[0].LockToken}, Disposition: fsm.Complete})
-	if err != nil || (len(terrs) > 0 && terrs[0] != nil) {
-		t.Fatalf("completing A with its old-leader token: %v %v", err, terrs)
+	// Completing A with its old-leader token succeeds (retried only across a further
+	// leader change), and A is gone.
+	complete(t, c, 1, fsm.Target{}, []fsm.LockToken{a[0].LockToken})
+	left := retry(t, c, 1, func(p *Partition) ([]*fsm.Message, error) {
+		return p.Peek(ctxT(t, 5*time.Second), fsm.Target{}, 0, 10)
+	})
+	if len(left) != 1 || left[0].MessageID != "B" {
+		t.Fatalf("after completing A the queue holds %v, want only B", left)
 	}
+	_, np = c.leader(1, 15*time.Second)
 	// B is still locked: not receivable before its LockedUntil.
 	if ms := recv1(np, 0); len(ms) != 0 && time.Now().UnixMilli() < bUntil {
 		t.Fatalf("B delivered again before its lock expired: %+v", ms[0])
@@ -184,14 +257,10 @@ func TestLockSurvivesFailover(t *testing.T) {
 		t.Fatalf("B DeliveryCount = %d, want 2 (S-LOCK-5)", ms[0].DeliveryCount)
 	}
 	// The expired token is lost (S-LOCK-9); the new one works.
-	terrs, err = np.Settle(ctxT(t, 5*time.Second), fsm.Settle{Tokens: []fsm.LockToken{b[0].LockToken}, Disposition: fsm.Complete})
-	if !errors.Is(err, fsm.ErrLockLost) && !(len(terrs) == 1 && errors.Is(terrs[0], fsm.ErrLockLost)) {
-		t.Fatalf("settle with expired token: %v %v, want ErrLockLost", err, terrs)
+	if _, err := np.Settle(ctxT(t, 5*time.Second), fsm.Settle{Tokens: []fsm.LockToken{b[0].LockToken}, Disposition: fsm.Complete}); !errors.Is(err, fsm.ErrLockLost) {
+		t.Fatalf("settle with expired token: %v, want ErrLockLost", err)
 	}
-	terrs, err = np.Settle(ctxT(t, 5*time.Second), fsm.Settle{Tokens: []fsm.LockToken{ms[0].LockToken}, Disposition: fsm.Complete})
-	if err != nil || (len(terrs) > 0 && terrs[0] != nil) {
-		t.Fatalf("complete B: %v %v", err, terrs)
-	}
+	complete(t, c, 1, fsm.Target{}, []fsm.LockToken{ms[0].LockToken})
 	c.restart(1, li)
 	c.checkConverged(1)
 }
@@ -219,14 +288,11 @@ func TestTTLAndScheduleOnNewLeader(t *testing.T) {
 	}
 	expiresAt := peek[0].ExpiresAt
 	c.stop(1, li)
-	_, np := c.leader(1, 15*time.Second)
+	c.leader(1, 15*time.Second)
 
 	// X disappears by the new leader's tick, not before ExpiresAt.
 	active := func() int64 {
-		st, err := np.Stats(ctxT(t, time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := retry(t, c, 1, func(p *Partition) (fsm.Stats, error) { return p.Stats(ctxT(t, 5*time.Second)) })
 		var n int64
 		for _, ts := range st.Targets {
 			if ts.Target == (fsm.Target{}) {
@@ -243,10 +309,12 @@ func TestTTLAndScheduleOnNewLeader(t *testing.T) {
 		t.Fatalf("X expired at %d, before ExpiresAt %d", now, expiresAt)
 	}
 	// Y becomes receivable at its scheduled time: a waiting receive wakes on activation.
-	ms, err := np.Receive(ctxT(t, 20*time.Second), fsm.Receive{Mode: fsm.PeekLock, Max: 10}, 10*time.Second)
+	ms := retry(t, c, 1, func(p *Partition) ([]*fsm.Message, error) {
+		return p.Receive(ctxT(t, 20*time.Second), fsm.Receive{Mode: fsm.PeekLock, Max: 10}, 10*time.Second)
+	})
 	at := time.Now().UnixMilli()
-	if err != nil || len(ms) != 1 || ms[0].MessageID != "Y" {
-		t.Fatalf("receive after schedule: %v %v, want only Y", ms, err)
+	if len(ms) != 1 || ms[0].MessageID != "Y" {
+		t.Fatalf("receive after schedule: %v, want only Y", ms)
 	}
 	if at < y.ScheduledEnqueueTime {
 		t.Fatalf("Y delivered at %d, before its scheduled time %d", at, y.ScheduledEnqueueTime)
