@@ -709,7 +709,7 @@ func (f *FSM) enqueue(ms []*Message, r *Result) {
 		p.SequenceNumber, p.EnqueuedTime, p.App = seq, enq, app
 		strs := ""
 		for _, e := range f.ents { // S-TOP-1 fan-out
-			cp, toDLQ, err := f.route(e, &p, m.TimeToLive)
+			cp, toDLQ, err := f.route(e, &p)
 			if err != nil {
 				r.Err = err
 				return
@@ -785,7 +785,7 @@ func sameStrings(a, b *rule.Properties) bool {
 // properties of the subscription's copy (nil when the message does not enter), whether
 // the copy goes to the dead-letter sub-queue because a filter failed, and an error that
 // rejects the whole send.
-func (f *FSM) route(e *entity, p *rule.Properties, ttl int64) (*rule.Properties, bool, error) {
+func (f *FSM) route(e *entity, p *rule.Properties) (*rule.Properties, bool, error) {
 	if e.cfg.Status == StatusDisabled {
 		return nil, false, nil
 	}
@@ -904,7 +904,7 @@ func (f *FSM) heldSession(e *entity, id, owner string) (*session, error) {
 	return s, nil
 }
 
-// sessionStore resolves a session-aware command's target: for a session entity's main
+// sessionFor resolves a session-aware command's target: for a session entity's main
 // store the session must be held by owner.
 func (f *FSM) sessionFor(e *entity, st *store, id, owner string) (*session, error) {
 	if st.dlq || !e.cfg.RequiresSession {
