@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -357,6 +358,69 @@ func TestSend(t *testing.T) {
 		m := receiveOne(t, e.receiver(t, big, nil), 10*time.Second)
 		if len(m.Body) != len(huge.Body) {
 			t.Fatalf("got %d bytes, want %d", len(m.Body), len(huge.Body))
+		}
+	})
+
+	// protocol.md §4: entity names are case-insensitive and may contain '/'.
+	t.Run("EntityNames", func(t *testing.T) {
+		t.Parallel()
+		q := name("Orders/EU")
+		if _, err := e.admin.CreateQueue(testCtx(t), q, nil); err != nil {
+			t.Fatal(err)
+		}
+		send(t, e.sender(t, strings.ToLower(q)), body("lower"))
+		send(t, e.sender(t, q), body("exact"))
+		msgs := receiveN(t, e.receiver(t, strings.ToUpper(q), nil), 2, 10*time.Second)
+		if fmt.Sprint(bodies(msgs)) != "[lower exact]" {
+			t.Fatalf("got %v", bodies(msgs))
+		}
+	})
+
+	// S-LOCK-11: a peek returns as many messages as asked when they exist.
+	t.Run("PeekMany", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "peekmany", nil)
+		s := e.sender(t, q)
+		b, err := s.NewMessageBatch(testCtx(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 150 {
+			if err := b.AddMessage(body(fmt.Sprint(i)), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SendMessageBatch(testCtx(t), b, nil); err != nil {
+			t.Fatal(err)
+		}
+		r := e.receiver(t, q, nil)
+		p, err := r.PeekMessages(testCtx(t), 200, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr[int64](0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p) != 150 || string(p[149].Body) != "149" {
+			t.Fatalf("peek of 200 returned %d of 150", len(p))
+		}
+	})
+
+	// S-LOCK-7: receiving a deferred message by a sequence number that does not exist fails.
+	t.Run("ReceiveDeferredUnknown", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "defunknown", nil)
+		send(t, e.sender(t, q), body("active"))
+		r := e.receiver(t, q, nil)
+		msgs, err := r.ReceiveDeferredMessages(testCtx(t), []int64{987654}, nil)
+		if err == nil && len(msgs) > 0 {
+			t.Fatalf("deferred receive of an unknown sequence number returned %v", bodies(msgs))
+		}
+		// An active (not deferred) message is not receivable by sequence number either.
+		m := receiveOne(t, r, 10*time.Second)
+		if err := r.AbandonMessage(testCtx(t), m, nil); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err = r.ReceiveDeferredMessages(testCtx(t), []int64{*m.SequenceNumber}, nil)
+		if err == nil && len(msgs) > 0 {
+			t.Fatalf("deferred receive of an active message returned it")
 		}
 	})
 }

@@ -446,4 +446,62 @@ func TestSessions(t *testing.T) {
 			t.Errorf("B got %q", m.Body)
 		}
 	})
+	// S-SES-5: session state may be large (here 200 kB, several AMQP frames).
+	t.Run("LargeState", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "sbig", sessionQueue(""))
+		send(t, e.sender(t, q), sessMsg("s", "x"))
+		r := e.accept(t, q, "s")
+		state := make([]byte, 200*1024)
+		for i := range state {
+			state[i] = byte(i % 251)
+		}
+		if err := r.SetSessionState(testCtx(t), state, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.GetSessionState(testCtx(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(state) {
+			t.Fatalf("state of %d bytes came back as %d bytes (or changed)", len(state), len(got))
+		}
+	})
+
+	// S-SES-2: concurrent accept-next calls each get a different session.
+	t.Run("ConcurrentAcceptNext", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "sconc", sessionQueue(""))
+		s := e.sender(t, q)
+		const n = 5
+		for i := range n {
+			send(t, s, sessMsg(fmt.Sprint("s", i), "x"))
+		}
+		ids := make(chan string, n)
+		errs := make(chan error, n)
+		for range n {
+			c := e.n.Client(t)
+			go func() {
+				r, err := c.AcceptNextSessionForQueue(testCtx(t), q, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids <- r.SessionID() // the receiver stays open (closed with its client) so the lock is kept
+			}()
+		}
+		var got []string
+		for range n {
+			select {
+			case id := <-ids:
+				got = append(got, id)
+			case err := <-errs:
+				t.Fatalf("accept-next: %v", err)
+			}
+		}
+		slices.Sort(got)
+		if fmt.Sprint(got) != "[s0 s1 s2 s3 s4]" {
+			t.Fatalf("concurrent accept-next got %v, want each session once", got)
+		}
+	})
 }
