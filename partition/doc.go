@@ -34,7 +34,8 @@
 // and per-connection handlers):
 //   - proposer: drains the proposal queue into entries and submits them to raft;
 //   - completer: waits on submitted entries in order and answers their callers;
-//   - leader loop: follows leadership (raft NotifyCh); on gaining it runs a Barrier (in a
+//   - leader loop: follows leadership through raft's Config.NotifyCh (buffered here;
+//     LeaderCh may drop transitions); on gaining it runs a Barrier (in a
 //     short-lived tracked goroutine), then arms a timer (Config.Clock) at
 //     fsm.NextDeadline() and proposes fsm.Tick when it passes, re-arming after every apply
 //     that moves the deadline; on losing it, disarms and wakes receive waiters.
