@@ -423,6 +423,55 @@ func TestSend(t *testing.T) {
 			t.Fatalf("deferred receive of an active message returned it")
 		}
 	})
+
+	// S-SEND-1: SendAMQPAnnotatedMessage bodies other than one data section (amqp-value,
+	// amqp-sequence, several data sections), non-string ids, extra properties and custom
+	// message annotations survive storage unchanged.
+	t.Run("AMQPAnnotatedMessages", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "annotated", nil)
+		s := e.sender(t, q)
+		created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+		msgs := []*azservicebus.AMQPAnnotatedMessage{
+			{Body: azservicebus.AMQPAnnotatedMessageBody{Value: "a string value"},
+				Properties: &azservicebus.AMQPAnnotatedMessageProperties{MessageID: "v1", ContentEncoding: to.Ptr("utf-8"),
+					CreationTime: &created, GroupSequence: to.Ptr[uint32](3), UserID: []byte("user")},
+				MessageAnnotations: map[any]any{"x-custom": int64(5)}},
+			{Body: azservicebus.AMQPAnnotatedMessageBody{Value: map[string]any{"k": int64(1)}}},
+			{Body: azservicebus.AMQPAnnotatedMessageBody{Sequence: [][]any{{"a", int64(2)}, {true}}}},
+			{Body: azservicebus.AMQPAnnotatedMessageBody{Data: [][]byte{[]byte("part1"), []byte("part2")}},
+				Properties: &azservicebus.AMQPAnnotatedMessageProperties{MessageID: uint64(42), CorrelationID: []byte{1, 2}}},
+		}
+		for _, m := range msgs {
+			if err := s.SendAMQPAnnotatedMessage(testCtx(t), m, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := receiveN(t, e.receiver(t, q, nil), len(msgs), 10*time.Second)
+		raw := func(i int) *azservicebus.AMQPAnnotatedMessage { return got[i].RawAMQPMessage }
+		if v := raw(0).Body.Value; v != "a string value" {
+			t.Errorf("value body %#v", v)
+		}
+		if p := raw(0).Properties; p == nil || p.MessageID != "v1" || deref(p.ContentEncoding) != "utf-8" ||
+			p.CreationTime == nil || !p.CreationTime.Equal(created) || deref(p.GroupSequence) != uint32(3) || string(p.UserID) != "user" {
+			t.Errorf("properties %+v", raw(0).Properties)
+		}
+		if v := raw(0).MessageAnnotations["x-custom"]; v != int64(5) {
+			t.Errorf("custom annotation %#v", v)
+		}
+		if v, ok := raw(1).Body.Value.(map[string]any); !ok || v["k"] != int64(1) {
+			t.Errorf("map value body %#v", raw(1).Body.Value)
+		}
+		if sq := raw(2).Body.Sequence; !reflect.DeepEqual(sq, [][]any{{"a", int64(2)}, {true}}) {
+			t.Errorf("sequence body %#v", sq)
+		}
+		if d := raw(3).Body.Data; len(d) != 2 || string(d[0]) != "part1" || string(d[1]) != "part2" {
+			t.Errorf("data sections %q", d)
+		}
+		if p := raw(3).Properties; p == nil || p.MessageID != uint64(42) || !reflect.DeepEqual(p.CorrelationID, []byte{1, 2}) {
+			t.Errorf("non-string ids %+v", raw(3).Properties)
+		}
+	})
 }
 
 func deref[T any](p *T) any {
