@@ -21,6 +21,8 @@ type FSM struct {
 	lastSeq int64  // the last sequence number handed out (S-SEND-5: never reused)
 	lockCtr uint64 // the last lock counter handed out (bytes 8..15 of a LockToken)
 
+	lastSend int64 // S-IDLE-1: last accepted send, schedule or cancel (or update)
+
 	ents   []*entity          // the queue, or the subscriptions in config order
 	byName map[string]*entity // lookup only, never iterated
 	locks  map[uint64]*msg    // non-DLQ and DLQ locks by counter; lookup only, never iterated
@@ -44,13 +46,14 @@ type dupEnt struct {
 // entity is a queue or one subscription: its settings, compiled rules, its main and
 // dead-letter stores and its sessions.
 type entity struct {
-	name     string
-	cfg      QueueConfig
-	specs    []rule.Spec
-	rules    []compiledRule
-	main     *store
-	dlq      *store
-	sessions map[string]*session // lookup only; iterated only after sorting the keys
+	name        string
+	lastReceive int64 // S-IDLE-1: last receiver activity (or update) on the entity or its DLQ
+	cfg         QueueConfig
+	specs       []rule.Spec
+	rules       []compiledRule
+	main        *store
+	dlq         *store
+	sessions    map[string]*session // lookup only; iterated only after sorting the keys
 }
 
 type compiledRule struct {
@@ -299,8 +302,53 @@ func (f *FSM) apply(c Command, r *Result) {
 		f.purge(c, r)
 	case nil:
 		r.Err = fmt.Errorf("%w: nil command", ErrBadCommand)
+		return
 	default:
 		r.Err = fmt.Errorf("%w: unknown command %T", ErrBadCommand, c)
+		return
+	}
+	f.noteActivity(c, r)
+}
+
+// noteActivity records the activity S-IDLE-1 counts: sends and schedules (Enqueue,
+// Schedule, CancelScheduled), receiver activity on an entity (receives, settlements,
+// lock and session operations, on the entity or its DLQ), and updates (everything).
+// Peeks are queries, not commands: the layer above counts them.
+func (f *FSM) noteActivity(c Command, r *Result) {
+	var t Target
+	switch c := c.(type) {
+	case *Enqueue, *Schedule, *CancelScheduled:
+		if r.Err == nil {
+			f.lastSend = f.now
+		}
+		return
+	case *UpdateEntity:
+		f.lastSend = f.now
+		for _, e := range f.ents {
+			e.lastReceive = f.now
+		}
+		return
+	case *Receive:
+		t = c.Target
+	case *ReceiveDeferred:
+		t = c.Target
+	case *Settle:
+		t = c.Target
+	case *RenewLock:
+		t = c.Target
+	case *AcceptSession:
+		t = c.Target
+	case *ReleaseSession:
+		t = c.Target
+	case *RenewSession:
+		t = c.Target
+	case *SetSessionState:
+		t = c.Target
+	default:
+		return
+	}
+	if e, _, err := f.lookup(t); err == nil {
+		e.lastReceive = f.now
 	}
 }
 
@@ -1408,18 +1456,20 @@ type Stats struct {
 	Targets  []TargetStats // the queue or each subscription in config order, each main target before its DLQ
 	Bytes    int64         // everything counted toward MaxSizeBytes (messages and session state)
 	LastSeq  int64         // the last sequence number handed out
+	LastSend int64         // S-IDLE-1: fsm time of the last send, schedule, cancel or update; 0 = none
 	Locks    int64         // message locks held
 	Sessions int64         // sessions with messages or state, all targets
 }
 
 // TargetStats counts the messages of one target. Active includes locked messages.
 type TargetStats struct {
-	Target    Target
-	Active    int64
-	Locked    int64
-	Scheduled int64
-	Deferred  int64
-	Bytes     int64
+	Target      Target
+	LastReceive int64 // S-IDLE-1: fsm time of the last receiver activity or update on the entity; 0 = none
+	Active      int64
+	Locked      int64
+	Scheduled   int64
+	Deferred    int64
+	Bytes       int64
 }
 
 // Total is every message of the target.
@@ -1427,10 +1477,10 @@ func (t TargetStats) Total() int64 { return t.Active + t.Scheduled + t.Deferred 
 
 // Stats returns the message counts and sizes of every target. It costs O(targets).
 func (f *FSM) Stats() Stats {
-	s := Stats{Bytes: f.bytes, LastSeq: f.lastSeq, Locks: int64(len(f.locks))}
+	s := Stats{Bytes: f.bytes, LastSeq: f.lastSeq, LastSend: f.lastSend, Locks: int64(len(f.locks))}
 	for _, e := range f.ents {
 		for _, st := range []*store{e.main, e.dlq} {
-			s.Targets = append(s.Targets, TargetStats{Target: Target{Sub: e.name, DLQ: st.dlq},
+			s.Targets = append(s.Targets, TargetStats{Target: Target{Sub: e.name, DLQ: st.dlq}, LastReceive: e.lastReceive,
 				Active: st.nActive, Locked: st.nLocked, Scheduled: st.nScheduled, Deferred: st.nDeferred,
 				Bytes: st.bytes})
 		}

@@ -341,3 +341,26 @@ func TestUpdateEntitySubscriptions(t *testing.T) {
 		t.Fatalf("bytes %d", b)
 	}
 }
+
+// S-IDLE-1: the fsm records the activity that keeps an entity alive: sends (and
+// schedules) per partition, receiver activity per queue or subscription, updates for all.
+func TestS_IDLE_1_Activity(t *testing.T) {
+	x := newTF(t, topicCfg("a", "b"))
+	x.advance(1000)
+	x.send(msgOf("m"))
+	x.advance(1000)
+	x.recv(Target{Sub: "a"}, 1)
+	x.advance(1000)
+	x.f.Peek(Target{Sub: "b"}, 0, 10) // a query: the layer above counts peeks
+	wantErr(t, x.one(&Receive{Target: Target{Sub: "nope"}, Max: 1}).Err, ErrNotFound)
+	st := x.f.Stats()
+	if st.LastSend != t0+1000 || st.Targets[0].LastReceive != t0+2000 || st.Targets[1].LastReceive != t0+2000 ||
+		st.Targets[2].LastReceive != 0 {
+		t.Fatalf("activity: send %d, a %d, a/dlq %d, b %d", st.LastSend-t0, st.Targets[0].LastReceive-t0,
+			st.Targets[1].LastReceive-t0, st.Targets[2].LastReceive)
+	}
+	x.one(&UpdateEntity{Config: topicCfg("a", "b")})
+	if st := x.f.Stats(); st.LastSend != x.now || st.Targets[2].LastReceive != x.now {
+		t.Fatalf("update is not activity: %+v", st)
+	}
+}

@@ -15,9 +15,9 @@ import (
 // Snapshot format (docs/fsm.md): the magic "QBFS", a version byte, then framed records
 // (uvarint length + body), then the CRC-32C of everything before it, big-endian.
 //
-//	header:   config, now, lastSeq, lockCtr, entity count
+//	header:   config, now, lastSeq, lastSend, lockCtr, entity count
 //	per entity, in config order:
-//	  entity: name, main count, DLQ count, session count
+//	  entity: name, lastReceive, main count, DLQ count, session count
 //	  one record per main message, in sequence order; then per DLQ message
 //	  one record per session, in id order
 //	dedupe:   count, then (id, at, seq) in arrival order
@@ -71,19 +71,21 @@ func (f *FSM) Snapshot(w io.Writer) error {
 // Apply). Freezing copies each message's fixed-size record (176 bytes) but shares payloads,
 // property strings and application properties, which the fsm never writes into.
 type Frozen struct {
-	cfg     Config
-	now     int64
-	lastSeq int64
-	lockCtr uint64
-	ents    []snapEnt
-	dup     []dupEnt
+	cfg      Config
+	now      int64
+	lastSeq  int64
+	lastSend int64
+	lockCtr  uint64
+	ents     []snapEnt
+	dup      []dupEnt
 }
 
 type snapEnt struct {
-	name      string
-	live      [2]msgStore // main, DLQ: the live stores (Snapshot)
-	main, dlq []msg       // or frozen copies (Freeze)
-	sess      []snapSess
+	name        string
+	lastReceive int64
+	live        [2]msgStore // main, DLQ: the live stores (Snapshot)
+	main, dlq   []msg       // or frozen copies (Freeze)
+	sess        []snapSess
 }
 
 type snapSess struct {
@@ -99,14 +101,14 @@ type snapSess struct {
 func (f *FSM) Freeze() *Frozen { return f.view(true) }
 
 func (f *FSM) view(freeze bool) *Frozen {
-	v := &Frozen{cfg: f.cfg, now: f.now, lastSeq: f.lastSeq, lockCtr: f.lockCtr,
+	v := &Frozen{cfg: f.cfg, now: f.now, lastSeq: f.lastSeq, lastSend: f.lastSend, lockCtr: f.lockCtr,
 		ents: make([]snapEnt, len(f.ents)), dup: slices.Clone(f.dupq[f.duph:])}
 	if freeze {
 		v.cfg.Subscriptions = slices.Clone(v.cfg.Subscriptions)
 	}
 	for i, e := range f.ents {
 		se := &v.ents[i]
-		se.name = e.name
+		se.name, se.lastReceive = e.name, e.lastReceive
 		if freeze {
 			for j, st := range []*store{e.main, e.dlq} {
 				ms := make([]msg, 0, st.idx.Len())
@@ -137,6 +139,7 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 	b := appendConfig(s.buf[:0], &v.cfg)
 	b = binary.AppendVarint(b, v.now)
 	b = binary.AppendVarint(b, v.lastSeq)
+	b = binary.AppendVarint(b, v.lastSend)
 	b = appendUvarint(b, v.lockCtr)
 	b = appendUvarint(b, uint64(len(v.ents)))
 	s.record(b)
@@ -147,6 +150,7 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 			nmain, ndlq = e.live[0].Len(), e.live[1].Len()
 		}
 		b = appendString(b[:0], e.name)
+		b = binary.AppendVarint(b, e.lastReceive)
 		b = appendUvarint(b, uint64(nmain))
 		b = appendUvarint(b, uint64(ndlq))
 		b = appendUvarint(b, uint64(len(e.sess)))
@@ -318,7 +322,7 @@ func restore(r io.Reader) (*FSM, error) {
 	}
 	var cfg Config
 	d.config(&cfg)
-	now, lastSeq, lockCtr := d.varint(), d.varint(), d.uvarint()
+	now, lastSeq, lastSend, lockCtr := d.varint(), d.varint(), d.varint(), d.uvarint()
 	nents := d.uvarint()
 	if err := d.end(); err != nil {
 		return nil, err
@@ -327,7 +331,7 @@ func restore(r io.Reader) (*FSM, error) {
 		return nil, fmt.Errorf("entity kind %d", cfg.Kind)
 	}
 	f := New(cfg)
-	f.now, f.lastSeq, f.lockCtr = now, lastSeq, lockCtr
+	f.now, f.lastSeq, f.lastSend, f.lockCtr = now, lastSeq, lastSend, lockCtr
 	if nents != uint64(len(f.ents)) {
 		return nil, fmt.Errorf("%d entities for a config with %d", nents, len(f.ents))
 	}
@@ -337,6 +341,7 @@ func restore(r io.Reader) (*FSM, error) {
 			return nil, err
 		}
 		name := d.string()
+		e.lastReceive = d.varint()
 		nmain, ndlq, nsess := d.uvarint(), d.uvarint(), d.uvarint()
 		if err := d.end(); err != nil {
 			return nil, err
