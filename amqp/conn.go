@@ -74,6 +74,7 @@ type conn struct {
 	loginRights    Rights      // from SASL PLAIN
 	settleQueue    []settleJob // dispositions of the current reader batch
 	pendingWrite   bool        // frames queued since the writer was last woken
+	ackSessions    []*session  // sessions with accepted deliveries to confirm (flushAcks)
 	closeSent      bool
 }
 
@@ -422,6 +423,7 @@ func (c *conn) loop() error {
 	hb := time.NewTicker(c.heartbeatInterval())
 	defer hb.Stop()
 	for {
+		c.flushAcks()
 		c.kickWriter()
 		select {
 		case batch := <-c.in:

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ type session struct {
 	nextDeliveryID       uint32
 
 	links     map[uint32]*link        // by handle (the peer's; ours is the same number)
+	acks      []uint32                // accepted client deliveries to confirm in ranges (flushAcks)
 	unsettled map[uint32]*outDelivery // our unsettled deliveries by delivery-id
 	queue     []*pendingDelivery      // deliveries waiting for session window
 }
@@ -654,7 +656,43 @@ func (s *session) settleIncoming(l *link, p *partial, st frames.DeliveryState) {
 	if p.settled || l.detached {
 		return
 	}
+	if _, ok := st.(frames.Accepted); ok {
+		// Confirmed at the end of this owner-loop iteration, merged into
+		// ranges: one frame for many pipelined sends.
+		if len(s.acks) == 0 {
+			s.c.ackSessions = append(s.c.ackSessions, s)
+		}
+		s.acks = append(s.acks, p.id)
+		return
+	}
 	s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleReceiver, First: p.id, Settled: true, State: st}, nil)
+}
+
+// flushAcks sends the accepted confirmations collected in this iteration,
+// one disposition per run of consecutive delivery-ids.
+func (c *conn) flushAcks() {
+	for _, s := range c.ackSessions {
+		ids := s.acks
+		s.acks = s.acks[:0]
+		if c.sessions[s.remoteChannel] != s {
+			continue // the session ended
+		}
+		slices.Sort(ids)
+		for i := 0; i < len(ids); {
+			j := i
+			for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+				j++
+			}
+			d := &frames.Disposition{Role: frames.RoleReceiver, First: ids[i], Settled: true, State: frames.Accepted{}}
+			if j > i {
+				last := ids[j]
+				d.Last = &last
+			}
+			c.send(s.localChannel, d, nil)
+			i = j + 1
+		}
+	}
+	c.ackSessions = c.ackSessions[:0]
 }
 
 // topUp restores a client sender's credit once half of it is used, keeping
