@@ -234,4 +234,17 @@ func TestExpiryScheduleDuplicates(t *testing.T) {
 			&azservicebus.Message{MessageID: to.Ptr("x"), Body: []byte("2")})
 		receiveN(t, e.receiver(t, q, nil), 2, 10*time.Second)
 	})
+	// S-TTL-2: a scheduled message's TTL counts from its scheduled time: scheduled 3 s
+	// ahead with a 2 s TTL it is still delivered (it would have expired at +2 s if the TTL
+	// counted from the send).
+	t.Run("ScheduledTTLFromScheduledTime", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "schedttl", nil)
+		at := time.Now().Add(3 * time.Second)
+		send(t, e.sender(t, q), &azservicebus.Message{Body: []byte("x"), TimeToLive: to.Ptr(2 * time.Second), ScheduledEnqueueTime: &at})
+		m := receiveOne(t, e.receiver(t, q, nil), 10*time.Second)
+		if m.ExpiresAt == nil || m.ExpiresAt.Before(at.Add(2*time.Second-10*time.Millisecond)) {
+			t.Errorf("ExpiresAt %v, want scheduled time %v + 2s", m.ExpiresAt, at)
+		}
+	})
 }

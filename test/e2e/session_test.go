@@ -504,4 +504,37 @@ func TestSessions(t *testing.T) {
 			t.Fatalf("concurrent accept-next got %v, want each session once", got)
 		}
 	})
+	// S-SES-1, S-SEND-5: a batch in which one message lacks a SessionId is rejected as a
+	// whole; a batch spanning several sessions is accepted.
+	t.Run("BatchAllOrNothing", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "sbatch", sessionQueue(""))
+		s := e.sender(t, q)
+		batch := func(msgs ...*azservicebus.Message) error {
+			b, err := s.NewMessageBatch(testCtx(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if err := b.AddMessage(m, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return s.SendMessageBatch(testCtx(t), b, nil)
+		}
+		if err := batch(sessMsg("a", "a1"), body("no-session"), sessMsg("a", "a2")); err == nil {
+			t.Fatalf("batch with a message without SessionId accepted")
+		}
+		if err := batch(sessMsg("a", "a3"), sessMsg("b", "b1"), sessMsg("a", "a4")); err != nil {
+			t.Fatal(err)
+		}
+		ra := e.accept(t, q, "a")
+		if got := fmt.Sprint(bodies(receiveN(t, ra, 2, 10*time.Second))); got != "[a3 a4]" {
+			t.Fatalf("session a holds %v, want only the accepted batch's [a3 a4]", got)
+		}
+		expectNothing(t, ra, 500*time.Millisecond)
+		if m := receiveOne(t, e.accept(t, q, "b"), 10*time.Second); string(m.Body) != "b1" {
+			t.Fatalf("session b got %q", m.Body)
+		}
+	})
 }
