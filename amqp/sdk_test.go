@@ -429,7 +429,7 @@ func TestSDKFreshClientSubQueueAndSubscription(t *testing.T) {
 // receive, nor release the new holder's lock by closing. S-SES-2, S-SES-4, S-SES-6.
 func TestSDKExpiredSessionLockIsLost(t *testing.T) {
 	_, b, addr := testServer(t, nil)
-	b.addEntity(EntityInfo{Kind: KindQueue, Path: "ssq", RequiresSession: true, LockDuration: 800 * time.Millisecond})
+	b.addEntity(EntityInfo{Kind: KindQueue, Path: "ssq", RequiresSession: true, LockDuration: time.Second})
 	ctx := ctxT(t)
 	send(t, rootClient(t, addr), "ssq", &azservicebus.Message{Body: []byte("1"), SessionID: ptrTo("s")})
 	a, err := rootClient(t, addr).AcceptSessionForQueue(ctx, "ssq", "s", nil)
@@ -437,7 +437,7 @@ func TestSDKExpiredSessionLockIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	receiveN(t, a, 1)
-	time.Sleep(time.Second) // let A's 800 ms session lock expire
+	time.Sleep(1200 * time.Millisecond) // let A's 1 s session lock expire
 	bRecv, err := rootClient(t, addr).AcceptSessionForQueue(ctx, "ssq", "s", nil)
 	if err != nil {
 		t.Fatalf("B could not accept the expired session: %v", err)
@@ -455,8 +455,11 @@ func TestSDKExpiredSessionLockIsLost(t *testing.T) {
 	if got, _ := a.ReceiveMessages(short, 1, nil); len(got) != 0 {
 		t.Errorf("A received %q from the session B holds", got[0].Body)
 	}
+	if err := bRecv.RenewSessionLock(ctx, nil); err != nil { // keep B's lock whatever the machine's load
+		t.Fatal(err)
+	}
 	a.Close(ctx)
-	short2, cancel2 := context.WithTimeout(ctx, time.Second)
+	short2, cancel2 := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel2()
 	if c, err := rootClient(t, addr).AcceptSessionForQueue(short2, "ssq", "s", nil); err == nil {
 		c.Close(ctx)
