@@ -241,6 +241,10 @@ func TestSend(t *testing.T) {
 			}
 			if err := s.SendMessageBatch(testCtx(t), b, nil); err != nil {
 				rejected = true
+				var ae *amqp.Error
+				if !errors.As(err, &ae) || ae.Condition != amqp.ErrCondResourceLimitExceeded {
+					t.Errorf("quota rejection %v (%T), want condition %s", err, err, amqp.ErrCondResourceLimitExceeded)
+				}
 				break
 			}
 			sent += 10
