@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 // message to the dead-letter queue with MaxDeliveryCountExceeded.
 func TestSDKLockExpiryAndMaxDelivery(t *testing.T) {
 	_, b, addr := testServer(t, nil)
-	b.addEntity(EntityInfo{Kind: KindQueue, Path: "short", LockDuration: 300 * time.Millisecond})
+	b.addEntity(EntityInfo{Kind: KindQueue, Path: "short", LockDuration: time.Second})
 	b.maxDC = 3
 	c := rootClient(t, addr)
 	ctx := ctxT(t)
@@ -56,7 +56,7 @@ func TestSDKLockExpiryAndMaxDelivery(t *testing.T) {
 	}
 	defer r.Close(ctx)
 	first := receiveN(t, r, 1)[0]
-	second := receiveN(t, r, 1)[0] // after the 300 ms lock expired
+	second := receiveN(t, r, 1)[0] // after the 1 s lock expired
 	if second.DeliveryCount != 2 || *second.SequenceNumber != *first.SequenceNumber {
 		t.Fatalf("redelivery: dc=%d", second.DeliveryCount)
 	}
