@@ -221,7 +221,9 @@ func (s *session) detachLink(l *link, e *frames.Error) {
 		return
 	}
 	s.c.send(s.localChannel, &frames.Detach{Handle: l.handle, Closed: true, Error: e}, nil)
-	s.dropLink(l, true)
+	if release := s.dropLink(l, true); release != nil {
+		s.c.goFunc(release)
+	}
 }
 
 func (s *session) handleDetach(d *frames.Detach) {
@@ -229,14 +231,32 @@ func (s *session) handleDetach(d *frames.Detach) {
 	if l == nil {
 		return // the answer to our own detach
 	}
-	s.dropLink(l, true)
-	s.c.send(s.localChannel, &frames.Detach{Handle: d.Handle, Closed: d.Closed}, nil)
+	reply := &frames.Detach{Handle: d.Handle, Closed: d.Closed}
+	release := s.dropLink(l, true)
+	if release == nil {
+		s.c.send(s.localChannel, reply, nil)
+		return
+	}
+	// A session receiver's close returns only once its session lock is released
+	// (S-SES-4), so a client that closes and accepts the session again, here or from
+	// another connection, does not race the release.
+	c := s.c
+	c.goFunc(func() {
+		release()
+		c.post(func() {
+			if c.sessions[s.localChannel] == s {
+				c.send(s.localChannel, reply, nil)
+			}
+		})
+	})
 }
 
-// dropLink forgets l. explicit is false when the whole connection is going.
-func (s *session) dropLink(l *link, explicit bool) {
+// dropLink forgets l. explicit is false when the whole connection is going. When l held
+// a session lock, it returns the function that releases it (to run off the owner
+// goroutine); the caller decides whether to wait for it.
+func (s *session) dropLink(l *link, explicit bool) (release func()) {
 	if l.detached {
-		return
+		return nil
 	}
 	c := s.c
 	l.detached = true
@@ -260,12 +280,13 @@ func (s *session) dropLink(l *link, explicit bool) {
 	l.unsettled = 0
 	if explicit && l.sessionID != "" && l.attached && c.sessionLockHeld(l) {
 		addr, id := l.addr, l.sessionID
-		c.goFunc(func() {
+		return func() {
 			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
 			defer cancel()
 			_ = c.b.ReleaseSession(ctx, addr, id)
-		})
+		}
 	}
+	return nil
 }
 
 // attachRPC attaches either side of a $cbs or $management request/response pair.
