@@ -358,6 +358,28 @@ func TestSend(t *testing.T) {
 			t.Fatalf("got %q", m.Body)
 		}
 
+		// The batch limit is the entity's size: ten 30 kB messages do not fit in 256 KB.
+		b, err = s.NewMessageBatch(testCtx(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		added := 0
+		for range 10 {
+			if err := b.AddMessage(&azservicebus.Message{Body: make([]byte, 30*1024)}, nil); err != nil {
+				if !errors.Is(err, azservicebus.ErrMessageTooLarge) {
+					t.Fatal(err)
+				}
+				break
+			}
+			added++
+		}
+		if added < 7 || added > 8 {
+			t.Errorf("a 256 KB batch took %d messages of 30 kB, want 7 or 8", added)
+		}
+		if err := s.SendMessageBatch(testCtx(t), b, nil); err != nil {
+			t.Fatalf("send of a full batch: %v", err)
+		}
+
 		send(t, e.sender(t, big), huge)
 		m := receiveOne(t, e.receiver(t, big, nil), 10*time.Second)
 		if len(m.Body) != len(huge.Body) {
