@@ -571,7 +571,9 @@ func (c *conn) endSession(s *session, e *frames.Error) {
 		return
 	}
 	for _, l := range s.links {
-		s.dropLink(l, true)
+		if release := s.dropLink(l, true); release != nil {
+			c.goFunc(release)
+		}
 	}
 	delete(c.sessions, s.remoteChannel)
 	delete(c.localChannels, s.localChannel)

@@ -244,7 +244,7 @@ func (s *session) handleDetach(d *frames.Detach) {
 	c.goFunc(func() {
 		release()
 		c.post(func() {
-			if c.sessions[s.localChannel] == s {
+			if c.sessions[s.remoteChannel] == s { // not ended meanwhile
 				c.send(s.localChannel, reply, nil)
 			}
 		})

@@ -210,8 +210,14 @@ func (n *Node) Ready() error {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	for _, r := range n.parts {
-		if id, _ := r.p.Leader(); id == "" {
+		id, _ := r.p.Leader()
+		if id == "" {
 			return fmt.Errorf("partition %d of %s has no leader", r.index, r.entity)
+		}
+		// A leader serves reads only after its post-election barrier; until then this
+		// node would answer with an error (or, worse, stale state).
+		if id == n.cfg.NodeID && !r.p.IsLeader() {
+			return fmt.Errorf("partition %d of %s is catching up after its election", r.index, r.entity)
 		}
 	}
 	return nil

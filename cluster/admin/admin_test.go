@@ -40,6 +40,7 @@ type memStore struct {
 	now    func() time.Time
 	counts map[admin.Entity]admin.RuntimeCounts // keys lower-case
 	fail   error                                // returned by Apply when set
+	rtFail error                                // returned by Runtime when set
 }
 
 func (m *memStore) Apply(_ context.Context, c meta.Command) error {
@@ -61,6 +62,9 @@ func (m *memStore) Read(_ context.Context, fn func(*meta.State)) error {
 func (m *memStore) Runtime(_ context.Context, e admin.Entity) (admin.RuntimeCounts, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.rtFail != nil {
+		return admin.RuntimeCounts{}, m.rtFail
+	}
 	return m.counts[admin.Entity{Name: strings.ToLower(e.Name), Subscription: strings.ToLower(e.Subscription)}], nil
 }
 

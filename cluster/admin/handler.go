@@ -303,11 +303,16 @@ func (h *Handler) read(ctx context.Context, rt route) (*snapshot, error) {
 	return &sn, err
 }
 
-func (h *Handler) runtime(ctx context.Context, e Entity) RuntimeCounts {
+// runtime reads an entity's counts. When they cannot be read (a partition without a
+// leader yet), the response is a 503 rather than counts of zero, which a client would
+// take for the truth; x records the error for the caller to answer with.
+func (h *Handler) runtime(ctx context.Context, x *xmlWriter, e Entity) RuntimeCounts {
 	c, err := h.cfg.Store.Runtime(ctx, e)
 	if err != nil {
-		// The description is still worth serving; the counts read as zero.
 		h.log.Warn("admin: runtime counts unavailable", "entity", e.Name, "subscription", e.Subscription, "err", err)
+		if x.err == nil {
+			x.err = errorf(http.StatusServiceUnavailable, "the runtime properties of %q are unavailable: %v", e.Name, err)
+		}
 		return RuntimeCounts{}
 	}
 	return c
@@ -404,6 +409,9 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			h.ruleEntry(x, r, sn.ns.Name, ru)
 		}
 	}
+	if x.err != nil {
+		return x.err
+	}
 	writeXML(w, http.StatusOK, x.String())
 	return nil
 }
@@ -463,21 +471,21 @@ func (h *Handler) entryStart(x *xmlWriter, r *http.Request, title string, create
 func (h *Handler) entryEnd(x *xmlWriter) { x.raw(`</content></entry>`) }
 
 func (h *Handler) queueEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, q meta.Queue) {
-	c := h.runtime(ctx, Entity{Name: q.Name})
+	c := h.runtime(ctx, x, Entity{Name: q.Name})
 	h.entryStart(x, r, q.Name, q.CreatedAt, q.UpdatedAt, ns)
 	writeQueue(x, q, c)
 	h.entryEnd(x)
 }
 
 func (h *Handler) topicEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, t meta.Topic, subs []meta.Subscription) {
-	c := h.runtime(ctx, Entity{Name: t.Name})
+	c := h.runtime(ctx, x, Entity{Name: t.Name})
 	h.entryStart(x, r, t.Name, t.CreatedAt, t.UpdatedAt, ns)
 	writeTopic(x, t, subs, c)
 	h.entryEnd(x)
 }
 
 func (h *Handler) subEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, s meta.Subscription) {
-	c := h.runtime(ctx, Entity{Name: s.Topic, Subscription: s.Name})
+	c := h.runtime(ctx, x, Entity{Name: s.Topic, Subscription: s.Name})
 	h.entryStart(x, r, s.Name, s.CreatedAt, s.UpdatedAt, ns)
 	writeSubscription(x, s, c)
 	h.entryEnd(x)
@@ -576,6 +584,8 @@ func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	if update {
 		code = http.StatusOK
 	}
+	// The change is committed: answer with the description even if its runtime counts
+	// could not be read (x.err), or the client would retry a create into a 409.
 	writeXML(w, code, x.String())
 	return nil
 }

@@ -124,6 +124,9 @@ func (n *node) String() string {
 // xmlWriter builds a response document.
 type xmlWriter struct {
 	b strings.Builder
+	// err is the first failure met while building the body (runtime counts that could
+	// not be read); the handler answers with it instead of the body.
+	err error
 }
 
 func (w *xmlWriter) raw(s string) { w.b.WriteString(s) }

@@ -84,9 +84,11 @@ type Node struct {
 	Args []string // extra flags
 	Endpoints
 
-	t   testing.TB
-	cmd *exec.Cmd
-	log *bytes.Buffer
+	t       testing.TB
+	cmd     *exec.Cmd
+	log     *bytes.Buffer
+	done    chan struct{} // closed when the process has exited
+	exitErr error         // its exit status; read after done is closed
 }
 
 // Start runs a node with a fresh data directory. extra flags are appended, e.g.
@@ -114,8 +116,12 @@ func (n *Node) start() {
 	if err := n.cmd.Start(); err != nil {
 		n.t.Fatalf("start quorumbus: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func(c *exec.Cmd) { exited <- c.Wait() }(n.cmd)
+	done := make(chan struct{})
+	n.done = done
+	go func(c *exec.Cmd) {
+		n.exitErr = c.Wait()
+		close(done)
+	}(n.cmd)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		b, err := os.ReadFile(filepath.Join(n.Dir, "endpoints.json"))
@@ -123,8 +129,8 @@ func (n *Node) start() {
 			break
 		}
 		select {
-		case err := <-exited:
-			n.t.Fatalf("quorumbus exited before serving: %v\n%s", err, n.log.String())
+		case <-done:
+			n.t.Fatalf("quorumbus exited before serving: %v\n%s", n.exitErr, n.log.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -162,20 +168,20 @@ func (n *Node) Kill() {
 	n.waitGone()
 }
 
-// Stop sends SIGTERM and waits for a graceful exit.
-func (n *Node) Stop() {
+// Stop sends SIGTERM, waits for the node to exit and returns its exit status (nil for a
+// clean exit).
+func (n *Node) Stop() error {
 	n.t.Helper()
 	syscall.Kill(n.cmd.Process.Pid, syscall.SIGTERM)
 	n.waitGone()
+	return n.exitErr
 }
 
 func (n *Node) waitGone() {
-	pid := n.cmd.Process.Pid
-	for i := 0; i < 3000; i++ {
-		if err := syscall.Kill(pid, 0); err != nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond) // waiting for the process to disappear
+	select {
+	case <-n.done:
+	case <-time.After(60 * time.Second):
+		n.t.Errorf("quorumbus (pid %d) still running 60s after being stopped", n.cmd.Process.Pid)
 	}
 }
 

@@ -243,3 +243,24 @@ func TestRestartAfterKill9KeepsEverything(t *testing.T) {
 		t.Fatalf("session state after restart = %q, %v", state, err)
 	}
 }
+
+// Issue 4: SIGTERM stops the node gracefully, and a restart keeps every entity and
+// message (with no snapshot forced: the log replays).
+func TestGracefulStopAndRestart(t *testing.T) {
+	n := harness.Start(t)
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := n.AdminClient(t).CreateQueue(ctx, "keep", nil); err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, n.Client(t), "keep", 50, func(i int) *azservicebus.Message {
+		return &azservicebus.Message{Body: []byte(fmt.Sprint(i))}
+	})
+	if err := n.Stop(); err != nil {
+		t.Errorf("SIGTERM: the node exited with %v, want a clean exit:\n%s", err, n.Log())
+	}
+	n.Restart()
+	rt, err := n.AdminClient(t).GetQueueRuntimeProperties(ctx, "keep", nil)
+	if err != nil || rt == nil || rt.ActiveMessageCount != 50 {
+		t.Fatalf("after a graceful restart: %+v %v", rt, err)
+	}
+}
