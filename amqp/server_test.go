@@ -6,6 +6,7 @@ import (
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
 )
 
 // testServer starts a server on 127.0.0.1:0 with a memBackend holding
@@ -117,4 +118,53 @@ func TestSASLPlainRejected(t *testing.T) {
 		}
 	}
 	checkHealthy(t, addr)
+}
+
+// TestSenderSettleModeSecond: a sender that asks the receiver to settle
+// second gets the mode echoed and an unsettled confirmation, which it then
+// settles (part 2 §2.8.3); go-amqp works with it too.
+func TestSenderSettleModeSecond(t *testing.T) {
+	_, b, addr := testServer(t, nil)
+	rc := dialRaw(t, addr)
+	rc.open()
+	rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 100, OutgoingWindow: 100}, nil)
+	rc.next()
+	second := frames.RcvSecond
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "s2", Role: frames.RoleSender, RcvSettleMode: &second,
+		Target: &frames.Target{Address: "q1"}, Source: &frames.Source{}}, nil)
+	if a, ok := rc.next().(*frames.Attach); !ok || a.RcvSettleMode == nil || *a.RcvSettleMode != second {
+		t.Fatalf("attach reply %v", a)
+	}
+	rc.next() // credit
+	id := uint32(0)
+	rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{1}}, []byte{0x00, 0x53, 0x75, 0xa0, 0x01, 'x'})
+	for {
+		if d, ok := rc.next().(*frames.Disposition); ok {
+			if d.Settled || d.First != 0 {
+				t.Fatalf("want an unsettled confirmation of delivery 0, got %v", d)
+			}
+			if _, ok := d.State.(frames.Accepted); !ok {
+				t.Fatalf("state %v", d.State)
+			}
+			break
+		}
+	}
+	rc.frame(frames.TypeAMQP, 0, &frames.Disposition{Role: frames.RoleSender, First: 0, Settled: true, State: frames.Accepted{}}, nil)
+
+	c := dialPlain(t, addr)
+	ctx := ctxT(t)
+	s, _ := c.NewSession(ctx, nil)
+	snd, err := s.NewSender(ctx, "q1", &goamqp.SenderOptions{RequestedReceiverSettleMode: goamqp.ReceiverSettleModeSecond.Ptr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snd.Send(ctx, goamqp.NewMessage([]byte("m")), nil); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	n := len(b.entities["q1"].queues[0])
+	b.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("%d stored, want 2", n)
+	}
 }

@@ -78,7 +78,8 @@ type link struct {
 	deliveryCount uint32
 
 	// Client sender.
-	inflight       int // deliveries handed to the Backend or an RPC handler
+	rcvSecond      bool // rcv-settle-mode second: we confirm unsettled, the client settles (part 2 §2.8.3)
+	inflight       int  // deliveries handed to the Backend or an RPC handler
 	partial        *partial
 	maxMessageSize uint64
 
@@ -150,6 +151,7 @@ func (s *session) handleAttach(a *frames.Attach) error {
 		return &sessionError{s.errorFor(nil, condResourceLimit, "too many links")}
 	}
 	l := &link{s: s, name: a.Name, handle: a.Handle, role: a.Role}
+	l.rcvSecond = a.Role == frames.RoleSender && a.RcvSettleMode != nil && *a.RcvSettleMode == frames.RcvSecond
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
 	s.links[a.Handle] = l
 	// Link stealing (part 2 §2.6.1): a new attach with the name of a live
@@ -675,6 +677,10 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 // settleIncoming confirms a client's delivery with a settled disposition.
 func (s *session) settleIncoming(l *link, p *partial, st frames.DeliveryState) {
 	if p.settled || l.detached {
+		return
+	}
+	if l.rcvSecond {
+		s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleReceiver, First: p.id, Settled: false, State: st}, nil)
 		return
 	}
 	if _, ok := st.(frames.Accepted); ok {
