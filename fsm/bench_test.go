@@ -249,3 +249,32 @@ func BenchmarkFreeze(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(*snapMsgs), "ns/msg")
 }
+
+// BenchmarkAcceptNextSession: 10 000 sessions with a message each; accept the next
+// available one, take its message, complete it, release the session, and send the
+// session a new message.
+func BenchmarkAcceptNextSession(b *testing.B) {
+	cfg := benchCfg()
+	cfg.Queue.RequiresSession = true
+	f := New(cfg)
+	ms := make([]*Message, 0, 10_000)
+	for i := 0; i < 10_000; i++ {
+		m := &Message{Payload: body1K}
+		m.SessionID = fmt.Sprintf("session-%05d", i)
+		ms = append(ms, m)
+	}
+	f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: ms}}})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := f.Apply(&Entry{Now: t0, Cmds: []Command{&AcceptSession{Owner: "o"}}})
+		id := r[0].SessionID
+		r = f.Apply(&Entry{Now: t0, Cmds: []Command{&Receive{Max: 1, SessionID: id, Owner: "o"}}})
+		m := &Message{Payload: body1K}
+		m.SessionID = id
+		f.Apply(&Entry{Now: t0, Cmds: []Command{
+			&Settle{Tokens: []LockToken{r[0].Messages[0].LockToken}, Disposition: Complete, SessionID: id, Owner: "o"},
+			&ReleaseSession{SessionID: id, Owner: "o"},
+			&Enqueue{Messages: []*Message{m}}}})
+	}
+}

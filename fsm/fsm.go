@@ -54,6 +54,7 @@ type entity struct {
 	main        *store
 	dlq         *store
 	sessions    map[string]*session // lookup only; iterated only after sorting the keys
+	free        freeHeap            // candidates for the next available session, see offerSession
 }
 
 type compiledRule struct {
@@ -475,7 +476,11 @@ func (f *FSM) insert(st *store, m *msg) {
 func (f *FSM) place(m *msg) {
 	if m.state == StateActive && !m.locked() {
 		if m.flags&fSession != 0 {
-			f.session(m).avail.push(m)
+			s := f.session(m)
+			s.avail.push(m)
+			if s.avail.peek() == m {
+				f.offerSession(s)
+			}
 		} else {
 			m.st.avail.push(m)
 		}
@@ -490,10 +495,45 @@ func (f *FSM) unavail(m *msg) {
 	if m.flags&fSession != 0 {
 		if s := f.session(m); s != nil {
 			s.avail.remove(m)
+			f.offerSession(s) // its first available message may have changed
 		}
 		return
 	}
 	m.st.avail.remove(m)
+}
+
+// offerSession records that s may be the next available session (S-SES-2). The entity's
+// free heap holds (first available seq, session) entries; entries that no longer match
+// their session (held, emptied, head changed, forgotten) are dropped when they reach the
+// top, and the heap is rebuilt when stale entries outnumber the sessions.
+func (f *FSM) offerSession(s *session) {
+	if s.held || s.avail.empty() {
+		return
+	}
+	e := s.st.ent
+	e.free.push(freeEnt{seq: s.avail.peek().seq, s: s})
+	if len(e.free) > 2*len(e.sessions)+64 {
+		e.free = e.free[:0]
+		for _, id := range sortedKeys(e.sessions) {
+			if c := e.sessions[id]; !c.held && !c.avail.empty() {
+				e.free.push(freeEnt{seq: c.avail.peek().seq, s: c})
+			}
+		}
+	}
+}
+
+// nextFreeSession returns the free session whose first available message has the lowest
+// sequence number, or nil.
+func (f *FSM) nextFreeSession(e *entity) *session {
+	for len(e.free) > 0 {
+		top := e.free[0]
+		s := top.s
+		if !s.held && e.sessions[s.id] == s && !s.avail.empty() && s.avail.peek().seq == top.seq {
+			return s
+		}
+		e.free.pop()
+	}
+	return nil
 }
 
 // remove deletes m from its store and every index.
@@ -649,6 +689,7 @@ func (f *FSM) endSession(s *session, counted bool) {
 			f.requeue(m, counted)
 		}
 	}
+	f.offerSession(s)
 	f.gcSession(s)
 }
 
@@ -1203,15 +1244,7 @@ func (f *FSM) acceptSession(c *AcceptSession, r *Result) {
 	}
 	var s *session
 	if c.SessionID == "" { // next available: the free session with the lowest available seq
-		var best *session
-		for _, cand := range e.sessions { // order-independent: seqs are unique
-			if cand.held || cand.avail.empty() {
-				continue
-			}
-			if best == nil || cand.avail.peek().seq < best.avail.peek().seq {
-				best = cand
-			}
-		}
+		best := f.nextFreeSession(e)
 		if best == nil {
 			r.Err = ErrNoSessionAvailable
 			return

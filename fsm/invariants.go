@@ -90,8 +90,15 @@ func (f *FSM) checkInvariants() {
 			}
 			bytes += b
 		}
+		offered := map[freeEnt]bool{}
+		for _, fe := range e.free {
+			offered[fe] = true
+		}
 		for _, id := range sortedKeys(e.sessions) {
 			s := e.sessions[id]
+			if !s.held && !s.avail.empty() && !offered[freeEnt{seq: s.avail.peek().seq, s: s}] {
+				fail("session %q is free with messages but not offered", id)
+			}
 			if s.count != sessCount[id] {
 				fail("session %q: count %d, actual %d", id, s.count, sessCount[id])
 			}

@@ -635,3 +635,57 @@ func (a *availQ) compact() {
 		a.ring, a.head = a.ring[:n], 0
 	}
 }
+
+// freeEnt is a candidate for the next available session: its first available seq when
+// it was offered.
+type freeEnt struct {
+	seq int64
+	s   *session
+}
+
+// freeHeap is a min-heap of freeEnt by seq (then session id, for a total order).
+type freeHeap []freeEnt
+
+func freeLess(a, b freeEnt) bool {
+	if a.seq != b.seq {
+		return a.seq < b.seq
+	}
+	return a.s.id < b.s.id
+}
+
+func (h *freeHeap) push(x freeEnt) {
+	*h = append(*h, x)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !freeLess(a[i], a[p]) {
+			break
+		}
+		a[i], a[p] = a[p], a[i]
+		i = p
+	}
+}
+
+func (h *freeHeap) pop() {
+	a := *h
+	n := len(a) - 1
+	a[0] = a[n]
+	a[n] = freeEnt{}
+	a = a[:n]
+	*h = a
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && freeLess(a[r], a[l]) {
+			j = r
+		}
+		if !freeLess(a[j], a[i]) {
+			break
+		}
+		a[i], a[j] = a[j], a[i]
+		i = j
+	}
+}
