@@ -1508,7 +1508,8 @@ type TargetStats struct {
 // Total is every message of the target.
 func (t TargetStats) Total() int64 { return t.Active + t.Scheduled + t.Deferred }
 
-// Stats returns the message counts and sizes of every target. It costs O(targets).
+// Stats returns the message counts and sizes of every target. It costs O(targets +
+// sessions).
 func (f *FSM) Stats() Stats {
 	s := Stats{Bytes: f.bytes, LastSeq: f.lastSeq, LastSend: f.lastSend, Locks: int64(len(f.locks))}
 	for _, e := range f.ents {
