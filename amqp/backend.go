@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp/internal/encoding"
@@ -331,4 +332,46 @@ type Sessions interface {
 func ConnectionString(hostPort string, key SASKey) string {
 	return "Endpoint=sb://" + hostPort + ";SharedAccessKeyName=" + key.Name +
 		";SharedAccessKey=" + key.Key + ";UseDevelopmentEmulator=true"
+}
+
+func (m ReceiveMode) String() string {
+	if m == ReceiveAndDelete {
+		return "receive-and-delete"
+	}
+	return "peek-lock"
+}
+
+func (s MessageState) String() string {
+	switch s {
+	case StateActive:
+		return "active"
+	case StateDeferred:
+		return "deferred"
+	case StateScheduled:
+		return "scheduled"
+	}
+	return "unknown"
+}
+
+func (s SubQueue) String() string {
+	switch s {
+	case SubQueueDeadLetter:
+		return "$DeadLetterQueue"
+	case SubQueueTransferDeadLetter:
+		return "$Transfer/$DeadLetterQueue"
+	}
+	return ""
+}
+
+func (r Rights) String() string {
+	var parts []string
+	for _, x := range []struct {
+		r Rights
+		n string
+	}{{RightSend, "Send"}, {RightListen, "Listen"}, {RightManage, "Manage"}} {
+		if r&x.r != 0 {
+			parts = append(parts, x.n)
+		}
+	}
+	return strings.Join(parts, ",")
 }
