@@ -293,18 +293,28 @@ func TestSessions(t *testing.T) {
 		if err := r.CompleteMessage(testCtx(t), m, nil); err != nil {
 			t.Fatal(err)
 		}
-		var ids []string
-		pager := e.c.NewListSessionsForQueuePager(q, nil)
-		for pager.More() {
-			page, err := pager.NextPage(testCtx(t))
-			if err != nil {
-				t.Fatal(err)
+		list := func() string {
+			var ids []string
+			pager := e.c.NewListSessionsForQueuePager(q, nil)
+			for pager.More() {
+				page, err := pager.NextPage(testCtx(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, page.Sessions...)
 			}
-			ids = append(ids, page.Sessions...)
+			slices.Sort(ids)
+			return fmt.Sprint(ids)
 		}
-		slices.Sort(ids)
-		if fmt.Sprint(ids) != "[m1 m2 st]" {
-			t.Fatalf("sessions %v, want [m1 m2 st]", ids)
+		if got := list(); got != "[m1 m2 st]" {
+			t.Fatalf("sessions %v, want [m1 m2 st]", got)
+		}
+		// Without messages and state the session no longer exists.
+		if err := r.SetSessionState(testCtx(t), nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := list(); got != "[m1 m2]" {
+			t.Fatalf("after clearing st's state: sessions %v, want [m1 m2]", got)
 		}
 	})
 
