@@ -597,3 +597,45 @@ func TestS_LOCK_10_LocksSurviveSnapshot(t *testing.T) {
 		&Settle{Target: q, Tokens: []LockToken{ms[1].LockToken}, Disposition: Complete, SessionID: "s", Owner: "o"}}})
 	wantErr(t, res[0].Err, ErrSessionLockLost)
 }
+
+// S-ENT-3 on a topic: only the subscription whose properties change loses its locks.
+// Adding a subscription, changing another's rules or the topic's own properties leaves
+// a holder's lock valid.
+func TestS_ENT_3_TopicReleasesOnlyChangedSubscription(t *testing.T) {
+	x := newTF(t, topicCfg("a", "b"))
+	x.send(msgOf("1"), msgOf("2"))
+	ta, tb := Target{Sub: "a"}, Target{Sub: "b"}
+	ma := x.recv(ta, 1)
+	mb := x.recv(tb, 1)
+
+	cfg := topicCfg("a", "b", "c")                               // a new subscription
+	cfg.Subscriptions[1].Rules[0].Filter.Kind = rule.FilterFalse // b's rule changes
+	cfg.Queue.DefaultTTLMs = 3_600_000                           // the topic's own TTL changes
+	x.one(&UpdateEntity{Config: cfg})
+	if err := x.settle(ta, Complete, ma...); err != nil {
+		t.Fatalf("a lost its lock to a change elsewhere: %v", err)
+	}
+	if err := x.settle(tb, Complete, mb...); err != nil {
+		t.Fatalf("a rule change released b's lock: %v", err)
+	}
+
+	ma = x.recv(ta, 1)
+	mb = x.recv(tb, 1)
+	cfg.Subscriptions[0].Queue.LockDurationMs = 45_000 // a's own property changes
+	x.one(&UpdateEntity{Config: cfg})
+	wantErr(t, x.settle(ta, Complete, ma...), ErrLockLost)
+	if err := x.settle(tb, Complete, mb...); err != nil {
+		t.Fatalf("b lost its lock to a change of a: %v", err)
+	}
+}
+
+// S-ENT-3: an update that changes nothing the queue runs with keeps the locks.
+func TestS_ENT_3_NoChangeKeepsLocks(t *testing.T) {
+	x := newTF(t, queueCfg())
+	x.send(msgOf("a"))
+	m := x.recv(q, 1)
+	x.one(&UpdateEntity{Config: queueCfg()})
+	if err := x.settle(q, Complete, m...); err != nil {
+		t.Fatalf("an identical configuration released the lock: %v", err)
+	}
+}
