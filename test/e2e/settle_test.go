@@ -174,6 +174,8 @@ func TestSettlement(t *testing.T) {
 		if err := r.AbandonMessage(testCtx(t), a, nil); err != nil {
 			t.Fatal(err)
 		}
+		// S-LOCK-9: the abandoned lock is gone.
+		wantCode(t, r.RenewMessageLock(testCtx(t), a, nil), azservicebus.CodeLockLost)
 		msgs := receiveN(t, r, 3, 10*time.Second)
 		if got := fmt.Sprint(bodies(msgs)); got != "[a b c]" {
 			t.Fatalf("order after abandon: %v", got)
@@ -612,6 +614,34 @@ func TestSettlement(t *testing.T) {
 			}
 		}
 		if err := r1.CompleteMessage(testCtx(t), msgs[0], nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// S-LOCK-7, S-LOCK-4: when the lock of a message received by sequence number expires,
+	// it stays deferred: not receivable normally, receivable again by sequence number.
+	t.Run("DeferredLockExpiryStaysDeferred", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "deferexp", shortLockQueue(nil))
+		send(t, e.sender(t, q), body("d"))
+		r := e.receiver(t, q, nil)
+		m := receiveOne(t, r, 10*time.Second)
+		if err := r.DeferMessage(testCtx(t), m, nil); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := r.ReceiveDeferredMessages(testCtx(t), []int64{*m.SequenceNumber}, nil)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("deferred receive: %v, %d", err, len(ds))
+		}
+		expectNothing(t, r, time.Until(*ds[0].LockedUntil)+time.Second) // the lock expires meanwhile
+		ds2, err := r.ReceiveDeferredMessages(testCtx(t), []int64{*m.SequenceNumber}, nil)
+		if err != nil || len(ds2) != 1 {
+			t.Fatalf("deferred receive after lock expiry: %v, %d", err, len(ds2))
+		}
+		if ds2[0].DeliveryCount <= ds[0].DeliveryCount || ds2[0].State != azservicebus.MessageStateDeferred {
+			t.Errorf("DeliveryCount %d then %d, state %v", ds[0].DeliveryCount, ds2[0].DeliveryCount, ds2[0].State)
+		}
+		wantCode(t, r.CompleteMessage(testCtx(t), ds[0], nil), azservicebus.CodeLockLost)
+		if err := r.CompleteMessage(testCtx(t), ds2[0], nil); err != nil {
 			t.Fatal(err)
 		}
 	})
