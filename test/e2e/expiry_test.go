@@ -247,4 +247,41 @@ func TestExpiryScheduleDuplicates(t *testing.T) {
 			t.Errorf("ExpiresAt %v, want scheduled time %v + 2s", m.ExpiresAt, at)
 		}
 	})
+	// S-DUP-1: after DuplicateDetectionHistoryTimeWindow (20 s, the minimum) a MessageId
+	// is accepted again; duplicate detection also works on topics.
+	t.Run("DuplicateWindowEndsAndTopics", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "dupwin", &admin.QueueProperties{
+			RequiresDuplicateDetection:          to.Ptr(true),
+			DuplicateDetectionHistoryTimeWindow: to.Ptr("PT20S"),
+		})
+		s := e.sender(t, q)
+		msg := func(b string) *azservicebus.Message {
+			return &azservicebus.Message{MessageID: to.Ptr("same"), Body: []byte(b)}
+		}
+		start := time.Now()
+		send(t, s, msg("1"), msg("2"))
+
+		tp := name("duptopic")
+		if _, err := e.admin.CreateTopic(testCtx(t), tp, &admin.CreateTopicOptions{Properties: &admin.TopicProperties{
+			RequiresDuplicateDetection: to.Ptr(true)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.admin.CreateSubscription(testCtx(t), tp, "s", nil); err != nil {
+			t.Fatal(err)
+		}
+		send(t, e.sender(t, tp), msg("t1"), msg("t2"))
+		sr := e.subReceiver(t, tp, "s", nil)
+		if m := receiveOne(t, sr, 10*time.Second); string(m.Body) != "t1" {
+			t.Fatalf("topic got %q", m.Body)
+		}
+		expectNothing(t, sr, time.Second)
+
+		time.Sleep(time.Until(start.Add(22 * time.Second))) // the 20 s window must have passed
+		send(t, s, msg("3"))
+		r := e.receiver(t, q, nil)
+		if got := fmt.Sprint(bodies(receiveN(t, r, 2, 10*time.Second))); got != "[1 3]" {
+			t.Fatalf("got %v, want [1 3]", got)
+		}
+	})
 }
