@@ -338,9 +338,11 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 		if err := r.p.Close(); err != nil {
 			n.log.Warn("close partition", "entity", r.entity, "partition", r.index, "err", err)
 		}
-		if err := os.RemoveAll(partition.Dir(n.cfg.DataDir, r.entity, r.index)); err != nil {
+		dir := partition.Dir(n.cfg.DataDir, r.entity, r.index)
+		if err := os.RemoveAll(dir); err != nil {
 			n.log.Warn("remove partition data", "entity", r.entity, "partition", r.index, "err", err)
 		}
+		_ = os.Remove(filepath.Dir(dir)) // the entity's directory, once its last partition is gone
 	}
 	_ = open
 	return converged

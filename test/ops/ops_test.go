@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -262,5 +263,44 @@ func TestGracefulStopAndRestart(t *testing.T) {
 	rt, err := n.AdminClient(t).GetQueueRuntimeProperties(ctx, "keep", nil)
 	if err != nil || rt == nil || rt.ActiveMessageCount != 50 {
 		t.Fatalf("after a graceful restart: %+v %v", rt, err)
+	}
+}
+
+// Issue 4: deleting an entity removes its partition groups and their data; an entity
+// created again under the same name starts empty.
+func TestDeleteRemovesPartitionData(t *testing.T) {
+	n := harness.Start(t)
+	ctx := ctxT(t, 60*time.Second)
+	ac := n.AdminClient(t)
+	if _, err := ac.CreateQueue(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	sendN(t, n.Client(t), "gone", 5, func(i int) *azservicebus.Message { return &azservicebus.Message{Body: []byte("x")} })
+	dir := filepath.Join(n.Dir, "partitions", "gone")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("partition directory: %v", err)
+	}
+	if _, err := ac.DeleteQueue(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(dir); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists 10s after the delete", dir)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the filesystem for the reconciler
+	}
+	if q, err := ac.GetQueue(ctx, "gone", nil); err != nil || q != nil {
+		t.Fatalf("GetQueue after delete = %v, %v; want nil, nil", q, err)
+	}
+	if _, err := ac.CreateQueue(ctx, "gone", nil); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := ac.GetQueueRuntimeProperties(ctx, "gone", nil)
+	if err != nil || rt.ActiveMessageCount != 0 {
+		t.Fatalf("re-created queue: %+v %v; want empty", rt, err)
 	}
 }
