@@ -103,6 +103,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.reconcile(ctx)
 	n.wg.Add(1)
 	go n.reconcileLoop()
+	// Serve only once every partition placed here has its leader (after a restart, each
+	// group elects again and replays its log), so the first request after Start succeeds.
+	if err := n.waitApplied(ctx); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("cluster: partitions not serving: %w", err)
+	}
 	return n, nil
 }
 

@@ -367,12 +367,15 @@ func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 		}
 		tokErrs, err := r.p.Settle(ctx, fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
 			Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
+		// With several tokens the fsm answers per token, and its command error is only the
+		// first of those; otherwise (one token, or the proposal failed) the error is every
+		// token's.
+		perToken := len(tokErrs) == len(toks) && len(toks) > 1
 		for j, i := range idx {
-			switch {
-			case err != nil:
-				errs[i] = err
-			case j < len(tokErrs):
+			if perToken {
 				errs[i] = tokErrs[j]
+			} else {
+				errs[i] = err
 			}
 		}
 	}

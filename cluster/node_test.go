@@ -1,0 +1,195 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumbus/quorumbus/cluster/admin"
+	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/fsm"
+)
+
+func testConfig(dir string) Config {
+	c := DefaultConfig()
+	c.DataDir = dir
+	c.ClusterAddr = "127.0.0.1:0"
+	c.Raft = RaftTiming{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+		LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}
+	return c
+}
+
+func startNode(t *testing.T, dir string) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := Start(ctx, testConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func queueProps(partitions int32) meta.QueueProperties {
+	p := meta.DefaultQueueProperties()
+	p.PartitionCount = partitions
+	return p
+}
+
+// An in-process node under the race detector: concurrent sends to a partitioned queue,
+// receives across partitions, settlement batches routed by lock token, runtime counts,
+// and a restart on the same directory (S-SEND-1, S-LOCK-2, S-DUR-1).
+func TestNodeSendReceiveSettleRestart(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := n.Apply(ctx, &meta.CreateQueue{Name: "Orders", Properties: queueProps(3)}); err != nil {
+		t.Fatal(err)
+	}
+	const senders, each = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, senders)
+	for s := 0; s < senders; s++ {
+		wg.Add(1)
+		go func(s int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				m := &fsm.Message{Payload: []byte(fmt.Sprintf("%d-%d", s, i))}
+				m.MessageID = fmt.Sprintf("%d-%d", s, i)
+				if err := n.Send(ctx, "orders", []*fsm.Message{m}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(s)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	rc, err := n.Runtime(ctx, admin.Entity{Name: "orders"})
+	if err != nil || rc.Active != senders*each {
+		t.Fatalf("runtime %+v %v, want %d active", rc, err, senders*each)
+	}
+
+	a := Address{Entity: "ORDERS"}
+	got := map[string]bool{}
+	var keep []*fsm.Message
+	for len(got) < senders*each {
+		msgs, err := n.Receive(ctx, a, "", "", fsm.PeekLock, 50, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			t.Fatalf("received %d of %d", len(got), senders*each)
+		}
+		toks := make([]fsm.LockToken, 0, len(msgs))
+		for _, m := range msgs {
+			if got[m.MessageID] {
+				t.Fatalf("%s delivered twice", m.MessageID)
+			}
+			got[m.MessageID] = true
+			if len(keep) < 5 {
+				keep = append(keep, m) // left locked, then abandoned below
+				continue
+			}
+			toks = append(toks, m.LockToken)
+		}
+		for i, err := range n.Settle(ctx, Settlement{Address: a, Tokens: toks, Disposition: fsm.Complete}) {
+			if err != nil {
+				t.Fatalf("settle %d: %v", i, err)
+			}
+		}
+	}
+	// A second complete of the same token is lock-lost (S-LOCK-9).
+	done := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Complete})
+	if done[0] != nil {
+		t.Fatal(done[0])
+	}
+	again := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Complete})
+	if !errors.Is(again[0], fsm.ErrLockLost) {
+		t.Fatalf("second complete: %v, want lock lost", again[0])
+	}
+	var toks []fsm.LockToken
+	for _, m := range keep[1:] {
+		toks = append(toks, m.LockToken)
+	}
+	for _, err := range n.Settle(ctx, Settlement{Address: a, Tokens: toks, Disposition: fsm.Abandon}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n = startNode(t, dir)
+	defer n.Close()
+	rc, err = n.Runtime(ctx, admin.Entity{Name: "orders"})
+	if err != nil || rc.Active != int64(len(keep)-1) {
+		t.Fatalf("after restart: %+v %v, want %d active", rc, err, len(keep)-1)
+	}
+	msgs, err := n.Receive(ctx, a, "", "", fsm.ReceiveAndDelete, 10, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(msgs) < len(keep)-1 {
+		more, err := n.Receive(ctx, a, "", "", fsm.ReceiveAndDelete, 10, time.Second)
+		if err != nil || len(more) == 0 {
+			t.Fatalf("after restart received %d of %d: %v", len(msgs), len(keep)-1, err)
+		}
+		msgs = append(msgs, more...)
+	}
+	for _, m := range msgs {
+		if m.DeliveryCount != 2 {
+			t.Errorf("%s delivery count %d after an abandon, want 2", m.MessageID, m.DeliveryCount)
+		}
+	}
+}
+
+// Sequence numbers of a partitioned entity carry the partition, so operations by
+// sequence number (cancel, receive-deferred, peek) reach the right partition.
+func TestSequenceNumbersCarryThePartition(t *testing.T) {
+	e := &entity{parts: make([]*replica, 3)}
+	for idx := 0; idx < 3; idx++ {
+		for _, seq := range []int64{1, 2, 1 << 40} {
+			ext := e.ext(idx, seq)
+			gi, gs, err := e.split(ext)
+			if err != nil || gi != idx || gs != seq {
+				t.Fatalf("split(ext(%d, %d)=%d) = %d, %d, %v", idx, seq, ext, gi, gs, err)
+			}
+		}
+	}
+	if _, _, err := e.split(5 << seqShift); !errors.Is(err, fsm.ErrNotFound) {
+		t.Fatalf("a sequence number of partition 5 of 3: %v", err)
+	}
+	one := &entity{parts: make([]*replica, 1)}
+	if one.ext(0, 42) != 42 {
+		t.Fatal("a single-partition entity's sequence numbers are the partition's")
+	}
+	if e.keyed("session-a") != e.keyed("session-a") {
+		t.Fatal("a key must always choose the same partition (S-SES-8)")
+	}
+}
+
+func TestSplitPath(t *testing.T) {
+	for _, tc := range []struct{ in, ent, sub string }{
+		{"q", "q", ""},
+		{"t/Subscriptions/s", "t", "s"},
+		{"a/b/subscriptions/s", "a/b", "s"},
+		{"/q/", "q", ""},
+	} {
+		ent, sub, err := splitPath(tc.in)
+		if err != nil || ent != tc.ent || sub != tc.sub {
+			t.Errorf("splitPath(%q) = %q, %q, %v", tc.in, ent, sub, err)
+		}
+	}
+	if _, _, err := splitPath(""); !errors.Is(err, fsm.ErrNotFound) {
+		t.Errorf("empty path: %v", err)
+	}
+}

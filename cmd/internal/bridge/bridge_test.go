@@ -1,0 +1,132 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/quorumbus/quorumbus/amqp"
+	"github.com/quorumbus/quorumbus/cluster"
+	"github.com/quorumbus/quorumbus/cluster/meta"
+)
+
+// Every AMQP simple type an application property may carry comes back with its type.
+func TestValuesRoundTrip(t *testing.T) {
+	for _, v := range []any{nil, true, false, uint8(7), uint16(7), uint32(7), uint64(math.MaxUint64),
+		int8(-7), int16(-7), int32(-7), int64(math.MinInt64), float32(1.5), 2.25, amqp.Char('é'),
+		amqp.Timestamp(1_700_000_000_123), amqp.UUID{1, 2, 3, 15: 16}, []byte{0, 1, 2}, "text",
+		amqp.Symbol("sym"), amqp.Decimal32{1, 2, 3, 4}, amqp.Decimal64{7: 3}, amqp.Decimal128{15: 9}} {
+		if got := fromValue(toValue(v)); !reflect.DeepEqual(got, v) {
+			t.Errorf("%T %v came back as %T %v", v, v, got, got)
+		}
+	}
+}
+
+func startBackend(t *testing.T) (*Backend, *cluster.Node) {
+	t.Helper()
+	cfg := cluster.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.ClusterAddr = "127.0.0.1:0"
+	cfg.Raft = cluster.RaftTiming{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+		LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := cluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return New(n), n
+}
+
+// The backend speaks amqp's vocabulary over a real node: entity lookup, send with typed
+// properties, peek-lock receive, a settlement batch with one stale token (S-LOCK-9: only
+// that one fails, as lock-lost), and not-found for a missing entity.
+func TestBackendOverANode(t *testing.T) {
+	b, n := startBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Apply(ctx, &meta.CreateQueue{Name: "q1", Properties: meta.DefaultQueueProperties()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Entity(ctx, "nope"); !errors.Is(err, amqp.ErrNotFound) {
+		t.Fatalf("missing entity: %v", err)
+	}
+	info, err := b.Entity(ctx, "Q1")
+	if err != nil || info.Kind != amqp.KindQueue || info.Path != "q1" || info.MaxMessageSize != 256<<10 {
+		t.Fatalf("entity: %+v %v", info, err)
+	}
+	var msgs []*amqp.Message
+	for i := 0; i < 3; i++ {
+		msgs = append(msgs, &amqp.Message{Raw: []byte{byte(i)}, MessageID: "m", Subject: "s",
+			ApplicationProperties: []amqp.Property{{Key: "n", Value: int32(i)}}})
+	}
+	if err := b.Send(ctx, "q1", msgs); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := b.Receive(ctx, amqp.ReceiveRequest{Address: amqp.Address{Entity: "q1"}, Max: 3, Wait: time.Second})
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("receive: %d %v", len(ds), err)
+	}
+	for i, d := range ds {
+		if d.SequenceNumber != int64(i+1) || d.DeliveryCount != 1 || d.LockedUntil.IsZero() || d.Message.Raw[0] != byte(i) {
+			t.Errorf("delivery %d: %+v", i, d)
+		}
+	}
+	stale := ds[0].LockToken
+	stale[15] ^= 0xff
+	errs := b.Settle(ctx, []amqp.Settlement{
+		{Address: amqp.Address{Entity: "q1"}, LockToken: ds[0].LockToken, Disposition: amqp.Complete},
+		{Address: amqp.Address{Entity: "q1"}, LockToken: stale, Disposition: amqp.Complete},
+		{Address: amqp.Address{Entity: "q1"}, LockToken: ds[1].LockToken, Disposition: amqp.Complete},
+		{Address: amqp.Address{Entity: "q1"}, LockToken: ds[2].LockToken, Disposition: amqp.DeadLetter, DeadLetterReason: "r"},
+	})
+	if errs[0] != nil || !errors.Is(errs[1], amqp.ErrLockLost) || errs[2] != nil || errs[3] != nil {
+		t.Fatalf("settle errors: %v", errs)
+	}
+	dl, err := b.Peek(ctx, amqp.Address{Entity: "q1", Sub: amqp.SubQueueDeadLetter}, "", 0, 10)
+	if err != nil || len(dl) != 1 || !dl[0].DeadLettered || dl[0].DeadLetterReason != "r" {
+		t.Fatalf("dead-letter queue: %+v %v", dl, err)
+	}
+}
+
+// S-SES-2: a session locked through the backend is exclusive; releasing it frees it.
+func TestBackendSessions(t *testing.T) {
+	b, n := startBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := meta.DefaultQueueProperties()
+	p.RequiresSession = true
+	if err := n.Apply(ctx, &meta.CreateQueue{Name: "sq", Properties: p}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Send(ctx, "sq", []*amqp.Message{{Raw: []byte("x"), SessionID: "s1"}}); err != nil {
+		t.Fatal(err)
+	}
+	addr := amqp.Address{Entity: "sq"}
+	id, until, err := b.AcceptSession(ctx, addr, "", time.Second)
+	if err != nil || id != "s1" || until.IsZero() {
+		t.Fatalf("accept next: %q %v %v", id, until, err)
+	}
+	if _, _, err := b.AcceptSession(ctx, addr, "s1", 0); !errors.Is(err, amqp.ErrSessionCannotBeLocked) {
+		t.Fatalf("second accept: %v", err)
+	}
+	if err := b.SetSessionState(ctx, addr, "s1", []byte("st")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.SessionState(ctx, addr, "s1"); err != nil || string(st) != "st" {
+		t.Fatalf("state %q %v", st, err)
+	}
+	if err := b.ReleaseSession(ctx, addr, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.AcceptSession(ctx, addr, "s1", 0); err != nil {
+		t.Fatalf("accept after release: %v", err)
+	}
+	if _, _, err := b.AcceptSession(ctx, addr, "", 200*time.Millisecond); !errors.Is(err, amqp.ErrTimeout) {
+		t.Fatalf("accept next with none free: %v", err)
+	}
+}
