@@ -38,6 +38,10 @@ type Config struct {
 	// LinkCredit is the credit granted to each sending client link; it
 	// bounds the messages of a link in flight to the Backend.
 	LinkCredit uint32
+	// MaxConnCredit bounds the credit granted plus deliveries in flight over
+	// all sending links of one connection, so many links cannot multiply
+	// what a client may push at the server.
+	MaxConnCredit int
 	// SessionWindow is the incoming window advertised per session.
 	SessionWindow uint32
 	// MaxMessageSize is advertised on sender links when the entity does not
@@ -78,6 +82,7 @@ func DefaultConfig() *Config {
 		IdleTimeout:       60 * time.Second,
 		HeartbeatInterval: 15 * time.Second,
 		LinkCredit:        1000,
+		MaxConnCredit:     20000,
 		SessionWindow:     5000,
 		MaxMessageSize:    262144,
 		MaxSessions:       4096,
@@ -101,6 +106,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LinkCredit == 0 {
 		errs = append(errs, errors.New("LinkCredit must be > 0"))
+	}
+	if c.MaxConnCredit < 1 {
+		errs = append(errs, errors.New("MaxConnCredit must be > 0"))
 	}
 	if c.SessionWindow < 2 {
 		errs = append(errs, errors.New("SessionWindow must be >= 2"))

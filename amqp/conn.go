@@ -75,6 +75,7 @@ type conn struct {
 	settleQueue    []settleJob // dispositions of the current reader batch
 	pendingWrite   bool        // frames queued since the writer was last woken
 	ackSessions    []*session  // sessions with accepted deliveries to confirm (flushAcks)
+	connCredit     int         // credit granted plus deliveries in flight, over all client senders
 	closeSent      bool
 }
 

@@ -143,7 +143,7 @@ func (s *session) rpcRequest(l *link, p *partial) {
 	req, err := parseRPC(p.buf)
 	if err != nil {
 		s.settleIncoming(l, p, &frames.Rejected{Error: amqpError(err, s.tracker(l), c.now())})
-		s.topUp(l)
+		s.deliveryDone(l)
 		return
 	}
 	s.settleIncoming(l, p, frames.Accepted{}) // every request needs a settled disposition (§11.3)
@@ -216,7 +216,7 @@ func (s *session) rpcRequest(l *link, p *partial) {
 			if req.replyTo != "" {
 				c.deliverReply(req.replyTo, msg)
 			}
-			s.topUp(l)
+			s.deliveryDone(l)
 		})
 	})
 }

@@ -263,6 +263,13 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 	c := s.c
 	l.detached = true
 	l.cancel()
+	if l.role == frames.RoleSender { // unused credit returns to the pool
+		c.connCredit -= int(l.credit)
+		if l.partial != nil {
+			c.connCredit--
+		}
+		l.credit, l.partial = 0, nil
+	}
 	if s.links[l.handle] == l {
 		delete(s.links, l.handle)
 	}
@@ -316,8 +323,7 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 	l.maxMessageSize = s.c.cfg.MaxMessageSize
 	l.attached = true
 	s.c.send(s.localChannel, reply, nil)
-	l.credit = s.c.cfg.LinkCredit
-	s.sendLinkFlow(l)
+	s.topUp(l) // initial credit
 }
 
 const sessionFilterKey = "com.microsoft:session-filter"
@@ -451,8 +457,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 		}
 		l.attached = true
 		c.send(s.localChannel, reply, nil)
-		l.credit = c.cfg.LinkCredit
-		s.sendLinkFlow(l)
+		s.topUp(l) // initial credit
 		return
 	}
 	zero := uint32(0)
@@ -643,7 +648,7 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 	}
 	if t.Aborted {
 		l.partial = nil // part 2 §2.6.14: an aborted delivery is discarded
-		s.topUp(l)
+		s.deliveryDone(l)
 		return nil
 	}
 	if !p.oversized {
@@ -662,7 +667,7 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 	if p.oversized {
 		s.settleIncoming(l, p, &frames.Rejected{Error: s.errorFor(l, condMessageSizeExceeded,
 			fmt.Sprintf("The received message (delivery-id:%d) exceeds the limit (%d bytes) currently allowed on the link.", p.id, l.maxMessageSize))})
-		s.topUp(l)
+		s.deliveryDone(l)
 		return nil
 	}
 	switch l.node {
@@ -722,17 +727,40 @@ func (c *conn) flushAcks() {
 	c.ackSessions = c.ackSessions[:0]
 }
 
-// topUp restores a client sender's credit once half of it is used, keeping
-// credit plus in-flight deliveries at most LinkCredit (back-pressure).
+// minLinkCredit is what every sending link may always have (credit plus
+// in flight), however busy the connection's pool: credit held by idle links
+// cannot be taken back, so a hard pool could starve the others.
+const minLinkCredit = 10
+
+// topUp restores a client sender's credit once half of it is used. Credit
+// plus in-flight deliveries stay at most LinkCredit per link, and over the
+// connection at most MaxConnCredit plus minLinkCredit per link
+// (back-pressure that many links cannot multiply).
 func (s *session) topUp(l *link) {
+	c := s.c
 	if l.detached || !l.attached {
 		return
 	}
-	lc := int(s.c.cfg.LinkCredit)
-	if int(l.credit)+l.inflight <= lc/2 {
-		l.credit = uint32(lc - l.inflight)
-		s.sendLinkFlow(l)
+	lc := int(c.cfg.LinkCredit)
+	have := int(l.credit) + l.inflight
+	if have > lc/2 {
+		return
 	}
+	add := min(lc-have, c.cfg.MaxConnCredit-c.connCredit)
+	add = max(add, min(minLinkCredit, lc)-have)
+	if add <= 0 {
+		return
+	}
+	l.credit += uint32(add)
+	c.connCredit += add
+	s.sendLinkFlow(l)
+}
+
+// deliveryDone accounts for a finished client delivery (stored, rejected or
+// aborted): its credit returns to the connection's pool.
+func (s *session) deliveryDone(l *link) {
+	s.c.connCredit--
+	s.topUp(l)
 }
 
 func (s *session) sendToEntity(l *link, p *partial) {
@@ -748,7 +776,7 @@ func (s *session) sendToEntity(l *link, p *partial) {
 	}
 	if err != nil {
 		s.settleIncoming(l, p, &frames.Rejected{Error: amqpError(err, s.tracker(l), c.now())})
-		s.topUp(l)
+		s.deliveryDone(l)
 		return
 	}
 	if l.entity.RequiresSession {
@@ -756,7 +784,7 @@ func (s *session) sendToEntity(l *link, p *partial) {
 			if m.SessionID == "" {
 				s.settleIncoming(l, p, &frames.Rejected{Error: s.errorFor(l, condNotAllowed,
 					"The SessionId was not set on a message, and it cannot be sent to the entity. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.")})
-				s.topUp(l)
+				s.deliveryDone(l)
 				return
 			}
 		}
@@ -774,7 +802,7 @@ func (s *session) sendToEntity(l *link, p *partial) {
 		c.post(func() {
 			l.inflight--
 			s.settleIncoming(l, p, st)
-			s.topUp(l)
+			s.deliveryDone(l)
 		})
 	})
 }
