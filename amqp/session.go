@@ -889,7 +889,7 @@ func (s *session) pump(l *link) {
 	if room <= 0 || len(s.queue) >= maxQueuedPerSession {
 		return
 	}
-	max := int(min(l.credit, uint32(room)))
+	max := min(int(l.credit), room, maxQueuedPerSession-len(s.queue))
 	wait := c.cfg.ReceiveWait
 	if l.sessionID != "" {
 		left := l.sessionLockedUntil.Sub(c.now())
