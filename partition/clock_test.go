@@ -87,7 +87,7 @@ func TestLeaderTimerFollowsConfigClock(t *testing.T) {
 	clk := &fakeClock{now: time.Now().Truncate(time.Millisecond)}
 	c := newCluster(t, 1, func(cfg *Config) { cfg.Clock = clk })
 	c.addGroup(testQueue(1, 30*time.Second))
-	_, p := c.leader(1, 10*time.Second)
+	_, p := c.leader(1, 20*time.Second)
 	start := clk.Now().UnixMilli()
 
 	x := msg("X", nil)

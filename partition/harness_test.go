@@ -79,14 +79,15 @@ func (c *cluster) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 }
 
 func fastConfig(c *Config) {
-	// Short enough for failovers of a second or two, long enough that a leader on two
-	// shared cores running six agents' builds under -race keeps its lease (measured: a
-	// 500ms lease was lost under load average 8).
-	c.HeartbeatTimeout = time.Second
-	c.ElectionTimeout = time.Second
-	c.LeaderLeaseTimeout = time.Second
+	// Long enough that a leader keeps its lease through the multi-second whole-process
+	// stalls seen on two shared cores running six agents' builds under -race (a 500ms
+	// lease was lost at load average 8; 1s leases at 6 after 3s of silence); failovers
+	// then take 2-5s, which the tests' lock durations allow for.
+	c.HeartbeatTimeout = 2 * time.Second
+	c.ElectionTimeout = 2 * time.Second
+	c.LeaderLeaseTimeout = 2 * time.Second
 	c.CommitTimeout = 20 * time.Millisecond
-	c.NetTimeout = 2 * time.Second
+	c.NetTimeout = 5 * time.Second
 }
 
 func newCluster(t testing.TB, n int, tune func(*Config)) *cluster {
@@ -265,7 +266,7 @@ func (c *cluster) leader(g uint32, timeout time.Duration) (int, *Partition) {
 // (retried, since the leader's ticks may still be applying).
 func (c *cluster) checkConverged(g uint32) {
 	c.t.Helper()
-	_, lp := c.leader(g, 10*time.Second)
+	_, lp := c.leader(g, 20*time.Second)
 	if err := lp.raft.Barrier(5 * time.Second).Error(); err != nil {
 		c.t.Fatalf("barrier: %v", err)
 	}

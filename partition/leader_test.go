@@ -13,7 +13,7 @@ import (
 func TestFollowerAnswersNotLeaderWithHint(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.addGroup(testQueue(1, 5*time.Second))
-	li, _ := c.leader(1, 10*time.Second)
+	li, _ := c.leader(1, 20*time.Second)
 	for i, p := range c.group(1) {
 		if i == li {
 			continue
@@ -42,7 +42,7 @@ func TestFollowerAnswersNotLeaderWithHint(t *testing.T) {
 func TestCloseAnswersPendingAndRefusesNew(t *testing.T) {
 	c := newCluster(t, 1, nil)
 	c.addGroup(testQueue(1, 5*time.Second))
-	_, p := c.leader(1, 10*time.Second)
+	_, p := c.leader(1, 20*time.Second)
 	c.stop(1, 0)
 	if _, err := p.Enqueue(ctxT(t, time.Second), nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Enqueue after Close: %v", err)
@@ -59,7 +59,7 @@ func TestCloseAnswersPendingAndRefusesNew(t *testing.T) {
 func TestLeaderCutOffTimesOut(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.addGroup(testQueue(1, 5*time.Second))
-	li, lp := c.leader(1, 10*time.Second)
+	li, lp := c.leader(1, 20*time.Second)
 	c.isolate(1, li, true)
 	_, err := lp.Enqueue(ctxT(t, 200*time.Millisecond), []*fsm.Message{{Payload: []byte("x")}})
 	if !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrNotLeader) {
