@@ -160,8 +160,15 @@ func deliveries(ms []*fsm.Message) []*amqp.Delivery {
 			d.DeadLetterSource = m.DeadLetter.Source
 		}
 		if m.Modified {
-			d.Properties = fromProps(m.App)
-			d.PropertiesModified = true
+			// A rule action, abandon, defer or dead-letter changed the copy's properties
+			// (S-TOP-1, S-LOCK-3): rebuild its properties and application-properties
+			// sections; every other section keeps its bytes.
+			am.ApplicationProperties = fromProps(m.App)
+			if err := am.Reencode(); err != nil {
+				am.Raw = m.Payload // could not rebuild: amqp rewrites application properties only
+				d.Properties = am.ApplicationProperties
+				d.PropertiesModified = true
+			}
 		}
 		out[i] = d
 	}

@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	goamqp "github.com/Azure/go-amqp"
+
 	"github.com/quorumbus/quorumbus/amqp"
 	"github.com/quorumbus/quorumbus/cluster"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/fsm/rule"
 )
 
 // Every AMQP simple type an application property may carry comes back with its type.
@@ -128,5 +131,58 @@ func TestBackendSessions(t *testing.T) {
 	}
 	if _, _, err := b.AcceptSession(ctx, addr, "", 200*time.Millisecond); !errors.Is(err, amqp.ErrTimeout) {
 		t.Fatalf("accept next with none free: %v", err)
+	}
+}
+
+// S-TOP-1: a rule action that SETs a system property and an application property changes
+// the copy that enters that subscription, on the wire; another subscription's copy keeps
+// the sender's bytes.
+func TestActionChangesTheDeliveredCopy(t *testing.T) {
+	b, n := startBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Apply(ctx, &meta.CreateTopic{Name: "t", Properties: meta.DefaultTopicProperties()}); err != nil {
+		t.Fatal(err)
+	}
+	set := rule.Spec{Name: "set", Filter: rule.FilterSpec{Kind: rule.FilterTrue},
+		Action: rule.ActionSpec{SQL: "SET sys.Label = 'changed'; SET tag = 'yes'"}}
+	for _, c := range []meta.Command{
+		&meta.CreateSubscription{Topic: "t", Name: "acted", Properties: meta.DefaultSubscriptionProperties(), Rules: []rule.Spec{set}},
+		&meta.CreateSubscription{Topic: "t", Name: "plain", Properties: meta.DefaultSubscriptionProperties()},
+	} {
+		if err := n.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subject := "orig"
+	raw, err := (&goamqp.Message{Data: [][]byte{[]byte("body")}, Properties: &goamqp.MessageProperties{Subject: &subject},
+		ApplicationProperties: map[string]any{"keep": int64(7)}}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Send(ctx, "t", []*amqp.Message{{Raw: raw, Subject: subject,
+		ApplicationProperties: []amqp.Property{{Key: "keep", Value: int64(7)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	got := func(sub string) *goamqp.Message {
+		ds, err := b.Receive(ctx, amqp.ReceiveRequest{Address: amqp.Address{Entity: "t/Subscriptions/" + sub},
+			Mode: amqp.ReceiveAndDelete, Max: 1, Wait: time.Second})
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("%s: %d %v", sub, len(ds), err)
+		}
+		var m goamqp.Message
+		if err := m.UnmarshalBinary(ds[0].Message.Raw); err != nil {
+			t.Fatalf("%s: the delivered bytes do not decode: %v", sub, err)
+		}
+		return &m
+	}
+	acted := got("acted")
+	if *acted.Properties.Subject != "changed" || acted.ApplicationProperties["tag"] != "yes" ||
+		acted.ApplicationProperties["keep"] != int64(7) || string(acted.Data[0]) != "body" {
+		t.Errorf("acted copy: subject %q props %v body %q", *acted.Properties.Subject, acted.ApplicationProperties, acted.Data)
+	}
+	plain := got("plain")
+	if *plain.Properties.Subject != "orig" || len(plain.ApplicationProperties) != 1 {
+		t.Errorf("plain copy changed: subject %q props %v", *plain.Properties.Subject, plain.ApplicationProperties)
 	}
 }
