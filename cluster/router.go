@@ -112,6 +112,29 @@ func (n *Node) SASKey(name string) (meta.SASKey, bool) {
 	return k, ok
 }
 
+// EntitySASKey returns an authorization rule of a queue or topic ("q", "t"; a
+// subscription path looks at its topic's rules, as subscriptions have none of their own).
+func (n *Node) EntitySASKey(path, name string) (meta.SASKey, bool) {
+	ent, _, err := splitPath(path)
+	if err != nil {
+		return meta.SASKey{}, false
+	}
+	var rules []meta.SASKey
+	n.meta.read(func(s *meta.State) {
+		if q, ok := s.Queue(ent); ok {
+			rules = q.Properties.AuthorizationRules
+		} else if t, ok := s.Topic(ent); ok {
+			rules = t.Properties.AuthorizationRules
+		}
+	})
+	for _, k := range rules {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return meta.SASKey{}, false
+}
+
 // target resolves an address to its entity, the fsm target inside each partition.
 func (n *Node) target(a Address) (*entity, fsm.Target, error) {
 	e, err := n.resolve(a.Entity)

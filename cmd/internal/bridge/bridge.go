@@ -36,12 +36,28 @@ func New(n *cluster.Node) *Backend {
 	return &Backend{n: n, owners: map[string]string{}}
 }
 
-// SASKey implements amqp.Authenticator.
+var _ amqp.EntityAuthenticator = (*Backend)(nil)
+
+// SASKey implements amqp.Authenticator: the namespace's keys.
 func (b *Backend) SASKey(ctx context.Context, name string) (amqp.SASKey, error) {
 	k, ok := b.n.SASKey(name)
 	if !ok {
 		return amqp.SASKey{}, fmt.Errorf("%w: key %q", amqp.ErrNotFound, name)
 	}
+	return sasKey(k), nil
+}
+
+// EntitySASKey implements amqp.EntityAuthenticator: a queue's or topic's own
+// authorization rules, which authorize only that entity.
+func (b *Backend) EntitySASKey(ctx context.Context, path, name string) (amqp.SASKey, error) {
+	k, ok := b.n.EntitySASKey(path, name)
+	if !ok {
+		return amqp.SASKey{}, fmt.Errorf("%w: key %q on %q", amqp.ErrNotFound, name, path)
+	}
+	return sasKey(k), nil
+}
+
+func sasKey(k meta.SASKey) amqp.SASKey {
 	var r amqp.Rights
 	if k.Rights.Has(meta.RightSend) {
 		r |= amqp.RightSend
@@ -52,7 +68,7 @@ func (b *Backend) SASKey(ctx context.Context, name string) (amqp.SASKey, error) 
 	if k.Rights.Has(meta.RightManage) {
 		r |= amqp.RightManage
 	}
-	return amqp.SASKey{Name: k.Name, Key: k.PrimaryKey, Rights: r}, nil
+	return amqp.SASKey{Name: k.Name, Key: k.PrimaryKey, SecondaryKey: k.SecondaryKey, Rights: r}
 }
 
 // Entity implements amqp.Entities.

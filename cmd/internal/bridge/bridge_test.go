@@ -186,3 +186,35 @@ func TestActionChangesTheDeliveredCopy(t *testing.T) {
 		t.Errorf("plain copy changed: subject %q props %v", *plain.Properties.Subject, plain.ApplicationProperties)
 	}
 }
+
+// Entity-level authorization rules authorize their own entity (a subscription path uses
+// its topic's rules); other names are not found.
+func TestEntityKeys(t *testing.T) {
+	b, n := startBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	qp := meta.DefaultQueueProperties()
+	qp.AuthorizationRules = []meta.SASKey{{Name: "listener", PrimaryKey: "p", SecondaryKey: "s", Rights: meta.RightListen}}
+	tp := meta.DefaultTopicProperties()
+	tp.AuthorizationRules = []meta.SASKey{{Name: "sender", PrimaryKey: "t", Rights: meta.RightSend}}
+	for _, c := range []meta.Command{&meta.CreateQueue{Name: "q", Properties: qp}, &meta.CreateTopic{Name: "t", Properties: tp}} {
+		if err := n.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := b.EntitySASKey(ctx, "q", "listener")
+	if err != nil || k.Key != "p" || k.SecondaryKey != "s" || !k.Rights.Has(amqp.RightListen) || k.Rights.Has(amqp.RightSend) {
+		t.Fatalf("queue rule: %+v %v", k, err)
+	}
+	if k, err := b.EntitySASKey(ctx, "t/Subscriptions/any", "sender"); err != nil || !k.Rights.Has(amqp.RightSend) {
+		t.Fatalf("topic rule through a subscription path: %+v %v", k, err)
+	}
+	for _, c := range [][2]string{{"q", "sender"}, {"t", "listener"}, {"missing", "listener"}} {
+		if _, err := b.EntitySASKey(ctx, c[0], c[1]); !errors.Is(err, amqp.ErrNotFound) {
+			t.Errorf("EntitySASKey(%q, %q): %v, want not found", c[0], c[1], err)
+		}
+	}
+	if _, err := b.SASKey(ctx, "listener"); !errors.Is(err, amqp.ErrNotFound) {
+		t.Errorf("an entity rule is not a namespace key: %v", err)
+	}
+}
