@@ -289,10 +289,9 @@ type Receiver interface {
 	// Settle settles a batch of locked messages by lock token, each
 	// independently (a batch only lets the broker group its writes, e.g. one
 	// raft proposal per partition). It returns one error per settlement, nil
-	// for success: ErrLockLost for an expired or unknown lock (S-LOCK-9),
-	// ErrSessionLockLost when the session lock is gone. Repeating the same
-	// settlement of the same lock should succeed: the SDK re-settles through
-	// $management when a link fails mid-settlement (protocol.md §11.9).
+	// for success: ErrLockLost for an expired, unknown or already settled
+	// lock (S-LOCK-9; protocol.md §11.9 asks for idempotence, but the
+	// semantics rule wins), ErrSessionLockLost when the session lock is gone.
 	Settle(ctx context.Context, s []Settlement) []error
 	// RenewLock extends locks and returns the new LockedUntil of each (S-LOCK-8).
 	RenewLock(ctx context.Context, addr Address, sessionID string, tokens []UUID) ([]time.Time, error)
