@@ -547,4 +547,24 @@ func TestSessions(t *testing.T) {
 			t.Fatalf("session b got %q", m.Body)
 		}
 	})
+	// S-SCH-1 in a session: a scheduled session message reaches the session's holder at
+	// its time, and not before.
+	t.Run("ScheduledInSession", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "ssched", sessionQueue(""))
+		at := time.Now().Add(3 * time.Second)
+		seqs, err := e.sender(t, q).ScheduleMessages(testCtx(t), []*azservicebus.Message{sessMsg("s", "later")}, at, nil)
+		if err != nil || len(seqs) != 1 {
+			t.Fatalf("schedule: %v %v", seqs, err)
+		}
+		r := e.accept(t, q, "s")
+		if p := peekAll(t, r); len(p) != 1 || p[0].State != azservicebus.MessageStateScheduled {
+			t.Fatalf("peek in session: %v", bodies(p))
+		}
+		expectNothing(t, r, time.Until(at)-time.Second)
+		m := receiveOne(t, r, 10*time.Second)
+		if string(m.Body) != "later" || time.Now().Before(at) || *m.SequenceNumber != seqs[0] {
+			t.Fatalf("got %q seq %d at %v (scheduled %v)", m.Body, *m.SequenceNumber, time.Now(), at)
+		}
+	})
 }
