@@ -645,4 +645,24 @@ func TestSettlement(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	// S-RCV-2, S-LOCK-4: a message whose lock expired goes back to the front.
+	t.Run("LockExpiredGoesFirst", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "expfront", shortLockQueue(nil))
+		send(t, e.sender(t, q), body("a"), body("b"), body("c"))
+		r := e.receiver(t, q, nil)
+		a := receiveOne(t, r, 10*time.Second)
+		b := receiveOne(t, r, 10*time.Second)
+		if string(a.Body) != "a" || string(b.Body) != "b" {
+			t.Fatalf("got %q %q", a.Body, b.Body)
+		}
+		if err := r.CompleteMessage(testCtx(t), b, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(*a.LockedUntil) + 500*time.Millisecond) // a's lock must expire
+		msgs := receiveN(t, r, 2, 10*time.Second)
+		if got := fmt.Sprint(bodies(msgs)); got != "[a c]" {
+			t.Fatalf("after a's lock expired got %v, want [a c]", got)
+		}
+	})
 }
