@@ -498,6 +498,45 @@ func TestSend(t *testing.T) {
 			t.Errorf("non-string ids %+v", raw(3).Properties)
 		}
 	})
+
+	// S-SEND-6, S-LOCK-6: the largest message the SDK lets through (256 KB link limit)
+	// is delivered even after the broker adds its annotations, and again after
+	// dead-lettering with an 8 kB reason and description; peek returns it too.
+	t.Run("MaxSizeMessage", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "maxsz", nil)
+		s := e.sender(t, q)
+		sent := 0
+		for size := 262144; size > 260000 && sent == 0; size -= 16 {
+			err := s.SendMessage(testCtx(t), &azservicebus.Message{Body: make([]byte, size), MessageID: to.Ptr("m")}, nil)
+			switch {
+			case err == nil:
+				sent = size
+			case !errors.Is(err, azservicebus.ErrMessageTooLarge):
+				t.Fatal(err)
+			}
+		}
+		if sent == 0 {
+			t.Fatalf("no body above 260000 bytes fits a 256 KB message")
+		}
+		r := e.receiver(t, q, nil)
+		m := receiveOne(t, r, 10*time.Second)
+		if len(m.Body) != sent {
+			t.Fatalf("received %d bytes, sent %d", len(m.Body), sent)
+		}
+		long := strings.Repeat("x", 4000)
+		if err := r.DeadLetterMessage(testCtx(t), m, &azservicebus.DeadLetterOptions{Reason: to.Ptr("r" + long), ErrorDescription: to.Ptr("d" + long)}); err != nil {
+			t.Fatal(err)
+		}
+		dlq := e.dlq(t, q)
+		if p := peekAll(t, dlq); len(p) != 1 || len(p[0].Body) != sent {
+			t.Fatalf("peek of the dead-lettered message: %d messages", len(p))
+		}
+		d := receiveOne(t, dlq, 10*time.Second)
+		if len(d.Body) != sent || deref(d.DeadLetterReason) != "r"+long {
+			t.Fatalf("DLQ: %d bytes, reason %.20v... (want r+4000 x)", len(d.Body), deref(d.DeadLetterReason))
+		}
+	})
 }
 
 func deref[T any](p *T) any {
