@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -262,6 +263,37 @@ func TestErrors(t *testing.T) {
 		}
 		if rp.SizeInBytes <= 0 {
 			t.Errorf("SizeInBytes %d", rp.SizeInBytes)
+		}
+	})
+	// S-SEND-2: deleting an entity ends a receive that is waiting on it with an error,
+	// well before the receive's own deadline.
+	t.Run("DeleteWhileReceiving", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "delrecv", nil)
+		send(t, e.sender(t, q), body("x"))
+		r := e.receiver(t, q, nil)
+		m := receiveOne(t, r, 10*time.Second) // the link is attached
+		if err := r.CompleteMessage(testCtx(t), m, nil); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := r.ReceiveMessages(ctx, 1, nil)
+			done <- err
+		}()
+		time.Sleep(500 * time.Millisecond) // let the receive start waiting
+		if _, err := e.admin.DeleteQueue(testCtx(t), q, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("receive on a deleted queue ended with %v, want an entity error", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("receive still waiting 20s after its queue was deleted")
 		}
 	})
 }
