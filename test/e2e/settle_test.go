@@ -484,9 +484,9 @@ func TestSettlement(t *testing.T) {
 	t.Run("SettleAfterReceiverClosed", func(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "mgmtsettle", nil)
-		send(t, e.sender(t, q), body("a"), body("b"))
+		send(t, e.sender(t, q), body("a"), body("b"), body("c"))
 		r1 := e.receiver(t, q, nil)
-		msgs := receiveN(t, r1, 2, 10*time.Second)
+		msgs := receiveN(t, r1, 3, 10*time.Second)
 		if err := r1.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -498,6 +498,14 @@ func TestSettlement(t *testing.T) {
 		// msgs[1]: settled by lock token alone, as after a process restart.
 		if err := r2.CompleteMessage(testCtx(t), &azservicebus.ReceivedMessage{LockToken: msgs[1].LockToken}, nil); err != nil {
 			t.Fatalf("complete by lock token: %v", err)
+		}
+		// msgs[2]: by lock token from another connection (another client).
+		other, err := e.n.Client(t).NewReceiverForQueue(q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.CompleteMessage(testCtx(t), &azservicebus.ReceivedMessage{LockToken: msgs[2].LockToken}, nil); err != nil {
+			t.Fatalf("complete by lock token from another connection: %v", err)
 		}
 		expectNothing(t, r2, time.Second)
 		if p := peekAll(t, r2); len(p) != 0 {
