@@ -673,4 +673,27 @@ func TestSettlement(t *testing.T) {
 			t.Fatalf("after a's lock expired got %v, want [a c]", got)
 		}
 	})
+	// S-RCV-1: in ReceiveAndDelete, messages delivered on credit left open by an earlier
+	// receive are not lost: the next receives return them.
+	t.Run("ReceiveAndDeleteLeftoverCredit", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "radcredit", nil)
+		s := e.sender(t, q)
+		send(t, s, body("0"))
+		r := e.receiver(t, q, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		msgs, err := r.ReceiveMessages(ctx, 10, nil) // 1 message; 9 credits stay open
+		cancel()
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("first receive: %d, %v", len(msgs), err)
+		}
+		send(t, s, body("1"), body("2"), body("3"))
+		got := receiveN(t, r, 3, 10*time.Second)
+		if fmt.Sprint(bodies(got)) != "[1 2 3]" {
+			t.Fatalf("got %v", bodies(got))
+		}
+		if p := peekAll(t, r); len(p) != 0 {
+			t.Fatalf("left: %v", bodies(p))
+		}
+	})
 }
