@@ -357,4 +357,44 @@ func TestTopics(t *testing.T) {
 			t.Errorf("dead-lettered session message lost its SessionID: %v", deref(ds[0].SessionID))
 		}
 	})
+	// S-TOP-1: SQL filters see system properties and application properties of every
+	// wire type as sent (int32, int64, float64, bool, string, timestamp).
+	t.Run("SQLFilterTypes", func(t *testing.T) {
+		t.Parallel()
+		filters := map[string]string{
+			"i32":      "small = 7",
+			"i64gt":    "big > 4000000000",
+			"dbl":      "ratio > 0.2 AND ratio < 0.3",
+			"flag":     "flag = TRUE",
+			"in":       "color IN ('red', 'blue')",
+			"like":     "name LIKE 'ab\\_%' ESCAPE '\\'",
+			"exists":   "EXISTS(small) AND NOT EXISTS(missing)",
+			"isnull":   "missing IS NULL AND sys.ReplyTo IS NULL",
+			"sysid":    "sys.MessageId = 'mid' AND sys.CorrelationId = 'cid' AND sys.To = 'dest' AND sys.ContentType = 'ct'",
+			"arith":    "small * 2 + 1 = 15 AND big % 10 = 0",
+			"notmatch": "color = 'green' OR small > 100",
+		}
+		subs := make([]string, 0, len(filters))
+		for sub := range filters {
+			subs = append(subs, sub)
+		}
+		tp := e.topic(t, "sqltypes", nil, subs...)
+		for sub, f := range filters {
+			e.replaceRules(t, tp, sub, admin.RuleProperties{Name: "f", Filter: &admin.SQLFilter{Expression: f}})
+		}
+		send(t, e.sender(t, tp), &azservicebus.Message{Body: []byte("m"), MessageID: to.Ptr("mid"), CorrelationID: to.Ptr("cid"),
+			To: to.Ptr("dest"), ContentType: to.Ptr("ct"), ApplicationProperties: map[string]any{
+				"small": int32(7), "big": int64(5_000_000_000), "ratio": 0.25, "flag": true,
+				"color": "blue", "name": "ab_cd", "when": time.Now()}})
+		for _, sub := range subs {
+			want := 1
+			if sub == "notmatch" {
+				want = 0
+			}
+			got := receiveUpTo(t, e.subReceiver(t, tp, sub, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete}), 1, 2*time.Second)
+			if len(got) != want {
+				t.Errorf("filter %q (%s): %d copies, want %d", filters[sub], sub, len(got), want)
+			}
+		}
+	})
 }
