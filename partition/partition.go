@@ -103,6 +103,11 @@ func Open(cfg *Config) (*Partition, error) {
 	if err != nil {
 		return fail(fmt.Errorf("partition: %w", err))
 	}
+	base, err := baseConfig(dir, cfg.FSM)
+	if err != nil {
+		return fail(err)
+	}
+	p.cfg.FSM = base
 	p.store = store
 	p.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:                cfg.Stream,
@@ -111,7 +116,7 @@ func Open(cfg *Config) (*Partition, error) {
 		Timeout:               cfg.NetTimeout,
 		Logger:                p.logger.Named("net"),
 	})
-	p.m = newMachine(cfg.FSM, p.applied)
+	p.m = newMachine(base, p.applied)
 	r, err := raft.NewRaft(cfg.raftConfig(p.notifyCh, p.logger.Named("raft")), p.m, logs, store, snaps, p.trans)
 	if err != nil {
 		p.trans.Close()
