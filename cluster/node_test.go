@@ -193,3 +193,46 @@ func TestSplitPath(t *testing.T) {
 		t.Errorf("empty path: %v", err)
 	}
 }
+
+// A receiver of a partitioned entity waiting with nothing available wakes when a message
+// arrives in any partition, and an empty wait ends at its timeout with no messages.
+func TestReceiveAcrossPartitionsWakes(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := n.Apply(ctx, &meta.CreateQueue{Name: "p", Properties: queueProps(4)}); err != nil {
+		t.Fatal(err)
+	}
+	a := Address{Entity: "p"}
+	start := time.Now()
+	if msgs, err := n.Receive(ctx, a, "", "", fsm.PeekLock, 1, 300*time.Millisecond); err != nil || len(msgs) != 0 {
+		t.Fatalf("empty receive: %v %v", msgs, err)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Fatalf("an empty receive returned after %v, before its wait", el)
+	}
+	for _, key := range []string{"a", "b", "c", "d", "e"} {
+		got := make(chan []*fsm.Message, 1)
+		go func() {
+			msgs, err := n.Receive(ctx, a, "", "", fsm.ReceiveAndDelete, 1, 30*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- msgs
+		}()
+		m := &fsm.Message{Payload: []byte(key)}
+		m.PartitionKey = key
+		if err := n.Send(ctx, "p", []*fsm.Message{m}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case msgs := <-got:
+			if len(msgs) != 1 || string(msgs[0].Payload) != key {
+				t.Fatalf("key %s: got %v", key, msgs)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("key %s: the waiting receiver did not wake", key)
+		}
+	}
+}

@@ -292,12 +292,9 @@ func sortedKeys(m map[int][]int64) []int {
 	return keys
 }
 
-// receiveSlice is how long a receive on a partitioned entity waits on one partition
-// before looking at the next.
-const receiveSlice = 50 * time.Millisecond
-
 // Receive takes up to max messages (S-RCV-1). A session receive goes to the session's
-// partition; otherwise the partitions are tried in turn, waiting up to wait in all.
+// partition; otherwise the partitions are tried in turn, and when none has a message the
+// call sleeps until one of them changes (no polling), up to wait in all.
 func (n *Node) Receive(ctx context.Context, a Address, sessionID, owner string, mode fsm.ReceiveMode, limit int, wait time.Duration) ([]*fsm.Message, error) {
 	e, t, err := n.target(a)
 	if err != nil {
@@ -309,25 +306,60 @@ func (n *Node) Receive(ctx context.Context, a Address, sessionID, owner string, 
 		msgs, err := e.parts[idx].p.Receive(ctx, req, wait)
 		return e.stamp(idx, msgs), err
 	}
-	deadline := time.Now().Add(wait)
-	start := int(rr.Add(1) % uint64(len(e.parts)))
-	for first := true; ; first = false {
+	var msgs []*fsm.Message
+	idx := -1
+	err = e.waitAny(ctx, wait, func(i int) (bool, error) {
+		m, err := e.parts[i].p.Receive(ctx, req, 0)
+		if err != nil || len(m) > 0 {
+			msgs, idx = m, i
+			return true, err
+		}
+		return false, nil
+	})
+	if idx < 0 {
+		return nil, err
+	}
+	return e.stamp(idx, msgs), err
+}
+
+// waitAny calls try on each partition, starting from a rotating one, until it reports
+// done or an error; between rounds it waits for any partition to change, up to wait.
+// Each partition has one watcher at a time: it holds that partition's current change
+// signal (taken before the round that follows it) and is re-armed once it fired.
+func (e *entity) waitAny(ctx context.Context, wait time.Duration, try func(i int) (done bool, err error)) error {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	fired := make(chan int, len(e.parts))
+	stop := make(chan struct{})
+	defer close(stop)
+	armed := make([]bool, len(e.parts))
+	for {
+		for i, r := range e.parts {
+			if armed[i] {
+				continue
+			}
+			armed[i] = true
+			go func(i int, ch <-chan struct{}) {
+				select {
+				case <-ch:
+					fired <- i
+				case <-stop:
+				}
+			}(i, r.p.Changed())
+		}
+		start := int(rr.Add(1) % uint64(len(e.parts)))
 		for i := range e.parts {
-			idx := (start + i) % len(e.parts)
-			w := time.Duration(0)
-			if !first {
-				w = min(receiveSlice, time.Until(deadline))
-			}
-			msgs, err := e.parts[idx].p.Receive(ctx, req, max(w, 0))
-			if err != nil || len(msgs) > 0 {
-				return e.stamp(idx, msgs), err
-			}
-			if !first && time.Until(deadline) <= 0 {
-				return nil, nil
+			if done, err := try((start + i) % len(e.parts)); done || err != nil {
+				return err
 			}
 		}
-		if time.Until(deadline) <= 0 || ctx.Err() != nil {
-			return nil, nil
+		select {
+		case i := <-fired:
+			armed[i] = false
+		case <-deadline.C:
+			return nil
+		case <-ctx.Done():
+			return nil
 		}
 	}
 }
@@ -501,25 +533,23 @@ func (n *Node) AcceptSession(ctx context.Context, a Address, sessionID, owner st
 	if sessionID != "" || len(e.parts) == 1 {
 		return e.parts[e.keyed(sessionID)].p.AcceptSession(ctx, req, wait)
 	}
-	deadline := time.Now().Add(wait)
-	for first := true; ; first = false {
-		for _, r := range e.parts {
-			w := time.Duration(0)
-			if !first {
-				w = max(0, min(receiveSlice, time.Until(deadline)))
-			}
-			id, until, err := r.p.AcceptSession(ctx, req, w)
-			if err == nil {
-				return id, until, nil
-			}
-			if !errors.Is(err, fsm.ErrNoSessionAvailable) {
-				return "", 0, err
-			}
+	var id string
+	var until int64
+	err = e.waitAny(ctx, wait, func(i int) (bool, error) {
+		var err error
+		id, until, err = e.parts[i].p.AcceptSession(ctx, req, 0)
+		if errors.Is(err, fsm.ErrNoSessionAvailable) {
+			return false, nil
 		}
-		if time.Until(deadline) <= 0 || ctx.Err() != nil {
-			return "", 0, fsm.ErrNoSessionAvailable
-		}
+		return true, err
+	})
+	if err != nil {
+		return "", 0, err
 	}
+	if id == "" {
+		return "", 0, fsm.ErrNoSessionAvailable
+	}
+	return id, until, nil
 }
 
 func (n *Node) sessionPartition(a Address, sessionID string) (*partition.Partition, fsm.Target, error) {

@@ -277,6 +277,13 @@ func (p *Partition) waitLoop(ctx context.Context, wait time.Duration, try func()
 
 // Local state, on any replica.
 
+// Changed returns a channel closed after the next applied entry that may make messages
+// or sessions available (an enqueue, abandon, lock expiry, scheduled activation, a
+// leadership change, ...). Take it before trying a receive, so that no change between
+// the try and the wait is missed; a receiver spanning several partitions waits on all
+// of theirs instead of polling.
+func (p *Partition) Changed() <-chan struct{} { return p.avail.wait() }
+
 // IsLeader reports whether this replica leads the group and has caught up with it.
 func (p *Partition) IsLeader() bool {
 	return p.ready.Load() && p.raft.State() == raft.Leader
