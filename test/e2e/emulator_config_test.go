@@ -54,7 +54,7 @@ func TestEmulatorConfigJSON(t *testing.T) {
 		send(t, s,
 			&azservicebus.Message{Body: []byte("json"), ContentType: to.Ptr("application/json")},
 			&azservicebus.Message{Body: []byte("prop1"), ApplicationProperties: map[string]any{"prop1": "value1"}},
-			&azservicebus.Message{Body: []byte("sql"), MessageID: to.Ptr("123456"), ApplicationProperties: map[string]any{"userProp1": "value1"}},
+			&azservicebus.Message{Body: []byte("sql"), MessageID: to.Ptr("123456"), To: to.Ptr("orig"), ApplicationProperties: map[string]any{"userProp1": "value1"}},
 			&azservicebus.Message{Body: []byte("sql-wrong-id"), MessageID: to.Ptr("999"), ApplicationProperties: map[string]any{"userProp1": "value1"}},
 		)
 		want := map[string][]string{
@@ -64,7 +64,16 @@ func TestEmulatorConfigJSON(t *testing.T) {
 			"subscription.4": {"sql"},
 		}
 		for sub, w := range want {
-			got := bodies(drain(t, e.subReceiver(t, "topic.1", sub, nil), len(w)))
+			msgs := drain(t, e.subReceiver(t, "topic.1", sub, nil), len(w))
+			for _, m := range msgs {
+				// subscription.4's action is "SET sys.To = 'Entity'"; other copies keep To.
+				if string(m.Body) == "sql" {
+					if want := map[bool]string{true: "Entity", false: "orig"}[sub == "subscription.4"]; deref(m.To) != want {
+						t.Errorf("%s: To = %v, want %s", sub, deref(m.To), want)
+					}
+				}
+			}
+			got := bodies(msgs)
 			slices.Sort(got)
 			slices.Sort(w)
 			if fmt.Sprint(got) != fmt.Sprint(w) {

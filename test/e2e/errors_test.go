@@ -296,4 +296,48 @@ func TestErrors(t *testing.T) {
 			t.Fatalf("receive still waiting 20s after its queue was deleted")
 		}
 	})
+	// S-SEND-2, protocol.md §3: a key with only the Listen right (an entity-level
+	// authorization rule; the admin API offers no other way to make one) receives but
+	// cannot send: CodeUnauthorizedAccess.
+	t.Run("ListenOnlyEntityKey", func(t *testing.T) {
+		t.Parallel()
+		const key = "bGlzdGVuLW9ubHkta2V5LTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDE="
+		q := e.queue(t, "listen", &admin.QueueProperties{
+			AuthorizationRules: []admin.AuthorizationRule{{KeyName: to.Ptr("listener"), AccessRights: []admin.AccessRight{admin.AccessRightListen},
+				PrimaryKey: to.Ptr(key), SecondaryKey: to.Ptr("c2Vjb25kYXJ5LWtleS0wMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM=")}},
+		})
+		send(t, e.sender(t, q), body("x"))
+		cs := regexp.MustCompile(`SharedAccessKeyName=[^;]*;SharedAccessKey=[^;]*`).ReplaceAllString(e.n.ConnectionString,
+			"SharedAccessKeyName=listener;SharedAccessKey="+key)
+		c, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
+			RetryOptions: azservicebus.RetryOptions{MaxRetries: 1, RetryDelay: 100 * time.Millisecond}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		r, err := c.NewReceiverForQueue(q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := r.ReceiveMessages(boundedCtx(t), 1, nil)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("receive with a Listen key: %d messages, err %v", len(msgs), err)
+		}
+		if err := r.CompleteMessage(testCtx(t), msgs[0], nil); err != nil {
+			t.Fatalf("complete with a Listen key: %v", err)
+		}
+		s, err := c.NewSender(q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, s.SendMessage(boundedCtx(t), body("y"), nil), azservicebus.CodeUnauthorizedAccess)
+		// The entity key does not open other entities.
+		other := e.queue(t, "notlisten", nil)
+		ro, err := c.NewReceiverForQueue(other, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ro.ReceiveMessages(boundedCtx(t), 1, nil)
+		wantCode(t, err, azservicebus.CodeUnauthorizedAccess)
+	})
 }

@@ -88,7 +88,7 @@ func TestTopics(t *testing.T) {
 
 	// S-TOP-1: SQL and correlation filters split a stream of messages across three
 	// subscriptions; a SQL action (SET, REMOVE of application properties) modifies only
-	// that subscription's copy. (SET of a system property: pending_test.go, broker bug.)
+	// that subscription's copy.
 	t.Run("FiltersSplitStream", func(t *testing.T) {
 		t.Parallel()
 		tp := e.topic(t, "split", nil, "high", "eu", "tagged")
@@ -395,6 +395,27 @@ func TestTopics(t *testing.T) {
 			if len(got) != want {
 				t.Errorf("filter %q (%s): %d copies, want %d", filters[sub], sub, len(got), want)
 			}
+		}
+	})
+	// S-TOP-1: a rule action that SETs system properties (sys.Label = Subject,
+	// sys.CorrelationId) changes that subscription's copy only.
+	t.Run("ActionSetsSystemProperties", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "sysset", nil, "s", "plain")
+		e.replaceRules(t, tp, "s", admin.RuleProperties{Name: "set",
+			Filter: &admin.TrueFilter{},
+			Action: &admin.SQLAction{Expression: "SET sys.Label = 'changed'; SET sys.CorrelationId = 'c2'; SET user.tag = 'yes'"}})
+		send(t, e.sender(t, tp), &azservicebus.Message{Body: []byte("x"), Subject: to.Ptr("orig"), CorrelationID: to.Ptr("c1")})
+		m := drain(t, e.subReceiver(t, tp, "s", nil), 1)[0]
+		if m.ApplicationProperties["tag"] != "yes" {
+			t.Errorf("application property not set: %v", m.ApplicationProperties)
+		}
+		if deref(m.Subject) != "changed" || deref(m.CorrelationID) != "c2" || string(m.Body) != "x" {
+			t.Errorf("copy has Subject %v CorrelationID %v body %q, want changed / c2 / x", deref(m.Subject), deref(m.CorrelationID), m.Body)
+		}
+		p := drain(t, e.subReceiver(t, tp, "plain", nil), 1)[0]
+		if deref(p.Subject) != "orig" || deref(p.CorrelationID) != "c1" {
+			t.Errorf("other subscription's copy changed: Subject %v CorrelationID %v", deref(p.Subject), deref(p.CorrelationID))
 		}
 	})
 }
