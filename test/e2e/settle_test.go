@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -694,6 +695,39 @@ func TestSettlement(t *testing.T) {
 		}
 		if p := peekAll(t, r); len(p) != 0 {
 			t.Fatalf("left: %v", bodies(p))
+		}
+	})
+
+	// S-LOCK-3, S-LOCK-6: properties modified by abandon keep their wire types, add to the
+	// existing ones, and dead-letter properties override existing ones.
+	t.Run("ModifiedPropertyTypes", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "abtypes", nil)
+		send(t, e.sender(t, q), &azservicebus.Message{Body: []byte("x"), ApplicationProperties: map[string]any{"over": "old"}})
+		r := e.receiver(t, q, nil)
+		m := receiveOne(t, r, 10*time.Second)
+		ts := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		if err := r.AbandonMessage(testCtx(t), m, &azservicebus.AbandonMessageOptions{PropertiesToModify: map[string]any{
+			"ts": ts, "bin": []byte{1, 2}, "i32": int32(5), "f": 1.5, "b": false}}); err != nil {
+			t.Fatal(err)
+		}
+		m = receiveOne(t, r, 10*time.Second)
+		ap := m.ApplicationProperties
+		if gt, ok := ap["ts"].(time.Time); !ok || !gt.Equal(ts) {
+			t.Errorf("ts %#v", ap["ts"])
+		}
+		if b, ok := ap["bin"].([]byte); !ok || !bytes.Equal(b, []byte{1, 2}) {
+			t.Errorf("bin %#v", ap["bin"])
+		}
+		if ap["i32"] != int32(5) || ap["f"] != 1.5 || ap["b"] != false || ap["over"] != "old" {
+			t.Errorf("props %#v", ap)
+		}
+		if err := r.DeadLetterMessage(testCtx(t), m, &azservicebus.DeadLetterOptions{PropertiesToModify: map[string]any{"over": "new"}}); err != nil {
+			t.Fatal(err)
+		}
+		d := receiveOne(t, e.dlq(t, q), 10*time.Second)
+		if d.ApplicationProperties["over"] != "new" || d.ApplicationProperties["i32"] != int32(5) {
+			t.Errorf("dlq props %#v", d.ApplicationProperties)
 		}
 	})
 }

@@ -418,4 +418,30 @@ func TestTopics(t *testing.T) {
 			t.Errorf("other subscription's copy changed: Subject %v CorrelationID %v", deref(p.Subject), deref(p.CorrelationID))
 		}
 	})
+
+	// S-LOCK-7, S-LOCK-11 on a subscription: peek from a sequence number, defer and
+	// receive by sequence number.
+	t.Run("SubscriptionDeferAndPeek", func(t *testing.T) {
+		t.Parallel()
+		tp := e.topic(t, "subdefer", nil, "s")
+		send(t, e.sender(t, tp), body("a"), body("b"), body("c"))
+		r := e.subReceiver(t, tp, "s", nil)
+		p := peekAll(t, r)
+		from := *p[1].SequenceNumber
+		p2, err := r.PeekMessages(testCtx(t), 5, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+		if err != nil || fmt.Sprint(bodies(p2)) != "[b c]" {
+			t.Fatalf("peek from: %v %v", bodies(p2), err)
+		}
+		m := receiveOne(t, r, 10*time.Second)
+		if err := r.DeferMessage(testCtx(t), m, nil); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := r.ReceiveDeferredMessages(testCtx(t), []int64{*m.SequenceNumber}, nil)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("deferred: %v %d", err, len(ds))
+		}
+		if err := r.CompleteMessage(testCtx(t), ds[0], nil); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
