@@ -43,6 +43,7 @@ type Node struct {
 	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
 	// own change).
 	recMu   sync.Mutex
+	fwd     map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
 	closing chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
@@ -69,6 +70,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		log:     cfg.Logger,
 		clock:   cfg.Clock,
 		parts:   map[uint32]*replica{},
+		fwd:     map[string]context.CancelFunc{},
 		kick:    make(chan struct{}, 1),
 		closing: make(chan struct{}),
 	}
@@ -351,6 +353,7 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 		_ = os.Remove(filepath.Dir(dir)) // the entity's directory, once its last partition is gone
 	}
 	_ = open
+	n.reconcileForwarders()
 	return converged
 }
 

@@ -236,3 +236,55 @@ func TestReceiveAcrossPartitionsWakes(t *testing.T) {
 		}
 	}
 }
+
+// S-FWD-1: ForwardTo moves each message into another entity; ForwardDeadLetteredMessagesTo
+// moves dead-lettered ones, which keep their reason and name their source.
+func TestAutoForwarding(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	fwd := queueProps(1)
+	fwd.ForwardTo = "dst"
+	dlfwd := queueProps(1)
+	dlfwd.ForwardDeadLetteredMessagesTo = "sb://namespace/dlq-dst"
+	for _, c := range []meta.Command{
+		&meta.CreateQueue{Name: "dst", Properties: queueProps(1)},
+		&meta.CreateQueue{Name: "dlq-dst", Properties: queueProps(1)},
+		&meta.CreateQueue{Name: "src", Properties: fwd},
+		&meta.CreateQueue{Name: "src2", Properties: dlfwd},
+	} {
+		if err := n.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &fsm.Message{Payload: []byte("moved")}
+	m.MessageID = "m1"
+	if err := n.Send(ctx, "src", []*fsm.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := n.Receive(ctx, Address{Entity: "dst"}, "", "", fsm.ReceiveAndDelete, 1, 10*time.Second)
+	if err != nil || len(got) != 1 || string(got[0].Payload) != "moved" || got[0].MessageID != "m1" {
+		t.Fatalf("forwarded: %v %v", got, err)
+	}
+	if rc, err := n.Runtime(ctx, admin.Entity{Name: "src"}); err != nil || rc.Total != 0 {
+		t.Fatalf("source after forwarding: %+v %v", rc, err)
+	}
+
+	if err := n.Send(ctx, "src2", []*fsm.Message{{Payload: []byte("doomed")}}); err != nil {
+		t.Fatal(err)
+	}
+	locked, err := n.Receive(ctx, Address{Entity: "src2"}, "", "", fsm.PeekLock, 1, 5*time.Second)
+	if err != nil || len(locked) != 1 {
+		t.Fatalf("receive: %v %v", locked, err)
+	}
+	if errs := n.Settle(ctx, Settlement{Address: Address{Entity: "src2"}, Tokens: []fsm.LockToken{locked[0].LockToken},
+		Disposition: fsm.DeadLetter, Reason: "bad", Description: "why"}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	got, err = n.Receive(ctx, Address{Entity: "dlq-dst"}, "", "", fsm.ReceiveAndDelete, 1, 10*time.Second)
+	if err != nil || len(got) != 1 || got[0].DeadLetter == nil ||
+		*got[0].DeadLetter != (fsm.DeadLetterInfo{Reason: "bad", Description: "why", Source: "src2"}) {
+		t.Fatalf("forwarded dead letter: %+v %v", got, err)
+	}
+}

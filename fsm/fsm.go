@@ -783,6 +783,12 @@ func (f *FSM) enqueue(ms []*Message, r *Result) {
 		if m.Modified {
 			base.flags |= fModified
 		}
+		if m.DeadLetter != nil {
+			// A message forwarded out of a dead-letter queue keeps why it was dead-lettered
+			// and where (DeadLetterSource, S-FWD-1, S-LOCK-6).
+			d := *m.DeadLetter
+			base.dl = &d
+		}
 		if f.cfg.Kind == KindQueue {
 			e := f.ents[0]
 			base.strs = packStrings(&m.Properties)

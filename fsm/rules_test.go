@@ -639,3 +639,19 @@ func TestS_ENT_3_NoChangeKeepsLocks(t *testing.T) {
 		t.Fatalf("an identical configuration released the lock: %v", err)
 	}
 }
+
+// S-FWD-1, S-LOCK-6: a message enqueued with dead-letter information (forwarded out of a
+// dead-letter queue) keeps it, including DeadLetterSource, and is an active message.
+func TestForwardedDeadLetterKeepsItsSource(t *testing.T) {
+	x := newTF(t, queueCfg())
+	m := msgOf("a")
+	m.DeadLetter = &DeadLetterInfo{Reason: "bad", Description: "why", Source: "orders"}
+	x.send(m)
+	got := x.recv(q, 1)
+	if len(got) != 1 || got[0].DeadLetter == nil || *got[0].DeadLetter != (DeadLetterInfo{Reason: "bad", Description: "why", Source: "orders"}) {
+		t.Fatalf("forwarded message %+v", got)
+	}
+	if x.stats(q).Active != 1 {
+		t.Fatalf("not active: %+v", x.stats(q))
+	}
+}
