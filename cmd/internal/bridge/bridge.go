@@ -26,14 +26,22 @@ type Backend struct {
 	// holder identity to keep the lock exclusive (S-SES-2), so each accept gets a fresh
 	// token and later calls on that session use it.
 	mu     sync.Mutex
-	owners map[string]string
+	owners map[string]owner
+}
+
+// owner is the holder token of a session lock this node took, and when that lock
+// expires unless renewed: an entry whose connection dropped without releasing it is
+// forgotten after that.
+type owner struct {
+	token string
+	until time.Time
 }
 
 var _ amqp.Backend = (*Backend)(nil)
 
 // New returns the Backend for node n.
 func New(n *cluster.Node) *Backend {
-	return &Backend{n: n, owners: map[string]string{}}
+	return &Backend{n: n, owners: map[string]owner{}}
 }
 
 var _ amqp.EntityAuthenticator = (*Backend)(nil)
@@ -336,7 +344,25 @@ func (b *Backend) owner(a amqp.Address, sessionID string) string {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.owners[sessionKey(a, sessionID)]
+	return b.owners[sessionKey(a, sessionID)].token
+}
+
+// setOwner records (or with an empty token forgets) a session's owner, and forgets
+// owners whose locks expired long ago (their holders vanished without releasing).
+func (b *Backend) setOwner(key, token string, until time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if token == "" {
+		delete(b.owners, key)
+	} else {
+		b.owners[key] = owner{token: token, until: until}
+	}
+	stale := time.Now().Add(-time.Minute)
+	for k, o := range b.owners {
+		if o.until.Before(stale) {
+			delete(b.owners, k)
+		}
+	}
 }
 
 func newOwner() string {
@@ -351,14 +377,12 @@ func (b *Backend) AcceptSession(ctx context.Context, addr amqp.Address, sessionI
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	owner := newOwner()
-	id, until, err := b.n.AcceptSession(ctx, a, sessionID, owner, wait)
+	token := newOwner()
+	id, until, err := b.n.AcceptSession(ctx, a, sessionID, token, wait)
 	if err != nil {
 		return "", time.Time{}, mapErr(err)
 	}
-	b.mu.Lock()
-	b.owners[sessionKey(addr, id)] = owner
-	b.mu.Unlock()
+	b.setOwner(sessionKey(addr, id), token, unixMs(until))
 	return id, unixMs(until), nil
 }
 
@@ -368,15 +392,12 @@ func (b *Backend) ReleaseSession(ctx context.Context, addr amqp.Address, session
 	if err != nil {
 		return err
 	}
-	key := sessionKey(addr, sessionID)
-	b.mu.Lock()
-	owner := b.owners[key]
-	delete(b.owners, key)
-	b.mu.Unlock()
-	if owner == "" {
+	token := b.owner(addr, sessionID)
+	b.setOwner(sessionKey(addr, sessionID), "", time.Time{})
+	if token == "" {
 		return nil // never locked here (or already released)
 	}
-	return mapErr(b.n.ReleaseSession(ctx, a, sessionID, owner))
+	return mapErr(b.n.ReleaseSession(ctx, a, sessionID, token))
 }
 
 // RenewSessionLock implements amqp.Sessions.
@@ -385,7 +406,11 @@ func (b *Backend) RenewSessionLock(ctx context.Context, addr amqp.Address, sessi
 	if err != nil {
 		return time.Time{}, err
 	}
-	until, err := b.n.RenewSession(ctx, a, sessionID, b.owner(addr, sessionID))
+	token := b.owner(addr, sessionID)
+	until, err := b.n.RenewSession(ctx, a, sessionID, token)
+	if err == nil && token != "" {
+		b.setOwner(sessionKey(addr, sessionID), token, unixMs(until))
+	}
 	return unixMs(until), mapErr(err)
 }
 

@@ -218,3 +218,21 @@ func TestEntityKeys(t *testing.T) {
 		t.Errorf("an entity rule is not a namespace key: %v", err)
 	}
 }
+
+// A session owner whose lock expired long ago (its connection dropped without releasing
+// it) is forgotten; a live one is kept.
+func TestStaleSessionOwnersAreForgotten(t *testing.T) {
+	b := &Backend{owners: map[string]owner{}}
+	b.setOwner("q|old", "t1", time.Now().Add(-2*time.Minute))
+	b.setOwner("q|live", "t2", time.Now().Add(time.Minute))
+	if _, ok := b.owners["q|old"]; ok {
+		t.Error("the stale owner is still tracked")
+	}
+	if b.owners["q|live"].token != "t2" {
+		t.Error("the live owner was dropped")
+	}
+	b.setOwner("q|live", "", time.Time{})
+	if len(b.owners) != 0 {
+		t.Errorf("owners left: %v", b.owners)
+	}
+}
