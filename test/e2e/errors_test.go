@@ -186,7 +186,13 @@ func TestErrors(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "update", nil) // 60 s lock: redelivery within seconds proves the release
 		send(t, e.sender(t, q), body("x"))
-		r := e.receiver(t, q, nil)
+		// Its own client (connection): on a fatal link error (DeleteWhileReceiving's
+		// amqp:not-found) the SDK closes the client's whole connection, which would turn
+		// this subtest's lock-lost into connlost.
+		r, err := e.n.Client(t).NewReceiverForQueue(q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		m := receiveOne(t, r, 10*time.Second)
 		got, err := e.admin.GetQueue(testCtx(t), q, nil)
 		if err != nil {
@@ -271,7 +277,10 @@ func TestErrors(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "delrecv", nil)
 		send(t, e.sender(t, q), body("x"))
-		r := e.receiver(t, q, nil)
+		r, err := e.n.Client(t).NewReceiverForQueue(q, nil) // own connection: this subtest provokes link errors
+		if err != nil {
+			t.Fatal(err)
+		}
 		m := receiveOne(t, r, 10*time.Second) // the link is attached
 		if err := r.CompleteMessage(testCtx(t), m, nil); err != nil {
 			t.Fatal(err)

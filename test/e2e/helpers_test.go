@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,6 +27,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	// E2E_NODE_LOG=1 runs the node at debug level and prints its log when the test ends
+	// (debugging aid; the log buffer is read while the node runs, so not under -race).
+	if os.Getenv("E2E_NODE_LOG") != "" {
+		n := harness.Start(t, "--log-level", "debug")
+		t.Cleanup(func() { t.Log(n.Log()) })
+		return &env{n: n, admin: n.AdminClient(t), c: n.Client(t)}
+	}
 	n := harness.Start(t)
 	return &env{n: n, admin: n.AdminClient(t), c: n.Client(t)}
 }
