@@ -31,6 +31,7 @@ func TestErrors(t *testing.T) {
 	// session receivers, with a TrackingId in the description.
 	t.Run("NotFound", func(t *testing.T) {
 		t.Parallel()
+		e := e.isolated(t)
 		s, err := e.c.NewSender("no-such-queue", nil)
 		if err != nil {
 			t.Fatal(err)

@@ -74,6 +74,14 @@ func (e *env) sender(t *testing.T, entity string) *azservicebus.Sender {
 	return s
 }
 
+// isolated returns an env with the same node and its own client (AMQP connection), for
+// subtests that provoke fatal link errors: the SDK then closes the client's whole
+// connection, which would disturb the other parallel subtests sharing e.c.
+func (e *env) isolated(t *testing.T) *env {
+	t.Helper()
+	return &env{n: e.n, admin: e.admin, c: e.n.Client(t)}
+}
+
 func (e *env) receiver(t *testing.T, queue string, opts *azservicebus.ReceiverOptions) *azservicebus.Receiver {
 	t.Helper()
 	r, err := e.c.NewReceiverForQueue(queue, opts)

@@ -226,7 +226,7 @@ func TestSend(t *testing.T) {
 	t.Run("BatchAllOrNothingAtQuota", func(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "quota", &admin.QueueProperties{MaxSizeInMegabytes: to.Ptr[int32](1)})
-		s := e.sender(t, q)
+		s := e.isolated(t).sender(t, q)
 		payload := bytes.Repeat([]byte("q"), 15_000)
 		sent, rejected := 0, false
 		for range 20 { // 20 batches of 150 kB = 3 MB: well past the 1 MB quota

@@ -44,14 +44,14 @@ func TestSessions(t *testing.T) {
 	t.Run("RequiredAndFIFO", func(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "sfifo", sessionQueue(""))
-		s := e.sender(t, q)
+		s := e.isolated(t).sender(t, q)
 		if err := s.SendMessage(testCtx(t), body("no-session"), nil); err == nil {
 			t.Fatalf("send without SessionID to a session queue succeeded")
 		}
 		for i := range 5 {
 			send(t, e.sender(t, q), sessMsg("s1", fmt.Sprint("a", i)), sessMsg("s2", fmt.Sprint("b", i)))
 		}
-		plain := e.receiver(t, q, nil)
+		plain := e.isolated(t).receiver(t, q, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if msgs, err := plain.ReceiveMessages(ctx, 1, nil); err == nil || len(msgs) > 0 {
@@ -519,7 +519,7 @@ func TestSessions(t *testing.T) {
 	t.Run("BatchAllOrNothing", func(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "sbatch", sessionQueue(""))
-		s := e.sender(t, q)
+		s := e.isolated(t).sender(t, q)
 		batch := func(msgs ...*azservicebus.Message) error {
 			b, err := s.NewMessageBatch(testCtx(t), nil)
 			if err != nil {
