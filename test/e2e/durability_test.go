@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ func TestDurabilityAcrossKill(t *testing.T) {
 	if err := sr.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// ... as this one does: session "held" stays locked (60 s) across the crash.
+	send(t, e.sender(t, sq), sessMsg("held", "h"))
+	e.accept(t, sq, "held")
 	send(t, e.sender(t, dq), &azservicebus.Message{MessageID: to.Ptr("once"), Body: []byte("first")})
 	var maxSeq int64
 	for _, m := range msgs {
@@ -104,6 +108,13 @@ func TestDurabilityAcrossKill(t *testing.T) {
 	}
 	if m := receiveOne(t, sr2, 10*time.Second); string(m.Body) != "in-session" {
 		t.Errorf("session message after restart: %q", m.Body)
+	}
+
+	actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer acancel()
+	if hr, err := e2.n.Client(t).AcceptSessionForQueue(actx, sq, "held", nil); err == nil { // own connection: the refusal is fatal for it
+		hr.Close(context.Background())
+		t.Errorf("session locked before the crash was accepted again right after the restart (S-LOCK-10)")
 	}
 
 	send(t, e2.sender(t, dq), &azservicebus.Message{MessageID: to.Ptr("once"), Body: []byte("again")})
