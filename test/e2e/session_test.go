@@ -421,7 +421,7 @@ func TestSessions(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "sowner", sessionQueue("PT5S"))
 		send(t, e.sender(t, q), sessMsg("s", "1"))
-		a := e.accept(t, q, "s")
+		a := e.isolated(t).accept(t, q, "s") // A's errors below are fatal for its connection
 		receiveOne(t, a, 10*time.Second)
 		clientB := e.n.Client(t)
 		var b *azservicebus.SessionReceiver
