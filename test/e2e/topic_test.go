@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -443,5 +444,43 @@ func TestTopics(t *testing.T) {
 		if err := r.CompleteMessage(testCtx(t), ds[0], nil); err != nil {
 			t.Fatal(err)
 		}
+	})
+	// S-FWD-1: ForwardTo moves each message into another entity (here a topic's
+	// subscription forwards to a queue), and ForwardDeadLetteredMessagesTo moves
+	// dead-lettered messages, which then carry DeadLetterSource.
+	t.Run("Forwarding", func(t *testing.T) {
+		t.Parallel()
+		target := e.queue(t, "fwdtarget", nil)
+		dlTarget := e.queue(t, "fwddl", nil)
+		src := e.queue(t, "fwdsrc", &admin.QueueProperties{ForwardDeadLetteredMessagesTo: to.Ptr(dlTarget)})
+		tp := e.topic(t, "fwdtopic", nil)
+		if _, err := e.admin.CreateSubscription(testCtx(t), tp, "fwd", &admin.CreateSubscriptionOptions{
+			Properties: &admin.SubscriptionProperties{ForwardTo: to.Ptr(target)}}); err != nil {
+			t.Fatal(err)
+		}
+		send(t, e.sender(t, tp), &azservicebus.Message{Body: []byte("via-topic"), ApplicationProperties: map[string]any{"k": int64(1)}})
+		if got := receiveUpTo(t, e.receiver(t, target, nil), 1, 5*time.Second); len(got) != 1 {
+			left := receiveUpTo(t, e.subReceiver(t, tp, "fwd", nil), 1, 2*time.Second)
+			t.Errorf("ForwardTo: nothing arrived in the target queue; %d message(s) stayed in the subscription", len(left))
+		}
+
+		send(t, e.sender(t, src), body("doomed"))
+		r := e.receiver(t, src, nil)
+		if err := r.DeadLetterMessage(testCtx(t), receiveOne(t, r, 10*time.Second), &azservicebus.DeadLetterOptions{Reason: to.Ptr("bad")}); err != nil {
+			t.Fatal(err)
+		}
+		got := receiveUpTo(t, e.receiver(t, dlTarget, nil), 1, 5*time.Second)
+		if len(got) != 1 {
+			left := receiveUpTo(t, e.dlq(t, src), 1, 2*time.Second)
+			t.Fatalf("ForwardDeadLetteredMessagesTo: nothing arrived in the target; %d message(s) in the source's own DLQ", len(left))
+		}
+		d := got[0]
+		if string(d.Body) != "doomed" || deref(d.DeadLetterReason) != "bad" {
+			t.Fatalf("forwarded dead letter %q reason %v", d.Body, deref(d.DeadLetterReason))
+		}
+		if d.DeadLetterSource == nil || !strings.EqualFold(*d.DeadLetterSource, src) {
+			t.Errorf("DeadLetterSource = %v, want %q", deref(d.DeadLetterSource), src)
+		}
+		expectNothing(t, e.dlq(t, src), 500*time.Millisecond)
 	})
 }
