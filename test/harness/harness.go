@@ -86,7 +86,7 @@ type Node struct {
 
 	t       testing.TB
 	cmd     *exec.Cmd
-	log     *bytes.Buffer
+	log     *syncBuffer
 	done    chan struct{} // closed when the process has exited
 	exitErr error         // its exit status; read after done is closed
 }
@@ -109,7 +109,7 @@ func (n *Node) start() {
 		"--cluster-addr", "127.0.0.1:0", "--log-level", "warn"}, n.Args...)
 	n.cmd = exec.Command(bin, args...)
 	n.cmd.Env = append(os.Environ(), "QUORUMBUS_LOG_LEVEL=warn")
-	n.log = &bytes.Buffer{}
+	n.log = &syncBuffer{}
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
 	// The node dies with the test process, whatever happens to the test.
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -158,6 +158,25 @@ func (n *Node) waitReady() {
 
 // Log is what the node printed so far.
 func (n *Node) Log() string { return n.log.String() }
+
+// syncBuffer is the node's output: exec's copying goroutine writes it while a test may
+// read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
 
 // Kill stops the node with SIGKILL (no clean shutdown): the crash of S-DUR-1.
 func (n *Node) Kill() {
