@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 )
 
 func TestISODurationIsWhatTheAdminAPICarries(t *testing.T) {
@@ -123,5 +124,21 @@ func TestProgressBar(t *testing.T) {
 	}
 	if strings.Count(b.String(), "\r") > 31 {
 		t.Errorf("bar redrawn %d times for 30 steps", strings.Count(b.String(), "\r"))
+	}
+}
+
+// Every pointer field the admin client returns prints as its value (a table once showed
+// Status as a pointer address).
+func TestCellsShowValuesNotPointers(t *testing.T) {
+	status := admin.EntityStatusActive
+	name, n32, n64, yes := "q", int32(3), int64(4), true
+	for _, c := range []struct {
+		in   any
+		want string
+	}{{&status, "Active"}, {&name, "q"}, {&n32, "3"}, {&n64, "4"}, {&yes, "true"},
+		{(*admin.EntityStatus)(nil), "-"}, {(*string)(nil), "-"}} {
+		if got := cellString(c.in); got != c.want {
+			t.Errorf("cellString(%T) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }

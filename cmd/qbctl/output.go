@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 )
 
 // table is what every command prints: rows under a header, or the same as JSON objects
@@ -118,6 +120,11 @@ func deref(c any) any {
 			return nil
 		}
 		return *v
+	case *admin.EntityStatus:
+		if v == nil {
+			return nil
+		}
+		return string(*v)
 	}
 	return c
 }
