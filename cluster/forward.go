@@ -33,18 +33,6 @@ func (s forwardSpec) key() string {
 	return fmt.Sprintf("%d|%s|%v|%s", s.r.cfg.GroupID, s.target.Sub, s.target.DLQ, strings.ToLower(s.dest))
 }
 
-// forwardName turns a ForwardTo value ("q", or "sb://host/q") into an entity name.
-func forwardName(v string) string {
-	if i := strings.Index(v, "://"); i >= 0 {
-		rest := v[i+3:]
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			return strings.Trim(rest[j+1:], "/")
-		}
-		return ""
-	}
-	return strings.Trim(v, "/")
-}
-
 // reconcileForwarders starts the forwarders the metadata asks for on the partitions
 // hosted here and stops the others. Called with recMu held.
 func (n *Node) reconcileForwarders() {
@@ -56,7 +44,7 @@ func (n *Node) reconcileForwarders() {
 	n.mu.RUnlock()
 	want := map[string]forwardSpec{}
 	add := func(rs []*replica, t fsm.Target, source, to string, session bool) {
-		dest := forwardName(to)
+		dest := meta.ForwardTarget(to)
 		if dest == "" || (session && !t.DLQ) {
 			return
 		}

@@ -267,8 +267,18 @@ func TestAutoForwarding(t *testing.T) {
 	if err != nil || len(got) != 1 || string(got[0].Payload) != "moved" || got[0].MessageID != "m1" {
 		t.Fatalf("forwarded: %v %v", got, err)
 	}
-	if rc, err := n.Runtime(ctx, admin.Entity{Name: "src"}); err != nil || rc.Total != 0 {
-		t.Fatalf("source after forwarding: %+v %v", rc, err)
+	// The copy is durable at the destination before the original is completed at the
+	// source, so the source empties a moment after the copy can be received.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rc, err := n.Runtime(ctx, admin.Entity{Name: "src"})
+		if err == nil && rc.Total == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("source 10s after forwarding: %+v %v", rc, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the forwarder's complete
 	}
 
 	if err := n.Send(ctx, "src2", []*fsm.Message{{Payload: []byte("doomed")}}); err != nil {
