@@ -1028,17 +1028,26 @@ func (f *FSM) expireSession(s *session) {
 	s.expireThrough = 0
 }
 
-func (f *FSM) receive(c *Receive, r *Result) {
-	e, st, err := f.lookup(c.Target)
+// receivable resolves what a receive takes from: the target's store, and its session
+// when one is named (held by owner, S-SES-2). It fails for an unknown target, an entity
+// that does not allow receives (S-ENT-2 Status), or a session not held by owner.
+func (f *FSM) receivable(t Target, sessionID, owner string) (*store, *session, error) {
+	e, st, err := f.lookup(t)
 	if err != nil {
-		r.Err = err
-		return
+		return nil, nil, err
 	}
 	if f.receiveDisabled(e) {
-		r.Err = ErrEntityDisabled
-		return
+		return nil, nil, ErrEntityDisabled
 	}
-	s, err := f.sessionFor(e, st, c.SessionID, c.Owner)
+	s, err := f.sessionFor(e, st, sessionID, owner)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, s, nil
+}
+
+func (f *FSM) receive(c *Receive, r *Result) {
+	st, s, err := f.receivable(c.Target, c.SessionID, c.Owner)
 	if err != nil {
 		r.Err = err
 		return
@@ -1067,16 +1076,7 @@ func (f *FSM) receive(c *Receive, r *Result) {
 }
 
 func (f *FSM) receiveDeferred(c *ReceiveDeferred, r *Result) {
-	e, st, err := f.lookup(c.Target)
-	if err != nil {
-		r.Err = err
-		return
-	}
-	if f.receiveDisabled(e) {
-		r.Err = ErrEntityDisabled
-		return
-	}
-	s, err := f.sessionFor(e, st, c.SessionID, c.Owner)
+	st, s, err := f.receivable(c.Target, c.SessionID, c.Owner)
 	if err != nil {
 		r.Err = err
 		return
