@@ -389,6 +389,11 @@ func (h seqHeap) down(i int) bool {
 
 // deadlineHeap orders messages by due time (then seq, then store order, for a total
 // order), with each message's position in m.hidx.
+//
+// deadlineHeap and sessionHeap below are the same indexed heap written twice on purpose:
+// a generic idxHeap[T] (T = *msg or *session) was measured 35% slower on
+// BenchmarkTick100k, since both pointer types share one GC shape and every comparison
+// and position update then goes through a dictionary call.
 type deadlineHeap []*msg
 
 func dlLess(a, b *msg) bool {
