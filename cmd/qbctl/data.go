@@ -139,7 +139,7 @@ func (g *globals) dlqCmd(ctx context.Context, args []string) error {
 		}
 		return g.browse(ctx, e, dlqOpts, n, 0)
 	case "purge":
-		n, err := g.drainDLQ(ctx, e, *count, nil)
+		n, err := g.drainDLQ(ctx, e, *count)
 		fmt.Fprintf(g.stdout, "purged %d message(s) from %s/$DeadLetterQueue\n", n, e)
 		return err
 	case "resubmit":
@@ -160,8 +160,7 @@ func (e entityPath) sendTarget() string {
 }
 
 // drainDLQ removes up to limit (0: all) dead-lettered messages in ReceiveAndDelete mode.
-// each, if set, is called per message before the next round.
-func (g *globals) drainDLQ(ctx context.Context, e entityPath, limit int, each func(*azservicebus.ReceivedMessage) error) (int, error) {
+func (g *globals) drainDLQ(ctx context.Context, e entityPath, limit int) (int, error) {
 	c, err := g.dataClient()
 	if err != nil {
 		return 0, err
@@ -173,6 +172,15 @@ func (g *globals) drainDLQ(ctx context.Context, e entityPath, limit int, each fu
 		return 0, err
 	}
 	defer r.Close(context.Background())
+	return eachRound(ctx, r, limit, func(msgs []*azservicebus.ReceivedMessage) (int, error) {
+		return len(msgs), nil // received in ReceiveAndDelete mode: already gone
+	})
+}
+
+// eachRound receives in rounds of up to 100 messages (fewer near limit; 0 means no
+// limit) until a round comes back empty, handing each round to fn, which returns how many
+// of them it dealt with. It returns the total.
+func eachRound(ctx context.Context, r *azservicebus.Receiver, limit int, fn func([]*azservicebus.ReceivedMessage) (int, error)) (int, error) {
 	done := 0
 	for limit == 0 || done < limit {
 		want := 100
@@ -180,13 +188,14 @@ func (g *globals) drainDLQ(ctx context.Context, e entityPath, limit int, each fu
 			want = min(want, limit-done)
 		}
 		msgs, err := receiveRound(ctx, r, want)
+		if err != nil || len(msgs) == 0 {
+			return done, err
+		}
+		n, err := fn(msgs)
+		done += n
 		if err != nil {
 			return done, err
 		}
-		if len(msgs) == 0 {
-			return done, nil
-		}
-		done += len(msgs)
 	}
 	return done, nil
 }
@@ -236,32 +245,22 @@ func (g *globals) resubmit(ctx context.Context, e entityPath, limit int) (int, e
 		limit = total
 	}
 	bar := newProgress(g.stderr, total)
-	done := 0
-	for limit == 0 || done < limit {
-		want := 100
-		if limit > 0 {
-			want = min(want, limit-done)
-		}
-		msgs, err := receiveRound(ctx, r, want)
-		if err != nil {
-			return done, err
-		}
-		if len(msgs) == 0 {
-			break
-		}
-		for _, m := range msgs {
+	moved := 0
+	done, err := eachRound(ctx, r, limit, func(msgs []*azservicebus.ReceivedMessage) (int, error) {
+		for i, m := range msgs {
 			if err := s.SendAMQPAnnotatedMessage(ctx, resubmitCopy(m), nil); err != nil {
-				return done, fmt.Errorf("resubmit sequence number %d: %w", derefSeq(m.SequenceNumber), err)
+				return i, fmt.Errorf("resubmit sequence number %d: %w", derefSeq(m.SequenceNumber), err)
 			}
 			if err := r.CompleteMessage(ctx, m, nil); err != nil {
-				return done, fmt.Errorf("complete sequence number %d after resubmitting it: %w", derefSeq(m.SequenceNumber), err)
+				return i, fmt.Errorf("complete sequence number %d after resubmitting it: %w", derefSeq(m.SequenceNumber), err)
 			}
-			done++
-			bar.set(done)
+			moved++
+			bar.set(moved)
 		}
-	}
+		return len(msgs), nil
+	})
 	bar.finish()
-	return done, nil
+	return done, err
 }
 
 func derefSeq(p *int64) int64 {
