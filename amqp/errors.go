@@ -115,8 +115,14 @@ func trackingID(tracker string, now time.Time) string {
 		formatUUID(u), trackingGen.Add(1)%32, tracker, now.UTC().Format("2006-01-02T15:04:05"))
 }
 
+// lockLostText is Service Bus's description of a lost message lock; SDK tests match it.
+const lockLostText = "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue, or was received by a different receiver instance."
+
 // describe builds an error description carrying a TrackingId.
 func describe(err error, tracker string, now time.Time) string {
+	if errors.Is(err, ErrLockLost) {
+		return lockLostText + " " + trackingID(tracker, now)
+	}
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "amqp: ")
 	if msg != "" {

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -79,25 +80,14 @@ func splitSections(b []byte) (sections, error) {
 }
 
 // parseMessage parses a client's encoded message into a Message. Delivery
-// annotations are hop-by-hop and are dropped from Raw.
+// annotations stay in Raw: Service Bus hands a client's delivery annotations to the
+// receiver, next to its own x-opt-lock-token.
 func parseMessage(b []byte) (*Message, sections, error) {
 	s, err := splitSections(b)
 	if err != nil {
 		return nil, s, err
 	}
 	m := &Message{Raw: b}
-	if s.deliveryAnn != nil {
-		raw := make([]byte, 0, len(b)-len(s.deliveryAnn))
-		raw = append(raw, s.header...)
-		raw = append(raw, s.messageAnn...)
-		raw = append(raw, s.properties...)
-		raw = append(raw, s.appProps...)
-		raw = append(raw, s.rest...)
-		m.Raw = raw
-		if s, err = splitSections(raw); err != nil {
-			return nil, s, err
-		}
-	}
 	if s.header != nil {
 		f, err := sectionFields(s.header)
 		if err != nil {
@@ -292,7 +282,7 @@ func encodeDelivery(d *Delivery, withLock bool) ([]byte, error) {
 	} else {
 		out = encoding.AppendNull(out)
 	}
-	out = encoding.AppendBool(out, d.DeliveryCount <= 1)
+	out = encoding.AppendBool(out, false) // first-acquirer: Service Bus always sends false
 	dc := uint32(0)
 	if d.DeliveryCount > 0 {
 		dc = d.DeliveryCount - 1
@@ -300,13 +290,36 @@ func encodeDelivery(d *Delivery, withLock bool) ([]byte, error) {
 	out = encoding.AppendUint(out, dc)
 	out = encoding.ListEnd(out, lo, 5)
 
-	if withLock {
+	// delivery-annotations: the client's entries, then the lock token.
+	var da Map
+	if s.deliveryAnn != nil {
+		if da, err = sectionMap(s.deliveryAnn); err != nil {
+			return nil, err
+		}
+	}
+	if withLock || len(da) > 0 {
 		out = encoding.AppendDescriptor(out, secDeliveryAnn)
 		var mo int
 		out, mo = encoding.MapStart(out)
-		out = encoding.AppendSymbol(out, "x-opt-lock-token")
-		out = encoding.AppendUUID(out, d.LockToken)
-		out = encoding.MapEnd(out, mo, 2)
+		n := 0
+		for _, e := range da {
+			if k, ok := e.Key.(Symbol); ok && k == "x-opt-lock-token" {
+				continue
+			}
+			if out, err = encoding.Append(out, e.Key); err != nil {
+				return nil, err
+			}
+			if out, err = encoding.Append(out, e.Value); err != nil {
+				return nil, err
+			}
+			n += 2
+		}
+		if withLock {
+			out = encoding.AppendSymbol(out, "x-opt-lock-token")
+			out = encoding.AppendUUID(out, d.LockToken)
+			n += 2
+		}
+		out = encoding.MapEnd(out, mo, n)
 	}
 
 	// message-annotations: client entries except broker-owned keys, then ours.
@@ -333,11 +346,11 @@ func encodeDelivery(d *Delivery, withLock bool) ([]byte, error) {
 	}
 	out = encoding.AppendSymbol(out, "x-opt-sequence-number")
 	out = encoding.AppendLong(out, d.SequenceNumber)
-	out = encoding.AppendSymbol(out, "x-opt-enqueue-sequence-number")
-	out = encoding.AppendLong(out, d.SequenceNumber)
+	// No x-opt-enqueue-sequence-number: Service Bus sets it only on messages that moved
+	// between entities, and SDK tests compare the annotations of a received message.
 	out = encoding.AppendSymbol(out, "x-opt-enqueued-time")
 	out = encoding.AppendTimestamp(out, encoding.TimestampOf(d.EnqueuedTime))
-	n += 6
+	n += 4
 	if withLock && !d.LockedUntil.IsZero() {
 		out = encoding.AppendSymbol(out, "x-opt-locked-until")
 		out = encoding.AppendTimestamp(out, encoding.TimestampOf(d.LockedUntil))
@@ -451,6 +464,7 @@ func (m *Message) Reencode() error {
 	}
 	out := make([]byte, 0, len(m.Raw)+64)
 	out = append(out, s.header...)
+	out = append(out, s.deliveryAnn...)
 	out = append(out, s.messageAnn...)
 
 	// properties (part 3 §3.2.4): 13 fields.
@@ -515,6 +529,54 @@ func (m *Message) Reencode() error {
 		}
 		out = encoding.MapEnd(out, ao, 2*len(m.ApplicationProperties))
 	}
+	out = append(out, s.rest...)
+	m.Raw = out
+	return nil
+}
+
+// ensureMessageID gives a message sent without a message-id one, as Service Bus does
+// (the SDKs show every received message with a MessageId): 32 lower-case hex digits
+// from a random UUID. A message-id of any type the client set is kept.
+func ensureMessageID(m *Message) error {
+	s, err := splitSections(m.Raw)
+	if err != nil {
+		return err
+	}
+	var vals [13][]byte
+	if s.properties != nil {
+		f, err := sectionFields(s.properties)
+		if err != nil {
+			return err
+		}
+		for i := range vals {
+			if vals[i], err = f.Next(); err != nil {
+				return fmt.Errorf("%w: properties: %v", ErrBadRequest, err)
+			}
+		}
+	}
+	if !encoding.IsNull(vals[0]) {
+		return nil
+	}
+	u := newUUID()
+	m.MessageID = hex.EncodeToString(u[:])
+	vals[0] = encoding.AppendString(nil, m.MessageID)
+	last := 0
+	for i := range vals {
+		if !encoding.IsNull(vals[i]) {
+			last = i
+		}
+	}
+	out := make([]byte, 0, len(m.Raw)+48)
+	out = append(out, s.header...)
+	out = append(out, s.deliveryAnn...)
+	out = append(out, s.messageAnn...)
+	out = encoding.AppendDescriptor(out, secProperties)
+	out, lo := encoding.ListStart(out)
+	for i := 0; i <= last; i++ {
+		out = appendRawOrNull(out, vals[i])
+	}
+	out = encoding.ListEnd(out, lo, last+1)
+	out = append(out, s.appProps...)
 	out = append(out, s.rest...)
 	m.Raw = out
 	return nil

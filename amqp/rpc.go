@@ -470,6 +470,13 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 		if err != nil {
 			return fail(err)
 		}
+		for _, d := range ds {
+			// Service Bus shows a message that is not locked with the count its next
+			// delivery will carry (S-LOCK-5): 1 when new, 2 after one abandon.
+			if d.LockedUntil.IsZero() {
+				d.DeliveryCount++
+			}
+		}
 		return messagesResponse(ds, false)
 	case "com.microsoft:receive-by-sequence-number":
 		seqs, err := mapLongs(body, "sequence-numbers")
@@ -542,6 +549,9 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 				return fail(fmt.Errorf("%w: 'message' must be binary", ErrBadRequest))
 			}
 			m, _, err := parseMessage(rb)
+			if err == nil {
+				err = ensureMessageID(m)
+			}
 			if err != nil {
 				return fail(err)
 			}

@@ -774,6 +774,9 @@ func (s *session) sendToEntity(l *link, p *partial) {
 		m, _, err = parseMessage(p.buf)
 		msgs = []*Message{m}
 	}
+	for i := 0; err == nil && i < len(msgs); i++ {
+		err = ensureMessageID(msgs[i])
+	}
 	if err != nil {
 		s.settleIncoming(l, p, &frames.Rejected{Error: amqpError(err, s.tracker(l), c.now())})
 		s.deliveryDone(l)
