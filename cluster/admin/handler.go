@@ -119,6 +119,7 @@ const (
 	routeSub
 	routeListRules
 	routeRule
+	routeKeys // Quorumbus's own: the namespace's shared access keys (/$keys, /$keys/NAME)
 )
 
 func parseRoute(path string) (route, error) {
@@ -132,6 +133,10 @@ func parseRoute(path string) (route, error) {
 		return route{kind: routeListQueues}, nil
 	case strings.EqualFold(p, "$Resources/Topics"):
 		return route{kind: routeListTopics}, nil
+	case strings.EqualFold(p, "$keys"):
+		return route{kind: routeKeys}, nil
+	case len(p) > 6 && strings.EqualFold(p[:6], "$keys/") && !strings.Contains(p[6:], "/"):
+		return route{kind: routeKeys, rule: p[6:]}, nil
 	}
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	for i, s := range segs {
@@ -208,13 +213,23 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 		return errorf(http.StatusMethodNotAllowed, "method %s is not supported", r.Method)
 	}
 	var authErr error
+	var exists bool
 	if err := h.cfg.Store.Read(ctx, func(s *meta.State) {
 		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, rt.entity)
+		exists = rt.kind != routeEntity || s.Kind(rt.entity) != meta.KindNone
 	}); err != nil {
 		return err
 	}
-	if authErr != nil {
+	switch {
+	case errors.Is(authErr, errNoManage) && r.Method == http.MethodGet && !exists:
+		// Service Bus answers a GET of a missing entity as not found even without Manage.
+	case errors.Is(authErr, errNoManage):
+		return &httpError{code: http.StatusUnauthorized, msg: noManageText(r.Method, rt, r.Host)}
+	case authErr != nil:
 		return &httpError{code: http.StatusUnauthorized, msg: authErr.Error()}
+	}
+	if rt.kind == routeKeys {
+		return h.keys(ctx, w, r, rt)
 	}
 	switch r.Method {
 	case http.MethodGet:
@@ -228,6 +243,27 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 	default:
 		return h.delete(ctx, w, r, rt)
 	}
+}
+
+// noManageText is Service Bus's wording for a key without the Manage right, per
+// operation; SDK tests match it.
+func noManageText(method string, rt route, host string) string {
+	switch rt.kind {
+	case routeSub, routeListSubs, routeRule, routeListRules:
+		op := map[string]string{http.MethodGet: "GetSubscription", http.MethodPut: "CreateOrUpdateSubscription",
+			http.MethodDelete: "DeleteSubscription"}[method]
+		if rt.kind != routeSub && method == http.MethodGet {
+			op = "EnumerateSubscriptions"
+		}
+		return fmt.Sprintf("401 SubCode=40100: Unauthorized : Unauthorized access for '%s' operation on endpoint 'sb://%s/%s'", op, host, rt.entity)
+	}
+	switch method {
+	case http.MethodPut:
+		return "Authorization failed for specified action: Manage,EntityWrite"
+	case http.MethodDelete:
+		return "Authorization failed for specified action: Manage,EntityDelete."
+	}
+	return "Manage,EntityRead claims required for this operation"
 }
 
 // ---- GET
@@ -330,7 +366,7 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	x := &xmlWriter{}
 	switch rt.kind {
 	case routeNamespace:
-		h.entryStart(x, r, sn.ns.Name, sn.ns.CreatedAt, sn.ns.UpdatedAt, sn.ns.Name)
+		h.entryStart(x, r, "$namespaceinfo", sn.ns.Name, sn.ns.CreatedAt, sn.ns.UpdatedAt, sn.ns.Name)
 		x.raw(`<NamespaceInfo` + descAttrs + `>`)
 		x.el("CreatedTime", atomTime(sn.ns.CreatedAt))
 		x.el("MessagingSKU", h.cfg.SKU)
@@ -398,7 +434,7 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			}
 			h.feedStart(x, r, "Rules")
 			for _, ru := range window(sub.Rules, p) {
-				h.ruleEntry(x, r, sn.ns.Name, ru)
+				h.ruleEntry(x, r, sn.ns.Name, sub, ru)
 			}
 			x.raw(`</feed>`)
 		case routeRule:
@@ -406,7 +442,7 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			if !ok {
 				return notFoundErr(fmt.Sprintf("the rule %q of subscription %q", rt.rule, rt.sub))
 			}
-			h.ruleEntry(x, r, sn.ns.Name, ru)
+			h.ruleEntry(x, r, sn.ns.Name, sub, ru)
 		}
 	}
 	if x.err != nil {
@@ -444,6 +480,12 @@ func selfURL(r *http.Request) string {
 	return "https://" + r.Host + r.URL.Path + "?api-version=" + r.URL.Query().Get("api-version")
 }
 
+// entryURL is an entry's <id>: the URL of the entity itself, also inside a list feed
+// (the JavaScript SDK takes entity names from it).
+func entryURL(r *http.Request, path string) string {
+	return "https://" + r.Host + "/" + path + "?api-version=" + r.URL.Query().Get("api-version")
+}
+
 func (h *Handler) feedStart(x *xmlWriter, r *http.Request, title string) {
 	x.raw(`<feed xmlns="` + nsAtom + `"><title type="text">`)
 	x.text(title)
@@ -452,19 +494,21 @@ func (h *Handler) feedStart(x *xmlWriter, r *http.Request, title string) {
 	x.raw(`</id><updated>`)
 	x.text(h.cfg.Now().UTC().Format(time.RFC3339))
 	x.raw(`</updated><link rel="self" href="`)
-	x.text(selfURL(r))
+	x.attr(selfURL(r))
 	x.raw(`"/>`)
 }
 
-func (h *Handler) entryStart(x *xmlWriter, r *http.Request, title string, created, updated int64, ns string) {
+// entryStart opens an entry for the entity at path (as "q", "t/Subscriptions/s",
+// "t/Subscriptions/s/Rules/r").
+func (h *Handler) entryStart(x *xmlWriter, r *http.Request, path, title string, created, updated int64, ns string) {
 	x.raw(`<entry xmlns="` + nsAtom + `"><id>`)
-	x.text(selfURL(r))
+	x.text(entryURL(r, path))
 	x.raw(`</id><title type="text">`)
 	x.text(title)
 	x.raw(`</title><published>` + atomTime(created) + `</published><updated>` + atomTime(updated) + `</updated><author><name>`)
 	x.text(ns)
 	x.raw(`</name></author><link rel="self" href="`)
-	x.text(selfURL(r))
+	x.attr(entryURL(r, path))
 	x.raw(`"/><content type="application/xml">`)
 }
 
@@ -472,27 +516,27 @@ func (h *Handler) entryEnd(x *xmlWriter) { x.raw(`</content></entry>`) }
 
 func (h *Handler) queueEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, q meta.Queue) {
 	c := h.runtime(ctx, x, Entity{Name: q.Name})
-	h.entryStart(x, r, q.Name, q.CreatedAt, q.UpdatedAt, ns)
+	h.entryStart(x, r, q.Name, q.Name, q.CreatedAt, q.UpdatedAt, ns)
 	writeQueue(x, q, c)
 	h.entryEnd(x)
 }
 
 func (h *Handler) topicEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, t meta.Topic, subs []meta.Subscription) {
 	c := h.runtime(ctx, x, Entity{Name: t.Name})
-	h.entryStart(x, r, t.Name, t.CreatedAt, t.UpdatedAt, ns)
+	h.entryStart(x, r, t.Name, t.Name, t.CreatedAt, t.UpdatedAt, ns)
 	writeTopic(x, t, subs, c)
 	h.entryEnd(x)
 }
 
 func (h *Handler) subEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, s meta.Subscription) {
 	c := h.runtime(ctx, x, Entity{Name: s.Topic, Subscription: s.Name})
-	h.entryStart(x, r, s.Name, s.CreatedAt, s.UpdatedAt, ns)
+	h.entryStart(x, r, s.Topic+"/Subscriptions/"+s.Name, s.Name, s.CreatedAt, s.UpdatedAt, ns)
 	writeSubscription(x, s, c)
 	h.entryEnd(x)
 }
 
-func (h *Handler) ruleEntry(x *xmlWriter, r *http.Request, ns string, ru meta.Rule) {
-	h.entryStart(x, r, ru.Spec.Name, ru.CreatedAt, ru.CreatedAt, ns)
+func (h *Handler) ruleEntry(x *xmlWriter, r *http.Request, ns string, sub meta.Subscription, ru meta.Rule) {
+	h.entryStart(x, r, sub.Topic+"/Subscriptions/"+sub.Name+"/Rules/"+ru.Spec.Name, ru.Spec.Name, ru.CreatedAt, ru.CreatedAt, ns)
 	writeRule(x, ru)
 	h.entryEnd(x)
 }
@@ -547,7 +591,7 @@ func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		return err
 	}
 	if err := h.cfg.Store.Apply(ctx, cmd); err != nil {
-		return err
+		return immutableErr(err, strings.TrimSuffix(desc.name.Local, "Description"))
 	}
 	// Answer with the entity as stored.
 	sn, err := h.read(ctx, rt)
@@ -577,7 +621,7 @@ func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			if !ok {
 				return notFoundErr(fmt.Sprintf("the rule %q", rt.rule))
 			}
-			h.ruleEntry(x, r, sn.ns.Name, ru)
+			h.ruleEntry(x, r, sn.ns.Name, sub, ru)
 		}
 	}
 	code := http.StatusCreated
@@ -655,6 +699,20 @@ func (h *Handler) command(s *meta.State, rt route, desc *node, update bool) (met
 	}
 }
 
+// immutableErr words a refused change of a creation-only property as Service Bus does,
+// since SDK tests match the text: "The value for the RequiresSession property of an
+// existing Queue cannot be changed", "Partitioning cannot be changed for Topic. ".
+func immutableErr(err error, kind string) error {
+	var ve *meta.ValidationError
+	if !errors.As(err, &ve) || !strings.HasPrefix(ve.Reason, "cannot be changed after creation") {
+		return err
+	}
+	if ve.Field == "PartitionCount" || ve.Field == "EnablePartitioning" {
+		return errorf(http.StatusBadRequest, "Partitioning cannot be changed for %s. %s: %s", kind, ve.Field, ve.Reason)
+	}
+	return errorf(http.StatusBadRequest, "The value for the %s property of an existing %s cannot be changed (%s)", ve.Field, kind, ve.Reason)
+}
+
 // ---- DELETE
 
 func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) error {
@@ -683,7 +741,9 @@ func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err := h.cfg.Store.Apply(ctx, cmd); err != nil {
 		return err
 	}
-	writeXML(w, http.StatusOK, "")
+	// Service Bus answers a delete with 200 and an empty body; a body of only the XML
+	// declaration makes the JavaScript SDK fail to parse it.
+	w.WriteHeader(http.StatusOK)
 	return nil
 }
 
