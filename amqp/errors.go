@@ -57,6 +57,8 @@ const (
 	condServerBusy          = "com.microsoft:server-busy"
 	condEntityDisabled      = "com.microsoft:entity-disabled"
 	condDeadLetter          = "com.microsoft:dead-letter"
+	condMessageNotFound     = "com.microsoft:message-not-found"
+	condSessionNotFound     = "com.microsoft:session-not-found"
 )
 
 // errorTable is the one mapping from sentinel errors to AMQP conditions and
@@ -71,8 +73,8 @@ var errorTable = []struct {
 	{ErrSessionLockLost, condSessionLockLost, 410},
 	{ErrSessionCannotBeLocked, condSessionCannotLock, 409},
 	{ErrNotFound, condNotFound, 404},
-	{ErrMessageNotFound, condNotFound, 404},
-	{ErrSessionNotFound, condNotFound, 404},
+	{ErrMessageNotFound, condMessageNotFound, 404},
+	{ErrSessionNotFound, condSessionNotFound, 404},
 	{ErrUnauthorized, condUnauthorized, 401},
 	{ErrQuotaExceeded, condResourceLimit, 403},
 	{ErrMessageTooLarge, condMessageSizeExceeded, 413},

@@ -78,6 +78,7 @@ func propString(m Map, key string) string {
 type rpcResponse struct {
 	status int32
 	desc   string
+	cond   string // errorCondition of a failed request ("" on success)
 	body   any // encoded as amqp-value; nil for none
 
 	renewedUntil time.Time // renew-session-lock: the new expiry, for the holder link
@@ -123,7 +124,15 @@ func encodeRPCResponse(msgID []byte, r rpcResponse) []byte {
 	b = encoding.AppendInt(b, r.status) // must be int32 (protocol.md §3)
 	b = encoding.AppendString(b, "statusDescription")
 	b = encoding.AppendString(b, r.desc)
-	b = encoding.MapEnd(b, mo, 4)
+	n := 4
+	if r.cond != "" {
+		// Service Bus names the condition of a failed request; the JavaScript SDK maps
+		// its errors from it (without it a 404 reads as ServiceCommunicationProblem).
+		b = encoding.AppendString(b, "errorCondition")
+		b = encoding.AppendSymbol(b, Symbol(r.cond))
+		n += 2
+	}
+	b = encoding.MapEnd(b, mo, n)
 	b = encoding.AppendDescriptor(b, secValue)
 	var err error
 	if b, err = encoding.Append(b, r.body); err != nil {
@@ -133,8 +142,8 @@ func encodeRPCResponse(msgID []byte, r rpcResponse) []byte {
 }
 
 func (c *conn) errResponse(err error, tracker string) rpcResponse {
-	_, status := classify(err)
-	return rpcResponse{status: status, desc: describe(err, tracker, c.now())}
+	cond, status := classify(err)
+	return rpcResponse{status: status, desc: describe(err, tracker, c.now()), cond: cond}
 }
 
 // rpcRequest handles a complete request on a $cbs or $management sender link.

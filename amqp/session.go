@@ -222,6 +222,10 @@ func (s *session) detachLink(l *link, e *frames.Error) {
 	if l.detached {
 		return
 	}
+	if e != nil { // every refusal is visible at the default level
+		s.c.log.Info("amqp: detaching link with an error", "remote", s.c.nc.RemoteAddr().String(), "link", l.name,
+			"address", l.addr.String(), "condition", string(e.Condition), "description", e.Description)
+	}
 	s.c.send(s.localChannel, &frames.Detach{Handle: l.handle, Closed: true, Error: e}, nil)
 	if release := s.dropLink(l, true); release != nil {
 		s.c.goFunc(release)
@@ -303,13 +307,19 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
 		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, Source: a.Source, Target: a.Target}
 	if a.Role == frames.RoleReceiver {
-		if a.Target == nil || a.Target.Address == "" {
-			s.refuse(l, a, s.errorFor(l, condInvalidField, "a reply link needs a target address"))
+		// The reply address is the target address; the JavaScript SDK attaches its
+		// $cbs reply link with no target and uses the link name as its reply-to, which
+		// Service Bus accepts.
+		l.replyAddr = a.Name
+		if a.Target != nil && a.Target.Address != "" {
+			l.replyAddr = a.Target.Address
+		}
+		if l.replyAddr == "" {
+			s.refuse(l, a, s.errorFor(l, condInvalidField, "a reply link needs a target address or a link name"))
 			return
 		}
 		zero := uint32(0)
 		reply.InitialDeliveryCount = &zero
-		l.replyAddr = a.Target.Address
 		l.settled = true
 		if old := s.c.replyLinks[l.replyAddr]; old != nil && old != l {
 			old.s.detachLink(old, old.s.errorFor(old, condLinkStolen, "reply address reused"))
@@ -473,7 +483,16 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 		l.sessionLockedUntil = lockedUntil
 		src := *a.Source
 		src.Filter = append(Map(nil), a.Source.Filter...)
-		src.Filter.Set(Symbol(sessionFilterKey), &Described{Descriptor: sessionFilterCode, Value: sessionID})
+		// Echo the accepted session id in the form the client used: described for the
+		// Go and .NET SDKs, a plain string for the JavaScript SDK, which compares the
+		// echoed value with its session id.
+		var echo any = sessionID
+		if v, _ := a.Source.Filter.GetString(sessionFilterKey); v != nil {
+			if _, ok := v.(*Described); ok {
+				echo = &Described{Descriptor: sessionFilterCode, Value: sessionID}
+			}
+		}
+		src.Filter.Set(Symbol(sessionFilterKey), echo)
 		reply.Source = &src
 		reply.Properties = Map{{Key: Symbol("com.microsoft:locked-until-utc"), Value: dotnetTicks(lockedUntil)}}
 	}
@@ -681,6 +700,10 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 
 // settleIncoming confirms a client's delivery with a settled disposition.
 func (s *session) settleIncoming(l *link, p *partial, st frames.DeliveryState) {
+	if r, ok := st.(*frames.Rejected); ok && r.Error != nil {
+		s.c.log.Info("amqp: rejecting a message", "remote", s.c.nc.RemoteAddr().String(), "link", l.name,
+			"address", l.addr.String(), "condition", string(r.Error.Condition), "description", r.Error.Description)
+	}
 	if p.settled || l.detached {
 		return
 	}

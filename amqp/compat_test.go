@@ -1,0 +1,102 @@
+package amqp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
+)
+
+// Behaviours the SDKs' own test suites check (docs/compatibility.md): a message-id is
+// assigned when missing (Test_Sender_MessageID); a client's delivery annotations reach
+// the receiver, first-acquirer is false and x-opt-enqueue-sequence-number is absent
+// (TestSender_SendAMQPMessageWithMultipleByteSlicesInData); a peek shows the count of
+// the next delivery (TestDeferredMessages/Abandon); a bogus lock reads as Service Bus
+// words it (TestReceiver_RenewMessageLock).
+func TestSDKSuiteMessageShapes(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := rootClient(t, addr)
+	send(t, c, "q1", &azservicebus.Message{Body: []byte("no id")})
+	s, err := c.NewSender("q1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if err := s.SendAMQPAnnotatedMessage(ctxT(t), &azservicebus.AMQPAnnotatedMessage{
+		DeliveryAnnotations: map[any]any{"x-opt-da-test": "v"},
+		Body:                azservicebus.AMQPAnnotatedMessageBody{Data: [][]byte{[]byte("a"), []byte("b")}},
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.NewReceiverForQueue("q1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	ms := receiveN(t, r, 2)
+	if ms[0].MessageID == "" || len(ms[0].MessageID) != 32 {
+		t.Errorf("assigned message id %q, want 32 hex digits", ms[0].MessageID)
+	}
+	raw := ms[1].RawAMQPMessage
+	if raw.DeliveryAnnotations["x-opt-da-test"] != "v" || raw.DeliveryAnnotations["x-opt-lock-token"] == nil {
+		t.Errorf("delivery annotations %v", raw.DeliveryAnnotations)
+	}
+	if raw.Header == nil || raw.Header.FirstAcquirer || raw.MessageAnnotations["x-opt-enqueue-sequence-number"] != nil {
+		t.Errorf("header %+v annotations %v", raw.Header, raw.MessageAnnotations)
+	}
+	if len(raw.Body.Data) != 2 || raw.Properties == nil || raw.Properties.MessageID == nil {
+		t.Errorf("body %v properties %+v", raw.Body.Data, raw.Properties)
+	}
+	if err := r.AbandonMessage(ctxT(t), ms[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.PeekMessages(ctxT(t), 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: ms[0].SequenceNumber})
+	if err != nil || len(p) != 1 || p[0].DeliveryCount != 2 {
+		t.Fatalf("peek after abandon: %v %+v, want DeliveryCount 2", err, p)
+	}
+	// A lock token that was never issued.
+	bogus := *ms[1]
+	bogus.LockToken = [16]byte{1, 2, 3}
+	err = r.RenewMessageLock(ctxT(t), &bogus, nil)
+	if err == nil || !strings.Contains(err.Error(), "status code 410 and description: The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue") {
+		t.Fatalf("renew bogus lock: %v", err)
+	}
+}
+
+// The JavaScript SDK attaches its reply links with no target address and uses the link
+// name as reply-to; failed requests carry errorCondition, which it maps errors from.
+func TestReplyLinkWithoutTargetAndErrorCondition(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := dialPlain(t, addr)
+	ctx := ctxT(t)
+	sess, err := c.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := sess.NewSender(ctx, "q1/$management", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := sess.NewReceiver(ctx, "q1/$management", &goamqp.ReceiverOptions{Name: "js-reply-link"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := goamqp.NewMessage(nil)
+	req.Value = map[string]any{"sequence-numbers": []int64{424242}, "receiver-settle-mode": uint32(1)}
+	req.Properties = &goamqp.MessageProperties{MessageID: "req-1", ReplyTo: ptrTo("js-reply-link")}
+	req.ApplicationProperties = map[string]any{"operation": "com.microsoft:receive-by-sequence-number"}
+	if err := snd.Send(ctx, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rcv.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := resp.ApplicationProperties
+	if ap["statusCode"] != int32(404) || fmt.Sprint(ap["errorCondition"]) != "com.microsoft:message-not-found" {
+		t.Fatalf("response %v", ap)
+	}
+}
