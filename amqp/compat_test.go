@@ -3,8 +3,10 @@ package amqp
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
@@ -98,5 +100,48 @@ func TestReplyLinkWithoutTargetAndErrorCondition(t *testing.T) {
 	ap := resp.ApplicationProperties
 	if ap["statusCode"] != int32(404) || fmt.Sprint(ap["errorCondition"]) != "com.microsoft:message-not-found" {
 		t.Fatalf("response %v", ap)
+	}
+}
+
+// get-message-sessions with a last-updated-time lists the sessions with state, none for
+// a future time, and every session for the SDK's "no filter" year 10000
+// (TestClient_ListSessionsForQueue_SessionStateUpdatedAfter_Live).
+func TestListSessionsUpdatedAfter(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := rootClient(t, addr)
+	send(t, c, "sq", &azservicebus.Message{Body: []byte("m"), SessionID: ptrTo("msg-only")})
+	sr, err := c.AcceptSessionForQueue(ctxT(t), "sq", "with-state", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sr.SetSessionState(ctxT(t), []byte("s"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sr.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	list := func(after *time.Time) []string {
+		t.Helper()
+		var got []string
+		p := c.NewListSessionsForQueuePager("sq", &azservicebus.ListSessionsOptions{SessionStateUpdatedAfter: after})
+		for p.More() {
+			page, err := p.NextPage(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page.Sessions...)
+		}
+		slices.Sort(got)
+		return got
+	}
+	past, future := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	if got := list(&past); !slices.Equal(got, []string{"with-state"}) {
+		t.Errorf("past cutoff: %v", got)
+	}
+	if got := list(&future); len(got) != 0 {
+		t.Errorf("future cutoff: %v", got)
+	}
+	if got := list(nil); !slices.Equal(got, []string{"msg-only", "with-state"}) {
+		t.Errorf("no cutoff: %v", got)
 	}
 }

@@ -79,7 +79,7 @@ type rpcResponse struct {
 	status int32
 	desc   string
 	cond   string // errorCondition of a failed request ("" on success)
-	body   any // encoded as amqp-value; nil for none
+	body   any    // encoded as amqp-value; nil for none
 
 	renewedUntil time.Time // renew-session-lock: the new expiry, for the holder link
 }
@@ -622,7 +622,15 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 		if !found || top <= 0 {
 			top = 100
 		}
-		ids, err := c.b.ListSessions(ctx, addr, int(max(skip, 0)), int(min(top, 1000)))
+		var ids []string
+		var err error
+		// The SDKs send DateTime.MaxValue (or year 10000, which .NET clamps to it) for
+		// the default listing: sessions with messages or state.
+		if t, ok := mapTime(body, "last-updated-time"); ok && t.Year() < 9999 {
+			ids, err = c.sessionsWithState(ctx, addr, t, int(max(skip, 0)), int(min(top, 1000)))
+		} else {
+			ids, err = c.b.ListSessions(ctx, addr, int(max(skip, 0)), int(min(top, 1000)))
+		}
 		if err != nil {
 			return fail(err)
 		}
@@ -633,6 +641,49 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 		return ok
 	}
 	return rpcResponse{status: 501, desc: fmt.Sprintf("The operation '%s' is not supported. %s", req.operation, trackingID(tracker, c.now()))}
+}
+
+// mapTime reads a timestamp (or a long of Unix milliseconds) from a request body.
+func mapTime(m Map, key string) (time.Time, bool) {
+	v, _ := m.GetString(key)
+	switch x := v.(type) {
+	case Timestamp:
+		return x.Time(), true
+	case int64:
+		return time.UnixMilli(x), true
+	}
+	return time.Time{}, false
+}
+
+// maxStateScan bounds how many sessions a last-updated-time listing looks at.
+const maxStateScan = 10000
+
+// sessionsWithState answers get-message-sessions with a last-updated-time: Service Bus
+// then lists the sessions whose state was set after that time. The Backend keeps no
+// update time, so this lists the sessions that have state, and none for a time after
+// now (docs/compatibility.md).
+func (c *conn) sessionsWithState(ctx context.Context, addr Address, t time.Time, skip, top int) ([]string, error) {
+	if t.After(c.now()) {
+		return nil, nil
+	}
+	all, err := c.b.ListSessions(ctx, addr, 0, maxStateScan)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range all {
+		st, err := c.b.SessionState(ctx, addr, id)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			out = append(out, id)
+		}
+	}
+	if skip >= len(out) {
+		return nil, nil
+	}
+	return out[skip:min(len(out), skip+top)], nil
 }
 
 func maxSize(info EntityInfo, cfg *Config) uint64 {
