@@ -4,7 +4,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-short test-long lint vet fuzz bench run clean
+.PHONY: all build test test-short test-long lint vet fuzz bench run clean conformance
 
 all: build
 
@@ -37,6 +37,12 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# The official SDKs against a fresh node on loopback: the Go SDK's own live tests
+# (../shared/sdk-livetests, or QB_SDK_LIVETESTS) and the JavaScript runner (test/js).
+# See docs/compatibility.md.
+conformance:
+	test/conformance/run.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
