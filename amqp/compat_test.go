@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -143,5 +144,73 @@ func TestListSessionsUpdatedAfter(t *testing.T) {
 	}
 	if got := list(nil); !slices.Equal(got, []string{"msg-only", "with-state"}) {
 		t.Errorf("no cutoff: %v", got)
+	}
+}
+
+// SessionId "" is a session of its own, not "no session" (the SDK's
+// TestSessionReceiver_blankSessionIDs).
+func TestSDKBlankSessionID(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := rootClient(t, addr)
+	send(t, c, "sq", &azservicebus.Message{Body: []byte("1"), SessionID: ptrTo("")},
+		&azservicebus.Message{Body: []byte("other"), SessionID: ptrTo("x")})
+	s, err := c.NewSender("sq", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if _, err := s.ScheduleMessages(ctxT(t), []*azservicebus.Message{{Body: []byte("2"), SessionID: ptrTo("")}}, time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.AcceptSessionForQueue(ctxT(t), "sq", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if r.SessionID() != "" || r.LockedUntil().IsZero() {
+		t.Fatalf("session %q locked until %v", r.SessionID(), r.LockedUntil())
+	}
+	ms := receiveN(t, r, 2)
+	for _, m := range ms {
+		if m.SessionID == nil || *m.SessionID != "" {
+			t.Errorf("message %s session %v", m.Body, m.SessionID)
+		}
+		if err := r.CompleteMessage(ctxT(t), m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.SetSessionState(ctxT(t), []byte("s"), nil); err != nil {
+		t.Fatal(err)
+	}
+	p := c.NewListSessionsForQueuePager("sq", nil)
+	var ids []string
+	for p.More() {
+		page, err := p.NextPage(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, page.Sessions...)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"", "x"}) {
+		t.Errorf("sessions %q", ids)
+	}
+}
+
+// A key without Send sending to a missing queue is told it lacks the claim, not that
+// the queue is missing (the SDK's TestClientUnauthorizedCreds/ListenOnly_with_Sender).
+func TestSDKLimitedKeyMissingEntity(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := sdkClient(t, addr, "listen", "listen-key")
+	s, err := c.NewSender("testqueue", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	err = s.SendMessage(ctxT(t), &azservicebus.Message{Body: []byte("x")}, nil)
+	var sbErr *azservicebus.Error
+	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess ||
+		!strings.Contains(err.Error(), "Description: Unauthorized access. 'Send' claim(s) are required to perform this operation") {
+		t.Fatalf("send with a Listen key: %v", err)
 	}
 }

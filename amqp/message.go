@@ -130,6 +130,9 @@ func parseMessage(b []byte) (*Message, sections, error) {
 		m.CorrelationID = str(vals[5])
 		m.ContentType = str(vals[6])
 		m.SessionID = str(vals[10])
+		if m.SessionID == "" && !encoding.IsNull(vals[10]) && (vals[10][0]&0x0f) == 0x01 {
+			m.SessionID = blankSessionID // group-id "": a session of its own
+		}
 		m.ReplyToSessionID = str(vals[12])
 	}
 	if s.messageAnn != nil {
@@ -580,4 +583,27 @@ func ensureMessageID(m *Message) error {
 	out = append(out, s.rest...)
 	m.Raw = out
 	return nil
+}
+
+// blankSessionID stands, inside the broker, for the session whose id is the empty
+// string: Service Bus treats SessionId "" as a valid session, distinct from "no
+// session" (the SDK's TestSessionReceiver_blankSessionIDs), while the Backend uses ""
+// for "none" and "next available". The message keeps its group-id "" on the wire;
+// only the broker's view of it uses this id, and every answer maps it back.
+const blankSessionID = "\x00"
+
+// internalSessionID maps a session id a client named to the broker's.
+func internalSessionID(id string) string {
+	if id == "" {
+		return blankSessionID
+	}
+	return id
+}
+
+// wireSessionID maps the broker's session id back to what clients see.
+func wireSessionID(id string) string {
+	if id == blankSessionID {
+		return ""
+	}
+	return id
 }

@@ -275,7 +275,11 @@ func (c *conn) putToken(ctx context.Context, req *rpcRequest) (rpcResponse, *cla
 	}
 	ent := strings.TrimSuffix(strings.TrimSuffix(audPath, "$management"), "/")
 	ent, _ = parseEntityPath(ent)
-	if ent != "" {
+	// A key without Send or Listen gets its token for a missing entity too: the attach
+	// then answers unauthorized for the claim it lacks before looking the entity up,
+	// as Service Bus does (the SDK's TestClientUnauthorizedCreds uses a missing queue).
+	full := key.Rights.Has(RightSend | RightListen)
+	if ent != "" && full {
 		if _, err := c.b.Entity(ctx, ent); err != nil {
 			if errors.Is(err, ErrNotFound) {
 				return rpcResponse{status: 404, desc: fmt.Sprintf("The messaging entity 'sb://%s/%s' could not be found. %s", c.hostname, ent, trackingID(c.cfg.Namespace, c.now()))}, nil
@@ -636,6 +640,9 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 		}
 		if len(ids) == 0 {
 			return rpcResponse{status: 204, desc: "No sessions"}
+		}
+		for i, id := range ids {
+			ids[i] = wireSessionID(id)
 		}
 		ok.body = Map{{Key: "skip", Value: int32(skip)}, {Key: "sessions-ids", Value: ids}}
 		return ok

@@ -368,9 +368,10 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 		if v, ok := a.Source.Filter.GetString(sessionFilterKey); ok {
 			sessionful = true
 			if d, ok := v.(*Described); ok {
-				wantSession, _ = d.Value.(string)
-			} else {
-				wantSession, _ = v.(string)
+				v = d.Value
+			}
+			if id, ok := v.(string); ok { // null asks for the next available session
+				wantSession = internalSessionID(id)
 			}
 		}
 	}
@@ -486,10 +487,10 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 		// Echo the accepted session id in the form the client used: described for the
 		// Go and .NET SDKs, a plain string for the JavaScript SDK, which compares the
 		// echoed value with its session id.
-		var echo any = sessionID
+		var echo any = wireSessionID(sessionID)
 		if v, _ := a.Source.Filter.GetString(sessionFilterKey); v != nil {
 			if _, ok := v.(*Described); ok {
-				echo = &Described{Descriptor: sessionFilterCode, Value: sessionID}
+				echo = &Described{Descriptor: sessionFilterCode, Value: wireSessionID(sessionID)}
 			}
 		}
 		src.Filter.Set(Symbol(sessionFilterKey), echo)

@@ -367,14 +367,19 @@ func atomTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }
 
-// accessedAt is an entity's last access as Service Bus reports it: the time of its
-// last change when it has not been used since (never the zero time, which SDK tests
-// reject).
-func accessedAt(c RuntimeCounts, updatedMs int64) string {
-	if c.AccessedAt.IsZero() || c.AccessedAt.UnixMilli() < updatedMs {
+// accessedAt is an entity's last access as Service Bus reports it. The Store's
+// AccessedAt wins when it has one. Otherwise (the node does not track accesses yet) a
+// queue or topic that holds messages reports its last change, and one that holds none
+// the zero time, as a new entity on Service Bus does; a subscription always reports a
+// time, as on Service Bus (the SDK's live tests check all three; docs/compatibility.md).
+func accessedAt(c RuntimeCounts, updatedMs int64, subscription bool) string {
+	switch {
+	case !c.AccessedAt.IsZero():
+		return timeOf(c.AccessedAt)
+	case subscription || total(c) > 0 || c.SizeBytes > 0:
 		return atomTime(updatedMs)
 	}
-	return timeOf(c.AccessedAt)
+	return timeOf(time.Time{})
 }
 
 // partitionedSizeFactor is how Service Bus (Standard) reports MaxSizeInMegabytes of a
@@ -486,7 +491,7 @@ func writeQueue(w *xmlWriter, q meta.Queue, c RuntimeCounts) {
 	w.optional("ForwardTo", p.ForwardTo)
 	w.el("CreatedAt", atomTime(q.CreatedAt))
 	w.el("UpdatedAt", atomTime(q.UpdatedAt))
-	w.el("AccessedAt", accessedAt(c, q.UpdatedAt))
+	w.el("AccessedAt", accessedAt(c, q.UpdatedAt, false))
 	w.el("SupportOrdering", b2s(p.SupportOrdering))
 	w.counts(c)
 	w.el("AutoDeleteOnIdle", meta.FormatISODuration(p.AutoDeleteOnIdle))
@@ -531,7 +536,7 @@ func writeTopic(w *xmlWriter, t meta.Topic, subs []meta.Subscription, c RuntimeC
 	w.optional("UserMetadata", p.UserMetadata)
 	w.el("CreatedAt", atomTime(t.CreatedAt))
 	w.el("UpdatedAt", atomTime(t.UpdatedAt))
-	w.el("AccessedAt", accessedAt(c, t.UpdatedAt))
+	w.el("AccessedAt", accessedAt(c, t.UpdatedAt, false))
 	w.el("SupportOrdering", b2s(p.SupportOrdering))
 	w.counts(c)
 	w.el("SubscriptionCount", i2s(int64(len(subs))))
@@ -561,7 +566,7 @@ func writeSubscription(w *xmlWriter, s meta.Subscription, c RuntimeCounts) {
 	w.optional("ForwardTo", p.ForwardTo)
 	w.el("CreatedAt", atomTime(s.CreatedAt))
 	w.el("UpdatedAt", atomTime(s.UpdatedAt))
-	w.el("AccessedAt", accessedAt(c, s.UpdatedAt))
+	w.el("AccessedAt", accessedAt(c, s.UpdatedAt, true))
 	w.counts(c)
 	w.optional("UserMetadata", p.UserMetadata)
 	w.optional("ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo)

@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 )
 
@@ -117,5 +118,36 @@ func TestNamespaceKeys(t *testing.T) {
 	}
 	if code, _ = e.rawDo(t, http.MethodGet, "/$keys/sender", ""); code != 404 {
 		t.Fatalf("get deleted: %d", code)
+	}
+}
+
+// AccessedAt as the SDK's live tests expect it (TestAdminClient_CreateQueue_Standard,
+// _ListSubscriptionRuntimeProperties, _GetQueueRuntimeProperties): zero for a new queue,
+// set for one that holds messages, always set for a subscription.
+func TestAccessedAt(t *testing.T) {
+	e := newEnv(t)
+	for _, q := range []string{"fresh", "used"} {
+		if _, err := e.ac.CreateQueue(ctx, q, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.store.setCounts(admin.Entity{Name: "used"}, admin.RuntimeCounts{Active: 1, SizeBytes: 10})
+	if _, err := e.ac.CreateTopic(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ac.CreateSubscription(ctx, "t", "s", nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := e.ac.GetQueueRuntimeProperties(ctx, "fresh", nil)
+	if err != nil || !fresh.AccessedAt.IsZero() {
+		t.Fatalf("fresh queue: %v %v", fresh, err)
+	}
+	used, err := e.ac.GetQueueRuntimeProperties(ctx, "used", nil)
+	if err != nil || used.AccessedAt.IsZero() {
+		t.Fatalf("queue with messages: %v %v", used, err)
+	}
+	sub, err := e.ac.GetSubscriptionRuntimeProperties(ctx, "t", "s", nil)
+	if err != nil || sub.AccessedAt.IsZero() {
+		t.Fatalf("subscription: %v %v", sub, err)
 	}
 }
