@@ -45,6 +45,7 @@ Commands:
   rule create|list|show|delete TOPIC SUB [RULE]
   peek ENTITY                                browse messages without locking them
   dlq inspect|purge|resubmit ENTITY          the dead-letter sub-queue of ENTITY
+  key list|create|delete [NAME]              namespace shared access keys (create: --rights Send,Listen)
 
 ENTITY is QUEUE or TOPIC/Subscriptions/SUB. Run a command with -h for its flags.
 
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return g.peek(ctx, rest)
 	case "dlq":
 		return g.dlqCmd(ctx, rest)
+	case "key", "keys":
+		return g.keyCmd(ctx, rest)
 	}
 	fs.Usage()
 	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)

@@ -202,3 +202,43 @@ func TestRuntimeCounts(t *testing.T) {
 			rt.ScheduledMessageCount, rt.DeadLetterMessageCount, rt.TotalMessageCount, rt.SizeInBytes)
 	}
 }
+
+// qbctl key creates namespace keys with fewer rights; their connection strings work for
+// what they allow and are refused, with Service Bus's words, for the rest.
+func TestQbctlKeys(t *testing.T) {
+	n := harness.Start(t)
+	qbctl(t, n, "queue", "create", "jobs")
+	var created map[string]any
+	qbctlJSON(t, n, &created, "key", "create", "sender", "--rights", "Send")
+	cs, _ := created["connection_string"].(string)
+	if !strings.Contains(cs, "SharedAccessKeyName=sender;") || !strings.Contains(cs, "UseDevelopmentEmulator=true") {
+		t.Fatalf("created: %v", created)
+	}
+	if out := qbctl(t, n, "key", "list"); !strings.Contains(out, "sender") || !strings.Contains(out, "RootManageSharedAccessKey") {
+		t.Fatalf("list:\n%s", out)
+	}
+	c, err := azservicebus.NewClientFromConnectionString(cs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctxT(t, 10*time.Second))
+	s, err := c.NewSender("jobs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMessage(ctxT(t, 20*time.Second), &azservicebus.Message{Body: []byte("x")}, nil); err != nil {
+		t.Fatalf("send with a Send key: %v", err)
+	}
+	r, err := c.NewReceiverForQueue("jobs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.ReceiveMessages(ctxT(t, 20*time.Second), 1, nil)
+	if err == nil || !strings.Contains(err.Error(), "'Listen' claim(s) are required") {
+		t.Fatalf("receive with a Send key: %v", err)
+	}
+	qbctl(t, n, "key", "delete", "sender")
+	if out := qbctl(t, n, "key", "list"); strings.Contains(out, "sender") {
+		t.Fatalf("after delete:\n%s", out)
+	}
+}
