@@ -28,7 +28,7 @@ type keyDescription struct {
 // connParts are the fields of a Service Bus connection string qbctl signs with.
 type connParts struct {
 	endpoint, keyName, key string // endpoint: host[:port]
-	emulator                       bool
+	emulator               bool
 }
 
 func parseConnString(cs string) (connParts, error) {
