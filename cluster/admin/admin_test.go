@@ -883,6 +883,14 @@ func TestHealth(t *testing.T) {
 	if c, b := get("/readyz"); c != 503 || !strings.Contains(b, "no leader") {
 		t.Fatalf("readyz not ready: %d %s", c, b)
 	}
+	// /health has the official emulator's shape (HealthCheckApiSchema.md).
+	if c, b := get("/health"); c != 503 || strings.TrimSpace(b) != `{"message":"Service not available. Please try after some time.","status":"unhealthy"}` {
+		t.Fatalf("health not ready: %d %s", c, b)
+	}
+	e.ready = nil
+	if c, b := get("/health"); c != 200 || strings.TrimSpace(b) != `{"message":"Service is healthy.","status":"healthy"}` {
+		t.Fatalf("health: %d %s", c, b)
+	}
 	// With a token, /healthz is an entity path like any other.
 	if _, err := e.ac.CreateQueue(ctx, "healthz", nil); err != nil {
 		t.Fatal(err)

@@ -174,8 +174,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// "healthz" stays reachable through the management API.
 	if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
 		switch r.URL.Path {
-		case "/healthz", "/health":
+		case "/healthz":
 			writeHealth(w, nil)
+			return
+		case "/health":
+			// The official emulator's health check (HealthCheckApiSchema.md): 200 when
+			// the broker can serve, else 503 with its fixed message; the reason is logged.
+			var err error
+			if h.cfg.Ready != nil {
+				err = h.cfg.Ready()
+			}
+			if err != nil {
+				h.log.Info("admin: /health: not ready", "err", err)
+			}
+			writeEmulatorHealth(w, err == nil)
 			return
 		case "/readyz":
 			var err error
@@ -193,6 +205,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.writeError(w, r, rt, err)
 	}
+}
+
+// writeEmulatorHealth answers as the official emulator's /health does.
+func writeEmulatorHealth(w http.ResponseWriter, healthy bool) {
+	w.Header().Set("Content-Type", "application/json")
+	body := map[string]string{"status": "healthy", "message": "Service is healthy."}
+	if !healthy {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		body = map[string]string{"status": "unhealthy", "message": "Service not available. Please try after some time."}
+	}
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 func writeHealth(w http.ResponseWriter, err error) {

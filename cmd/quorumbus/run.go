@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp"
 	"github.com/quorumbus/quorumbus/cluster"
 	"github.com/quorumbus/quorumbus/cluster/admin"
+	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 )
 
@@ -29,11 +31,38 @@ func run(cfg Config) error {
 		return err
 	}
 
+	// Config.json is read before the node starts: its namespace name is the one the
+	// node serves unless --namespace names another.
+	var configJSON []byte
+	var ec *meta.EmulatorConfig
+	if cfg.ConfigJSON != "" {
+		data, source, err := readConfigJSON(cfg.ConfigJSON)
+		if err != nil {
+			return err
+		}
+		var warnings []string
+		ec, warnings, err = meta.LoadEmulatorConfig(data)
+		for _, w := range warnings {
+			log.Warn("Config.json", "source", source, "warning", w)
+		}
+		if err != nil {
+			return fmt.Errorf("Config.json (%s): %w", source, err)
+		}
+		configJSON = data
+	}
+	namespace := cfg.Namespace
+	switch {
+	case namespace == "" && ec != nil && ec.Namespace != "":
+		namespace = ec.Namespace
+	case namespace == "":
+		namespace = defaultNamespace
+	}
+
 	cc := cluster.DefaultConfig()
 	cc.NodeID = cfg.NodeID
 	cc.DataDir = cfg.Data
 	cc.ClusterAddr = cfg.ClusterAddr
-	cc.Namespace = cfg.Namespace
+	cc.Namespace = namespace
 	cc.DefaultKeyName = cfg.KeyName
 	cc.DefaultKey = cfg.Key
 	cc.Logger = log
@@ -45,18 +74,17 @@ func run(cfg Config) error {
 	}
 	defer node.Close()
 
-	if cfg.ConfigJSON != "" {
-		data, err := os.ReadFile(cfg.ConfigJSON)
-		if err != nil {
-			return fmt.Errorf("--config-json: %w", err)
+	if configJSON != nil {
+		if _, err := node.LoadEmulatorConfig(ctx, configJSON); err != nil {
+			return fmt.Errorf("Config.json: %w", err)
 		}
-		warnings, err := node.LoadEmulatorConfig(ctx, data)
-		for _, w := range warnings {
-			log.Warn("Config.json", "warning", w)
+		if node.Namespace() != ec.Namespace {
+			log.Warn("Config.json names another namespace than the node serves",
+				"config_json", ec.Namespace, "serving", node.Namespace(),
+				"why", "--namespace, or a data directory created under another name")
 		}
-		if err != nil {
-			return fmt.Errorf("--config-json %s: %w", cfg.ConfigJSON, err)
-		}
+		queues, topics, subs := ec.Counts()
+		log.Info("Config.json loaded", "namespace", node.Namespace(), "queues", queues, "topics", topics, "subscriptions", subs)
 	}
 
 	ac := amqp.DefaultConfig()
@@ -110,6 +138,23 @@ func run(cfg Config) error {
 	defer cancel()
 	err = errors.Join(hs.Shutdown(shutCtx), srv.Close(), node.Close())
 	return err
+}
+
+// defaultNamespace is the namespace name when neither --namespace nor Config.json names one.
+const defaultNamespace = "quorumbus"
+
+// readConfigJSON reads --config-json: a file path, or (a value containing "{") the
+// Config.json content itself, so a container can be configured by environment alone
+// (QUORUMBUS_CONFIG_JSON='{"UserConfig": ...}').
+func readConfigJSON(v string) (data []byte, source string, err error) {
+	if strings.Contains(v, "{") {
+		return []byte(v), "inline --config-json / QUORUMBUS_CONFIG_JSON", nil
+	}
+	data, err = os.ReadFile(v)
+	if err != nil {
+		return nil, v, fmt.Errorf("--config-json: %w", err)
+	}
+	return data, v, nil
 }
 
 // writeEndpoints records where the node listens: endpoints.json for tools and tests
