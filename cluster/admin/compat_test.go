@@ -1,6 +1,8 @@
 package admin_test
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -149,5 +151,61 @@ func TestAccessedAt(t *testing.T) {
 	sub, err := e.ac.GetSubscriptionRuntimeProperties(ctx, "t", "s", nil)
 	if err != nil || sub.AccessedAt.IsZero() {
 		t.Fatalf("subscription: %v %v", sub, err)
+	}
+}
+
+// purgeStore adds the optional Purger capability to the test store.
+type purgeStore struct {
+	*memStore
+	got []admin.Entity
+}
+
+func (p *purgeStore) Purge(_ context.Context, e admin.Entity) (int64, error) {
+	p.got = append(p.got, e)
+	return 3, nil
+}
+
+// POST .../$purge routes to the Store's Purger: a queue, a subscription, the namespace
+// (every queue and topic); other methods and paths are refused.
+func TestPurgeRoutes(t *testing.T) {
+	e := newEnv(t)
+	ps := &purgeStore{memStore: e.store}
+	cfg := admin.DefaultConfig()
+	cfg.Store, cfg.Now = ps, e.clock.Now
+	h, err := admin.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Config.Handler = h
+	for _, c := range []meta.Command{
+		&meta.CreateQueue{Name: "q", Properties: meta.DefaultQueueProperties()},
+		&meta.CreateTopic{Name: "t", Properties: meta.DefaultTopicProperties()},
+		&meta.CreateSubscription{Topic: "t", Name: "s", Properties: meta.DefaultSubscriptionProperties()},
+	} {
+		if err := ps.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, body := e.rawDo(t, http.MethodPost, "/q/$purge", ""); code != 200 || !strings.Contains(body, `"purged":3`) {
+		t.Fatalf("queue purge: %d %s", code, body)
+	}
+	if code, body := e.rawDo(t, http.MethodPost, "/t/Subscriptions/s/$purge", ""); code != 200 {
+		t.Fatalf("subscription purge: %d %s", code, body)
+	}
+	if code, body := e.rawDo(t, http.MethodPost, "/$purge", ""); code != 200 || !strings.Contains(body, `"purged":6`) {
+		t.Fatalf("namespace purge: %d %s", code, body)
+	}
+	want := []admin.Entity{{Name: "q"}, {Name: "t", Subscription: "s"}, {Name: "q"}, {Name: "t"}}
+	if fmt.Sprint(ps.got) != fmt.Sprint(want) {
+		t.Fatalf("purged %v, want %v", ps.got, want)
+	}
+	if code, _ := e.rawDo(t, http.MethodGet, "/q/$purge", ""); code != 405 {
+		t.Fatalf("GET $purge: %d", code)
+	}
+	if code, _ := e.rawDo(t, http.MethodPost, "/missing/$purge", ""); code != 404 {
+		t.Fatalf("missing entity: %d", code)
+	}
+	if code, _ := e.rawDo(t, http.MethodPost, "/t/Subscriptions/s/Rules/$purge", ""); code != 404 {
+		t.Fatalf("rules path: %d", code)
 	}
 }

@@ -119,11 +119,23 @@ const (
 	routeSub
 	routeListRules
 	routeRule
-	routeKeys // Quorumbus's own: the namespace's shared access keys (/$keys, /$keys/NAME)
+	routeKeys  // Quorumbus's own: the namespace's shared access keys (/$keys, /$keys/NAME)
+	routePurge // Quorumbus's own: POST /$purge, /Q/$purge, /T/$purge, /T/Subscriptions/S/$purge
 )
 
 func parseRoute(path string) (route, error) {
 	p := strings.Trim(path, "/")
+	if strings.EqualFold(p, "$purge") || strings.EqualFold(p, "$namespaceinfo/$purge") {
+		return route{kind: routePurge}, nil
+	}
+	if i := strings.LastIndexByte(p, '/'); i > 0 && strings.EqualFold(p[i+1:], "$purge") {
+		r, err := parseRoute(p[:i])
+		if err != nil || (r.kind != routeEntity && r.kind != routeSub) {
+			return route{}, errorf(http.StatusNotFound, "unknown path %q: $purge follows a queue, topic or subscription", path)
+		}
+		r.kind = routePurge
+		return r, nil
+	}
 	switch {
 	case p == "":
 		return route{}, errorf(http.StatusNotFound, "no entity in the request path")
@@ -230,8 +242,11 @@ func writeHealth(w http.ResponseWriter, err error) {
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error {
 	ctx := r.Context()
-	switch r.Method {
-	case http.MethodGet, http.MethodPut, http.MethodDelete:
+	switch {
+	case rt.kind == routePurge && r.Method != http.MethodPost:
+		return errorf(http.StatusMethodNotAllowed, "%s needs POST", r.URL.Path)
+	case rt.kind == routePurge:
+	case r.Method == http.MethodGet, r.Method == http.MethodPut, r.Method == http.MethodDelete:
 	default:
 		return errorf(http.StatusMethodNotAllowed, "method %s is not supported", r.Method)
 	}
@@ -251,8 +266,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 	case authErr != nil:
 		return &httpError{code: http.StatusUnauthorized, msg: authErr.Error()}
 	}
-	if rt.kind == routeKeys {
+	switch rt.kind {
+	case routeKeys:
 		return h.keys(ctx, w, r, rt)
+	case routePurge:
+		return h.purge(ctx, w, rt)
 	}
 	switch r.Method {
 	case http.MethodGet:

@@ -39,13 +39,14 @@ const usage = `Usage: qbctl [global flags] COMMAND ...
 
 Commands:
   status                                     node health and namespace
-  queue create|list|show|update|delete       queues
-  topic create|list|show|update|delete       topics
-  subscription create|list|show|update|delete TOPIC [SUB]
+  queue create|list|show|update|delete|purge queues
+  topic create|list|show|update|delete|purge topics (purge: every subscription)
+  subscription create|list|show|update|delete|purge TOPIC [SUB]
   rule create|list|show|delete TOPIC SUB [RULE]
   peek ENTITY                                browse messages without locking them
   dlq inspect|purge|resubmit ENTITY          the dead-letter sub-queue of ENTITY
   key list|create|delete [NAME]              namespace shared access keys (create: --rights Send,Listen)
+  namespace purge                            every message of every entity (entities stay)
 
 ENTITY is QUEUE or TOPIC/Subscriptions/SUB. Run a command with -h for its flags.
 
@@ -90,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return g.dlqCmd(ctx, rest)
 	case "key", "keys":
 		return g.keyCmd(ctx, rest)
+	case "namespace":
+		return g.namespaceCmd(ctx, rest)
 	}
 	fs.Usage()
 	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
