@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,5 +214,57 @@ func TestSDKLimitedKeyMissingEntity(t *testing.T) {
 	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess ||
 		!strings.Contains(err.Error(), "Description: Unauthorized access. 'Send' claim(s) are required to perform this operation") {
 		t.Fatalf("send with a Listen key: %v", err)
+	}
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Every refusal is visible in the log at the default level (info): a link refused at
+// attach and a refused $cbs request.
+func TestRefusalsAreLoggedAtInfo(t *testing.T) {
+	var logs syncBuffer
+	_, _, addr := testServer(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	c := sdkClient(t, addr, "RootManageSharedAccessKey", "wrong-key")
+	s, err := c.NewSender("q1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if err := s.SendMessage(ctxT(t), &azservicebus.Message{Body: []byte("x")}, nil); err == nil {
+		t.Fatal("send with a wrong key succeeded")
+	}
+	good := rootClient(t, addr)
+	r, err := good.NewReceiverForQueue("sq", nil) // a session queue: refused at attach
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if _, err := r.ReceiveMessages(ctxT(t), 1, nil); err == nil {
+		t.Fatal("a non-session receive from a session queue succeeded")
+	}
+	out := logs.String()
+	for _, want := range []string{"amqp: request refused", "operation=put-token", "status=401",
+		"amqp: detaching link with an error", "condition=amqp:not-allowed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
 	}
 }

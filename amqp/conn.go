@@ -132,7 +132,7 @@ func (c *conn) run() {
 	}()
 	br := frames.NewReader(c.nc, c.cfg.MaxFrameSize)
 	if err := c.handshake(br); err != nil {
-		c.log.Info("amqp: connection refused at handshake", "remote", c.nc.RemoteAddr().String(), "err", err)
+		c.log.Info("amqp: connection refused at handshake", "err", err)
 		return
 	}
 	c.goFunc(func() { c.reader(br) })
@@ -485,7 +485,7 @@ func (c *conn) closeWith(err error) {
 	}
 	c.closeSent = true
 	if e != nil { // every refusal is visible at the default level
-		c.log.Info("amqp: closing connection with an error", "remote", c.nc.RemoteAddr().String(),
+		c.log.Info("amqp: closing connection with an error",
 			"condition", string(e.Condition), "description", e.Description)
 	}
 	c.send(0, &frames.Close{Error: e}, nil)
@@ -583,7 +583,7 @@ func (c *conn) endSession(s *session, e *frames.Error) {
 	delete(c.sessions, s.remoteChannel)
 	delete(c.localChannels, s.localChannel)
 	if e != nil {
-		c.log.Info("amqp: ending session with an error", "remote", c.nc.RemoteAddr().String(),
+		c.log.Info("amqp: ending session with an error",
 			"condition", string(e.Condition), "description", e.Description)
 	}
 	c.send(s.localChannel, &frames.End{Error: e}, nil)

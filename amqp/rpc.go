@@ -213,6 +213,12 @@ func (s *session) rpcRequest(l *link, p *partial) {
 		default:
 			resp = c.management(ctx, addr, assocSession, req, tracker)
 		}
+		// Every refusal is visible at the default level; 204 (nothing to list) and a
+		// 404 for a message looked up by sequence number are answers, not refusals.
+		if resp.status >= 400 && resp.cond != condMessageNotFound {
+			c.log.Info("amqp: request refused", "operation", req.operation,
+				"address", addr.String(), "status", resp.status, "description", resp.desc)
+		}
 		msg := encodeRPCResponse(req.messageID, resp)
 		c.post(func() {
 			l.inflight--

@@ -223,7 +223,7 @@ func (s *session) detachLink(l *link, e *frames.Error) {
 		return
 	}
 	if e != nil { // every refusal is visible at the default level
-		s.c.log.Info("amqp: detaching link with an error", "remote", s.c.nc.RemoteAddr().String(), "link", l.name,
+		s.c.log.Info("amqp: detaching link with an error", "link", l.name,
 			"address", l.addr.String(), "condition", string(e.Condition), "description", e.Description)
 	}
 	s.c.send(s.localChannel, &frames.Detach{Handle: l.handle, Closed: true, Error: e}, nil)
@@ -702,7 +702,7 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 // settleIncoming confirms a client's delivery with a settled disposition.
 func (s *session) settleIncoming(l *link, p *partial, st frames.DeliveryState) {
 	if r, ok := st.(*frames.Rejected); ok && r.Error != nil {
-		s.c.log.Info("amqp: rejecting a message", "remote", s.c.nc.RemoteAddr().String(), "link", l.name,
+		s.c.log.Info("amqp: rejecting a message", "link", l.name,
 			"address", l.addr.String(), "condition", string(r.Error.Condition), "description", r.Error.Description)
 	}
 	if p.settled || l.detached {

@@ -813,10 +813,14 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rt route, e
 	tracker := r.Host + ":" + strings.Trim(r.URL.Path, "/")
 	detail := fmt.Sprintf("%s. TrackingId:%s, SystemTracker:%s, Timestamp:%s",
 		strings.TrimSuffix(err.Error(), "."), trackingID(), tracker, now.Format(time.RFC3339))
-	if code >= 500 {
+	switch {
+	case code >= 500:
 		h.log.Error("admin: request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
-	} else {
+	case code == http.StatusNotFound && r.Method == http.MethodGet, code == 499:
+		// The SDKs' Get* ask whether an entity exists; a client gone is nobody's refusal.
 		h.log.Debug("admin: request rejected", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	default: // every refusal is visible at the default level
+		h.log.Info("admin: request rejected", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	}
 	x := &xmlWriter{}
 	x.raw(`<Error><Code>` + strconv.Itoa(code) + `</Code><Detail>`)
