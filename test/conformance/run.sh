@@ -86,6 +86,8 @@ fi
 if [[ "${QB_SKIP_JS:-}" != 1 ]]; then
   echo "== JavaScript SDK (@azure/service-bus 7.9.5)"
   (cd test/js && { [[ -d node_modules/@azure/service-bus ]] || npm ci --no-audit --no-fund --silent; } &&
-    QB_CONN=$ROOT_CONN QB_ADMIN_URL="http://$ADMIN" node run.js) || status=1
+    QB_CONN=$ROOT_CONN QB_ADMIN_URL="http://$ADMIN" \
+    QB_CONN_SEND_ONLY=$(conn conformance-send send-key) \
+    QB_CONN_LISTEN_ONLY=$(conn conformance-listen listen-key) node run.js) || status=1
 fi
 exit $status

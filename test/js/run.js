@@ -93,6 +93,66 @@ test("admin: queue create, get, update, list, exists, runtime, delete", async ()
   check(!(await admin.queueExists(q)), "exists after delete");
 });
 
+test("admin: topic, subscription, rules, namespace, runtime properties", async () => {
+  const t = name("admint");
+  await admin.createTopic(t, { maxSizeInMegabytes: 2048 });
+  try {
+    check(await admin.topicExists(t), "topicExists");
+    const ns = await admin.getNamespaceProperties();
+    check(ns.name && ns.messagingSku === "Standard", `namespace: ${JSON.stringify(ns)}`);
+    const sub = await admin.createSubscription(t, "s1", { maxDeliveryCount: 4, lockDuration: "PT30S" });
+    check(sub.subscriptionName === "s1" && sub.topicName === t && sub.maxDeliveryCount === 4, `sub: ${JSON.stringify(sub)}`);
+    sub.maxDeliveryCount = 6;
+    check((await admin.updateSubscription(sub)).maxDeliveryCount === 6, "updateSubscription");
+    await admin.createRule(t, "s1", "r1", { sqlExpression: `name = 'o''brien'` }, { sqlExpression: `SET seen = "yes"` });
+    const rules = [];
+    for await (const r of admin.listRules(t, "s1")) rules.push(r.name);
+    check(rules.sort().join() === "$Default,r1", `rules: ${rules}`);
+    const r1 = await admin.getRule(t, "s1", "r1");
+    check(r1.filter.sqlExpression === `name = 'o''brien'` && r1.action.sqlExpression === `SET seen = "yes"`,
+      `rule read back: ${JSON.stringify(r1)}`);
+    const s = client.createSender(t);
+    await s.scheduleMessages({ body: "later" }, new Date(Date.now() + 3600_000));
+    await s.close();
+    const trt = await admin.getTopicRuntimeProperties(t);
+    check(trt.subscriptionCount === 1 && trt.scheduledMessageCount === 1, `topic runtime: ${JSON.stringify(trt)}`);
+    const srt = await admin.getSubscriptionRuntimeProperties(t, "s1");
+    check(srt.subscriptionName === "s1" && srt.activeMessageCount === 0, `subscription runtime: ${JSON.stringify(srt)}`);
+    const topics = [];
+    for await (const x of admin.listTopics()) topics.push(x.name);
+    check(topics.includes(t), `listTopics: ${topics}`);
+    await admin.deleteSubscription(t, "s1");
+    check(!(await admin.subscriptionExists(t, "s1")), "subscription exists after delete");
+  } finally {
+    await admin.deleteTopic(t).catch(() => {});
+  }
+});
+
+test("limited-rights keys are refused with UnauthorizedAccess", async () => {
+  const listenOnly = process.env.QB_CONN_LISTEN_ONLY;
+  const sendOnly = process.env.QB_CONN_SEND_ONLY;
+  if (!listenOnly || !sendOnly) throw new Error("set QB_CONN_LISTEN_ONLY and QB_CONN_SEND_ONLY");
+  await withQueue({}, async (q) => {
+    const lc = new ServiceBusClient(listenOnly, { retryOptions: { maxRetries: 0 } });
+    const sc = new ServiceBusClient(sendOnly, { retryOptions: { maxRetries: 0 } });
+    try {
+      let err = null;
+      try {
+        await lc.createSender(q).sendMessages({ body: "x" });
+      } catch (e) {
+        err = e;
+      }
+      check(err && err.code === "UnauthorizedAccess", `send with a Listen key: ${err && err.code} ${err && err.message}`);
+      await sc.createSender(q).sendMessages({ body: "ok" });
+      const got = await lc.createReceiver(q, { receiveMode: "receiveAndDelete" }).receiveMessages(1, { maxWaitTimeInMs: 5000 });
+      check(got.length === 1 && got[0].body === "ok", "receive with a Listen key");
+    } finally {
+      await lc.close();
+      await sc.close();
+    }
+  });
+});
+
 test("send single, peek-lock receive, complete", async () => {
   await withQueue({}, async (q) => {
     const s = client.createSender(q);
