@@ -231,7 +231,7 @@ func settings(c *Config) []setting {
 		{name: "amqp-addr", usage: "AMQP 1.0 listener, HOST:PORT", str: &c.AMQPAddr},
 		{name: "admin-addr", usage: "admin HTTP API listener (Service Bus ATOM API, /healthz), HOST:PORT", str: &c.AdminAddr},
 		{name: "cluster-addr", usage: "cluster traffic (all Raft groups), HOST:PORT", str: &c.ClusterAddr},
-		{name: "node-id", usage: "this node's stable identity in the cluster", str: &c.NodeID},
+		{name: "node-id", usage: "this node's stable identity in the cluster; default: the ID recorded in --data, else the host name", str: &c.NodeID},
 		{name: "namespace", usage: "the Service Bus namespace name this cluster serves", str: &c.Namespace},
 		{name: "config-json", usage: "the official emulator's Config.json to load at start-up", str: &c.ConfigJSON},
 		{name: "sas-key-name", usage: "name of the default shared access key (Manage, Send, Listen)", str: &c.KeyName},
@@ -241,10 +241,10 @@ func settings(c *Config) []setting {
 		{name: "shutdown-timeout", usage: "how long a graceful stop may take", dur: &c.ShutdownTimeout},
 		{name: "advertise-addr", usage: "HOST:PORT peers dial to reach --cluster-addr (required when it is a wildcard such as 0.0.0.0:5400)", str: &c.AdvertiseAddr},
 		{name: "join", usage: "cluster addresses of nodes to join, HOST:PORT[,HOST:PORT...]; names are re-resolved on every try", list: &c.Join},
-		{name: "bootstrap-expect", usage: "how many nodes form a new cluster (1: a single node)", num: &c.BootstrapExpect},
+		{name: "bootstrap-expect", usage: "how many nodes form a new cluster; 1 (the default) is a single node", num: &c.BootstrapExpect},
 		{name: "zone", usage: "failure domain of this node; replicas are spread over zones", str: &c.Zone},
-		{name: "replicas", usage: "replicas of each partition, capped by the node count", num: &c.Replicas},
-		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere", dur: &c.DeadNodeGrace},
+		{name: "replicas", usage: "replicas of each partition, capped by the node count (default 3)", num: &c.Replicas},
+		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
 	}
 }
 
