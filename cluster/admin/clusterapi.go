@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -66,7 +67,17 @@ func (h *Handler) clusterRequest(w http.ResponseWriter, r *http.Request) error {
 	if authErr != nil {
 		return &httpError{code: http.StatusUnauthorized, msg: authErr.Error()}
 	}
-	segs := strings.Split(strings.Trim(r.URL.Path[len(clusterPrefix):], "/"), "/")
+	// Split the escaped path after its first segment ($cluster, perhaps written %24cluster),
+	// so that a node ID may contain an escaped "/".
+	_, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
+	segs := strings.Split(strings.Trim(rest, "/"), "/")
+	for i, sg := range segs {
+		u, err := url.PathUnescape(sg)
+		if err != nil {
+			return errorf(http.StatusBadRequest, "bad escape in path segment %q", sg)
+		}
+		segs[i] = u
+	}
 	allow := func(methods ...string) error {
 		for _, m := range methods {
 			if r.Method == m {

@@ -202,6 +202,8 @@ func TestClusterActions(t *testing.T) {
 	}{
 		{http.MethodPost, "/$cluster/nodes/n3/drain", 204, "drain n3", ""},
 		{http.MethodPost, "/$cluster/nodes/n9/drain", 404, "drain n9", `node "n9"`},
+		{http.MethodPost, "/$cluster/nodes/a%2Fb/drain", 404, "drain a/b", `node "a/b"`},
+		{http.MethodPost, "/%24cluster/nodes/n3/drain", 204, "drain n3", ""},
 		{http.MethodDelete, "/$cluster/nodes/n3", 204, "remove n3", ""},
 		{http.MethodDelete, "/$cluster/nodes/n9", 404, "remove n9", "not found"},
 		{http.MethodPost, "/$cluster/partitions/7/transfer-leader?to=n2", 204, `transfer 7 to="n2"`, ""},
