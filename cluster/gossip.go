@@ -48,12 +48,13 @@ type gossip struct {
 	tr      *gossipTransport
 	changed func()
 
-	mu   sync.Mutex
-	self memberMeta // owner: mu; memberlist reads it through NodeMeta
+	mu    sync.Mutex
+	self  memberMeta            // owner: mu; memberlist reads it through NodeMeta
+	alive map[string]memberMeta // live members by name, from memberlist's events; owner: mu
 }
 
 func startGossip(mux *transport.Mux, self memberMeta, changed func(), logger *log.Logger) (*gossip, error) {
-	g := &gossip{self: self, changed: changed}
+	g := &gossip{self: self, changed: changed, alive: map[string]memberMeta{}}
 	tr, err := newGossipTransport(mux, self.Cluster)
 	if err != nil {
 		return nil, err
@@ -91,20 +92,18 @@ func (g *gossip) join(addrs []string) error {
 	return err
 }
 
-// members returns the live members (this node included), sorted by ID.
+// members returns the live members (this node included), sorted by ID. It reads the
+// copies taken in memberlist's event callbacks: the nodes memberlist.Members returns are
+// its own, written while it gossips.
 func (g *gossip) members() []member {
-	var out []member
-	for _, n := range g.ml.Members() {
-		var m memberMeta
-		if err := json.Unmarshal(n.Meta, &m); err != nil || m.ID == "" {
-			continue
+	g.mu.Lock()
+	out := []member{{memberMeta: g.self, State: "alive"}}
+	for name, m := range g.alive {
+		if name != g.self.ID {
+			out = append(out, member{memberMeta: m, State: "alive"})
 		}
-		st := "alive"
-		if n.State == memberlist.StateSuspect {
-			st = "suspect"
-		}
-		out = append(out, member{memberMeta: m, State: st})
 	}
+	g.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
@@ -143,10 +142,24 @@ func (g *gossip) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (g *gossip) LocalState(join bool) []byte                { return nil }
 func (g *gossip) MergeRemoteState(buf []byte, join bool)     {}
 
-// memberlist.EventDelegate.
-func (g *gossip) NotifyJoin(*memberlist.Node)   { g.changed() }
-func (g *gossip) NotifyLeave(*memberlist.Node)  { g.changed() }
-func (g *gossip) NotifyUpdate(*memberlist.Node) { g.changed() }
+// memberlist.EventDelegate. The callbacks run while memberlist holds the node, so they
+// copy what they need.
+func (g *gossip) NotifyJoin(n *memberlist.Node)   { g.note(n, true) }
+func (g *gossip) NotifyLeave(n *memberlist.Node)  { g.note(n, false) }
+func (g *gossip) NotifyUpdate(n *memberlist.Node) { g.note(n, true) }
+
+func (g *gossip) note(n *memberlist.Node, alive bool) {
+	var m memberMeta
+	ok := json.Unmarshal(n.Meta, &m) == nil && m.ID != ""
+	g.mu.Lock()
+	if alive && ok {
+		g.alive[n.Name] = m
+	} else {
+		delete(g.alive, n.Name)
+	}
+	g.mu.Unlock()
+	g.changed()
+}
 
 // gossipTransport is memberlist's Transport: packets over UDP bound to the cluster port's
 // host and number, streams over the cluster port's mux.

@@ -46,6 +46,8 @@ func (n *Node) metaLoop() {
 	defer n.wg.Done()
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
+	deadSince := map[string]time.Time{} // registered nodes gossip does not see, since when
+	round := 0
 	for {
 		select {
 		case <-n.closing:
@@ -57,6 +59,10 @@ func (n *Node) metaLoop() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		n.reconcileMeta(ctx)
+		n.replaceDead(ctx, deadSince)
+		if round++; round%5 == 0 {
+			n.balanceLeaders(ctx)
+		}
 		cancel()
 	}
 }
@@ -286,4 +292,87 @@ func (n *Node) transferLocal(groupID uint32, to string) error {
 		return fmt.Errorf("%w: group %d is not hosted on %s", meta.ErrNotFound, groupID, n.cfg.NodeID)
 	}
 	return r.p.TransferLeadershipTo(to, n.addrOf(to))
+}
+
+// replaceDead re-places the replicas of nodes that gossip has not seen for longer than
+// DeadNodeGrace (the nodes themselves stay registered: removing one is an operator's
+// decision, qbctl node remove).
+func (n *Node) replaceDead(ctx context.Context, deadSince map[string]time.Time) {
+	alive := map[string]bool{}
+	for _, m := range n.gossip.members() {
+		alive[m.ID] = true
+	}
+	var nodes []meta.Node
+	hosts := map[string]bool{}
+	n.meta.read(func(s *meta.State) {
+		nodes = s.Nodes()
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				for _, r := range p.Replicas {
+					hosts[r] = true
+				}
+			}
+		}
+	})
+	now := time.Now()
+	for _, nd := range nodes {
+		if alive[nd.ID] {
+			delete(deadSince, nd.ID)
+			continue
+		}
+		since, ok := deadSince[nd.ID]
+		if !ok {
+			deadSince[nd.ID] = now
+			continue
+		}
+		if now.Sub(since) < n.cfg.DeadNodeGrace || !hosts[nd.ID] {
+			continue
+		}
+		n.log.Warn("node unreachable past its grace period: re-placing its replicas", "node", nd.ID, "since", since)
+		if err := n.replaceNode(ctx, nd.ID); err != nil {
+			n.log.Warn("re-place replicas", "node", nd.ID, "err", err)
+		}
+	}
+}
+
+// balanceLeaders moves partition leadership back to each group's preferred leader (its
+// first replica, which placement rotates over the nodes) when that node is alive, not
+// draining and a voter: after a node returns, it leads its share again. At most two
+// transfers per round.
+func (n *Node) balanceLeaders(ctx context.Context) {
+	pref := map[uint32]string{}
+	draining := map[string]bool{}
+	n.meta.read(func(s *meta.State) {
+		for _, nd := range s.Nodes() {
+			draining[nd.ID] = nd.Draining
+		}
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				if len(p.Replicas) > 0 {
+					pref[p.GroupID] = p.Replicas[0]
+				}
+			}
+		}
+	})
+	moved := 0
+	for id, gs := range n.groupsEverywhere(ctx) {
+		for _, g := range gs {
+			want, ok := pref[g.Group]
+			if !g.IsLeader || g.Group == metaGroupID || !ok || want == id || draining[want] || moved >= 2 {
+				continue
+			}
+			isVoter := false
+			for _, s := range g.Servers {
+				isVoter = isVoter || (s.ID == want && s.Voter)
+			}
+			if !isVoter {
+				continue
+			}
+			if err := n.TransferLeader(ctx, g.Group, want); err != nil {
+				n.log.Debug("balance leaders", "group", g.Group, "to", want, "err", err)
+				continue
+			}
+			moved++
+		}
+	}
 }

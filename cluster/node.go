@@ -156,6 +156,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Add(2)
 	go n.reconcileLoop()
 	go n.metaLoop()
+	if nd, err := n.knownNode(n.cfg.NodeID); err == nil && nd.Draining {
+		// Drained before a stop (a rolling restart's preStop): serving again now.
+		nd.Draining = false
+		if err := n.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
+			n.log.Warn("clear draining", "err", err)
+		}
+	}
 	// Serve only once every partition placed here has a leader (after a restart, each
 	// group elects again and replays its log), so the first request after Start succeeds.
 	if err := n.waitServing(ctx); err != nil {

@@ -399,8 +399,9 @@ func (s *rpcService) GroupStatus(ids []uint32, resp *[]GroupInfo) error {
 
 // TransferReq asks the leader of a group to hand leadership to another voter.
 type TransferReq struct {
-	Group uint32
-	To    string
+	Group   uint32
+	To      string
+	Timeout time.Duration
 }
 
 // Transfer hands leadership of a group led here to another voter.
