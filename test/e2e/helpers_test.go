@@ -27,6 +27,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	// E2E_CLUSTER=1 runs the suite against a 3-node cluster (each partition replicated on
+	// 2 nodes), through the one node that hosts no replica of any entity the tests
+	// create: every operation is forwarded to another node's partition leader.
+	if os.Getenv("E2E_CLUSTER") != "" {
+		return newClusterEnv(t)
+	}
 	// E2E_NODE_LOG=1 runs the node at debug level and prints its log when the test ends
 	// (debugging aid; the log buffer is read while the node runs, so not under -race).
 	if os.Getenv("E2E_NODE_LOG") != "" {
@@ -222,4 +228,16 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 func containsFold(s, sub string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+// newClusterEnv starts a 3-node cluster whose node n3 is drained before the test creates
+// anything, so that placement puts no replica there, and points the clients at n3.
+func newClusterEnv(t *testing.T) *env {
+	t.Helper()
+	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "2"))
+	n := c.Nodes[2]
+	if out, err := n.Qbctl(t, "node", "drain", n.ID); err != nil {
+		t.Fatalf("drain %s: %v\n%s", n.ID, err, out)
+	}
+	return &env{n: n, admin: n.AdminClient(t), c: n.Client(t)}
 }
