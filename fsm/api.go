@@ -347,6 +347,8 @@ type Result struct {
 //	func (f *FSM) NextDeadline() int64                  // earliest pending deadline, NeverMs if none
 //	func (f *FSM) Config() Config
 //	func (f *FSM) Peek(t Target, fromSeq int64, max int) []*Message   // S-LOCK-11, copies
+//	func (f *FSM) Receivable(req Receive) bool                        // conservative: could req return a message now?
+//	func (f *FSM) SessionAvailable(t Target) bool                     // conservative: could a next-available accept lock one now?
 //	func (f *FSM) SessionState(t Target, sessionID string) []byte     // nil when none (S-SES-5)
 //	func (f *FSM) ListSessions(t Target) []string                     // sessions with messages or state
 //	func (f *FSM) Stats() Stats                                       // counts per target
