@@ -20,16 +20,17 @@ func (n *Node) Purge(ctx context.Context, e admin.Entity) (int64, error) {
 		return 0, err
 	}
 	var total int64
-	for _, r := range ent.parts {
-		st, err := r.p.Stats(ctx)
-		if err != nil {
-			return total, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
+	for _, g := range ent.parts {
+		p := n.on(g) // on the group's leader, wherever it runs
+		res := p.do(ctx, &CallReq{Op: opStats})
+		if res.err != nil {
+			return total, fmt.Errorf("%w: %v", admin.ErrUnavailable, res.err)
 		}
-		for _, t := range st.Targets {
+		for _, t := range res.Stats.Targets {
 			if e.Subscription != "" && !strings.EqualFold(t.Target.Sub, e.Subscription) {
 				continue
 			}
-			c, err := r.p.Purge(ctx, t.Target)
+			c, err := p.Purge(ctx, t.Target)
 			if err != nil {
 				return total, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 			}

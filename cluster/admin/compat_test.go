@@ -1,7 +1,9 @@
 package admin_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +28,12 @@ func (e *env) rawDo(t *testing.T, method, path, body string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		var buf bytes.Buffer // compact, so tests match "k":v whatever the indentation
+		if json.Compact(&buf, b) == nil {
+			b = buf.Bytes()
+		}
+	}
 	return resp.StatusCode, string(b)
 }
 

@@ -42,12 +42,14 @@ func (h *Handler) keys(ctx context.Context, w http.ResponseWriter, r *http.Reque
 			return err
 		}
 		if name == "" {
-			return writeJSON(w, http.StatusOK, out)
+			writeJSON(w, http.StatusOK, out)
+			return nil
 		}
 		if len(out) == 0 {
 			return notFoundErr(fmt.Sprintf("the key %q", name))
 		}
-		return writeJSON(w, http.StatusOK, out[0])
+		writeJSON(w, http.StatusOK, out[0])
+		return nil
 	case name == "":
 		return errorf(http.StatusMethodNotAllowed, "%s is not supported on /$keys; name a key: /$keys/NAME", r.Method)
 	case r.Method == http.MethodDelete:
@@ -97,7 +99,8 @@ func (h *Handler) keys(ctx context.Context, w http.ResponseWriter, r *http.Reque
 	if !ok {
 		return errors.New("admin: the key vanished after it was stored")
 	}
-	return writeJSON(w, http.StatusOK, keyDescription(stored))
+	writeJSON(w, http.StatusOK, keyDescription(stored))
+	return nil
 }
 
 func keyDescription(k meta.SASKey) KeyDescription {
@@ -109,10 +112,4 @@ func newKey() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	return base64.StdEncoding.EncodeToString(b[:])
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	return json.NewEncoder(w).Encode(v)
 }

@@ -16,6 +16,7 @@ type globals struct {
 	adminAddr string
 	data      string
 	output    string
+	digests   bool // cluster partitions --digests
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -47,6 +48,9 @@ Commands:
   dlq inspect|purge|resubmit ENTITY          the dead-letter sub-queue of ENTITY
   key list|create|delete [NAME]              namespace shared access keys (create: --rights Send,Listen)
   namespace purge                            every message of every entity (entities stay)
+  cluster status|partitions                  members and partition groups of the cluster
+  node drain|remove NODE                     move leaderships away; remove a node for good
+  partition transfer-leader GROUP [--to NODE] move one group's leadership
 
 ENTITY is QUEUE or TOPIC/Subscriptions/SUB. Run a command with -h for its flags.
 
@@ -61,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&g.adminAddr, "admin-addr", envOr("QUORUMBUS_ADMIN_ADDR", "127.0.0.1:5300"), "the node's admin API, HOST:PORT (env QUORUMBUS_ADMIN_ADDR)")
 	fs.StringVar(&g.data, "data", envOr("QUORUMBUS_DATA", "./data"), "the node's data directory, read for its connection-string file (env QUORUMBUS_DATA)")
 	fs.StringVar(&g.output, "output", "table", "table or json")
+	fs.StringVar(&g.output, "o", "table", "short for --output")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -93,6 +98,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return g.keyCmd(ctx, rest)
 	case "namespace":
 		return g.namespaceCmd(ctx, rest)
+	case "cluster":
+		return g.clusterCmd(ctx, rest)
+	case "node", "nodes":
+		return g.nodeCmd(ctx, rest)
+	case "partition", "partitions":
+		return g.partitionCmd(ctx, rest)
 	}
 	fs.Usage()
 	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
