@@ -268,3 +268,31 @@ func TestRefusalsAreLoggedAtInfo(t *testing.T) {
 		}
 	}
 }
+
+// A second receiver on the same connection cannot accept a session the first holds,
+// although session locks are owned per connection (the SDK's
+// TestSessionReceiver_acceptSessionButAlreadyLocked); after the first closes, it can.
+func TestSDKSecondAcceptOnSameConnection(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := rootClient(t, addr)
+	send(t, c, "sq", &azservicebus.Message{Body: []byte("1"), SessionID: ptrTo("s")})
+	first, err := c.AcceptSessionForQueue(ctxT(t), "sq", "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.AcceptSessionForQueue(ctxT(t), "sq", "s", nil)
+	if err == nil || !strings.Contains(err.Error(), "com.microsoft:session-cannot-be-locked") {
+		t.Fatalf("second accept on the same connection: %v", err)
+	}
+	if m := receiveN(t, first, 1); string(m[0].Body) != "1" {
+		t.Fatalf("first receiver got %q", m[0].Body)
+	}
+	if err := first.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.AcceptSessionForQueue(ctxT(t), "sq", "s", nil)
+	if err != nil {
+		t.Fatalf("accept after the holder closed: %v", err)
+	}
+	again.Close(context.Background())
+}

@@ -435,6 +435,19 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 		}
 		return
 	}
+	if err == nil && sessionID != "" {
+		// Session locks are held per connection (ConnectionID), so the Backend gives a
+		// session this connection already holds to a second receiver link of it as well.
+		// Service Bus lets one receiver hold a session (S-SES-2), also within one
+		// connection (the SDK's TestSessionReceiver_acceptSessionButAlreadyLocked). The
+		// lock stays with the first link: nothing is released here.
+		if h := c.sessionHolder(Address{Entity: info.Path, Sub: l.addr.Sub}, sessionID); h != nil && h != l && c.sessionLockHeld(h) {
+			l.entity = info
+			s.refuse(l, a, amqpError(fmt.Errorf("%w: the session '%s' is held by another receiver of this connection",
+				ErrSessionCannotBeLocked, wireSessionID(sessionID)), s.tracker(l), c.now()))
+			return
+		}
+	}
 	if err != nil {
 		l.entity = info
 		var e *frames.Error

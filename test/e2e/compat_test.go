@@ -121,6 +121,32 @@ func TestSDKSuiteBehaviours(t *testing.T) {
 		}
 	})
 
+	// TestSessionReceiver_acceptSessionButAlreadyLocked: session locks belong to the
+	// connection, yet a second receiver of the same client cannot take a held session.
+	t.Run("SecondAcceptSameConnection", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "sameconn", &admin.QueueProperties{RequiresSession: to.Ptr(true)})
+		c := e.n.Client(t)
+		first, err := c.AcceptSessionForQueue(testCtx(t), q, "s", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := c.AcceptSessionForQueue(testCtx(t), q, "s", nil); err == nil || !strings.Contains(err.Error(), "session-cannot-be-locked") {
+			if r != nil {
+				r.Close(context.Background())
+			}
+			t.Fatalf("second accept on the same connection: %v", err)
+		}
+		if err := first.Close(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.AcceptSessionForQueue(testCtx(t), q, "s", nil)
+		if err != nil {
+			t.Fatalf("accept after the holder closed: %v", err)
+		}
+		again.Close(context.Background())
+	})
+
 	// TestClient_ListSessionsForQueue_SessionStateUpdatedAfter_Live.
 	t.Run("ListSessionsUpdatedAfter", func(t *testing.T) {
 		t.Parallel()
