@@ -38,9 +38,10 @@ fuzz:
 	  done; \
 	done
 
-# The official SDKs against a fresh node on loopback: the Go SDK's own live tests
-# (../shared/sdk-livetests, or QB_SDK_LIVETESTS) and the JavaScript runner (test/js).
-# See docs/compatibility.md.
+# The official SDKs against a fresh node, then a fresh 3-node cluster (through the node
+# that hosts no replica), on loopback: the Go SDK's own live tests (../shared/sdk-livetests,
+# or QB_SDK_LIVETESTS) and the JavaScript runner (test/js). QB_PHASES=single runs only the
+# first. See docs/compatibility.md.
 conformance:
 	test/conformance/run.sh
 

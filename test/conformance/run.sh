@@ -1,35 +1,46 @@
 #!/usr/bin/env bash
-# make conformance: builds Quorumbus, starts a fresh single node on loopback ports,
-# creates limited-rights keys (Send+Listen, Send, Listen) through the admin API's /$keys,
-# then runs the Azure SDK for Go's own live tests (../shared/sdk-livetests, or
-# $QB_SDK_LIVETESTS) and the JavaScript SDK runner (test/js). Stops everything it
-# started, also on failure. Exit status: 0 when both passed, 1 otherwise.
+# make conformance: builds Quorumbus and runs the official SDKs against it:
 #
-# Environment: QB_SDK_LIVETESTS (path of sdk-livetests), QB_PORT_BASE (default 25000:
-# AMQP +672, admin +300, cluster +400), QB_RUN (passed to run.sh), QB_SKIP_GO=1,
-# QB_SKIP_JS=1, QB_TIMEOUT (whole Go suite, default 12m).
+#   single   a fresh single node on loopback ports;
+#   cluster  a fresh 3-node cluster (each partition on 2 nodes), through the node that
+#            hosts no replica, so every operation is forwarded to another node.
+#
+# For each, it creates limited-rights keys (Send+Listen, Send, Listen) through the admin
+# API's /$keys, then runs the Azure SDK for Go's own live tests (../shared/sdk-livetests,
+# or $QB_SDK_LIVETESTS) and the JavaScript SDK runner (test/js). It stops every node it
+# started, also on failure. Exit status: 0 when every run passed, 1 otherwise.
+#
+# Environment: QB_PHASES (default "single cluster"), QB_SDK_LIVETESTS, QB_PORT_BASE
+# (default 25000; node i uses base+1000*i + 672 AMQP, +300 admin, +400 cluster),
+# QB_RUN (passed to the Go suite), QB_SKIP_GO=1, QB_SKIP_JS=1, QB_TIMEOUT (one Go
+# suite run, default 12m).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LIVETESTS=${QB_SDK_LIVETESTS:-$ROOT/../shared/sdk-livetests}
 BASE=${QB_PORT_BASE:-25000}
-AMQP=127.0.0.1:$((BASE + 672))
-ADMIN=127.0.0.1:$((BASE + 300))
-CLUSTER=127.0.0.1:$((BASE + 400))
+PHASES=${QB_PHASES:-single cluster}
 KEY=conformance-root-key
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/qb-conformance.XXXXXX")
-NODE_PID=
+PIDS=()
 
+stop_nodes() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  PIDS=()
+}
 cleanup() {
-  if [[ -n "$NODE_PID" ]] && kill -0 "$NODE_PID" 2>/dev/null; then
-    kill -TERM "$NODE_PID" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$NODE_PID" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$NODE_PID" 2>/dev/null || true
-  fi
-  if [[ -s "$WORK/node.log" ]]; then
-    echo "conformance: node log (warnings and errors):"
-    grep -E 'level=(WARN|ERROR)' "$WORK/node.log" | tail -n 40 || true
-  fi
+  stop_nodes
+  local f
+  for f in "$WORK"/*.log; do
+    [[ -s "$f" ]] || continue
+    echo "conformance: $(basename "$f") (warnings and errors):"
+    grep -E 'level=(WARN|ERROR)' "$f" | tail -n 20 || true
+  done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -40,23 +51,41 @@ if [[ "${QB_SKIP_GO:-}" != 1 && ! -x "$LIVETESTS/run.sh" ]]; then
   exit 1
 fi
 cd "$ROOT"
-go build -o "$WORK/bin/" ./cmd/quorumbus
-"$WORK/bin/quorumbus" --data "$WORK/data" --amqp-addr "$AMQP" --admin-addr "$ADMIN" \
-  --cluster-addr "$CLUSTER" --sas-key "$KEY" >"$WORK/node.log" 2>&1 &
-NODE_PID=$!
-for _ in $(seq 1 100); do
-  node -e 'fetch(process.argv[1]).then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))' "http://$ADMIN/readyz" && break
-  kill -0 "$NODE_PID" 2>/dev/null || { cat "$WORK/node.log"; echo "conformance: the node exited"; exit 1; }
-  sleep 0.2
-done
-kill -0 "$NODE_PID" 2>/dev/null || { echo "conformance: the node is not running"; exit 1; }
+go build -o "$WORK/bin/" ./cmd/quorumbus ./cmd/qbctl
+if [[ "${QB_SKIP_JS:-}" != 1 && ! -d test/js/node_modules/@azure/service-bus ]]; then
+  (cd test/js && npm ci --no-audit --no-fund --silent)
+fi
 
-conn() { echo "Endpoint=sb://$AMQP;SharedAccessKeyName=$1;SharedAccessKey=$2;UseDevelopmentEmulator=true"; }
-ROOT_CONN=$(conn RootManageSharedAccessKey "$KEY")
+amqp_addr() { echo "127.0.0.1:$((BASE + 1000 * $1 + 672))"; }
+admin_addr() { echo "127.0.0.1:$((BASE + 1000 * $1 + 300))"; }
+cluster_addr() { echo "127.0.0.1:$((BASE + 1000 * $1 + 400))"; }
+conn() { echo "Endpoint=sb://$1;SharedAccessKeyName=$2;SharedAccessKey=$3;UseDevelopmentEmulator=true"; }
 
-# Creates a namespace key through PUT /$keys/NAME (docs/admin-api.md), signing the
-# request as the SDKs do (node is needed for the JavaScript runner anyway).
-putkey() { # name rights-json key
+# start_node PHASE I [flags...]: node I of PHASE, fresh data directory, log in $WORK.
+start_node() {
+  local phase=$1 i=$2
+  shift 2
+  "$WORK/bin/quorumbus" --data "$WORK/$phase-data-$i" --amqp-addr "$(amqp_addr "$i")" \
+    --admin-addr "$(admin_addr "$i")" --cluster-addr "$(cluster_addr "$i")" --sas-key "$KEY" \
+    "$@" >"$WORK/$phase-node$i.log" 2>&1 &
+  PIDS+=($!)
+}
+
+# wait_ready I: until node I answers /readyz (at most 90 s).
+wait_ready() {
+  local i=$1
+  for _ in $(seq 1 450); do
+    node -e 'fetch(process.argv[1]).then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))' \
+      "http://$(admin_addr "$i")/readyz" && return 0
+    sleep 0.2
+  done
+  echo "conformance: node $i is not ready after 90 s"
+  return 1
+}
+
+# putkey I NAME RIGHTS-JSON KEY: a namespace key through PUT /$keys/NAME on node I,
+# signed as the SDKs sign (node is needed for the JavaScript runner anyway).
+putkey() {
   node -e '
     const [admin, amqp, root, name, rights, key] = process.argv.slice(1);
     const crypto = require("crypto");
@@ -67,27 +96,64 @@ putkey() { # name rights-json key
       headers: { Authorization: `SharedAccessSignature sr=${sr}&sig=${sig}&se=${se}&skn=RootManageSharedAccessKey` },
       body: JSON.stringify({ rights: JSON.parse(rights), primaryKey: key }) })
       .then(async r => { if (!r.ok) { console.error(r.status, await r.text()); process.exit(1); } });
-  ' "$ADMIN" "$AMQP" "$KEY" "$1" "$2" "$3"
+  ' "$(admin_addr "$1")" "$(amqp_addr "$1")" "$KEY" "$2" "$3" "$4"
 }
-putkey conformance-send-listen '["Send","Listen"]' send-listen-key
-putkey conformance-send '["Send"]' send-key
-putkey conformance-listen '["Listen"]' listen-key
+
+# run_clients PHASE I: both SDKs against node I.
+run_clients() {
+  local phase=$1 i=$2 ok=0
+  local amqp
+  amqp=$(amqp_addr "$i")
+  putkey "$i" conformance-send-listen '["Send","Listen"]' send-listen-key
+  putkey "$i" conformance-send '["Send"]' send-key
+  putkey "$i" conformance-listen '["Listen"]' listen-key
+  if [[ "${QB_SKIP_GO:-}" != 1 ]]; then
+    echo "== [$phase] Go SDK (azservicebus v1.11.0) live tests through $amqp"
+    QB_CONN=$(conn "$amqp" RootManageSharedAccessKey "$KEY") QB_ADMIN_URL="http://$(admin_addr "$i")" \
+    QB_CONN_NO_MANAGE=$(conn "$amqp" conformance-send-listen send-listen-key) \
+    QB_CONN_SEND_ONLY=$(conn "$amqp" conformance-send send-key) \
+    QB_CONN_LISTEN_ONLY=$(conn "$amqp" conformance-listen listen-key) \
+    QB_TIMEOUT=${QB_TIMEOUT:-12m} QB_TEST_TIMEOUT=${QB_TEST_TIMEOUT:-3m} \
+      "$LIVETESTS/run.sh" || ok=1
+  fi
+  if [[ "${QB_SKIP_JS:-}" != 1 ]]; then
+    echo "== [$phase] JavaScript SDK (@azure/service-bus 7.9.5) through $amqp"
+    (cd test/js &&
+      QB_CONN=$(conn "$amqp" RootManageSharedAccessKey "$KEY") QB_ADMIN_URL="http://$(admin_addr "$i")" \
+      QB_CONN_SEND_ONLY=$(conn "$amqp" conformance-send send-key) \
+      QB_CONN_LISTEN_ONLY=$(conn "$amqp" conformance-listen listen-key) node run.js) || ok=1
+  fi
+  return $ok
+}
 
 status=0
-if [[ "${QB_SKIP_GO:-}" != 1 ]]; then
-  echo "== Go SDK (azservicebus v1.11.0) live tests"
-  QB_CONN=$ROOT_CONN QB_ADMIN_URL="http://$ADMIN" \
-  QB_CONN_NO_MANAGE=$(conn conformance-send-listen send-listen-key) \
-  QB_CONN_SEND_ONLY=$(conn conformance-send send-key) \
-  QB_CONN_LISTEN_ONLY=$(conn conformance-listen listen-key) \
-  QB_TIMEOUT=${QB_TIMEOUT:-12m} QB_TEST_TIMEOUT=${QB_TEST_TIMEOUT:-3m} \
-    "$LIVETESTS/run.sh" 2>&1 | tee "$WORK/go.out" || status=1
-fi
-if [[ "${QB_SKIP_JS:-}" != 1 ]]; then
-  echo "== JavaScript SDK (@azure/service-bus 7.9.5)"
-  (cd test/js && { [[ -d node_modules/@azure/service-bus ]] || npm ci --no-audit --no-fund --silent; } &&
-    QB_CONN=$ROOT_CONN QB_ADMIN_URL="http://$ADMIN" \
-    QB_CONN_SEND_ONLY=$(conn conformance-send send-key) \
-    QB_CONN_LISTEN_ONLY=$(conn conformance-listen listen-key) node run.js) || status=1
-fi
+for phase in $PHASES; do
+  case $phase in
+  single)
+    start_node single 0
+    wait_ready 0
+    run_clients single 0 || status=1
+    ;;
+  cluster)
+    # Three nodes joining each other; every partition on 2 of them. Node 3 is drained
+    # (its leaderships moved away, nothing placed on it), so clients connected to it
+    # reach every partition through another node.
+    for i in 1 2 3; do
+      join=()
+      for j in 1 2 3; do [[ $j == "$i" ]] || join+=("$(cluster_addr "$j")"); done
+      start_node cluster "$i" --node-id "n$i" --advertise-addr "$(cluster_addr "$i")" \
+        --bootstrap-expect 3 --replicas 2 --join "$(IFS=,; echo "${join[*]}")"
+    done
+    for i in 1 2 3; do wait_ready "$i"; done
+    "$WORK/bin/qbctl" --admin-addr "$(admin_addr 3)" \
+      --connection-string "$(conn "$(amqp_addr 3)" RootManageSharedAccessKey "$KEY")" node drain n3
+    run_clients cluster 3 || status=1
+    ;;
+  *)
+    echo "conformance: unknown phase $phase (single, cluster)"
+    exit 1
+    ;;
+  esac
+  stop_nodes
+done
 exit $status
