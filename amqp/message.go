@@ -470,18 +470,9 @@ func (m *Message) Reencode() error {
 	out = append(out, s.deliveryAnn...)
 	out = append(out, s.messageAnn...)
 
-	// properties (part 3 §3.2.4): 13 fields.
-	var vals [13][]byte
-	if s.properties != nil {
-		f, err := sectionFields(s.properties)
-		if err != nil {
-			return err
-		}
-		for i := range vals {
-			if vals[i], err = f.Next(); err != nil {
-				return fmt.Errorf("%w: properties: %v", ErrBadRequest, err)
-			}
-		}
+	vals, err := propertyFields(s)
+	if err != nil {
+		return err
 	}
 	set := func(i int, newV, oldV string, sym bool) {
 		if newV == oldV {
@@ -504,21 +495,7 @@ func (m *Message) Reencode() error {
 	set(6, m.ContentType, orig.ContentType, true)
 	set(10, m.SessionID, orig.SessionID, false)
 	set(12, m.ReplyToSessionID, orig.ReplyToSessionID, false)
-	last := -1
-	for i := range vals {
-		if !encoding.IsNull(vals[i]) {
-			last = i
-		}
-	}
-	if last >= 0 || s.properties != nil {
-		out = encoding.AppendDescriptor(out, secProperties)
-		var lo int
-		out, lo = encoding.ListStart(out)
-		for i := 0; i <= last; i++ {
-			out = appendRawOrNull(out, vals[i])
-		}
-		out = encoding.ListEnd(out, lo, last+1)
-	}
+	out = appendProperties(out, vals, s.properties != nil)
 
 	if len(m.ApplicationProperties) > 0 {
 		out = encoding.AppendDescriptor(out, secAppProperties)
@@ -537,6 +514,45 @@ func (m *Message) Reencode() error {
 	return nil
 }
 
+// propertyFields returns the 13 fields of the properties section (part 3 §3.2.4) as
+// encoded, absent ones nil.
+func propertyFields(s sections) ([13][]byte, error) {
+	var vals [13][]byte
+	if s.properties == nil {
+		return vals, nil
+	}
+	f, err := sectionFields(s.properties)
+	if err != nil {
+		return vals, err
+	}
+	for i := range vals {
+		if vals[i], err = f.Next(); err != nil {
+			return vals, fmt.Errorf("%w: properties: %v", ErrBadRequest, err)
+		}
+	}
+	return vals, nil
+}
+
+// appendProperties appends a properties section holding vals, without trailing nulls;
+// with none left it appends an empty one only when always is set.
+func appendProperties(out []byte, vals [13][]byte, always bool) []byte {
+	last := -1
+	for i := range vals {
+		if !encoding.IsNull(vals[i]) {
+			last = i
+		}
+	}
+	if last < 0 && !always {
+		return out
+	}
+	out = encoding.AppendDescriptor(out, secProperties)
+	out, lo := encoding.ListStart(out)
+	for i := 0; i <= last; i++ {
+		out = appendRawOrNull(out, vals[i])
+	}
+	return encoding.ListEnd(out, lo, last+1)
+}
+
 // ensureMessageID gives a message sent without a message-id one, as Service Bus does
 // (the SDKs show every received message with a MessageId): 32 lower-case hex digits
 // from a random UUID. A message-id of any type the client set is kept.
@@ -545,40 +561,18 @@ func ensureMessageID(m *Message) error {
 	if err != nil {
 		return err
 	}
-	var vals [13][]byte
-	if s.properties != nil {
-		f, err := sectionFields(s.properties)
-		if err != nil {
-			return err
-		}
-		for i := range vals {
-			if vals[i], err = f.Next(); err != nil {
-				return fmt.Errorf("%w: properties: %v", ErrBadRequest, err)
-			}
-		}
-	}
-	if !encoding.IsNull(vals[0]) {
-		return nil
+	vals, err := propertyFields(s)
+	if err != nil || !encoding.IsNull(vals[0]) {
+		return err
 	}
 	u := newUUID()
 	m.MessageID = hex.EncodeToString(u[:])
 	vals[0] = encoding.AppendString(nil, m.MessageID)
-	last := 0
-	for i := range vals {
-		if !encoding.IsNull(vals[i]) {
-			last = i
-		}
-	}
 	out := make([]byte, 0, len(m.Raw)+48)
 	out = append(out, s.header...)
 	out = append(out, s.deliveryAnn...)
 	out = append(out, s.messageAnn...)
-	out = encoding.AppendDescriptor(out, secProperties)
-	out, lo := encoding.ListStart(out)
-	for i := 0; i <= last; i++ {
-		out = appendRawOrNull(out, vals[i])
-	}
-	out = encoding.ListEnd(out, lo, last+1)
+	out = appendProperties(out, vals, true)
 	out = append(out, s.appProps...)
 	out = append(out, s.rest...)
 	m.Raw = out
