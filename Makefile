@@ -1,4 +1,4 @@
-# Quorumbus build. `make run` starts a single-node broker; `make test` is what CI runs.
+# Quorumbus build. `make run` starts a single-node broker; CI runs `make lint` then `make test`.
 GO      ?= go
 PKGS    ?= ./...
 DATA    ?= ./data
@@ -25,9 +25,18 @@ test-long:
 vet:
 	$(GO) vet $(PKGS)
 
-lint: vet
+# gofmt, go vet and staticcheck; CI runs it before `make test`. staticcheck is pinned
+# and installed into $(BIN)/ on first use, so a clean machine needs nothing but Go.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+lint: vet $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(STATICCHECK) $(PKGS)
+
+$(STATICCHECK):
+	GOBIN=$(abspath $(dir $@)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # Each fuzz target for a short bounded time (override FUZZTIME).
 FUZZTIME ?= 20s
