@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/fsm/rule"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 func msg(id string, payload []byte) *fsm.Message {
@@ -306,7 +307,12 @@ func TestTTLAndScheduleOnNewLeader(t *testing.T) {
 	if time.Now().UnixMilli() < expiresAt && !hasX() && time.Now().UnixMilli() < expiresAt {
 		t.Fatalf("X gone before ExpiresAt")
 	}
-	waitFor(t, 10*time.Second, "X to expire", func() bool { return !hasX() })
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if hasX() {
+			return errors.New("X still in the queue")
+		}
+		return nil
+	})
 	if now := time.Now().UnixMilli(); now < expiresAt {
 		t.Fatalf("X expired at %d, before ExpiresAt %d", now, expiresAt)
 	}
@@ -464,9 +470,12 @@ func TestIsolatedFollowerCatchesUp(t *testing.T) {
 		t.Fatalf("leader log starts at %d (%v); need > %d to force a snapshot install", first, err, followerLast+1)
 	}
 	c.isolate(1, fi, false)
-	waitFor(t, 20*time.Second, "follower to install a snapshot", func() bool {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		idx, _ := strconv.ParseUint(f.raft.Stats()["last_snapshot_index"], 10, 64)
-		return idx > followerLast
+		if idx <= followerLast {
+			return fmt.Errorf("follower's last snapshot index %d, want > %d", idx, followerLast)
+		}
+		return nil
 	})
 	// More writes after the heal go through the log.
 	if _, err := lp.Enqueue(ctxT(t, 5*time.Second), []*fsm.Message{msg("after", nil)}); err != nil {

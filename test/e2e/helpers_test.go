@@ -206,15 +206,3 @@ func wantCode(t *testing.T, err error, code azservicebus.Code) {
 		t.Fatalf("error %v (%T) has code %q, want %q", err, err, got, code)
 	}
 }
-
-// waitFor polls cond until it holds or fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 func sessionQueue(lock string) *admin.QueueProperties {
@@ -207,12 +208,12 @@ func TestSessions(t *testing.T) {
 		m := receiveOne(t, r, 10*time.Second)
 		var r2 *azservicebus.SessionReceiver
 		other := e.n.Client(t)
-		waitFor(t, 20*time.Second, "the expired session to be accepted elsewhere", func() bool {
+		testutil.WaitFor(t, 20*time.Second, func() error { // the expired session accepted elsewhere
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			var err error
 			r2, err = other.AcceptSessionForQueue(ctx, q, "s", nil)
-			return err == nil
+			return err
 		})
 		defer r2.Close(context.Background())
 		if time.Until(r.LockedUntil()) > 500*time.Millisecond {
@@ -425,12 +426,12 @@ func TestSessions(t *testing.T) {
 		receiveOne(t, a, 10*time.Second)
 		clientB := e.n.Client(t)
 		var b *azservicebus.SessionReceiver
-		waitFor(t, 20*time.Second, "B to accept the expired session", func() bool {
+		testutil.WaitFor(t, 20*time.Second, func() error { // B accepts the expired session
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			var err error
 			b, err = clientB.AcceptSessionForQueue(ctx, q, "s", nil)
-			return err == nil
+			return err
 		})
 		defer b.Close(context.Background())
 		if m := receiveOne(t, b, 10*time.Second); m.DeliveryCount != 2 {

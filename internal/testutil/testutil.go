@@ -1,0 +1,90 @@
+// Package testutil holds the helpers that tests of several packages share: waiting on
+// a condition and checking for leaked goroutines after a package's tests.
+//
+// Only tests import it (test/deps_test.go forbids it to production code). It imports
+// the standard library only, so any package's tests may use it without a cycle.
+package testutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// WaitFor calls cond until it returns nil and fails the test if that has not happened
+// within timeout, reporting the last error cond returned: the message says what the
+// test was still waiting for. Polling starts at 10ms and backs off to 100ms, so cheap
+// conditions are noticed quickly and expensive ones (a round trip to a broker) do not
+// load the machine.
+func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	interval := 10 * time.Millisecond
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v; last: %v", timeout, err)
+		}
+		time.Sleep(interval) // polling interval
+		interval = min(2*interval, 100*time.Millisecond)
+	}
+}
+
+// MainWithLeakCheck runs a package's tests and exits. When they pass, it waits up to
+// wait for every goroutine whose stack mentions one of match (a package path, or a
+// receiver such as "quorumbus/amqp.(*conn)") to finish, and fails the run listing them
+// if any is left (style.md testing habit 10; P5: Close cancels and waits). Call it as
+// the whole body of TestMain.
+func MainWithLeakCheck(m *testing.M, wait time.Duration, match ...string) {
+	code := m.Run()
+	if code == 0 {
+		if err := leaked(wait, match); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func leaked(wait time.Duration, match []string) error {
+	if len(match) == 0 {
+		return errors.New("testutil: MainWithLeakCheck needs at least one match")
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		buf := make([]byte, 1<<20)
+		for {
+			n := runtime.Stack(buf, true)
+			if n < len(buf) {
+				buf = buf[:n]
+				break
+			}
+			buf = make([]byte, 2*len(buf))
+		}
+		// The first stack is this goroutine's own (runtime.Stack lists the caller first).
+		stacks := strings.Split(string(buf), "\n\n")[1:]
+		var left []string
+		for _, g := range stacks {
+			for _, s := range match {
+				if strings.Contains(g, s) {
+					left = append(left, g)
+					break
+				}
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("leaked goroutines after %v:\n%s", wait, strings.Join(left, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond) // polling for goroutines to finish
+	}
+}

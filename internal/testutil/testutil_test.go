@@ -1,0 +1,46 @@
+package testutil
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWaitForReturnsOnceCondHolds(t *testing.T) {
+	n := 0
+	WaitFor(t, 5*time.Second, func() error {
+		if n++; n < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if n != 3 {
+		t.Fatalf("cond called %d times, want 3", n)
+	}
+}
+
+// The leak check finds a goroutine that is still running and lets one that finished go.
+func TestLeakedFindsRunningGoroutine(t *testing.T) {
+	started, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		blockInTestutilLeak(started, stop)
+	}()
+	<-started
+	err := leaked(100*time.Millisecond, []string{"blockInTestutilLeak"})
+	if err == nil || !strings.Contains(err.Error(), "blockInTestutilLeak") {
+		t.Fatalf("leaked() = %v, want the blocked goroutine listed", err)
+	}
+	close(stop)
+	<-done // the goroutine has returned; its stack may still be listed for a moment
+	if err := leaked(5*time.Second, []string{"blockInTestutilLeak"}); err != nil {
+		t.Fatalf("after the goroutine exited: %v", err)
+	}
+}
+
+//go:noinline // the name must show in the stack
+func blockInTestutilLeak(started, stop chan struct{}) {
+	close(started)
+	<-stop
+}
