@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/harness"
 )
 
@@ -283,16 +284,12 @@ func TestDeleteRemovesPartitionData(t *testing.T) {
 	if _, err := ac.DeleteQueue(ctx, "gone", nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(dir); os.IsNotExist(err) {
-			break
+	testutil.WaitFor(t, 10*time.Second, func() error { // the reconciler removes the directory
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			return fmt.Errorf("%s still exists after the delete (stat: %v)", dir, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still exists 10s after the delete", dir)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the filesystem for the reconciler
-	}
+		return nil
+	})
 	if q, err := ac.GetQueue(ctx, "gone", nil); err != nil || q != nil {
 		t.Fatalf("GetQueue after delete = %v, %v; want nil, nil", q, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/harness"
 )
 
@@ -88,20 +89,16 @@ func TestQbctl(t *testing.T) {
 	})
 	ctx := ctxT(t, 120*time.Second)
 	ac := n.AdminClient(t)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.WaitFor(t, 60*time.Second, func() error { // the TTLs pass
 		rt, err := ac.GetQueueRuntimeProperties(ctx, "jobs", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rt.DeadLetterMessageCount == total && rt.ActiveMessageCount == 0 {
-			break
+		if rt.DeadLetterMessageCount != total || rt.ActiveMessageCount != 0 {
+			return fmt.Errorf("messages not all expired to the DLQ: active %d dead-letter %d", rt.ActiveMessageCount, rt.DeadLetterMessageCount)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("messages did not expire to the DLQ: active %d dead-letter %d", rt.ActiveMessageCount, rt.DeadLetterMessageCount)
-		}
-		time.Sleep(200 * time.Millisecond) // polling the runtime counts while TTLs pass
-	}
+		return nil
+	})
 	var dl []map[string]any
 	qbctlJSON(t, n, &dl, "dlq", "inspect", "jobs", "--count", "5")
 	if len(dl) != 5 || dl[0]["reason"] != "TTLExpiredException" {
