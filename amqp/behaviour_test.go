@@ -64,7 +64,7 @@ func TestSDKLockExpiryAndMaxDelivery(t *testing.T) {
 }
 
 // TestSDKSettleThroughManagement: a lock token settles through
-// $management from another receiver (protocol §6.4 fallback, S-LOCK-10).
+// $management from another receiver (protocol.md §6.4 fallback, S-LOCK-10).
 func TestSDKSettleThroughManagement(t *testing.T) {
 	_, b, addr := testServer(t, nil)
 	c := rootClient(t, addr)

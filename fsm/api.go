@@ -7,7 +7,7 @@ import (
 // This file is the contract between the fsm and the layers above it (partition,
 // cluster). Everything here is a plain value: commands carry the leader's time and any
 // chosen randomness, so every replica that applies the same commands reaches the same
-// state (P1 in shared/style.md).
+// state (P1 in docs/principles.md).
 //
 // Times are Unix milliseconds (int64) and durations are milliseconds, so that commands and
 // snapshots encode compactly and exactly. NeverMs stands for "no deadline".
@@ -125,7 +125,7 @@ func (s MessageState) String() string {
 }
 
 // LockToken identifies one lock on one message: bytes 0..3 are the partition's GroupID
-// (big-endian) so any node can route a settlement (issue 3 item 7), bytes 4..7 come from
+// (big-endian) so any node can route a settlement (S-LOCK-10), bytes 4..7 come from
 // the receiving command's Salt, bytes 8..15 are the fsm's lock counter (big-endian), so
 // tokens are unique within a partition forever.
 type LockToken [16]byte

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain fails the run if goroutines of this package, raft or the transport outlive
-// the tests (style.md testing habit 10).
+// the tests (docs/principles.md, testing habit 10).
 func TestMain(m *testing.M) {
 	testutil.MainWithLeakCheck(m, 10*time.Second, "quorumbus/partition", "hashicorp/raft")
 }

@@ -40,7 +40,7 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 // MainWithLeakCheck runs a package's tests and exits. When they pass, it waits up to
 // wait for every goroutine whose stack mentions one of match (a package path, or a
 // receiver such as "quorumbus/amqp.(*conn)") to finish, and fails the run listing them
-// if any is left (style.md testing habit 10; P5: Close cancels and waits). Call it as
+// if any is left (docs/principles.md, testing habit 10; P5: Close cancels and waits). Call it as
 // the whole body of TestMain.
 func MainWithLeakCheck(m *testing.M, wait time.Duration, match ...string) {
 	code := m.Run()

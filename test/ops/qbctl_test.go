@@ -31,7 +31,7 @@ func qbctlJSON(t *testing.T, n *harness.Node, v any, args ...string) {
 	}
 }
 
-// Issue 4: qbctl against a running node: status, entity and rule management, peek, and
+// qbctl against a running node: status, entity and rule management, peek, and
 // dead-letter inspect / resubmit of 1000 messages / purge.
 func TestQbctl(t *testing.T) {
 	n := harness.Start(t)
@@ -157,7 +157,7 @@ func TestQbctl(t *testing.T) {
 	}
 }
 
-// Issue 4: runtime counts through the admin API after sends, schedules and dead-letters.
+// Runtime counts through the admin API after sends, schedules and dead-letters.
 func TestRuntimeCounts(t *testing.T) {
 	n := harness.Start(t)
 	ctx := ctxT(t, 60*time.Second)
