@@ -337,7 +337,8 @@ type Result struct {
 	Count       int
 }
 
-// The FSM type (fsm.go) offers, and the partition layer relies on, exactly these:
+// The FSM type (fsm.go, snapshot.go) offers, and the layers above rely on, exactly
+// these:
 //
 //	func New(cfg Config) *FSM
 //	func (f *FSM) Apply(e *Entry) []Result             // one Result per e.Cmds, in order
@@ -345,10 +346,13 @@ type Result struct {
 //	func (f *FSM) NextDeadline() int64                  // earliest pending deadline, NeverMs if none
 //	func (f *FSM) Config() Config
 //	func (f *FSM) Peek(t Target, fromSeq int64, max int) []*Message   // S-LOCK-11, copies
+//	func (f *FSM) Get(t Target, seq int64) *Message                   // one message by sequence number, a copy; nil if none
 //	func (f *FSM) SessionState(t Target, sessionID string) []byte     // nil when none (S-SES-5)
 //	func (f *FSM) ListSessions(t Target) []string                     // sessions with messages or state
+//	func (f *FSM) Session(t Target, sessionID string) (SessionInfo, bool) // a session's lock holder and LockedUntil
 //	func (f *FSM) Stats() Stats                                       // counts per target
 //	func (f *FSM) Snapshot(w io.Writer) error       // deterministic, versioned, checksummed
+//	func (f *FSM) Freeze() *Frozen                  // point-in-time image; its WriteTo writes Snapshot's bytes later, off the apply loop
 //	func (f *FSM) Restore(r io.Reader) error        // replaces the whole state
 //	func (f *FSM) Digest() [32]byte                 // SHA-256 of Snapshot's bytes
 //
