@@ -548,7 +548,19 @@ func TestReceiveWaitsForEnqueue(t *testing.T) {
 		id, _, err := sp.AcceptSession(ctxT(t, 30*time.Second), fsm.AcceptSession{Owner: "link"}, 20*time.Second)
 		accepted <- acc{id, err}
 	}()
-	time.Sleep(100 * time.Millisecond) // let both waiters block first (not required for correctness)
+	// Both have found nothing and wait for a change: the enqueues below must wake them.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		n := 0
+		for _, g := range testutil.Blocked("github.com/quorumbus/quorumbus/partition.(*Partition).waitLoop") {
+			if strings.Contains(g, "TestReceiveWaitsForEnqueue") {
+				n++
+			}
+		}
+		if n != 2 {
+			return fmt.Errorf("%d of 2 waiters (receive, accept-session) blocked in waitLoop", n)
+		}
+		return nil
+	})
 	if _, err := lp.Enqueue(ctxT(t, 5*time.Second), []*fsm.Message{msg("late", nil)}); err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,37 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	}
 }
 
+// Blocked returns the stacks of the goroutines that are blocked (in a select or a
+// channel operation) directly in fn, a fully qualified function name such as
+// "github.com/quorumbus/quorumbus/partition.(*Partition).waitLoop". A test uses it to wait
+// until a goroutine it started has reached the wait it means to exercise, instead of
+// sleeping; it filters the stacks (by the test that created them, say) when other
+// goroutines may block in fn too.
+func Blocked(fn string) []string {
+	var out []string
+	for _, g := range allStacks()[1:] {
+		header, rest, _ := strings.Cut(g, "\n")
+		state := header[strings.Index(header, "[")+1:]
+		if (strings.HasPrefix(state, "select") || strings.HasPrefix(state, "chan ")) &&
+			strings.HasPrefix(rest, fn+"(") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// allStacks returns the stacks of all goroutines, the caller's first.
+func allStacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
 // MainWithLeakCheck runs a package's tests and exits. When they pass, it waits up to
 // wait for every goroutine whose stack mentions one of match (a package path, or a
 // receiver such as "quorumbus/amqp.(*conn)") to finish, and fails the run listing them
@@ -59,17 +90,7 @@ func leaked(wait time.Duration, match []string) error {
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		buf := make([]byte, 1<<20)
-		for {
-			n := runtime.Stack(buf, true)
-			if n < len(buf) {
-				buf = buf[:n]
-				break
-			}
-			buf = make([]byte, 2*len(buf))
-		}
-		// The first stack is this goroutine's own (runtime.Stack lists the caller first).
-		stacks := strings.Split(string(buf), "\n\n")[1:]
+		stacks := allStacks()[1:] // without this goroutine's own
 		var left []string
 		for _, g := range stacks {
 			for _, s := range match {

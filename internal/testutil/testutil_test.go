@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -43,4 +44,30 @@ func TestLeakedFindsRunningGoroutine(t *testing.T) {
 func blockInTestutilLeak(started, stop chan struct{}) {
 	close(started)
 	<-stop
+}
+
+func TestBlockedFindsAGoroutineInSelect(t *testing.T) {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		selectInTestutilBlocked(stop)
+	}()
+	defer func() { close(stop); <-done }()
+	fn := "github.com/quorumbus/quorumbus/internal/testutil.selectInTestutilBlocked"
+	WaitFor(t, 5*time.Second, func() error {
+		if n := len(Blocked(fn)); n != 1 {
+			return fmt.Errorf("%d goroutines blocked in %s, want 1", n, fn)
+		}
+		return nil
+	})
+}
+
+//go:noinline // the name must show in the stack
+func selectInTestutilBlocked(stop chan struct{}) {
+	tick := time.NewTicker(time.Hour)
+	defer tick.Stop()
+	select {
+	case <-stop:
+	case <-tick.C:
+	}
 }
