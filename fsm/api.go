@@ -346,9 +346,9 @@ type Result struct {
 //	func (f *FSM) NextDeadline() int64                  // earliest pending deadline, NeverMs if none
 //	func (f *FSM) Config() Config
 //	func (f *FSM) Peek(t Target, fromSeq int64, max int) []*Message   // S-LOCK-11, copies
-//	func (f *FSM) Get(t Target, seq int64) *Message                   // one message by sequence number, a copy; nil if none
 //	func (f *FSM) SessionState(t Target, sessionID string) []byte     // nil when none (S-SES-5)
 //	func (f *FSM) ListSessions(t Target) []string                     // sessions with messages or state
+//	func (f *FSM) Get(t Target, seq int64) *Message                   // one message by sequence number, a copy; nil if none
 //	func (f *FSM) Session(t Target, sessionID string) (SessionInfo, bool) // a session's lock holder and LockedUntil
 //	func (f *FSM) Stats() Stats                                       // counts per target
 //	func (f *FSM) Snapshot(w io.Writer) error       // deterministic, versioned, checksummed
