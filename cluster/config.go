@@ -51,8 +51,32 @@ func (t RaftTiming) apply(rc *raft.Config) {
 type Config struct {
 	NodeID      string // stable identity, the same Raft ServerID in every group
 	DataDir     string
-	ClusterAddr string // listen address of the cluster port (all Raft groups)
+	ClusterAddr string // listen address of the cluster port (all Raft groups, gossip, RPC)
 	Namespace   string
+
+	// AdvertiseAddr is the HOST:PORT peers dial to reach the cluster port; a DNS name is
+	// kept as a name in Raft configurations, so a full restart with new IPs still
+	// elects. Empty: ClusterAddr (which must then not be a wildcard).
+	AdvertiseAddr string
+	// AMQPAddr and AdminAddr are the client-facing addresses this node advertises to its
+	// peers (shown by qbctl cluster status). Informational.
+	AMQPAddr  string
+	AdminAddr string
+	// Join lists cluster addresses (HOST:PORT, names re-resolved on every try) of nodes
+	// to join; retried with backoff until one answers.
+	Join []string
+	// BootstrapExpect is how many nodes form a new cluster: once this many see each
+	// other and none has cluster state, they form it, exactly once. 1 is a single node.
+	BootstrapExpect int
+	// Zone is the failure domain (Kubernetes topology zone); replicas of a partition and
+	// metadata voters are spread over zones where possible.
+	Zone string
+	// Replicas is the replication factor of each partition, capped by the node count.
+	Replicas int
+	// DeadNodeGrace is how long a node may be unreachable before the metadata leader
+	// re-places its replicas on other nodes. The node itself is never removed
+	// automatically (qbctl node remove does it).
+	DeadNodeGrace time.Duration
 
 	// DefaultKeyName and DefaultKey create the namespace's first shared access key
 	// (rights Manage, Send, Listen) when the namespace has none. An empty DefaultKey is
@@ -68,11 +92,14 @@ type Config struct {
 // DefaultConfig is a single node on loopback.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:         "node-1",
-		ClusterAddr:    "127.0.0.1:5400",
-		Namespace:      "quorumbus",
-		DefaultKeyName: "RootManageSharedAccessKey",
-		Raft:           DefaultRaftTiming(),
+		NodeID:          "node-1",
+		ClusterAddr:     "127.0.0.1:5400",
+		Namespace:       "quorumbus",
+		DefaultKeyName:  "RootManageSharedAccessKey",
+		BootstrapExpect: 1,
+		Replicas:        3,
+		DeadNodeGrace:   10 * time.Minute,
+		Raft:            DefaultRaftTiming(),
 	}
 }
 

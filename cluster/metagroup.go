@@ -26,11 +26,14 @@ const metaGroupID = 0
 // (cluster/meta.State) replicated on the metadata voters. Reads are served from the local
 // replica; writes are proposed to the leader.
 type metaGroup struct {
-	raft   *raft.Raft
-	store  *raftboltdb.BoltStore
-	fsm    *metaFSM
-	clock  Clock
-	closed chan struct{}
+	// hadState: the group had state on disk when opened (or was bootstrapped as a single
+	// node): this node belongs to a formed cluster.
+	hadState bool
+	raft     *raft.Raft
+	store    *raftboltdb.BoltStore
+	fsm      *metaFSM
+	clock    Clock
+	closed   chan struct{}
 }
 
 // metaFSM adapts meta.State to raft.FSM. mu guards state: raft's apply goroutine writes,
@@ -110,6 +113,11 @@ type metaGroupConfig struct {
 	logger  hclog.Logger
 	changed func()
 	clock   Clock
+	addrs   raft.ServerAddressProvider
+	// advertise is this node's Raft address as peers dial it.
+	advertise raft.ServerAddress
+	// bootstrapSelf: with no state on disk, form a one-voter group (a single node).
+	bootstrapSelf bool
 }
 
 func openMetaGroup(c metaGroupConfig) (*metaGroup, error) {
@@ -132,6 +140,7 @@ func openMetaGroup(c metaGroupConfig) (*metaGroup, error) {
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: c.stream, MaxPool: 2, Timeout: 10 * time.Second, Logger: c.logger,
+		ServerAddressProvider: c.addrs,
 	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = c.nodeID
@@ -145,10 +154,10 @@ func openMetaGroup(c metaGroupConfig) (*metaGroup, error) {
 		store.Close()
 		return nil, err
 	}
-	if !hasState {
-		// One voter: this node. Multi-node formation (bootstrap-expect) is the cluster
-		// issue's; the code path stays the same.
-		cfg := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: c.nodeID, Address: trans.LocalAddr()}}}
+	if !hasState && c.bootstrapSelf {
+		// One voter: this node. A node of a multi-node cluster forms the group through
+		// metaGroup.form (bootstrap-expect) or is added by the leader.
+		cfg := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: c.nodeID, Address: c.advertise}}}
 		if err := raft.BootstrapCluster(rc, cache, store, snaps, trans, cfg); err != nil {
 			store.Close()
 			return nil, fmt.Errorf("cluster: bootstrap metadata group: %w", err)
@@ -159,27 +168,34 @@ func openMetaGroup(c metaGroupConfig) (*metaGroup, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster: metadata group: %w", err)
 	}
-	return &metaGroup{raft: r, store: store, fsm: f, clock: c.clock, closed: make(chan struct{})}, nil
+	return &metaGroup{raft: r, store: store, fsm: f, clock: c.clock, closed: make(chan struct{}),
+		hadState: hasState || c.bootstrapSelf}, nil
 }
 
 // propose replicates one metadata command and returns the state's verdict (ErrExists,
 // ErrNotFound, a *meta.ValidationError, ...) once it is committed and applied here.
 func (g *metaGroup) propose(ctx context.Context, cmd meta.Command) error {
+	_, err := g.proposeIndex(ctx, cmd)
+	return err
+}
+
+// proposeIndex is propose, also returning the log index the command committed at.
+func (g *metaGroup) proposeIndex(ctx context.Context, cmd meta.Command) (uint64, error) {
 	// Everything that does not depend on the state (names, S-ENT-2 bounds, key and rule
 	// syntax) is checked before the command enters the log, so that Apply's verdict
 	// depends on the state alone and later releases can replay this log (P1, P3).
 	if err := meta.ValidateCommand(cmd); err != nil {
-		return err
+		return 0, err
 	}
 	if g.raft.State() != raft.Leader {
-		return ErrNotMetadataLeader
+		return 0, ErrNotMetadataLeader
 	}
 	g.fsm.mu.RLock()
 	now := max(g.clock.Now().UnixMilli(), g.fsm.state.Now())
 	g.fsm.mu.RUnlock()
 	data, err := meta.AppendEntry(nil, &meta.Entry{Now: now, Cmd: cmd})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	timeout := 30 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -187,15 +203,51 @@ func (g *metaGroup) propose(ctx context.Context, cmd meta.Command) error {
 	}
 	fut := g.raft.Apply(data, timeout)
 	if err := fut.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return ErrNotMetadataLeader
+		if errors.Is(err, raft.ErrNotLeader) {
+			return 0, ErrNotMetadataLeader
 		}
-		return fmt.Errorf("cluster: metadata commit: %w", err)
+		if errors.Is(err, raft.ErrLeadershipLost) {
+			return 0, fmt.Errorf("%w: leadership lost while committing; the change may or may not apply", ErrNotMetadataLeader)
+		}
+		return 0, fmt.Errorf("cluster: metadata commit: %w", err)
 	}
 	if r, ok := fut.Response().(applyResult); ok {
-		return r.err
+		return fut.Index(), r.err
+	}
+	return fut.Index(), nil
+}
+
+// waitIndex waits until the local replica has applied index (read-your-writes after a
+// change committed through another node).
+func (g *metaGroup) waitIndex(ctx context.Context, index uint64) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for g.raft.AppliedIndex() < index {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: metadata index %d not applied here: %v", ErrUnavailable, index, ctx.Err())
+		case <-t.C:
+		}
 	}
 	return nil
+}
+
+// leader returns the metadata leader's node ID ("" when none is known).
+func (g *metaGroup) leader() string {
+	_, id := g.raft.LeaderWithID()
+	return string(id)
+}
+
+// isLeader reports whether this node leads the metadata group.
+func (g *metaGroup) isLeader() bool { return g.raft.State() == raft.Leader }
+
+// servers returns the metadata group's configuration.
+func (g *metaGroup) servers() []raft.Server {
+	f := g.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	return f.Configuration().Servers
 }
 
 // read runs fn with the local replica's state under the read lock; fn must not keep

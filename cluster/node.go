@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,23 +25,29 @@ import (
 	"github.com/quorumbus/quorumbus/partition/transport"
 )
 
-// Node is one Quorumbus node: the cluster port, its replica of the metadata group, and
-// the replicas of the entity partitions placed on it. It routes every data-plane
-// operation to the partition that owns it (router.go) and serves the admin API's store
-// (store.go).
+// Node is one Quorumbus node: the cluster port, its membership (gossip.go), its replica
+// of the metadata group, and the replicas of the entity partitions placed on it. It
+// routes every data-plane operation to the partition that owns it, here or on the node
+// that leads it (router.go, remote.go), and serves the admin API's store (store.go).
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	clock Clock
-	mux   *transport.Mux
-	meta  *metaGroup
+	cfg    Config
+	log    *slog.Logger
+	clock  Clock
+	mux    *transport.Mux
+	meta   *metaGroup
+	gossip *gossip
+	rpc    *rpcLayer
+	adv    string // advertised cluster address
+	inc    string // incarnation of the data directory
 
-	// mu guards parts and the maps below. Lock order: mu before any partition call is
-	// never held across one (calls happen after copying what is needed).
+	// mu guards parts. Lock order: mu is never held across a call into a partition, the
+	// metadata group or the network (calls happen after copying what is needed).
 	mu    sync.RWMutex
 	parts map[uint32]*replica // by group ID
 
-	kick chan struct{} // cap 1: metadata changed, reconcile
+	hints sync.Map // group ID -> node ID that last served it as leader
+
+	kick chan struct{} // cap 1: metadata or membership changed, reconcile
 	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
 	// own change).
 	recMu   sync.Mutex
@@ -54,14 +62,24 @@ type replica struct {
 	entity string // lower-case entity name
 	index  int
 	p      *partition.Partition
-	cfg    fsm.Config // the configuration last pushed to (or opened with) the group
+	cfg    fsm.Config // the configuration the reconciler last saw applied (or pushed)
 }
 
-// Start opens (or creates) the node's state under cfg.DataDir and serves once the
-// metadata group has a leader and every partition placed here is open. A new node
-// bootstraps a single-voter metadata group, names the namespace and creates the default
-// key.
+// Start opens (or creates) the node's state under cfg.DataDir, joins or forms the
+// cluster, and returns once the metadata group has a leader, this node has caught up
+// with it, and every partition placed here is open. A lone node (BootstrapExpect 1, no
+// Join) bootstraps a one-voter metadata group, names the namespace and creates the
+// default key.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.BootstrapExpect == 0 {
+		cfg.BootstrapExpect = 1
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 3
+	}
+	if cfg.DeadNodeGrace == 0 {
+		cfg.DeadNodeGrace = 10 * time.Minute
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -80,11 +98,27 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.clock == nil {
 		n.clock = realClock{}
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	inc, err := incarnation(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n.inc = inc
 	mux, err := transport.Listen(cfg.ClusterAddr, nil)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.ClusterAddr, err)
 	}
 	n.mux = mux
+	n.adv = cfg.AdvertiseAddr
+	if n.adv == "" {
+		n.adv = mux.Addr().String()
+	}
+	fail := func(err error) (*Node, error) {
+		n.Close()
+		return nil, err
+	}
 	layer, err := mux.Layer(metaGroupID)
 	if err != nil {
 		mux.Close()
@@ -93,26 +127,55 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.meta, err = openMetaGroup(metaGroupConfig{
 		dir: filepath.Join(cfg.DataDir, "meta"), nodeID: raft.ServerID(cfg.NodeID), stream: layer,
 		timing: cfg.Raft, logger: n.raftLogger("meta"), changed: n.changed, clock: n.clock,
+		addrs: addrProvider{n}, advertise: raft.ServerAddress(n.adv), bootstrapSelf: n.lone(),
 	})
 	if err != nil {
 		mux.Close()
 		return nil, err
 	}
+	if n.rpc, err = startRPC(n); err != nil {
+		return fail(err)
+	}
+	self := memberMeta{ID: cfg.NodeID, Cluster: n.adv, AMQP: cfg.AMQPAddr, Admin: cfg.AdminAddr, Zone: cfg.Zone,
+		Formed: n.meta.hadState, Inc: n.inc}
+	if n.gossip, err = startGossip(mux, self, n.changed, n.memberlistLogger()); err != nil {
+		return fail(err)
+	}
+	if len(cfg.Join) > 0 {
+		n.wg.Add(1)
+		go n.joinLoop()
+	}
+	if err := n.formOrJoin(ctx); err != nil {
+		return fail(err)
+	}
+	n.gossip.setFormed()
 	if err := n.bootstrap(ctx); err != nil {
-		n.Close()
-		return nil, err
+		return fail(err)
 	}
 	n.reconcile(ctx)
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.reconcileLoop()
-	// Serve only once every partition placed here has its leader (after a restart, each
+	go n.metaLoop()
+	if nd, err := n.knownNode(n.cfg.NodeID); err == nil && nd.Draining {
+		// Drained before a stop (a rolling restart's preStop): serving again now.
+		nd.Draining = false
+		if err := n.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
+			n.log.Warn("clear draining", "err", err)
+		}
+	}
+	// Serve only once every partition placed here has a leader (after a restart, each
 	// group elects again and replays its log), so the first request after Start succeeds.
-	if err := n.waitApplied(ctx); err != nil {
-		n.Close()
-		return nil, fmt.Errorf("cluster: partitions not serving: %w", err)
+	if err := n.waitServing(ctx); err != nil {
+		return fail(fmt.Errorf("cluster: partitions not serving: %w", err))
 	}
 	return n, nil
 }
+
+// lone reports whether this node runs alone (no cluster to form or join).
+func (n *Node) lone() bool { return n.cfg.BootstrapExpect <= 1 && len(n.cfg.Join) == 0 }
+
+// NodeID is this node's identity.
+func (n *Node) NodeID() string { return n.cfg.NodeID }
 
 // ClusterAddr is the address the cluster port is bound to.
 func (n *Node) ClusterAddr() string { return n.mux.Addr().String() }
@@ -128,38 +191,181 @@ func (n *Node) raftLogger(name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "raft." + name, Level: level, Output: os.Stderr})
 }
 
-func (n *Node) bootstrap(ctx context.Context) error {
-	if err := n.meta.waitLeader(ctx); err != nil {
-		return err
+// memberlistLogger passes memberlist's log lines on at debug level only (it reports
+// every failed probe of a stopped peer).
+func (n *Node) memberlistLogger() *log.Logger {
+	if n.log.Enabled(context.Background(), slog.LevelDebug) {
+		return log.New(os.Stderr, "memberlist ", log.LstdFlags)
 	}
-	var nsName string
-	var key meta.SASKey
-	var haveKey bool
-	n.meta.read(func(s *meta.State) {
-		nsName = s.Namespace().Name
-		key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
-	})
-	if nsName == "" {
-		if err := n.meta.propose(ctx, &meta.SetNamespace{Name: n.cfg.Namespace}); err != nil {
-			return fmt.Errorf("cluster: name the namespace: %w", err)
-		}
+	return log.New(io.Discard, "", 0)
+}
+
+// incarnation returns the random identity of this data directory, created with it: a
+// node restarted on an empty disk has a new one.
+func incarnation(dir string) (string, error) {
+	path := filepath.Join(dir, "incarnation")
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
 	}
-	want := n.cfg.DefaultKey
-	if !haveKey || (want != "" && want != key.PrimaryKey) {
-		if want == "" {
-			b := make([]byte, 32)
-			if _, err := rand.Read(b); err != nil {
-				return err
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	inc := fmt.Sprintf("%x", r[:])
+	if err := os.WriteFile(path, []byte(inc+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("cluster: %w", err)
+	}
+	return inc, nil
+}
+
+// joinLoop contacts the --join addresses until gossip reaches one of them, with
+// backoff; names are resolved again on every try. While the node sees no peer it keeps
+// trying (a whole cluster restarted with new addresses finds itself again).
+func (n *Node) joinLoop() {
+	defer n.wg.Done()
+	backoff := 100 * time.Millisecond
+	joined := false
+	for {
+		if !joined || len(n.gossip.members()) <= 1 {
+			if err := n.gossip.join(n.otherJoinAddrs()); err != nil {
+				n.log.Debug("join", "addrs", n.cfg.Join, "err", err)
+				joined = false
+			} else {
+				if !joined {
+					n.log.Info("joined the cluster's gossip", "via", n.cfg.Join)
+				}
+				joined = true
+				backoff = time.Second
 			}
-			want = base64.StdEncoding.EncodeToString(b)
 		}
-		k := meta.SASKey{Name: n.cfg.DefaultKeyName, PrimaryKey: want, SecondaryKey: key.SecondaryKey,
-			Rights: meta.RightManage | meta.RightSend | meta.RightListen}
-		if err := n.meta.propose(ctx, &meta.PutSASKey{Key: k}); err != nil {
-			return fmt.Errorf("cluster: create the default key: %w", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-n.closing:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !joined {
+			backoff = min(backoff*2, 5*time.Second)
+		} else {
+			backoff = 5 * time.Second
+		}
+	}
+}
+
+// otherJoinAddrs is --join without this node's own address.
+func (n *Node) otherJoinAddrs() []string {
+	var out []string
+	for _, a := range n.cfg.Join {
+		if a != n.adv && a != n.mux.Addr().String() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// formOrJoin waits until this node belongs to a metadata group with a leader. A node
+// with state, or a lone node, only waits for the election. A new node of a multi-node
+// cluster either is added by the leader of a formed cluster (when any member says it is
+// formed), or, once BootstrapExpect nodes with no state see each other, forms the
+// cluster with them: the node with the smallest ID among the first BootstrapExpect (by
+// ID) bootstraps the metadata group with all of them as voters; the others grant it their
+// votes and receive the log. A node that had state never bootstraps again.
+func (n *Node) formOrJoin(ctx context.Context) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	logged := false
+	for n.meta.leader() == "" {
+		if !n.meta.hadState && !n.lone() {
+			ms := n.gossip.members()
+			formed := false
+			for _, m := range ms {
+				formed = formed || m.Formed
+			}
+			if !formed && len(ms) >= n.cfg.BootstrapExpect {
+				voters := ms[:n.cfg.BootstrapExpect]
+				if voters[0].ID == n.cfg.NodeID && n.meta.servers() == nil {
+					var cfg raft.Configuration
+					for _, m := range voters {
+						cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Cluster)})
+					}
+					if err := n.meta.raft.BootstrapCluster(cfg).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+						return fmt.Errorf("cluster: form the metadata group: %w", err)
+					}
+					n.log.Info("formed the cluster", "voters", cfg.Servers)
+				}
+			} else if !logged {
+				n.log.Info("waiting for the cluster", "seen", len(ms), "bootstrap-expect", n.cfg.BootstrapExpect, "formed", formed)
+				logged = true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: no metadata leader (seen %d of %d expected nodes): %w",
+				len(n.gossip.members()), n.cfg.BootstrapExpect, ctx.Err())
+		case <-n.closing:
+			return ErrClosed
+		case <-t.C:
 		}
 	}
 	return nil
+}
+
+// bootstrap creates what every namespace has (its name, the default key) once. The
+// metadata leader does it; other nodes wait until they see it.
+func (n *Node) bootstrap(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var nsName string
+		var key meta.SASKey
+		var haveKey bool
+		n.meta.read(func(s *meta.State) {
+			nsName = s.Namespace().Name
+			key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
+		})
+		if n.meta.isLeader() {
+			if err := n.meta.raft.Barrier(10 * time.Second).Error(); err != nil {
+				return fmt.Errorf("cluster: metadata barrier: %w", err)
+			}
+			n.meta.read(func(s *meta.State) {
+				nsName = s.Namespace().Name
+				key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
+			})
+			if nsName == "" {
+				if err := n.meta.propose(ctx, &meta.SetNamespace{Name: n.cfg.Namespace}); err != nil {
+					return fmt.Errorf("cluster: name the namespace: %w", err)
+				}
+			}
+			want := n.cfg.DefaultKey
+			if !haveKey || (want != "" && want != key.PrimaryKey) {
+				if want == "" {
+					b := make([]byte, 32)
+					if _, err := rand.Read(b); err != nil {
+						return err
+					}
+					want = base64.StdEncoding.EncodeToString(b)
+				}
+				k := meta.SASKey{Name: n.cfg.DefaultKeyName, PrimaryKey: want, SecondaryKey: key.SecondaryKey,
+					Rights: meta.RightManage | meta.RightSend | meta.RightListen}
+				if err := n.meta.propose(ctx, &meta.PutSASKey{Key: k}); err != nil {
+					return fmt.Errorf("cluster: create the default key: %w", err)
+				}
+			}
+			return n.registerSelf(ctx)
+		}
+		if nsName != "" && haveKey {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: waiting for the namespace from the metadata leader %q: %w", n.meta.leader(), ctx.Err())
+		case <-n.closing:
+			return ErrClosed
+		case <-t.C:
+		}
+	}
 }
 
 // DefaultKey returns the default key's name and primary key (for the printed
@@ -211,10 +417,8 @@ func (n *Node) Ready() error {
 		return ErrClosed
 	default:
 	}
-	if n.meta.raft.State() != raft.Leader {
-		if addr, _ := n.meta.raft.LeaderWithID(); addr == "" {
-			return errors.New("metadata group has no leader")
-		}
+	if n.meta.leader() == "" {
+		return errors.New("metadata group has no leader")
 	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
@@ -232,7 +436,8 @@ func (n *Node) Ready() error {
 	return nil
 }
 
-// changed runs on the metadata group's apply goroutine; it must not block.
+// changed runs on the metadata group's apply goroutine and memberlist's event
+// goroutine; it must not block.
 func (n *Node) changed() {
 	select {
 	case n.kick <- struct{}{}:
@@ -240,46 +445,59 @@ func (n *Node) changed() {
 	}
 }
 
+// reconcileInterval is how often the reconciler runs without being kicked: partition
+// leadership changes (after which a new leader may have configuration to push or
+// members to add) do not kick it.
+const reconcileInterval = time.Second
+
 func (n *Node) reconcileLoop() {
 	defer n.wg.Done()
+	t := time.NewTicker(reconcileInterval)
+	defer t.Stop()
 	for {
 		select {
 		case <-n.closing:
 			return
 		case <-n.kick:
-			ctx, cancel := context.WithCancel(context.Background())
-			go func() {
-				select {
-				case <-n.closing:
-					cancel()
-				case <-ctx.Done():
-				}
-			}()
-			n.reconcile(ctx)
-			cancel()
+		case <-t.C:
 		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-n.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		n.reconcile(ctx)
+		cancel()
 	}
 }
 
 // desired is one partition replica the metadata places on this node.
 type desired struct {
-	entity string
-	index  int
-	cfg    fsm.Config
+	entity    string
+	index     int
+	cfg       fsm.Config // current configuration
+	base      fsm.Config // creation configuration (the log replays from it)
+	bootstrap []string   // initial voters; this node bootstraps the group if among them
 }
 
 // reconcile makes the partitions this node runs match the metadata: it opens the ones
-// placed here, pushes changed entity configuration to their leaders (S-ENT-3), and closes
-// and deletes the ones whose entity is gone. It reports whether everything matches; when
-// a push had to wait for a partition's leader, it kicks itself to try again.
+// placed here, and, for the groups it leads, pushes changed entity configuration
+// (S-ENT-3) and moves the group's membership one safe step toward the placement
+// (membership.go). It closes and deletes a replica only once its entity is gone or its
+// group no longer counts this node. It reports whether everything matches.
 func (n *Node) reconcile(ctx context.Context) (converged bool) {
 	n.recMu.Lock()
 	defer n.recMu.Unlock()
 	converged = true
 	want := map[uint32]desired{}
+	groups := map[uint32]meta.Partition{}
 	n.meta.read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for i, part := range pl.Partitions {
+				groups[part.GroupID] = part
 				if !containsNode(part.Replicas, n.cfg.NodeID) {
 					continue
 				}
@@ -288,23 +506,32 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 					n.log.Error("partition config", "entity", pl.Entity, "partition", i, "err", err)
 					continue
 				}
-				want[part.GroupID] = desired{entity: strings.ToLower(pl.Entity), index: i, cfg: cfg}
+				d := desired{entity: strings.ToLower(pl.Entity), index: i, cfg: cfg, base: cfg, bootstrap: part.Bootstrap}
+				if len(part.Base) > 0 {
+					if e, err := fsm.DecodeEntry(part.Base); err == nil && len(e.Cmds) == 1 {
+						if u, ok := e.Cmds[0].(*fsm.UpdateEntity); ok {
+							d.base = u.Config
+						}
+					}
+				}
+				if part.Bootstrap == nil {
+					// Created before placements recorded their voters: a single node's.
+					d.bootstrap = []string{n.cfg.NodeID}
+				}
+				want[part.GroupID] = d
 			}
 		}
 	})
 	n.mu.RLock()
-	var open, gone []*replica
-	var update []*replica
-	var updateCfg []fsm.Config
+	var gone []*replica
+	var lead []*replica
 	for id, r := range n.parts {
-		d, ok := want[id]
-		if !ok {
+		if _, ok := want[id]; !ok {
 			gone = append(gone, r)
 			continue
 		}
-		if !reflect.DeepEqual(d.cfg, r.cfg) {
-			update = append(update, r)
-			updateCfg = append(updateCfg, d.cfg)
+		if r.p.IsLeader() {
+			lead = append(lead, r)
 		}
 	}
 	n.mu.RUnlock()
@@ -315,32 +542,32 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 		if have {
 			continue
 		}
-		r, err := n.openReplica(d)
-		if err != nil {
+		if _, err := n.openReplica(d); err != nil {
 			n.log.Error("open partition", "entity", d.entity, "partition", d.index, "err", err)
-			continue
+			converged = false
 		}
-		open = append(open, r)
 	}
-	for i, r := range update {
-		if !r.p.IsLeader() {
-			// The group's leader pushes it. Here that is this replica once its
-			// election and barrier complete: try again shortly.
-			converged = false
-			n.retrySoon()
-			continue
+	for _, r := range lead {
+		d := want[r.cfg.GroupID]
+		if !reflect.DeepEqual(r.p.EntityConfig(), d.cfg) {
+			if err := r.p.UpdateEntity(ctx, d.cfg); err != nil {
+				n.log.Warn("update partition config", "entity", r.entity, "partition", r.index, "err", err)
+				converged = false
+				continue
+			}
 		}
-		if err := r.p.UpdateEntity(ctx, updateCfg[i]); err != nil {
-			n.log.Warn("update partition config", "entity", r.entity, "partition", r.index, "err", err)
+		if !n.reconcileMembers(ctx, r, groups[r.cfg.GroupID]) {
 			converged = false
-			n.retrySoon()
-			continue
 		}
-		n.mu.Lock()
-		r.cfg = updateCfg[i]
-		n.mu.Unlock()
 	}
 	for _, r := range gone {
+		if part, exists := groups[r.cfg.GroupID]; exists && n.stillMember(r) {
+			// Placed elsewhere now, but the group still counts this replica: its leader
+			// removes it first (never delete data a quorum may need).
+			_ = part
+			converged = false
+			continue
+		}
 		n.mu.Lock()
 		delete(n.parts, r.cfg.GroupID)
 		n.mu.Unlock()
@@ -353,21 +580,22 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 		}
 		_ = os.Remove(filepath.Dir(dir)) // the entity's directory, once its last partition is gone
 	}
-	_ = open
 	n.reconcileForwarders()
 	return converged
 }
 
-// retrySoon kicks the reconcile loop after a short pause.
-func (n *Node) retrySoon() {
-	t := time.AfterFunc(50*time.Millisecond, n.changed)
-	go func() {
-		select {
-		case <-n.closing:
-			t.Stop()
-		case <-time.After(time.Second):
+// stillMember reports whether r's group still has this node in its configuration.
+func (n *Node) stillMember(r *replica) bool {
+	servers, err := r.p.Servers()
+	if err != nil {
+		return true // unknown: keep it
+	}
+	for _, s := range servers {
+		if string(s.ID) == n.cfg.NodeID {
+			return true
 		}
-	}()
+	}
+	return false
 }
 
 func containsNode(replicas []string, id string) bool {
@@ -390,8 +618,17 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.Index = d.index
 	pc.NodeID = raft.ServerID(n.cfg.NodeID)
 	pc.Stream = layer
-	pc.FSM = d.cfg
-	pc.Peers = []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.NodeID), Address: raft.ServerAddress(n.mux.Addr().String())}}
+	pc.FSM = d.base
+	pc.AddressProvider = addrProvider{n}
+	if containsNode(d.bootstrap, n.cfg.NodeID) {
+		for _, id := range d.bootstrap {
+			addr := n.addrOf(id)
+			if addr == "" {
+				addr = id // resolved through the address provider once known
+			}
+			pc.Peers = append(pc.Peers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
+		}
+	}
 	pc.HeartbeatTimeout = n.cfg.Raft.HeartbeatTimeout
 	pc.ElectionTimeout = n.cfg.Raft.ElectionTimeout
 	pc.LeaderLeaseTimeout = n.cfg.Raft.LeaderLeaseTimeout
@@ -410,8 +647,40 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	return r, nil
 }
 
-// Close stops the node: partitions first (each answers its pending calls), then the
-// metadata group and the cluster port.
+// addrProvider resolves node IDs to their advertised cluster addresses for Raft.
+type addrProvider struct{ n *Node }
+
+func (a addrProvider) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if addr := a.n.addrOf(string(id)); addr != "" {
+		return raft.ServerAddress(addr), nil
+	}
+	return "", fmt.Errorf("cluster: no address known for node %q", id)
+}
+
+// addrOf is a node's advertised cluster address: from gossip, else from the metadata's
+// node records ("" when unknown).
+func (n *Node) addrOf(id string) string {
+	if id == n.cfg.NodeID {
+		return n.adv
+	}
+	if n.gossip != nil {
+		for _, m := range n.gossip.members() {
+			if m.ID == id {
+				return m.Cluster
+			}
+		}
+	}
+	var addr string
+	n.meta.read(func(s *meta.State) {
+		if nd, ok := s.Node(id); ok {
+			addr = nd.Addr
+		}
+	})
+	return addr
+}
+
+// Close stops the node at once: partitions first (each answers its pending calls), then
+// the metadata group, gossip, RPC and the cluster port. Shutdown is the graceful stop.
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
@@ -424,7 +693,16 @@ func (n *Node) Close() error {
 		for _, r := range parts {
 			err = errors.Join(err, r.p.Close())
 		}
-		err = errors.Join(err, n.meta.close(), n.mux.Close())
+		if n.rpc != nil {
+			n.rpc.close()
+		}
+		if n.meta != nil {
+			err = errors.Join(err, n.meta.close())
+		}
+		if n.gossip != nil {
+			err = errors.Join(err, n.gossip.close())
+		}
+		err = errors.Join(err, n.mux.Close())
 	})
 	return err
 }

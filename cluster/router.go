@@ -176,7 +176,7 @@ func (e *entity) pick(sessionID, partitionKey string) int {
 	start := int(rr.Add(1) % uint64(len(e.parts)))
 	for i := range e.parts {
 		j := (start + i) % len(e.parts)
-		if e.parts[j].p.IsLeader() {
+		if g := e.parts[j]; g.local != nil && g.local.p.IsLeader() {
 			return j
 		}
 	}
@@ -240,7 +240,7 @@ func (n *Node) enqueue(ctx context.Context, entityName string, msgs []*fsm.Messa
 		return nil, err
 	}
 	idx := e.pick(msgs[0].SessionID, msgs[0].PartitionKey)
-	p := e.parts[idx].p
+	p := n.on(e.parts[idx])
 	var seqs []int64
 	if schedule {
 		seqs, err = p.Schedule(ctx, msgs)
@@ -264,7 +264,7 @@ func (n *Node) Cancel(ctx context.Context, entityName string, seqs []int64) erro
 		return err
 	}
 	for _, idx := range sortedKeys(byPart) {
-		if err := e.parts[idx].p.Cancel(ctx, byPart[idx]); err != nil {
+		if err := n.on(e.parts[idx]).Cancel(ctx, byPart[idx]); err != nil {
 			return err
 		}
 	}
@@ -303,13 +303,13 @@ func (n *Node) Receive(ctx context.Context, a Address, sessionID, owner string, 
 	req := fsm.Receive{Target: t, Mode: mode, Max: int32(limit), SessionID: sessionID, Owner: owner}
 	if sessionID != "" || len(e.parts) == 1 {
 		idx := e.keyed(sessionID)
-		msgs, err := e.parts[idx].p.Receive(ctx, req, wait)
+		msgs, err := n.on(e.parts[idx]).Receive(ctx, req, wait)
 		return e.stamp(idx, msgs), err
 	}
 	var msgs []*fsm.Message
 	idx := -1
-	err = e.waitAny(ctx, wait, func(i int) (bool, error) {
-		m, err := e.parts[i].p.Receive(ctx, req, 0)
+	err = n.waitAny(ctx, e, req, wait, func(i int) (bool, error) {
+		m, err := n.on(e.parts[i]).Receive(ctx, req, 0)
 		if err != nil || len(m) > 0 {
 			msgs, idx = m, i
 			return true, err
@@ -326,7 +326,7 @@ func (n *Node) Receive(ctx context.Context, a Address, sessionID, owner string, 
 // done or an error; between rounds it waits for any partition to change, up to wait.
 // Each partition has one watcher at a time: it holds that partition's current change
 // signal (taken before the round that follows it) and is re-armed once it fired.
-func (e *entity) waitAny(ctx context.Context, wait time.Duration, try func(i int) (done bool, err error)) error {
+func (n *Node) waitAny(ctx context.Context, e *entity, req fsm.Receive, wait time.Duration, try func(i int) (done bool, err error)) error {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	fired := make(chan int, len(e.parts))
@@ -345,7 +345,7 @@ func (e *entity) waitAny(ctx context.Context, wait time.Duration, try func(i int
 					fired <- i
 				case <-stop:
 				}
-			}(i, r.p.Changed())
+			}(i, n.on(r).Changed(req))
 		}
 		start := int(rr.Add(1) % uint64(len(e.parts)))
 		for i := range e.parts {
@@ -364,15 +364,16 @@ func (e *entity) waitAny(ctx context.Context, wait time.Duration, try func(i int
 	}
 }
 
-// replicaOfToken finds the partition a lock token belongs to.
-func (n *Node) replicaOfToken(tok fsm.LockToken) (*replica, error) {
-	n.mu.RLock()
-	r := n.parts[partition.GroupOfToken(tok)]
-	n.mu.RUnlock()
-	if r == nil {
-		return nil, fmt.Errorf("%w: lock token of an unknown partition", fsm.ErrLockLost)
+// groupOfToken finds the partition group of e a lock token belongs to (the group ID is
+// inside the token), wherever the group runs.
+func (e *entity) groupOfToken(tok fsm.LockToken) (group, error) {
+	id := partition.GroupOfToken(tok)
+	for _, g := range e.parts {
+		if g.id == id {
+			return g, nil
+		}
 	}
-	return r, nil
+	return group{}, fmt.Errorf("%w: lock token of an unknown partition", fsm.ErrLockLost)
 }
 
 // Settlement settles locked messages of one address with one outcome (S-LOCK-2..7).
@@ -391,7 +392,7 @@ type Settlement struct {
 // partition go in one proposal. It returns one error per token (nil: settled).
 func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 	errs := make([]error, len(s.Tokens))
-	_, t, err := n.target(s.Address)
+	e, t, err := n.target(s.Address)
 	if err != nil {
 		for i := range errs {
 			errs[i] = err
@@ -409,7 +410,7 @@ func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 	}
 	for _, g := range order {
 		idx := byGroup[g]
-		r, err := n.replicaOfToken(s.Tokens[idx[0]])
+		g, err := e.groupOfToken(s.Tokens[idx[0]])
 		if err != nil {
 			for _, i := range idx {
 				errs[i] = err
@@ -420,7 +421,7 @@ func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 		for j, i := range idx {
 			toks[j] = s.Tokens[i]
 		}
-		tokErrs, err := r.p.Settle(ctx, fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
+		tokErrs, err := n.on(g).Settle(ctx, fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
 			Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
 		// With several tokens the fsm answers per token, and its command error is only the
 		// first of those; otherwise (one token, or the proposal failed) the error is every
@@ -438,23 +439,39 @@ func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 }
 
 // RenewLock renews message locks (S-LOCK-8) and returns each new LockedUntil (Unix ms).
+// The tokens of one partition are renewed in one call.
 func (n *Node) RenewLock(ctx context.Context, a Address, tokens []fsm.LockToken) ([]int64, error) {
-	_, t, err := n.target(a)
+	e, t, err := n.target(a)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]int64, len(tokens))
+	byGroup := map[uint32][]int{}
+	var order []group
 	for i, tok := range tokens {
-		r, err := n.replicaOfToken(tok)
+		g, err := e.groupOfToken(tok)
 		if err != nil {
 			return nil, err
 		}
-		until, err := r.p.RenewLock(ctx, t, []fsm.LockToken{tok})
+		if _, ok := byGroup[g.id]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g.id] = append(byGroup[g.id], i)
+	}
+	for _, g := range order {
+		idx := byGroup[g.id]
+		toks := make([]fsm.LockToken, len(idx))
+		for j, i := range idx {
+			toks[j] = tokens[i]
+		}
+		until, err := n.on(g).RenewLock(ctx, t, toks)
 		if err != nil {
 			return nil, err
 		}
-		if len(until) > 0 {
-			out[i] = until[0]
+		for j, i := range idx {
+			if j < len(until) {
+				out[i] = until[j]
+			}
 		}
 	}
 	return out, nil
@@ -478,7 +495,7 @@ func (n *Node) Peek(ctx context.Context, a Address, sessionID string, from int64
 			fromSeq = local
 		}
 		for len(out) < limit {
-			msgs, err := e.parts[idx].p.Peek(ctx, t, fromSeq, limit-len(out))
+			msgs, err := n.on(e.parts[idx]).Peek(ctx, t, fromSeq, limit-len(out))
 			if err != nil {
 				return out, err
 			}
@@ -512,7 +529,7 @@ func (n *Node) ReceiveDeferred(ctx context.Context, a Address, sessionID, owner 
 	}
 	var out []*fsm.Message
 	for _, idx := range sortedKeys(byPart) {
-		msgs, err := e.parts[idx].p.ReceiveDeferred(ctx, fsm.ReceiveDeferred{Target: t, Mode: mode, SeqNos: byPart[idx],
+		msgs, err := n.on(e.parts[idx]).ReceiveDeferred(ctx, fsm.ReceiveDeferred{Target: t, Mode: mode, SeqNos: byPart[idx],
 			SessionID: sessionID, Owner: owner})
 		out = append(out, e.stamp(idx, msgs)...)
 		if err != nil {
@@ -531,13 +548,13 @@ func (n *Node) AcceptSession(ctx context.Context, a Address, sessionID, owner st
 	}
 	req := fsm.AcceptSession{Target: t, SessionID: sessionID, Owner: owner}
 	if sessionID != "" || len(e.parts) == 1 {
-		return e.parts[e.keyed(sessionID)].p.AcceptSession(ctx, req, wait)
+		return n.on(e.parts[e.keyed(sessionID)]).AcceptSession(ctx, req, wait)
 	}
 	var id string
 	var until int64
-	err = e.waitAny(ctx, wait, func(i int) (bool, error) {
+	err = n.waitAny(ctx, e, fsm.Receive{Target: t}, wait, func(i int) (bool, error) {
 		var err error
-		id, until, err = e.parts[i].p.AcceptSession(ctx, req, 0)
+		id, until, err = n.on(e.parts[i]).AcceptSession(ctx, req, 0)
 		if errors.Is(err, fsm.ErrNoSessionAvailable) {
 			return false, nil
 		}
@@ -552,12 +569,12 @@ func (n *Node) AcceptSession(ctx context.Context, a Address, sessionID, owner st
 	return id, until, nil
 }
 
-func (n *Node) sessionPartition(a Address, sessionID string) (*partition.Partition, fsm.Target, error) {
+func (n *Node) sessionPartition(a Address, sessionID string) (gp, fsm.Target, error) {
 	e, t, err := n.target(a)
 	if err != nil {
-		return nil, t, err
+		return gp{}, t, err
 	}
-	return e.parts[e.keyed(sessionID)].p, t, nil
+	return n.on(e.parts[e.keyed(sessionID)]), t, nil
 }
 
 // ReleaseSession releases a session lock (S-SES-4).
@@ -603,8 +620,8 @@ func (n *Node) ListSessions(ctx context.Context, a Address) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	for _, r := range e.parts {
-		ids, err := r.p.ListSessions(ctx, t)
+	for _, g := range e.parts {
+		ids, err := n.on(g).ListSessions(ctx, t)
 		if err != nil {
 			return nil, err
 		}

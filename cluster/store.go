@@ -14,73 +14,133 @@ import (
 
 var _ admin.Store = (*Node)(nil)
 
-// Apply proposes a metadata change (admin.Store). Creating a queue or topic places
-// every partition on this node: placement across nodes is the multi-node cluster's
-// reconciler's job, and the code path is the same. The call returns once the change is
-// committed and the partitions it creates are open here, so a client may use an entity
-// as soon as its creation is acknowledged.
+// Apply proposes a metadata change (admin.Store) through the metadata leader: here, or
+// forwarded to it over the cluster RPC. Creating a queue or topic places its partitions
+// on the cluster's nodes (placement.go). The call returns once the change is committed,
+// applied on this node's replica (a read here right after sees it), and, for a new
+// entity, once every partition group has a leader, so a client may use an entity as soon
+// as its creation is acknowledged, through any node.
 func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
-	switch c := cmd.(type) {
-	case *meta.CreateQueue:
-		if c.Replicas == nil {
-			c.Replicas = n.placeHere(c.Properties.PartitionCount)
-		}
-	case *meta.CreateTopic:
-		if c.Replicas == nil {
-			c.Replicas = n.placeHere(c.Properties.PartitionCount)
-		}
+	if err := meta.ValidateCommand(cmd); err != nil {
+		return err
 	}
-	err := n.meta.propose(ctx, cmd)
-	if errors.Is(err, ErrNotMetadataLeader) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var idx uint64
+	var err error
+	for attempt := 0; ; attempt++ {
+		leader := n.meta.leader()
+		switch {
+		case n.meta.isLeader():
+			idx, err = n.applyLocal(ctx, cmd)
+		case leader == "":
+			err = ErrNotMetadataLeader
+		default:
+			idx, err = n.applyRemote(ctx, leader, cmd)
+		}
+		// Retry only when the command certainly did not commit.
+		if err == nil || !errors.Is(err, ErrNotMetadataLeader) || strings.Contains(err.Error(), "may or may not") || ctx.Err() != nil {
+			break
+		}
+		t := time.NewTimer(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if errors.Is(err, ErrNotMetadataLeader) || errors.Is(err, ErrUnavailable) {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
 	if err != nil {
 		return err
 	}
-	return n.waitApplied(ctx)
-}
-
-// waitApplied waits until the partitions hosted here match the metadata (opened, and
-// leading with the current entity configuration), so that a client may use a change as
-// soon as it is acknowledged: the first send after a create meets no election, and a
-// receiver of a new subscription finds it.
-func (n *Node) waitApplied(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for !n.reconcile(ctx) || !n.localLeaders() {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: the change is committed but its partitions are not serving yet: %v", admin.ErrUnavailable, ctx.Err())
-		case <-t.C:
+	if err := n.meta.waitIndex(ctx, idx); err != nil {
+		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
+	}
+	n.reconcile(ctx)
+	var name string
+	switch c := cmd.(type) {
+	case *meta.CreateQueue:
+		name = c.Name
+	case *meta.CreateTopic:
+		name = c.Name
+	}
+	if name != "" {
+		if err := n.waitEntity(ctx, name); err != nil {
+			return fmt.Errorf("%w: the change is committed but its partitions are not serving yet: %v", admin.ErrUnavailable, err)
 		}
 	}
 	return nil
 }
 
-// localLeaders reports whether every partition hosted here leads its group (one-voter
-// groups: each must be this replica, with its post-election barrier done).
-func (n *Node) localLeaders() bool {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	for _, r := range n.parts {
-		if !r.p.IsLeader() {
-			return false
+// applyLocal proposes cmd on this node, the metadata leader, and returns its index.
+func (n *Node) applyLocal(ctx context.Context, cmd meta.Command) (uint64, error) {
+	switch c := cmd.(type) {
+	case *meta.CreateQueue:
+		if c.Replicas == nil {
+			c.Replicas = n.place(c.Properties.PartitionCount)
+		}
+	case *meta.CreateTopic:
+		if c.Replicas == nil {
+			c.Replicas = n.place(c.Properties.PartitionCount)
 		}
 	}
-	return true
+	return n.meta.proposeIndex(ctx, cmd)
 }
 
-func (n *Node) placeHere(partitions int32) [][]string {
-	if partitions < 1 {
-		partitions = 1
+// applyRemote forwards cmd to the metadata leader.
+func (n *Node) applyRemote(ctx context.Context, leader string, cmd meta.Command) (uint64, error) {
+	addr := n.addrOf(leader)
+	if addr == "" {
+		return 0, fmt.Errorf("%w: metadata leader %q has no known address", ErrNotMetadataLeader, leader)
 	}
-	out := make([][]string, partitions)
-	for i := range out {
-		out[i] = []string{n.cfg.NodeID}
+	b, err := meta.EncodeEntry(&meta.Entry{Cmd: cmd})
+	if err != nil {
+		return 0, err
 	}
-	return out
+	req := &MetaApplyReq{Entry: b}
+	if dl, ok := ctx.Deadline(); ok {
+		req.Timeout = time.Until(dl)
+	}
+	var resp MetaApplyResp
+	if err := n.rpc.call(ctx, addr, "MetaApply", req, &resp, nil); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNotMetadataLeader, err)
+	}
+	return resp.Index, resp.E.err()
+}
+
+// waitServing waits until every partition hosted here has a leader.
+func (n *Node) waitServing(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := n.Ready()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%v: %w", err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// waitEntity waits until every partition of an entity answers through its leader.
+func (n *Node) waitEntity(ctx context.Context, name string) error {
+	e, err := n.resolve(name)
+	if err != nil {
+		return err
+	}
+	for _, g := range e.parts {
+		if r := n.call(ctx, g, &CallReq{Op: opStats}, nil); r.err != nil {
+			return r.err
+		}
+	}
+	return nil
 }
 
 // Read runs fn on the local metadata replica (admin.Store).
@@ -97,11 +157,12 @@ func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts
 	}
 	var rc admin.RuntimeCounts
 	var deferred int64
-	for _, r := range ent.parts {
-		st, err := r.p.Stats(ctx)
-		if err != nil {
-			return rc, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
+	for _, g := range ent.parts {
+		res := n.call(ctx, g, &CallReq{Op: opStats}, nil)
+		if res.err != nil {
+			return rc, fmt.Errorf("%w: %v", admin.ErrUnavailable, res.err)
 		}
+		st := res.Stats
 		for _, t := range st.Targets {
 			if e.Subscription != "" && !strings.EqualFold(t.Target.Sub, e.Subscription) {
 				continue
@@ -123,14 +184,14 @@ func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts
 	return rc, nil
 }
 
-// entity is a resolved queue or topic with the replicas of its partitions that run here.
+// entity is a resolved queue or topic with its partition groups.
 type entity struct {
 	name  string // display name
 	kind  meta.EntityKind
-	parts []*replica // by partition index; nil entries are partitions not hosted here
+	parts []group // by partition index
 }
 
-// resolve finds a queue or topic by name (case-insensitive) and its local partitions.
+// resolve finds a queue or topic by name (case-insensitive) and its partition groups.
 func (n *Node) resolve(name string) (*entity, error) {
 	var (
 		pl   meta.Placement
@@ -144,21 +205,15 @@ func (n *Node) resolve(name string) (*entity, error) {
 	if !ok || kind == meta.KindNone {
 		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
 	}
-	e := &entity{name: pl.Entity, kind: kind, parts: make([]*replica, len(pl.Partitions))}
+	e := &entity{name: pl.Entity, kind: kind, parts: make([]group, len(pl.Partitions))}
 	n.mu.RLock()
 	for i, p := range pl.Partitions {
-		e.parts[i] = n.parts[p.GroupID]
+		e.parts[i] = group{id: p.GroupID, index: i, replicas: p.Replicas, local: n.parts[p.GroupID]}
 	}
 	n.mu.RUnlock()
-	for i, r := range e.parts {
-		if r == nil {
-			// Placed on another node; forwarding to it is the multi-node cluster's work.
-			return nil, fmt.Errorf("%w: partition %d of %q is not hosted on this node", ErrUnavailable, i, pl.Entity)
-		}
-	}
 	return e, nil
 }
 
-// ErrUnavailable: the operation cannot be served here now (partition not hosted or no
-// leader); a retry may succeed.
+// ErrUnavailable: the operation cannot be served now (no leader, node unreachable); a
+// retry may succeed.
 var ErrUnavailable = errors.New("cluster: unavailable")

@@ -1,7 +1,8 @@
 // Package admin serves the Azure Service Bus management API (ATOM/XML over HTTP) that the
 // unmodified azservicebus/admin client speaks: queues, topics, subscriptions and rules
 // (create, get, update, delete, list), runtime properties, namespace properties
-// (protocol.md §10), plus /healthz and /readyz for operators.
+// (protocol.md §10), plus /healthz and /readyz for operators, and the JSON cluster API
+// under /$cluster/ (clusterapi.go) over the Cluster interface the node implements.
 //
 // The handler owns no state. It reads and changes the metadata through the small Store
 // interface defined here (P9: the consumer owns it), which package cluster implements

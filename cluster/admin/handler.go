@@ -36,6 +36,8 @@ type Config struct {
 	DefaultPageSize int
 	// SKU is reported by GET /$namespaceinfo.
 	SKU string
+	// Cluster serves the /$cluster/ operator API (clusterapi.go); nil answers it with 404.
+	Cluster Cluster
 }
 
 // DefaultConfig returns the defaults; Store must still be set.
@@ -180,6 +182,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeHealth(w, err)
 			return
 		}
+	}
+	if h.serveCluster(w, r) {
+		return
 	}
 	rt, err := parseRoute(r.URL.Path)
 	if err == nil {

@@ -236,11 +236,15 @@ type snapState struct {
 	Now         int64
 	Entities    []snapEntity // sorted by lower-case name
 	Keys        []SASKey     // sorted by lower-case name
+	Nodes       []Node       `json:",omitempty"` // sorted by ID
 }
 
 // Snapshot writes the whole state. The same state always writes the same bytes.
 func (s *State) Snapshot(w io.Writer) error {
 	ss := snapState{Namespace: s.ns, NextGroupID: s.nextGroupID, Now: s.now, Keys: s.SASKeys()}
+	if len(s.nodes) > 0 {
+		ss.Nodes = s.Nodes()
+	}
 	for _, k := range s.sortedKeys() {
 		e := s.entities[k]
 		se := snapEntity{Kind: e.kind, Queue: e.queue, Topic: e.topic, Placement: e.placement}
@@ -301,6 +305,10 @@ func (s *State) Restore(r io.Reader) error {
 	for _, k := range ss.Keys {
 		k := k
 		n.keys[key(k.Name)] = &k
+	}
+	for _, nd := range ss.Nodes {
+		nd := nd
+		n.nodes[nd.ID] = &nd
 	}
 	for i, se := range ss.Entities {
 		e := &entity{kind: se.Kind, queue: se.Queue, topic: se.Topic, placement: se.Placement}

@@ -27,13 +27,15 @@ const (
 	OpPutSASKey
 	OpDeleteSASKey
 	OpSetPlacement
+	OpPutNode
+	OpDeleteNode
 	opCount
 )
 
 var opNames = [...]string{"", "SetNamespace", "CreateQueue", "UpdateQueue", "DeleteQueue",
 	"CreateTopic", "UpdateTopic", "DeleteTopic", "CreateSubscription", "UpdateSubscription",
 	"DeleteSubscription", "CreateRule", "UpdateRule", "DeleteRule", "PutSASKey",
-	"DeleteSASKey", "SetPlacement"}
+	"DeleteSASKey", "SetPlacement", "PutNode", "DeleteNode"}
 
 func (o Op) String() string {
 	if o > 0 && o < opCount {
@@ -155,6 +157,16 @@ type SetPlacement struct {
 	Replicas [][]string
 }
 
+// PutNode registers a node or changes its record.
+type PutNode struct {
+	Node Node
+}
+
+// DeleteNode removes a node's record (after its replicas were moved away).
+type DeleteNode struct {
+	ID string
+}
+
 // Op implementations.
 func (*SetNamespace) Op() Op       { return OpSetNamespace }
 func (*CreateQueue) Op() Op        { return OpCreateQueue }
@@ -172,6 +184,8 @@ func (*DeleteRule) Op() Op         { return OpDeleteRule }
 func (*PutSASKey) Op() Op          { return OpPutSASKey }
 func (*DeleteSASKey) Op() Op       { return OpDeleteSASKey }
 func (*SetPlacement) Op() Op       { return OpSetPlacement }
+func (*PutNode) Op() Op            { return OpPutNode }
+func (*DeleteNode) Op() Op         { return OpDeleteNode }
 
 // newCommand returns an empty command for op, for decoding.
 func newCommand(op Op) Command {
@@ -208,6 +222,10 @@ func newCommand(op Op) Command {
 		return &DeleteSASKey{}
 	case OpSetPlacement:
 		return &SetPlacement{}
+	case OpPutNode:
+		return &PutNode{}
+	case OpDeleteNode:
+		return &DeleteNode{}
 	}
 	return nil
 }

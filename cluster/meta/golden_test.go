@@ -84,3 +84,56 @@ func golden(t *testing.T, path string, got []byte) {
 		t.Fatalf("%s differs from the current encoding (%d vs %d bytes): the wire format changed", path, len(got), len(want))
 	}
 }
+
+// A snapshot written before partitions recorded their creation configuration (Base,
+// Bootstrap) still restores; its groups have no Base, and their replicas keep using the
+// configuration they recorded locally.
+func TestGoldenSnapshotWithoutBase(t *testing.T) {
+	old, err := os.ReadFile("testdata/snapshot-v1-nobase.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New()
+	if err := s.Restore(bytes.NewReader(old)); err != nil {
+		t.Fatal(err)
+	}
+	pls := s.Placements()
+	if len(pls) == 0 {
+		t.Fatal("no placements restored")
+	}
+	for _, pl := range pls {
+		for _, p := range pl.Partitions {
+			if p.Base != nil || p.Bootstrap != nil {
+				t.Fatalf("%s group %d: Base %x Bootstrap %v, want none", pl.Entity, p.GroupID, p.Base, p.Bootstrap)
+			}
+		}
+	}
+}
+
+// A new entity records, per partition, the fsm configuration its group starts from, and
+// a later update does not change it (a replica added after the update must replay the log
+// from the same configuration as the first replicas).
+func TestBaseConfigIsTheCreationConfig(t *testing.T) {
+	s := New()
+	q := &CreateQueue{Name: "q", Properties: DefaultQueueProperties(), Replicas: [][]string{{"a", "b", "c"}}}
+	if err := s.Apply(&Entry{Now: 1, Cmd: q}); err != nil {
+		t.Fatal(err)
+	}
+	pl, _ := s.Placement("q")
+	base := pl.Partitions[0].Base
+	if len(base) == 0 || !reflect.DeepEqual(pl.Partitions[0].Bootstrap, []string{"a", "b", "c"}) {
+		t.Fatalf("partition %+v: want a Base and Bootstrap [a b c]", pl.Partitions[0])
+	}
+	up := DefaultQueueProperties()
+	up.MaxDeliveryCount = 3
+	if err := s.Apply(&Entry{Now: 2, Cmd: &UpdateQueue{Name: "q", Properties: up}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(&Entry{Now: 3, Cmd: &SetPlacement{Entity: "q", Replicas: [][]string{{"b", "c", "d"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	pl, _ = s.Placement("q")
+	if !bytes.Equal(pl.Partitions[0].Base, base) || !reflect.DeepEqual(pl.Partitions[0].Bootstrap, []string{"a", "b", "c"}) {
+		t.Fatalf("after update and re-placement: %+v, want the creation Base and Bootstrap", pl.Partitions[0])
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/fsm/rule"
 )
 
@@ -15,6 +16,7 @@ type State struct {
 	ns          Namespace
 	entities    map[string]*entity // key: lower-case name
 	keys        map[string]*SASKey // key: lower-case key name
+	nodes       map[string]*Node   // key: node ID (exact)
 	nextGroupID uint32             // next partition group ID to allocate; IDs start at 1
 	now         int64              // max Entry.Now applied
 }
@@ -36,7 +38,7 @@ func (e *entity) name() string {
 
 // New returns an empty State.
 func New() *State {
-	return &State{entities: map[string]*entity{}, keys: map[string]*SASKey{}, nextGroupID: 1}
+	return &State{entities: map[string]*entity{}, keys: map[string]*SASKey{}, nodes: map[string]*Node{}, nextGroupID: 1}
 }
 
 func key(name string) string { return strings.ToLower(name) }
@@ -143,11 +145,24 @@ func (s *State) Apply(e *Entry) error {
 		if len(c.Replicas) != len(en.placement) {
 			return invalid("Replicas", "%d replica lists for %d partitions", len(c.Replicas), len(en.placement))
 		}
-		p := slices.Clone(en.placement)
+		p := clonePartitions(en.placement)
 		for i := range p {
 			p[i].Replicas = slices.Clone(c.Replicas[i])
 		}
 		en.placement = p
+		return nil
+	case *PutNode:
+		if c.Node.ID == "" {
+			return invalid("ID", "must not be empty")
+		}
+		nd := c.Node
+		s.nodes[nd.ID] = &nd
+		return nil
+	case *DeleteNode:
+		if _, ok := s.nodes[c.ID]; !ok {
+			return notFound("node", c.ID)
+		}
+		delete(s.nodes, c.ID)
 		return nil
 	}
 	return invalid("", "unknown command %T", e.Cmd)
@@ -248,6 +263,7 @@ func (s *State) allocate(n int32, replicas [][]string) ([]Partition, error) {
 		s.nextGroupID++
 		if replicas != nil {
 			p[i].Replicas = slices.Clone(replicas[i])
+			p[i].Bootstrap = slices.Clone(replicas[i])
 		}
 	}
 	return p, nil
@@ -270,6 +286,7 @@ func (s *State) createQueue(c *CreateQueue, now int64) error {
 	}
 	s.entities[key(c.Name)] = &entity{kind: KindQueue, placement: pl,
 		queue: &Queue{Name: c.Name, Properties: p, CreatedAt: now, UpdatedAt: now}}
+	s.recordBase(c.Name)
 	return nil
 }
 
@@ -319,6 +336,7 @@ func (s *State) createTopic(c *CreateTopic, now int64) error {
 	}
 	s.entities[key(c.Name)] = &entity{kind: KindTopic, placement: pl,
 		topic: &Topic{Name: c.Name, Properties: p, CreatedAt: now, UpdatedAt: now}}
+	s.recordBase(c.Name)
 	return nil
 }
 
@@ -591,7 +609,8 @@ func (s *State) Placements() []Placement {
 func clonePartitions(ps []Partition) []Partition {
 	out := make([]Partition, len(ps))
 	for i, p := range ps {
-		out[i] = Partition{GroupID: p.GroupID, Replicas: slices.Clone(p.Replicas)}
+		out[i] = Partition{GroupID: p.GroupID, Replicas: slices.Clone(p.Replicas),
+			Bootstrap: slices.Clone(p.Bootstrap), Base: slices.Clone(p.Base)}
 	}
 	return out
 }
@@ -629,4 +648,36 @@ func cloneSpec(s rule.Spec) rule.Spec {
 	s.Filter.Correlation.Properties = slices.Clone(s.Filter.Correlation.Properties)
 	s.Action.Parameters = slices.Clone(s.Action.Parameters)
 	return s
+}
+
+// recordBase records, in each partition of a new entity, the fsm configuration its group
+// starts from (see Partition.Base).
+func (s *State) recordBase(name string) {
+	e := s.entities[key(name)]
+	for i := range e.placement {
+		cfg, err := s.PartitionConfig(name, i)
+		if err != nil {
+			continue
+		}
+		e.placement[i].Base = fsm.AppendEntry(nil, &fsm.Entry{Cmds: []fsm.Command{&fsm.UpdateEntity{Config: cfg}}})
+	}
+}
+
+// Node returns a registered node.
+func (s *State) Node(id string) (Node, bool) {
+	n, ok := s.nodes[id]
+	if !ok {
+		return Node{}, false
+	}
+	return *n, true
+}
+
+// Nodes returns the registered nodes, sorted by ID.
+func (s *State) Nodes() []Node {
+	out := make([]Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		out = append(out, *n)
+	}
+	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }

@@ -267,6 +267,27 @@ type Rule struct {
 type Partition struct {
 	GroupID  uint32
 	Replicas []string
+	// Bootstrap is the voter set the group was created with (the first Replicas). Only
+	// these nodes bootstrap the group when they have no state for it; a replica placed
+	// later starts empty and is added to the group by its leader. Never changes.
+	Bootstrap []string `json:",omitempty"`
+	// Base is the fsm configuration the group was created with, encoded as a one-command
+	// fsm entry (fsm.UpdateEntity). Every replica, including one added much later,
+	// replays the group's log from it, so all replicas rebuild the same state. Empty for
+	// groups created before it was recorded (their replicas keep a local copy).
+	Base []byte `json:",omitempty"`
+}
+
+// Node is a member of the cluster as the metadata records it: placement only puts
+// replicas on registered nodes that are not draining.
+type Node struct {
+	ID       string
+	Addr     string // advertised cluster address (HOST:PORT, a DNS name where there is one)
+	Zone     string `json:",omitempty"`
+	Draining bool   `json:",omitempty"`
+	// Incarnation changes when the node starts on an empty data directory: its old
+	// replicas are gone and must be rebuilt, not trusted.
+	Incarnation string `json:",omitempty"`
 }
 
 // Placement is the partitions of one queue or topic, indexed by partition number.

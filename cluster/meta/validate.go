@@ -380,7 +380,12 @@ func ValidateCommand(c Command) error {
 		return ValidateRule(c.Rule)
 	case *PutSASKey:
 		return c.Key.Validate()
-	case *DeleteQueue, *DeleteTopic, *DeleteSubscription, *DeleteRule, *DeleteSASKey, *SetPlacement:
+	case *PutNode:
+		if c.Node.ID == "" || c.Node.Addr == "" {
+			return invalid("Node", "a node needs an ID and an address")
+		}
+		return nil
+	case *DeleteQueue, *DeleteTopic, *DeleteSubscription, *DeleteRule, *DeleteSASKey, *SetPlacement, *DeleteNode:
 		return nil
 	case nil:
 		return invalid("", "empty command")

@@ -45,6 +45,9 @@ Commands:
   rule create|list|show|delete TOPIC SUB [RULE]
   peek ENTITY                                browse messages without locking them
   dlq inspect|purge|resubmit ENTITY          the dead-letter sub-queue of ENTITY
+  cluster status|partitions                  members and partition groups of the cluster
+  node drain|remove NODE                     move leaderships away; remove a node for good
+  partition transfer-leader GROUP [--to NODE] move one group's leadership
 
 ENTITY is QUEUE or TOPIC/Subscriptions/SUB. Run a command with -h for its flags.
 
@@ -59,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&g.adminAddr, "admin-addr", envOr("QUORUMBUS_ADMIN_ADDR", "127.0.0.1:5300"), "the node's admin API, HOST:PORT (env QUORUMBUS_ADMIN_ADDR)")
 	fs.StringVar(&g.data, "data", envOr("QUORUMBUS_DATA", "./data"), "the node's data directory, read for its connection-string file (env QUORUMBUS_DATA)")
 	fs.StringVar(&g.output, "output", "table", "table or json")
+	fs.StringVar(&g.output, "o", "table", "short for --output")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -87,6 +91,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return g.peek(ctx, rest)
 	case "dlq":
 		return g.dlqCmd(ctx, rest)
+	case "cluster":
+		return g.clusterCmd(ctx, rest)
+	case "node", "nodes":
+		return g.nodeCmd(ctx, rest)
+	case "partition", "partitions":
+		return g.partitionCmd(ctx, rest)
 	}
 	fs.Usage()
 	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)

@@ -22,19 +22,28 @@ func (t *table) add(cells ...any) { t.rows = append(t.rows, cells) }
 
 func (g *globals) print(t *table) error {
 	if g.output == "json" {
-		out := make([]map[string]any, 0, len(t.rows))
-		for _, r := range t.rows {
-			m := make(map[string]any, len(r))
-			for i, c := range r {
-				m[jsonKey(t.header[i])] = jsonValue(c)
-			}
-			out = append(out, m)
-		}
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return g.printJSON(t.jsonRows())
 	}
 	return writeTable(g.stdout, t)
+}
+
+// jsonRows is the table as JSON objects keyed by the header names, lower-cased.
+func (t *table) jsonRows() []map[string]any {
+	out := make([]map[string]any, 0, len(t.rows))
+	for _, r := range t.rows {
+		m := make(map[string]any, len(r))
+		for i, c := range r {
+			m[jsonKey(t.header[i])] = jsonValue(c)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // printKV prints one object: "key  value" lines, or a JSON object.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,22 +32,47 @@ type Config struct {
 	LogFormat   string `json:"log-format"`
 	// ShutdownTimeout bounds a graceful stop (SIGTERM) before the node exits anyway.
 	ShutdownTimeout time.Duration `json:"shutdown-timeout"`
+
+	// Cluster settings (cluster.Config has the meaning of each).
+	AdvertiseAddr   string        `json:"advertise-addr"`
+	Join            []string      `json:"join"`
+	BootstrapExpect int           `json:"bootstrap-expect"`
+	Zone            string        `json:"zone"`
+	Replicas        int           `json:"replicas"`
+	DeadNodeGrace   time.Duration `json:"dead-node-grace"`
+
+	// nodeIDDefaulted: no source set --node-id, so the host name was taken and the ID
+	// recorded in the data directory wins over it (resolveNodeID).
+	nodeIDDefaulted bool
 }
 
-// DefaultConfig is a single node on loopback with the official emulator's ports.
+// DefaultConfig is a single node on loopback with the official emulator's ports. The
+// node ID is the host name, which a Kubernetes StatefulSet keeps stable per pod
+// (quorumbus-0, quorumbus-1, ...).
 func DefaultConfig() Config {
 	return Config{
 		Data:            "./data",
 		AMQPAddr:        "127.0.0.1:5672",
 		AdminAddr:       "127.0.0.1:5300",
 		ClusterAddr:     "127.0.0.1:5400",
-		NodeID:          "node-1",
+		NodeID:          defaultNodeID(),
 		Namespace:       "quorumbus",
 		KeyName:         "RootManageSharedAccessKey",
 		LogLevel:        "info",
 		LogFormat:       "text",
 		ShutdownTimeout: 30 * time.Second,
+		BootstrapExpect: 1,
+		Replicas:        3,
+		DeadNodeGrace:   10 * time.Minute,
 	}
+}
+
+// defaultNodeID is the host name, or "node-1" when it cannot be read.
+func defaultNodeID() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "node-1"
 }
 
 // Validate reports the first setting that cannot work, naming it.
@@ -68,6 +94,9 @@ func (c *Config) Validate() error {
 	case c.ShutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout: must be positive")
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -81,12 +110,66 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// validateCluster checks the multi-node settings.
+func (c *Config) validateCluster() error {
+	if c.AdvertiseAddr != "" {
+		if err := dialable(c.AdvertiseAddr); err != nil {
+			return fmt.Errorf("--advertise-addr %q: %v", c.AdvertiseAddr, err)
+		}
+	} else if host, _, _ := net.SplitHostPort(c.ClusterAddr); isWildcard(host) {
+		return fmt.Errorf("--cluster-addr %q listens on every interface, which peers cannot dial: "+
+			"set --advertise-addr to the HOST:PORT they should use (e.g. the pod's DNS name)", c.ClusterAddr)
+	}
+	for i, j := range c.Join {
+		if err := dialable(j); err != nil {
+			return fmt.Errorf("--join entry %d %q: %v", i+1, j, err)
+		}
+	}
+	switch {
+	case c.BootstrapExpect < 1:
+		return fmt.Errorf("--bootstrap-expect %d: must be at least 1 (1 is a single node)", c.BootstrapExpect)
+	case c.Replicas < 1:
+		return fmt.Errorf("--replicas %d: must be at least 1", c.Replicas)
+	case c.DeadNodeGrace <= 0:
+		return fmt.Errorf("--dead-node-grace %v: must be positive", c.DeadNodeGrace)
+	}
+	return nil
+}
+
+// dialable checks that a is a HOST:PORT another node can dial: a host that is not a
+// wildcard and a port in 1..65535.
+func dialable(a string) error {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("want HOST:PORT: %v", err)
+	}
+	if host == "" || isWildcard(host) {
+		return fmt.Errorf("host %q cannot be dialled: name this node's address or DNS name", host)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q: want a number in 1..65535", port)
+	}
+	return nil
+}
+
+// isWildcard reports whether host means "every interface".
+func isWildcard(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
 // setting binds one Config field to its flag, environment variable and file key.
 type setting struct {
 	name  string // flag name and JSON key
 	usage string
-	str   *string
-	dur   *time.Duration
+	// Exactly one of these is set.
+	str  *string
+	dur  *time.Duration
+	num  *int
+	list *[]string // comma-separated in flags and the environment
 }
 
 func (s setting) envName() string {
@@ -94,16 +177,52 @@ func (s setting) envName() string {
 }
 
 func (s setting) set(v string) error {
-	if s.str != nil {
+	switch {
+	case s.str != nil:
 		*s.str = v
+	case s.num != nil:
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*s.num = n
+	case s.list != nil:
+		*s.list = splitList(v)
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return err
+		}
+		*s.dur = d
+	}
+	return nil
+}
+
+// splitList splits a comma-separated list, trimming spaces. An empty element (a stray
+// comma) is kept so that validation reports it.
+func splitList(v string) []string {
+	if strings.TrimSpace(v) == "" {
 		return nil
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return err
+	parts := strings.Split(v, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
 	}
-	*s.dur = d
-	return nil
+	return parts
+}
+
+// copyTo copies the value s points at to the same field that o points at.
+func (s setting) copyTo(o setting) {
+	switch {
+	case s.str != nil:
+		*o.str = *s.str
+	case s.num != nil:
+		*o.num = *s.num
+	case s.list != nil:
+		*o.list = *s.list
+	default:
+		*o.dur = *s.dur
+	}
 }
 
 func settings(c *Config) []setting {
@@ -112,7 +231,7 @@ func settings(c *Config) []setting {
 		{name: "amqp-addr", usage: "AMQP 1.0 listener, HOST:PORT", str: &c.AMQPAddr},
 		{name: "admin-addr", usage: "admin HTTP API listener (Service Bus ATOM API, /healthz), HOST:PORT", str: &c.AdminAddr},
 		{name: "cluster-addr", usage: "cluster traffic (all Raft groups), HOST:PORT", str: &c.ClusterAddr},
-		{name: "node-id", usage: "this node's stable identity in the cluster", str: &c.NodeID},
+		{name: "node-id", usage: "this node's stable identity in the cluster; default: the ID recorded in --data, else the host name", str: &c.NodeID},
 		{name: "namespace", usage: "the Service Bus namespace name this cluster serves", str: &c.Namespace},
 		{name: "config-json", usage: "the official emulator's Config.json to load at start-up", str: &c.ConfigJSON},
 		{name: "sas-key-name", usage: "name of the default shared access key (Manage, Send, Listen)", str: &c.KeyName},
@@ -120,6 +239,12 @@ func settings(c *Config) []setting {
 		{name: "log-level", usage: "debug, info, warn or error", str: &c.LogLevel},
 		{name: "log-format", usage: "text or json", str: &c.LogFormat},
 		{name: "shutdown-timeout", usage: "how long a graceful stop may take", dur: &c.ShutdownTimeout},
+		{name: "advertise-addr", usage: "HOST:PORT peers dial to reach --cluster-addr (required when it is a wildcard such as 0.0.0.0:5400)", str: &c.AdvertiseAddr},
+		{name: "join", usage: "cluster addresses of nodes to join, HOST:PORT[,HOST:PORT...]; names are re-resolved on every try", list: &c.Join},
+		{name: "bootstrap-expect", usage: "how many nodes form a new cluster; 1 (the default) is a single node", num: &c.BootstrapExpect},
+		{name: "zone", usage: "failure domain of this node; replicas are spread over zones", str: &c.Zone},
+		{name: "replicas", usage: "replicas of each partition, capped by the node count (default 3)", num: &c.Replicas},
+		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
 	}
 }
 
@@ -127,6 +252,7 @@ func settings(c *Config) []setting {
 // QUORUMBUS_CONFIG), the environment and the command line, in rising precedence.
 func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	c := DefaultConfig()
+	c.NodeID = "" // set below: the host name unless a source names it
 	fs := flag.NewFlagSet("quorumbus", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("config", getenv("QUORUMBUS_CONFIG"), "optional JSON config file; keys are the flag names")
@@ -134,9 +260,14 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	var fromFlags Config // parsed into a scratch Config, applied last
 	for i, s := range settings(&fromFlags) {
 		usage := fmt.Sprintf("%s (env %s)", ss[i].usage, ss[i].envName())
-		if s.str != nil {
+		switch {
+		case s.str != nil:
 			fs.StringVar(s.str, s.name, "", usage)
-		} else {
+		case s.num != nil:
+			fs.IntVar(s.num, s.name, 0, usage)
+		case s.list != nil:
+			fs.Func(s.name, usage, func(v string) error { *s.list = splitList(v); return nil })
+		default:
 			fs.DurationVar(s.dur, s.name, 0, usage)
 		}
 	}
@@ -168,17 +299,54 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 		if !explicit[s.name] {
 			continue
 		}
-		if s.str != nil {
-			*ss[i].str = *s.str
-		} else {
-			*ss[i].dur = *s.dur
-		}
+		s.copyTo(ss[i])
+	}
+	if c.NodeID == "" {
+		c.NodeID, c.nodeIDDefaulted = defaultNodeID(), true
 	}
 	return c, c.Validate()
 }
 
+// nodeIDFile records, in the data directory, the node ID its Raft state belongs to.
+const nodeIDFile = "node-id"
+
+// resolveNodeID returns the ID to start with on data directory dir and records it
+// there. The Raft state of a data directory belongs to one ID: a node restarted under
+// another (a new host name) would not be a member of its own groups. So a defaulted ID
+// yields to the recorded one, and an explicit ID that contradicts it is an error. A data
+// directory written before IDs were recorded, by a single node, used "node-1".
+func resolveNodeID(dir, id string, defaulted bool) (string, error) {
+	path := filepath.Join(dir, nodeIDFile)
+	b, err := os.ReadFile(path)
+	recorded := strings.TrimSpace(string(b))
+	switch {
+	case err == nil && recorded != "":
+	case errors.Is(err, os.ErrNotExist):
+		if _, serr := os.Stat(filepath.Join(dir, "meta")); serr == nil && defaulted {
+			recorded = "node-1" // a single node's default before node IDs were recorded
+		}
+	case err != nil:
+		return "", fmt.Errorf("--data %s: %v", dir, err)
+	}
+	switch {
+	case recorded == "":
+	case defaulted:
+		id = recorded
+	case id != recorded:
+		return "", fmt.Errorf("--node-id %q: the data directory %s belongs to node %q (%s); "+
+			"start with --node-id %s, or with an empty --data to join as a new node", id, dir, recorded, path, recorded)
+	}
+	if err != nil { // not recorded yet
+		if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("--data %s: recording the node ID: %v", dir, err)
+		}
+	}
+	return id, nil
+}
+
 // applyFile reads a JSON object whose keys are flag names; values are strings (durations
-// as "30s"). Unknown keys are an error, so a typo does not pass silently.
+// as "30s"), numbers, or for lists an array of strings or a comma-separated string.
+// Unknown keys are an error, so a typo does not pass silently.
 func applyFile(ss []setting, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -203,6 +371,11 @@ func applyFile(ss []setting, path string) error {
 			return fmt.Errorf("--config %s: unknown key %q", path, k)
 		}
 		var v string
+		var list []string
+		if s.list != nil && json.Unmarshal(raw[k], &list) == nil {
+			*s.list = list
+			continue
+		}
 		if err := json.Unmarshal(raw[k], &v); err != nil {
 			var n json.Number
 			if json.Unmarshal(raw[k], &n) != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,5 +80,142 @@ func TestConfigFileUnknownKeyIsAnError(t *testing.T) {
 	_, err := loadConfig([]string{"--config", file}, env(nil), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `unknown key "amqp-adr"`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestClusterSettingsDefaults(t *testing.T) {
+	c, err := loadConfig(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if host != "" && c.NodeID != host {
+		t.Errorf("node-id = %q, want the host name %q (stable per StatefulSet pod)", c.NodeID, host)
+	}
+	if !c.nodeIDDefaulted {
+		t.Error("node-id not marked defaulted")
+	}
+	if c.BootstrapExpect != 1 || c.Replicas != 3 || c.DeadNodeGrace != 10*time.Minute ||
+		c.AdvertiseAddr != "" || c.Join != nil || c.Zone != "" {
+		t.Fatalf("cluster defaults: %+v", c)
+	}
+}
+
+// Each cluster setting comes from a flag, the environment or the file, with the usual
+// precedence, and lands in cluster.Config.
+func TestClusterSettingsFromEverySource(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "qb.json")
+	if err := os.WriteFile(file, []byte(`{"join": ["qb-0.qb:5400", "qb-1.qb:5400"], "bootstrap-expect": 3,
+		"replicas": "2", "zone": "file-zone", "dead-node-grace": 90}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig([]string{"--config", file, "--node-id", "qb-2", "--advertise-addr", "qb-2.qb:5400",
+		"--cluster-addr", "0.0.0.0:5400", "--zone", "eu-1a"},
+		env(map[string]string{"QUORUMBUS_REPLICAS": "5"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeID != "qb-2" || c.AdvertiseAddr != "qb-2.qb:5400" || c.Zone != "eu-1a" || c.Replicas != 5 ||
+		c.BootstrapExpect != 3 || c.DeadNodeGrace != 90*time.Second ||
+		strings.Join(c.Join, ",") != "qb-0.qb:5400,qb-1.qb:5400" {
+		t.Fatalf("config: %+v", c)
+	}
+
+	c, err = loadConfig([]string{"--join", "a:1, b:2", "--bootstrap-expect", "2", "--dead-node-grace", "1m"},
+		env(map[string]string{"QUORUMBUS_JOIN": "x:9", "QUORUMBUS_BOOTSTRAP_EXPECT": "7", "QUORUMBUS_ZONE": "z"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Join, ",") != "a:1,b:2" || c.BootstrapExpect != 2 || c.Zone != "z" || c.DeadNodeGrace != time.Minute {
+		t.Fatalf("flags over env: %+v", c)
+	}
+
+	amqpAddr := &net.TCPAddr{IP: net.IPv4zero, Port: 5672}
+	adminAddr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 5300}
+	c.AdvertiseAddr = "qb-2.qb:5400"
+	cc := clusterConfig(c, amqpAddr, adminAddr)
+	if cc.AdvertiseAddr != "qb-2.qb:5400" || cc.AMQPAddr != "qb-2.qb:5672" || cc.AdminAddr != "10.0.0.7:5300" ||
+		strings.Join(cc.Join, ",") != "a:1,b:2" || cc.BootstrapExpect != 2 || cc.Zone != "z" ||
+		cc.Replicas != c.Replicas || cc.DeadNodeGrace != time.Minute || cc.NodeID != c.NodeID {
+		t.Fatalf("cluster.Config: %+v", cc)
+	}
+	if cc.AMQPAddr = advertised(amqpAddr, ""); cc.AMQPAddr != "0.0.0.0:5672" {
+		t.Fatalf("no advertise host: %q", cc.AMQPAddr)
+	}
+}
+
+func TestClusterSettingsRejectedWithTheReason(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--advertise-addr", "qb-0.qb"}, nil, `--advertise-addr "qb-0.qb": want HOST:PORT`},
+		{[]string{"--advertise-addr", "0.0.0.0:5400"}, nil, "cannot be dialled"},
+		{[]string{"--advertise-addr", "qb-0:0"}, nil, `port "0"`},
+		{[]string{"--cluster-addr", "0.0.0.0:5400"}, nil, "set --advertise-addr"},
+		{[]string{"--cluster-addr", ":5400"}, nil, "set --advertise-addr"},
+		{[]string{"--cluster-addr", "[::]:5400"}, nil, "set --advertise-addr"},
+		{[]string{"--join", "a:1,b"}, nil, `--join entry 2 "b"`},
+		{[]string{"--join", "a:1,"}, nil, `--join entry 2 ""`},
+		{nil, map[string]string{"QUORUMBUS_JOIN": "a:http"}, `port "http"`},
+		{[]string{"--bootstrap-expect", "0"}, nil, "--bootstrap-expect 0: must be at least 1"},
+		{[]string{"--bootstrap-expect", "three"}, nil, "bootstrap-expect"},
+		{nil, map[string]string{"QUORUMBUS_BOOTSTRAP_EXPECT": "three"}, `QUORUMBUS_BOOTSTRAP_EXPECT="three": "three" is not a whole number`},
+		{[]string{"--replicas", "0"}, nil, "--replicas 0: must be at least 1"},
+		{[]string{"--dead-node-grace", "0s"}, nil, "--dead-node-grace 0s: must be positive"},
+	} {
+		_, err := loadConfig(tc.args, env(tc.env), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("args %v env %v: err = %v, want mention of %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+	// A wildcard cluster address is fine once peers are told where to dial.
+	if _, err := loadConfig([]string{"--cluster-addr", "0.0.0.0:5400", "--advertise-addr", "10.1.2.3:5400"}, env(nil), io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "qb.json")
+	if err := os.WriteFile(file, []byte(`{"replicas": "many"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig([]string{"--config", file}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), `key "replicas"`) {
+		t.Fatalf("file: %v", err)
+	}
+}
+
+// The data directory keeps the ID its Raft state belongs to: a defaulted ID (the host
+// name) yields to it, an explicit one that contradicts it is refused.
+func TestNodeIDIsRecordedInTheDataDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if id, err := resolveNodeID(dir, "host-a", true); err != nil || id != "host-a" {
+		t.Fatalf("fresh: %q %v", id, err)
+	}
+	if id, err := resolveNodeID(dir, "host-b", true); err != nil || id != "host-a" {
+		t.Fatalf("new host name, defaulted: %q %v, want the recorded host-a", id, err)
+	}
+	if id, err := resolveNodeID(dir, "host-a", false); err != nil || id != "host-a" {
+		t.Fatalf("explicit, same: %q %v", id, err)
+	}
+	if _, err := resolveNodeID(dir, "other", false); err == nil || !strings.Contains(err.Error(), `belongs to node "host-a"`) {
+		t.Fatalf("explicit, different: %v", err)
+	}
+
+	// Written before IDs were recorded: a single node, "node-1" unless named.
+	legacy := t.TempDir()
+	if err := os.Mkdir(filepath.Join(legacy, "meta"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := resolveNodeID(legacy, "host-a", true); err != nil || id != "node-1" {
+		t.Fatalf("legacy, defaulted: %q %v", id, err)
+	}
+	legacy2 := t.TempDir()
+	if err := os.Mkdir(filepath.Join(legacy2, "meta"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := resolveNodeID(legacy2, "named", false); err != nil || id != "named" {
+		t.Fatalf("legacy, explicit: %q %v", id, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(legacy2, "node-id")); strings.TrimSpace(string(b)) != "named" {
+		t.Fatalf("recorded %q", b)
 	}
 }

@@ -28,14 +28,26 @@ func run(cfg Config) error {
 	if err := os.MkdirAll(cfg.Data, 0o750); err != nil {
 		return err
 	}
+	id, err := resolveNodeID(cfg.Data, cfg.NodeID, cfg.nodeIDDefaulted)
+	if err != nil {
+		return err
+	}
+	cfg.NodeID = id
 
-	cc := cluster.DefaultConfig()
-	cc.NodeID = cfg.NodeID
-	cc.DataDir = cfg.Data
-	cc.ClusterAddr = cfg.ClusterAddr
-	cc.Namespace = cfg.Namespace
-	cc.DefaultKeyName = cfg.KeyName
-	cc.DefaultKey = cfg.Key
+	// The client listeners are bound before the node starts, so that the node can
+	// advertise the addresses they actually got (port 0 in tests) to its peers.
+	amqpLn, err := net.Listen("tcp", cfg.AMQPAddr)
+	if err != nil {
+		return fmt.Errorf("--amqp-addr %s: %w", cfg.AMQPAddr, err)
+	}
+	defer amqpLn.Close()
+	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("--admin-addr %s: %w", cfg.AdminAddr, err)
+	}
+	defer adminLn.Close()
+
+	cc := clusterConfig(cfg, amqpLn.Addr(), adminLn.Addr())
 	cc.Logger = log
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	node, err := cluster.Start(startCtx, cc)
@@ -60,36 +72,36 @@ func run(cfg Config) error {
 	}
 
 	ac := amqp.DefaultConfig()
-	ac.Addresses = []string{cfg.AMQPAddr}
+	ac.Addresses = []string{amqpLn.Addr().String()}
 	ac.Namespace = node.Namespace()
 	ac.Logger = log
 	srv, err := amqp.New(ac, bridge.New(node))
 	if err != nil {
 		return err
 	}
-	if err := srv.Start(); err != nil {
-		return err
-	}
 	defer srv.Close()
+	amqpErr := make(chan error, 1)
+	go func() { amqpErr <- srv.Serve(amqpLn) }() // ends when srv.Close closes amqpLn
 
 	hc := admin.DefaultConfig()
 	hc.Store = node
 	hc.Ready = node.Ready
 	hc.Logger = log
 	hc.PartitionCount = 4
+	// The node serves the cluster API once it implements admin.Cluster; until then
+	// /$cluster/ answers 404 saying the node runs without a cluster.
+	if c, ok := any(node).(admin.Cluster); ok {
+		hc.Cluster = c
+	}
 	handler, err := admin.New(hc)
 	if err != nil {
 		return err
-	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		return fmt.Errorf("--admin-addr %s: %w", cfg.AdminAddr, err)
 	}
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	adminErr := make(chan error, 1)
 	go func() { adminErr <- hs.Serve(adminLn) }()
 
-	amqpAddr := srv.Addrs()[0].String()
+	amqpAddr := amqpLn.Addr().String()
 	name, key := node.DefaultKey()
 	connStr := amqp.ConnectionString(amqpAddr, amqp.SASKey{Name: name, Key: key})
 	if err := writeEndpoints(cfg.Data, amqpAddr, adminLn.Addr().String(), node.ClusterAddr(), connStr); err != nil {
@@ -104,12 +116,56 @@ func run(cfg Config) error {
 		log.Info("shutting down")
 	case err := <-adminErr:
 		return fmt.Errorf("admin API: %w", err)
+	case err := <-amqpErr:
+		return fmt.Errorf("AMQP listener: %w", err)
 	}
 	stop()
 	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	err = errors.Join(hs.Shutdown(shutCtx), srv.Close(), node.Close())
-	return err
+	// Clients go first, so they reconnect to other nodes; then the node hands its
+	// leaderships over and leaves (when it can: cluster.Node gains Shutdown with the
+	// multi-node work), all within --shutdown-timeout; Close ends the rest.
+	errs := []error{hs.Shutdown(shutCtx), srv.Close()}
+	if g, ok := any(node).(interface{ Shutdown(context.Context) error }); ok {
+		if err := g.Shutdown(shutCtx); err != nil {
+			errs = append(errs, fmt.Errorf("graceful leave: %w", err))
+		}
+	}
+	errs = append(errs, node.Close())
+	return errors.Join(errs...)
+}
+
+// clusterConfig maps the node's settings to cluster.Config. amqpAddr and adminAddr are
+// the bound client listeners; they are advertised to peers, with a wildcard host
+// replaced by the host of --advertise-addr.
+func clusterConfig(cfg Config, amqpAddr, adminAddr net.Addr) cluster.Config {
+	cc := cluster.DefaultConfig()
+	cc.NodeID = cfg.NodeID
+	cc.DataDir = cfg.Data
+	cc.ClusterAddr = cfg.ClusterAddr
+	cc.Namespace = cfg.Namespace
+	cc.DefaultKeyName = cfg.KeyName
+	cc.DefaultKey = cfg.Key
+	cc.AdvertiseAddr = cfg.AdvertiseAddr
+	cc.Join = append([]string(nil), cfg.Join...)
+	cc.BootstrapExpect = cfg.BootstrapExpect
+	cc.Zone = cfg.Zone
+	cc.Replicas = cfg.Replicas
+	cc.DeadNodeGrace = cfg.DeadNodeGrace
+	advHost, _, _ := net.SplitHostPort(cfg.AdvertiseAddr)
+	cc.AMQPAddr = advertised(amqpAddr, advHost)
+	cc.AdminAddr = advertised(adminAddr, advHost)
+	return cc
+}
+
+// advertised is the address peers and operators should use for a listener bound to a:
+// a itself, or with a wildcard host, host with a's port ("" keeps a as it is).
+func advertised(a net.Addr, host string) string {
+	h, port, err := net.SplitHostPort(a.String())
+	if err != nil || host == "" || !isWildcard(h) {
+		return a.String()
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // writeEndpoints records where the node listens: endpoints.json for tools and tests

@@ -17,8 +17,9 @@ type Type uint8
 
 // Stream types.
 const (
-	TypeRaft Type = 1 // a Raft group's NetworkTransport; id = group id
-	TypeRPC  Type = 2 // reserved for the cluster's forwarding RPC
+	TypeRaft   Type = 1 // a Raft group's NetworkTransport; id = group id
+	TypeRPC    Type = 2 // the cluster's forwarding RPC; id 0
+	TypeGossip Type = 3 // memberlist's streams (push/pull, probes over TCP); id 0
 )
 
 func (t Type) String() string {
@@ -27,6 +28,8 @@ func (t Type) String() string {
 		return "raft"
 	case TypeRPC:
 		return "rpc"
+	case TypeGossip:
+		return "gossip"
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }

@@ -1,7 +1,10 @@
 // Package harness starts real quorumbus nodes for end-to-end tests: it builds the
 // binary once per test process, runs each node as a subprocess on 127.0.0.1 with its own
-// data directory, and hands out official SDK clients pointed at it. Nodes die with the
-// test (t.Cleanup, and the kernel kills them if the test process dies first).
+// data directory, and hands out official SDK clients pointed at it. Start runs one node;
+// StartCluster runs n nodes that form a cluster, with fixed ports so that a node can be
+// killed, paused, restarted or wiped and come back at the address its peers know. Nodes
+// die with the test (t.Cleanup, and the kernel kills them if the test process dies
+// first).
 package harness
 
 import (
@@ -9,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -82,14 +86,23 @@ type Endpoints struct {
 type Node struct {
 	Dir  string
 	Args []string // extra flags
+	// ID is the node's --node-id in a cluster started by StartCluster; "" for Start.
+	ID string
 	Endpoints
 
-	t       testing.TB
-	cmd     *exec.Cmd
-	log     *syncBuffer
-	done    chan struct{} // closed when the process has exited
-	exitErr error         // its exit status; read after done is closed
+	t     testing.TB
+	fixed *ports // nil: every listener on port 0, new ports at each (re)start
+	cmd   *exec.Cmd
+	log   *syncBuffer
+	done  chan struct{} // closed when the process has exited
+	// exitErr is the exit status; written by the goroutine waiting on the process
+	// before it closes done, read only after done is closed.
+	exitErr error
 }
+
+// ports are the fixed listeners of a cluster node, kept across restarts: its peers know
+// it by its cluster address.
+type ports struct{ amqp, admin, cluster string }
 
 // Start runs a node with a fresh data directory. extra flags are appended, e.g.
 // "--config-json", path.
@@ -101,12 +114,35 @@ func Start(t testing.TB, extra ...string) *Node {
 	return n
 }
 
+// name is how messages refer to the node.
+func (n *Node) name() string {
+	if n.ID == "" {
+		return "quorumbus"
+	}
+	return "quorumbus " + n.ID
+}
+
+// start launches the node and waits until it serves.
 func (n *Node) start() {
 	n.t.Helper()
+	if err := n.launch(); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := n.awaitServing(time.Now().Add(60 * time.Second)); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// launch starts the process without waiting for it to serve.
+func (n *Node) launch() error {
 	bin := filepath.Join(Binary(n.t), "quorumbus")
 	os.Remove(filepath.Join(n.Dir, "endpoints.json"))
-	args := append([]string{"--data", n.Dir, "--amqp-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
-		"--cluster-addr", "127.0.0.1:0", "--log-level", "warn"}, n.Args...)
+	p := ports{amqp: "127.0.0.1:0", admin: "127.0.0.1:0", cluster: "127.0.0.1:0"}
+	if n.fixed != nil {
+		p = *n.fixed
+	}
+	args := append([]string{"--data", n.Dir, "--amqp-addr", p.amqp, "--admin-addr", p.admin,
+		"--cluster-addr", p.cluster, "--log-level", "warn"}, n.Args...)
 	n.cmd = exec.Command(bin, args...)
 	n.cmd.Env = append(os.Environ(), "QUORUMBUS_LOG_LEVEL=warn")
 	n.log = &syncBuffer{}
@@ -114,7 +150,7 @@ func (n *Node) start() {
 	// The node dies with the test process, whatever happens to the test.
 	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := n.cmd.Start(); err != nil {
-		n.t.Fatalf("start quorumbus: %v", err)
+		return fmt.Errorf("start %s: %v", n.name(), err)
 	}
 	done := make(chan struct{})
 	n.done = done
@@ -122,38 +158,50 @@ func (n *Node) start() {
 		n.exitErr = c.Wait()
 		close(done)
 	}(n.cmd)
-	deadline := time.Now().Add(60 * time.Second)
+	return nil
+}
+
+// awaitServing waits until the node has written endpoints.json, by deadline, and then
+// answers /readyz, within 30 s more.
+func (n *Node) awaitServing(deadline time.Time) error {
 	for {
 		b, err := os.ReadFile(filepath.Join(n.Dir, "endpoints.json"))
 		if err == nil && json.Unmarshal(b, &n.Endpoints) == nil && n.ConnectionString != "" {
 			break
 		}
 		select {
-		case <-done:
-			n.t.Fatalf("quorumbus exited before serving: %v\n%s", n.exitErr, n.log.String())
+		case <-n.done:
+			return fmt.Errorf("%s exited before serving: %v\n%s", n.name(), n.exitErr, n.log.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			n.t.Fatalf("quorumbus did not write endpoints.json within 60s\n%s", n.log.String())
+			return fmt.Errorf("%s did not write endpoints.json in time\n%s", n.name(), n.log.String())
 		}
 	}
-	n.waitReady()
+	return n.awaitReady(deadline.Add(30 * time.Second))
 }
 
-func (n *Node) waitReady() {
-	n.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+func (n *Node) awaitReady(deadline time.Time) error {
+	var last string
 	for time.Now().Before(deadline) {
 		resp, err := http.Get("http://" + n.Admin + "/readyz")
 		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+		} else {
+			last = err.Error()
 		}
-		time.Sleep(20 * time.Millisecond) // polling a readiness endpoint
+		select {
+		case <-n.done:
+			return fmt.Errorf("%s exited before it was ready: %v\n%s", n.name(), n.exitErr, n.log.String())
+		case <-time.After(20 * time.Millisecond): // polling a readiness endpoint
+		}
 	}
-	n.t.Fatalf("quorumbus not ready within 30s\n%s", n.Log())
+	return fmt.Errorf("%s not ready in time (last /readyz: %s)\n%s", n.name(), last, n.Log())
 }
 
 // Log is what the node printed so far.
@@ -188,25 +236,73 @@ func (n *Node) Kill() {
 }
 
 // Stop sends SIGTERM, waits for the node to exit and returns its exit status (nil for a
-// clean exit).
+// clean exit). A paused node is resumed so that it can handle the signal.
 func (n *Node) Stop() error {
 	n.t.Helper()
 	syscall.Kill(n.cmd.Process.Pid, syscall.SIGTERM)
+	syscall.Kill(-n.cmd.Process.Pid, syscall.SIGCONT)
 	n.waitGone()
 	return n.exitErr
+}
+
+// Pause freezes the node (SIGSTOP): its sockets stay open but it answers nothing, like a
+// node in a long GC pause or behind a silent network partition.
+func (n *Node) Pause() {
+	n.t.Helper()
+	if err := syscall.Kill(-n.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		n.t.Fatalf("pause %s: %v", n.name(), err)
+	}
+}
+
+// Resume continues a paused node (SIGCONT).
+func (n *Node) Resume() {
+	n.t.Helper()
+	if err := syscall.Kill(-n.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		n.t.Fatalf("resume %s: %v", n.name(), err)
+	}
+}
+
+// Running reports whether the node's process has not exited.
+func (n *Node) Running() bool {
+	select {
+	case <-n.done:
+		return false
+	default:
+		return n.done != nil
+	}
 }
 
 func (n *Node) waitGone() {
 	select {
 	case <-n.done:
 	case <-time.After(60 * time.Second):
-		n.t.Errorf("quorumbus (pid %d) still running 60s after being stopped", n.cmd.Process.Pid)
+		n.t.Errorf("%s (pid %d) still running 60s after being stopped", n.name(), n.cmd.Process.Pid)
 	}
 }
 
-// Restart starts the node again on the same data directory (new ports).
+// Restart starts the node again on the same data directory, once it has exited (Kill or
+// Stop first). A single node (Start) gets new ports; a cluster node (StartCluster) keeps
+// its ports and ID, since its peers know it by its address.
 func (n *Node) Restart() {
 	n.t.Helper()
+	if n.Running() {
+		n.t.Fatalf("Restart of %s while it runs: Kill or Stop it first", n.name())
+	}
+	n.start()
+}
+
+// WipeAndRestart kills the node if it runs, deletes its data directory and starts it
+// again with the same ID and ports: a node that lost its disk and must be rebuilt from
+// its peers.
+func (n *Node) WipeAndRestart() {
+	n.t.Helper()
+	n.Kill()
+	if err := os.RemoveAll(n.Dir); err != nil {
+		n.t.Fatalf("wipe %s: %v", n.Dir, err)
+	}
+	if err := os.MkdirAll(n.Dir, 0o750); err != nil {
+		n.t.Fatal(err)
+	}
 	n.start()
 }
 

@@ -1,0 +1,63 @@
+package admin
+
+import "context"
+
+// Cluster is the operator surface of a multi-node cluster, served as JSON under
+// /$cluster/ on every node (qbctl cluster, node and partition commands). Errors: an error
+// wrapping meta.ErrNotFound (unknown node or group) is 404, a *meta.ValidationError or
+// meta.ErrInvalid 400, ErrUnavailable 503.
+type Cluster interface {
+	// ClusterStatus describes the members as this node sees them.
+	ClusterStatus(ctx context.Context) (ClusterStatus, error)
+	// Partitions describes every partition group: replicas, leader, indexes, lag.
+	Partitions(ctx context.Context) ([]PartitionStatus, error)
+	// DrainNode moves leadership (and, with the node marked draining, new placements)
+	// away from a node so it can be stopped without clients seeing more than retriable
+	// errors.
+	DrainNode(ctx context.Context, id string) error
+	// RemoveNode removes a node from the cluster for good: its replicas are re-placed
+	// on the others first, then it leaves every Raft group.
+	RemoveNode(ctx context.Context, id string) error
+	// TransferLeader moves leadership of one partition group to node to ("" means
+	// any other voter).
+	TransferLeader(ctx context.Context, groupID uint32, to string) error
+}
+
+// ClusterStatus is GET /$cluster/status.
+type ClusterStatus struct {
+	NodeID         string   `json:"nodeId"`         // the node that answered
+	MetadataLeader string   `json:"metadataLeader"` // "" when there is none
+	Members        []Member `json:"members"`
+}
+
+// Member is one node of the cluster.
+type Member struct {
+	ID          string `json:"id"`
+	ClusterAddr string `json:"clusterAddr"`
+	AMQPAddr    string `json:"amqpAddr,omitempty"`
+	AdminAddr   string `json:"adminAddr,omitempty"`
+	Zone        string `json:"zone,omitempty"`
+	// State: "alive", "suspect", "dead" (gossip), "left", or "draining".
+	State string `json:"state"`
+	// MetadataRole: "leader", "voter" or "nonvoter" in the metadata group; "" if none.
+	MetadataRole string `json:"metadataRole"`
+	Replicas     int    `json:"replicas"` // partition replicas placed on it
+	Leading      int    `json:"leading"`  // partition groups it leads
+}
+
+// PartitionStatus is one element of GET /$cluster/partitions.
+type PartitionStatus struct {
+	Entity   string          `json:"entity"`
+	Index    int             `json:"index"`
+	GroupID  uint32          `json:"groupId"`
+	Leader   string          `json:"leader"` // "" when there is none
+	Replicas []ReplicaStatus `json:"replicas"`
+}
+
+// ReplicaStatus is one replica of a partition group.
+type ReplicaStatus struct {
+	Node      string `json:"node"`
+	Voter     bool   `json:"voter"`
+	LastIndex uint64 `json:"lastIndex"` // last log index the replica reports; 0 if unknown
+	Lag       uint64 `json:"lag"`       // entries behind the leader
+}

@@ -1,0 +1,378 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
+)
+
+// Membership changes. Gossip says who is alive; the metadata leader records nodes
+// (meta.PutNode) and grows its own group; each partition group's leader moves its group
+// toward the placement one safe step at a time: add a missing replica as a non-voter,
+// promote it once it has caught up, and only then remove a voter the placement dropped.
+// A majority is never removed at once, and a node is never removed automatically.
+
+// maxMetaVoters is the metadata group's size: more nodes join it as non-voters.
+const maxMetaVoters = 5
+
+// catchUpSlack is how far behind the leader's last index a non-voter may be when it is
+// promoted.
+const catchUpSlack = 64
+
+// registerSelf records this node in the metadata (on the metadata leader).
+func (n *Node) registerSelf(ctx context.Context) error {
+	return n.register(ctx, member{memberMeta: memberMeta{ID: n.cfg.NodeID, Cluster: n.adv, Zone: n.cfg.Zone, Inc: n.inc}})
+}
+
+func (n *Node) register(ctx context.Context, m member) error {
+	var old meta.Node
+	var ok bool
+	n.meta.read(func(s *meta.State) { old, ok = s.Node(m.ID) })
+	want := meta.Node{ID: m.ID, Addr: m.Cluster, Zone: m.Zone, Incarnation: m.Inc, Draining: old.Draining}
+	if ok && old == want {
+		return nil
+	}
+	return n.meta.propose(ctx, &meta.PutNode{Node: want})
+}
+
+// metaLoop runs the metadata leader's duties: register live nodes, and grow the
+// metadata group (non-voters first, promoted once caught up) up to maxMetaVoters voters.
+func (n *Node) metaLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(reconcileInterval)
+	defer t.Stop()
+	deadSince := map[string]time.Time{} // registered nodes gossip does not see, since when
+	round := 0
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+		}
+		if !n.meta.isLeader() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n.reconcileMeta(ctx)
+		n.replaceDead(ctx, deadSince)
+		if round++; round%5 == 0 {
+			n.balanceLeaders(ctx)
+		}
+		cancel()
+	}
+}
+
+func (n *Node) reconcileMeta(ctx context.Context) {
+	members := n.gossip.members()
+	alive := map[string]member{}
+	for _, m := range members {
+		alive[m.ID] = m
+		if err := n.register(ctx, m); err != nil {
+			n.log.Warn("register node", "node", m.ID, "err", err)
+		}
+	}
+	servers := n.meta.servers()
+	in := map[string]raft.Server{}
+	voters := 0
+	for _, s := range servers {
+		in[string(s.ID)] = s
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	// Add live nodes the group lacks, as non-voters.
+	for _, m := range members {
+		if _, ok := in[m.ID]; ok {
+			continue
+		}
+		f := n.meta.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.Cluster), 0, 5*time.Second)
+		if err := f.Error(); err != nil {
+			n.log.Warn("add metadata non-voter", "node", m.ID, "err", err)
+			return
+		}
+		n.log.Info("metadata group: added non-voter", "node", m.ID)
+		return // one change per round
+	}
+	// Promote a caught-up live non-voter while the group has fewer voters than it should:
+	// the largest odd number not above maxMetaVoters and the number of live nodes.
+	target := min(maxMetaVoters, len(members))
+	if target%2 == 0 {
+		target--
+	}
+	if voters >= target {
+		return
+	}
+	last := n.meta.raft.LastIndex()
+	var cands []string
+	for _, s := range servers {
+		if s.Suffrage == raft.Nonvoter {
+			if _, ok := alive[string(s.ID)]; ok {
+				cands = append(cands, string(s.ID))
+			}
+		}
+	}
+	cands = n.spreadZones(cands, servers)
+	for _, id := range cands {
+		st, err := n.peerStatus(ctx, id, metaGroupID)
+		if err != nil || st.Applied+catchUpSlack < last {
+			continue
+		}
+		f := n.meta.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(alive[id].Cluster), 0, 5*time.Second)
+		if err := f.Error(); err != nil {
+			n.log.Warn("promote metadata voter", "node", id, "err", err)
+		} else {
+			n.log.Info("metadata group: promoted voter", "node", id)
+		}
+		return
+	}
+}
+
+// spreadZones orders candidates so that those in zones with the fewest voters come
+// first.
+func (n *Node) spreadZones(cands []string, servers []raft.Server) []string {
+	zoneOf := map[string]string{}
+	n.meta.read(func(s *meta.State) {
+		for _, nd := range s.Nodes() {
+			zoneOf[nd.ID] = nd.Zone
+		}
+	})
+	count := map[string]int{}
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			count[zoneOf[string(s.ID)]]++
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return count[zoneOf[cands[i]]] < count[zoneOf[cands[j]]] })
+	return cands
+}
+
+// peerStatus asks node id about one group it hosts.
+func (n *Node) peerStatus(ctx context.Context, id string, groupID uint32) (GroupInfo, error) {
+	var out []GroupInfo
+	if id == n.cfg.NodeID {
+		out = n.localGroupStatus([]uint32{groupID})
+	} else {
+		addr := n.addrOf(id)
+		if addr == "" {
+			return GroupInfo{}, fmt.Errorf("%w: node %q has no known address", ErrUnavailable, id)
+		}
+		if err := n.rpc.call(ctx, addr, "GroupStatus", []uint32{groupID}, &out, nil); err != nil {
+			return GroupInfo{}, err
+		}
+	}
+	if len(out) == 0 {
+		return GroupInfo{}, fmt.Errorf("%w: node %q does not host group %d", ErrUnavailable, id, groupID)
+	}
+	return out[0], nil
+}
+
+// localGroupStatus describes the groups hosted here (all when ids is empty); group
+// metaGroupID is the metadata group.
+func (n *Node) localGroupStatus(ids []uint32) []GroupInfo {
+	var out []GroupInfo
+	want := func(id uint32) bool {
+		if len(ids) == 0 {
+			return true
+		}
+		for _, x := range ids {
+			if x == id {
+				return true
+			}
+		}
+		return false
+	}
+	if want(metaGroupID) && len(ids) > 0 {
+		st := GroupInfo{Group: metaGroupID, Leader: n.meta.leader(), IsLeader: n.meta.isLeader(),
+			LastIndex: n.meta.raft.LastIndex(), Applied: n.meta.raft.AppliedIndex()}
+		out = append(out, st)
+	}
+	n.mu.RLock()
+	var rs []*replica
+	for id, r := range n.parts {
+		if want(id) {
+			rs = append(rs, r)
+		}
+	}
+	n.mu.RUnlock()
+	for _, r := range rs {
+		leader, _ := r.p.Leader()
+		st := GroupInfo{Group: r.cfg.GroupID, Leader: leader, IsLeader: r.p.IsLeader(),
+			LastIndex: r.p.LastIndex(), Applied: r.p.AppliedIndex()}
+		if servers, err := r.p.Servers(); err == nil {
+			for _, s := range servers {
+				st.Servers = append(st.Servers, ServerInfo{ID: string(s.ID), Voter: s.Suffrage == raft.Voter})
+			}
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+// reconcileMembers moves the membership of a group this node leads one step toward
+// its placement. It reports whether the group matches the placement.
+func (n *Node) reconcileMembers(ctx context.Context, r *replica, part meta.Partition) bool {
+	if part.GroupID == 0 {
+		return true
+	}
+	servers, err := r.p.Servers()
+	if err != nil {
+		return false
+	}
+	in := map[string]raft.Server{}
+	for _, s := range servers {
+		in[string(s.ID)] = s
+	}
+	// 1. A placed replica the group lacks joins as a non-voter.
+	for _, id := range part.Replicas {
+		if _, ok := in[id]; ok {
+			continue
+		}
+		addr := n.addrOf(id)
+		if addr == "" {
+			return false
+		}
+		if err := r.p.AddNonvoter(ctx, id, addr); err != nil {
+			n.log.Warn("add partition non-voter", "entity", r.entity, "partition", r.index, "node", id, "err", err)
+		} else {
+			n.log.Info("partition: added non-voter", "entity", r.entity, "partition", r.index, "node", id)
+		}
+		return false
+	}
+	// 2. A caught-up placed non-voter is promoted.
+	last := r.p.LastIndex()
+	for _, id := range part.Replicas {
+		if s := in[id]; s.Suffrage == raft.Voter {
+			continue
+		}
+		st, err := n.peerStatus(ctx, id, part.GroupID)
+		if err != nil || st.Applied+catchUpSlack < last {
+			return false
+		}
+		if err := r.p.AddVoter(ctx, id, n.addrOf(id)); err != nil {
+			n.log.Warn("promote partition voter", "entity", r.entity, "partition", r.index, "node", id, "err", err)
+		} else {
+			n.log.Info("partition: promoted voter", "entity", r.entity, "partition", r.index, "node", id)
+		}
+		return false
+	}
+	// 3. Every placed replica votes: remove one server the placement dropped. The
+	// leader hands leadership over before removing itself.
+	for _, s := range servers {
+		if containsNode(part.Replicas, string(s.ID)) {
+			continue
+		}
+		if string(s.ID) == n.cfg.NodeID {
+			if err := r.p.TransferLeadership(); err != nil {
+				n.log.Warn("hand over leadership before leaving", "entity", r.entity, "partition", r.index, "err", err)
+			}
+			return false
+		}
+		if err := r.p.RemoveServer(ctx, string(s.ID)); err != nil {
+			n.log.Warn("remove partition replica", "entity", r.entity, "partition", r.index, "node", s.ID, "err", err)
+		} else {
+			n.log.Info("partition: removed replica", "entity", r.entity, "partition", r.index, "node", s.ID)
+		}
+		return false
+	}
+	return true
+}
+
+// transferLocal hands leadership of a group led here to another voter (to: "" any).
+func (n *Node) transferLocal(groupID uint32, to string) error {
+	n.mu.RLock()
+	r := n.parts[groupID]
+	n.mu.RUnlock()
+	if r == nil {
+		return fmt.Errorf("%w: group %d is not hosted on %s", meta.ErrNotFound, groupID, n.cfg.NodeID)
+	}
+	return r.p.TransferLeadershipTo(to, n.addrOf(to))
+}
+
+// replaceDead re-places the replicas of nodes that gossip has not seen for longer than
+// DeadNodeGrace (the nodes themselves stay registered: removing one is an operator's
+// decision, qbctl node remove).
+func (n *Node) replaceDead(ctx context.Context, deadSince map[string]time.Time) {
+	alive := map[string]bool{}
+	for _, m := range n.gossip.members() {
+		alive[m.ID] = true
+	}
+	var nodes []meta.Node
+	hosts := map[string]bool{}
+	n.meta.read(func(s *meta.State) {
+		nodes = s.Nodes()
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				for _, r := range p.Replicas {
+					hosts[r] = true
+				}
+			}
+		}
+	})
+	now := time.Now()
+	for _, nd := range nodes {
+		if alive[nd.ID] {
+			delete(deadSince, nd.ID)
+			continue
+		}
+		since, ok := deadSince[nd.ID]
+		if !ok {
+			deadSince[nd.ID] = now
+			continue
+		}
+		if now.Sub(since) < n.cfg.DeadNodeGrace || !hosts[nd.ID] {
+			continue
+		}
+		n.log.Warn("node unreachable past its grace period: re-placing its replicas", "node", nd.ID, "since", since)
+		if err := n.replaceNode(ctx, nd.ID); err != nil {
+			n.log.Warn("re-place replicas", "node", nd.ID, "err", err)
+		}
+	}
+}
+
+// balanceLeaders moves partition leadership back to each group's preferred leader (its
+// first replica, which placement rotates over the nodes) when that node is alive, not
+// draining and a voter: after a node returns, it leads its share again. At most two
+// transfers per round.
+func (n *Node) balanceLeaders(ctx context.Context) {
+	pref := map[uint32]string{}
+	draining := map[string]bool{}
+	n.meta.read(func(s *meta.State) {
+		for _, nd := range s.Nodes() {
+			draining[nd.ID] = nd.Draining
+		}
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				if len(p.Replicas) > 0 {
+					pref[p.GroupID] = p.Replicas[0]
+				}
+			}
+		}
+	})
+	moved := 0
+	for id, gs := range n.groupsEverywhere(ctx) {
+		for _, g := range gs {
+			want, ok := pref[g.Group]
+			if !g.IsLeader || g.Group == metaGroupID || !ok || want == id || draining[want] || moved >= 2 {
+				continue
+			}
+			isVoter := false
+			for _, s := range g.Servers {
+				isVoter = isVoter || (s.ID == want && s.Voter)
+			}
+			if !isVoter {
+				continue
+			}
+			if err := n.TransferLeader(ctx, g.Group, want); err != nil {
+				n.log.Debug("balance leaders", "group", g.Group, "to", want, "err", err)
+				continue
+			}
+			moved++
+		}
+	}
+}

@@ -1,0 +1,455 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/quorumbus/quorumbus/cluster/admin"
+	"github.com/quorumbus/quorumbus/cluster/meta"
+)
+
+// The operator surface (admin.Cluster, qbctl cluster/node/partition) and the graceful
+// stop.
+
+var _ admin.Cluster = (*Node)(nil)
+
+// groupsEverywhere asks every live node which groups it hosts and who leads them.
+func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
+	out := map[string][]GroupInfo{n.cfg.NodeID: n.localGroupStatus(nil)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range n.gossip.members() {
+		if m.ID == n.cfg.NodeID {
+			continue
+		}
+		wg.Add(1)
+		go func(m member) {
+			defer wg.Done()
+			var gs []GroupInfo
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			if err := n.rpc.call(cctx, m.Cluster, "GroupStatus", []uint32{}, &gs, nil); err == nil {
+				mu.Lock()
+				out[m.ID] = gs
+				mu.Unlock()
+			}
+		}(m)
+	}
+	wg.Wait()
+	return out
+}
+
+// ClusterStatus implements admin.Cluster.
+func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
+	st := admin.ClusterStatus{NodeID: n.cfg.NodeID, MetadataLeader: n.meta.leader()}
+	roles := map[string]string{}
+	for _, s := range n.meta.servers() {
+		roles[string(s.ID)] = "nonvoter"
+		if s.Suffrage == raft.Voter {
+			roles[string(s.ID)] = "voter"
+		}
+	}
+	if st.MetadataLeader != "" {
+		roles[st.MetadataLeader] = "leader"
+	}
+	members := map[string]*admin.Member{}
+	var nodes []meta.Node
+	replicas := map[string]int{}
+	n.meta.read(func(s *meta.State) {
+		nodes = s.Nodes()
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				for _, r := range p.Replicas {
+					replicas[r]++
+				}
+			}
+		}
+	})
+	for _, nd := range nodes {
+		members[nd.ID] = &admin.Member{ID: nd.ID, ClusterAddr: nd.Addr, Zone: nd.Zone, State: "dead"}
+		if nd.Draining {
+			members[nd.ID].State = "draining"
+		}
+	}
+	for _, m := range n.gossip.members() {
+		mb := members[m.ID]
+		if mb == nil {
+			mb = &admin.Member{ID: m.ID}
+			members[m.ID] = mb
+		}
+		mb.ClusterAddr, mb.AMQPAddr, mb.AdminAddr, mb.Zone = m.Cluster, m.AMQP, m.Admin, m.Zone
+		if mb.State != "draining" {
+			mb.State = m.State
+		}
+	}
+	for id, gs := range n.groupsEverywhere(ctx) {
+		if mb := members[id]; mb != nil {
+			for _, g := range gs {
+				if g.IsLeader && g.Group != metaGroupID {
+					mb.Leading++
+				}
+			}
+		}
+	}
+	for id, mb := range members {
+		mb.MetadataRole = roles[id]
+		mb.Replicas = replicas[id]
+		st.Members = append(st.Members, *mb)
+	}
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
+	return st, nil
+}
+
+// Partitions implements admin.Cluster.
+func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) {
+	var pls []meta.Placement
+	n.meta.read(func(s *meta.State) { pls = s.Placements() })
+	type key struct {
+		node  string
+		group uint32
+	}
+	infos := map[key]GroupInfo{}
+	leaders := map[uint32]GroupInfo{}
+	for id, gs := range n.groupsEverywhere(ctx) {
+		for _, g := range gs {
+			infos[key{id, g.Group}] = g
+			if g.IsLeader {
+				leaders[g.Group] = g
+			}
+		}
+	}
+	var out []admin.PartitionStatus
+	for _, pl := range pls {
+		for i, p := range pl.Partitions {
+			ps := admin.PartitionStatus{Entity: pl.Entity, Index: i, GroupID: p.GroupID}
+			lead, hasLeader := leaders[p.GroupID]
+			voters := map[string]bool{}
+			if hasLeader {
+				ps.Leader = lead.Leader
+				for _, s := range lead.Servers {
+					voters[s.ID] = s.Voter
+				}
+			}
+			ids := append([]string(nil), p.Replicas...)
+			for id := range voters { // servers the placement dropped, still in the group
+				if !containsNode(ids, id) {
+					ids = append(ids, id)
+				}
+			}
+			for _, id := range ids {
+				rs := admin.ReplicaStatus{Node: id, Voter: voters[id]}
+				if g, ok := infos[key{id, p.GroupID}]; ok {
+					rs.LastIndex = g.LastIndex
+					if hasLeader && lead.LastIndex > g.LastIndex {
+						rs.Lag = lead.LastIndex - g.LastIndex
+					}
+				}
+				ps.Replicas = append(ps.Replicas, rs)
+			}
+			out = append(out, ps)
+		}
+	}
+	return out, nil
+}
+
+func (n *Node) knownNode(id string) (meta.Node, error) {
+	var nd meta.Node
+	var ok bool
+	n.meta.read(func(s *meta.State) { nd, ok = s.Node(id) })
+	if !ok {
+		return nd, fmt.Errorf("node %q: %w", id, meta.ErrNotFound)
+	}
+	return nd, nil
+}
+
+// DrainNode implements admin.Cluster: the node is marked draining (no new replicas are
+// placed on it, and leader balancing leaves it alone), and it hands over leadership of
+// everything it leads.
+func (n *Node) DrainNode(ctx context.Context, id string) error {
+	nd, err := n.knownNode(id)
+	if err != nil {
+		return err
+	}
+	if !nd.Draining {
+		nd.Draining = true
+		if err := n.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
+			return err
+		}
+	}
+	if id == n.cfg.NodeID {
+		return n.handOver(ctx)
+	}
+	addr := n.addrOf(id)
+	if addr == "" {
+		return fmt.Errorf("%w: node %q is not reachable", admin.ErrUnavailable, id)
+	}
+	var w WireErr
+	if err := n.rpc.call(ctx, addr, "HandOver", &TransferReq{Timeout: timeLeft(ctx)}, &w, nil); err != nil {
+		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
+	}
+	if w.Msg != "" {
+		return w.err()
+	}
+	return nil
+}
+
+func timeLeft(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return 30 * time.Second
+}
+
+// handOver transfers leadership of every group this node leads (the metadata group
+// included) to other voters, and waits until it leads none or ctx ends.
+func (n *Node) handOver(ctx context.Context) error {
+	for {
+		n.mu.RLock()
+		var leading []*replica
+		for _, r := range n.parts {
+			if leader, _ := r.p.Leader(); leader == n.cfg.NodeID {
+				leading = append(leading, r)
+			}
+		}
+		n.mu.RUnlock()
+		metaLeader := n.meta.isLeader()
+		if len(leading) == 0 && !metaLeader {
+			return nil
+		}
+		for _, r := range leading {
+			if servers, err := r.p.Servers(); err == nil && voters(servers) < 2 {
+				continue // nobody to hand it to
+			}
+			if err := r.p.TransferLeadership(); err != nil {
+				n.log.Debug("hand over partition leadership", "entity", r.entity, "partition", r.index, "err", err)
+			}
+		}
+		if metaLeader && voters(n.meta.servers()) > 1 {
+			if err := n.meta.raft.LeadershipTransfer().Error(); err != nil {
+				n.log.Debug("hand over metadata leadership", "err", err)
+			}
+		}
+		if n.leadsOnlyAlone() {
+			return nil
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: still leading groups: %v", admin.ErrUnavailable, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// leadsOnlyAlone reports whether every group this node still leads has no other voter.
+func (n *Node) leadsOnlyAlone() bool {
+	if n.meta.isLeader() && voters(n.meta.servers()) > 1 {
+		return false
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, r := range n.parts {
+		if leader, _ := r.p.Leader(); leader == n.cfg.NodeID {
+			if servers, err := r.p.Servers(); err != nil || voters(servers) > 1 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func voters(servers []raft.Server) int {
+	c := 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
+}
+
+// HandOver is DrainNode's step on the drained node.
+func (s *rpcService) HandOver(req *TransferReq, resp *WireErr) error {
+	ctx, cancel := s.n.rpcContext(req.Timeout)
+	defer cancel()
+	if w := toWire(s.n.handOver(ctx)); w != nil {
+		*resp = *w
+	}
+	return nil
+}
+
+// Shutdown is the graceful stop (SIGTERM): this node hands over leadership of every
+// group it leads, so clients see at most retriable errors while it restarts, and leaves
+// the gossip; the caller then calls Close. A lone node has nobody to hand over to.
+func (n *Node) Shutdown(ctx context.Context) error {
+	err := n.handOver(ctx)
+	n.gossip.leave(2 * time.Second)
+	return err
+}
+
+// TransferLeader implements admin.Cluster.
+func (n *Node) TransferLeader(ctx context.Context, groupID uint32, to string) error {
+	found := false
+	n.meta.read(func(s *meta.State) {
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				if p.GroupID == groupID {
+					found = true
+					if to != "" && !containsNode(p.Replicas, to) {
+						found = false
+					}
+				}
+			}
+		}
+	})
+	if !found {
+		if to != "" {
+			return fmt.Errorf("group %d with a replica on %q: %w", groupID, to, meta.ErrNotFound)
+		}
+		return fmt.Errorf("group %d: %w", groupID, meta.ErrNotFound)
+	}
+	for id, gs := range n.groupsEverywhere(ctx) {
+		for _, g := range gs {
+			if g.Group != groupID || !g.IsLeader {
+				continue
+			}
+			if id == to {
+				return nil
+			}
+			if id == n.cfg.NodeID {
+				return n.transferLocal(groupID, to)
+			}
+			var w WireErr
+			if err := n.rpc.call(ctx, n.addrOf(id), "Transfer", &TransferReq{Group: groupID, To: to}, &w, nil); err != nil {
+				return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
+			}
+			if w.Msg != "" {
+				return w.err()
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: group %d has no leader now", admin.ErrUnavailable, groupID)
+}
+
+// RemoveNode implements admin.Cluster: the node's replicas are placed on other nodes
+// (each group's leader then adds the new replica, promotes it once caught up and only
+// then removes the old one), and the node leaves the metadata group and its record is
+// deleted. It runs on the metadata leader.
+func (n *Node) RemoveNode(ctx context.Context, id string) error {
+	if _, err := n.knownNode(id); err != nil {
+		return err
+	}
+	if !n.meta.isLeader() {
+		leader := n.meta.leader()
+		if leader == "" {
+			return fmt.Errorf("%w: no metadata leader", admin.ErrUnavailable)
+		}
+		var w WireErr
+		if err := n.rpc.call(ctx, n.addrOf(leader), "RemoveNode", &TransferReq{To: id, Timeout: timeLeft(ctx)}, &w, nil); err != nil {
+			return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
+		}
+		if w.Msg != "" {
+			return w.err()
+		}
+		return nil
+	}
+	if id == n.cfg.NodeID {
+		return fmt.Errorf("%w: node %q leads the metadata group; drain it first so another node leads", meta.ErrInvalid, id)
+	}
+	if err := n.replaceNode(ctx, id); err != nil {
+		return err
+	}
+	if f := n.meta.raft.RemoveServer(raft.ServerID(id), 0, timeLeft(ctx)); f.Error() != nil {
+		return fmt.Errorf("%w: remove %q from the metadata group: %v", admin.ErrUnavailable, id, f.Error())
+	}
+	if err := n.meta.propose(ctx, &meta.DeleteNode{ID: id}); err != nil && !errors.Is(err, meta.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// RemoveNode is RemoveNode forwarded to the metadata leader (To names the node).
+func (s *rpcService) RemoveNode(req *TransferReq, resp *WireErr) error {
+	ctx, cancel := s.n.rpcContext(req.Timeout)
+	defer cancel()
+	if w := toWire(s.n.RemoveNode(ctx, req.To)); w != nil {
+		*resp = *w
+	}
+	return nil
+}
+
+// replaceNode re-places every replica on node id onto another eligible node, one
+// SetPlacement per entity (on the metadata leader). A partition for which no other node
+// is eligible keeps its remaining replicas.
+func (n *Node) replaceNode(ctx context.Context, id string) error {
+	var pls []meta.Placement
+	n.meta.read(func(s *meta.State) { pls = s.Placements() })
+	for _, pl := range pls {
+		changed := false
+		reps := make([][]string, len(pl.Partitions))
+		for i, p := range pl.Partitions {
+			reps[i] = append([]string(nil), p.Replicas...)
+			if !containsNode(p.Replicas, id) {
+				continue
+			}
+			changed = true
+			var keep []string
+			for _, r := range p.Replicas {
+				if r != id {
+					keep = append(keep, r)
+				}
+			}
+			if sub := n.substitute(keep, id); sub != "" {
+				keep = append(keep, sub)
+			}
+			if len(keep) == 0 {
+				return fmt.Errorf("%w: partition %d of %s has no other replica to keep its data", meta.ErrInvalid, i, pl.Entity)
+			}
+			reps[i] = keep
+		}
+		if changed {
+			if _, err := n.meta.proposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
+				return err
+			}
+			n.log.Info("re-placed replicas", "entity", pl.Entity, "from", id, "replicas", reps)
+		}
+	}
+	return nil
+}
+
+// substitute picks a live, not draining node outside have (and not gone), the least
+// loaded; "" when there is none.
+func (n *Node) substitute(have []string, gone string) string {
+	load := map[string]int{}
+	draining := map[string]bool{}
+	n.meta.read(func(s *meta.State) {
+		for _, nd := range s.Nodes() {
+			draining[nd.ID] = nd.Draining
+		}
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				for _, r := range p.Replicas {
+					load[r]++
+				}
+			}
+		}
+	})
+	best, bestLoad := "", 0
+	for _, m := range n.gossip.members() {
+		if m.ID == gone || draining[m.ID] || containsNode(have, m.ID) || m.State != "alive" {
+			continue
+		}
+		if best == "" || load[m.ID] < bestLoad || (load[m.ID] == bestLoad && m.ID < best) {
+			best, bestLoad = m.ID, load[m.ID]
+		}
+	}
+	return best
+}

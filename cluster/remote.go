@@ -1,0 +1,415 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/partition"
+)
+
+// The partition seam: every data-plane operation on a partition is a CallReq, executed
+// by exec on the node that leads the partition's group. call runs it here when this
+// node's replica leads, and otherwise forwards it to the leader over the cluster RPC,
+// following leader changes until the caller's deadline.
+
+type op uint8
+
+// Operations. Append only (nodes of different releases talk to each other).
+const (
+	opEnqueue op = iota + 1
+	opSchedule
+	opCancel
+	opReceive
+	opReceiveDeferred
+	opSettle
+	opRenewLock
+	opAcceptSession
+	opReleaseSession
+	opRenewSession
+	opSetState
+	opGetState
+	opListSessions
+	opPeek
+	opStats
+	opPurge
+)
+
+// CallReq is one operation on one partition group.
+type CallReq struct {
+	Group   uint32
+	Op      op
+	Timeout time.Duration // what is left of the caller's deadline; 0: none
+
+	Msgs     []*fsm.Message
+	Seqs     []int64
+	Target   fsm.Target
+	Tokens   []fsm.LockToken
+	Receive  fsm.Receive
+	Wait     time.Duration
+	Deferred fsm.ReceiveDeferred
+	Settle   fsm.Settle
+	Accept   fsm.AcceptSession
+	Session  string
+	Owner    string
+	State    []byte
+	SetState fsm.SetSessionState
+	From     int64
+	Max      int
+}
+
+// CallResp is its outcome. err is set on the local path; E carries it over the network.
+type CallResp struct {
+	E         *WireErr
+	Seqs      []int64
+	Msgs      []*fsm.Message
+	TokenErrs []WireErr // zero value: no error (gob cannot carry nil pointers in a slice)
+	Until     []int64
+	Session   string
+	State     []byte
+	Sessions  []string
+	Stats     fsm.Stats
+	Count     int
+
+	err       error
+	tokenErrs []error
+}
+
+// exec runs req on a local replica (any replica: a follower answers ErrNotLeader).
+func exec(ctx context.Context, p *partition.Partition, req *CallReq) *CallResp {
+	r := &CallResp{}
+	switch req.Op {
+	case opEnqueue:
+		r.Seqs, r.err = p.Enqueue(ctx, req.Msgs)
+	case opSchedule:
+		r.Seqs, r.err = p.Schedule(ctx, req.Msgs)
+	case opCancel:
+		r.err = p.Cancel(ctx, req.Seqs)
+	case opReceive:
+		r.Msgs, r.err = p.Receive(ctx, req.Receive, req.Wait)
+	case opReceiveDeferred:
+		r.Msgs, r.err = p.ReceiveDeferred(ctx, req.Deferred)
+	case opSettle:
+		r.tokenErrs, r.err = p.Settle(ctx, req.Settle)
+	case opRenewLock:
+		r.Until, r.err = p.RenewLock(ctx, req.Target, req.Tokens)
+	case opAcceptSession:
+		var until int64
+		r.Session, until, r.err = p.AcceptSession(ctx, req.Accept, req.Wait)
+		r.Until = []int64{until}
+	case opReleaseSession:
+		r.err = p.ReleaseSession(ctx, req.Target, req.Session, req.Owner)
+	case opRenewSession:
+		var until int64
+		until, r.err = p.RenewSession(ctx, req.Target, req.Session, req.Owner)
+		r.Until = []int64{until}
+	case opSetState:
+		r.err = p.SetSessionState(ctx, req.SetState)
+	case opGetState:
+		r.State, r.err = p.SessionState(ctx, req.Target, req.Session)
+	case opListSessions:
+		r.Sessions, r.err = p.ListSessions(ctx, req.Target)
+	case opPeek:
+		r.Msgs, r.err = p.Peek(ctx, req.Target, req.From, req.Max)
+	case opStats:
+		r.Stats, r.err = p.Stats(ctx)
+	case opPurge:
+		r.Count, r.err = p.Purge(ctx, req.Target)
+	default:
+		r.err = fmt.Errorf("%w: unknown operation %d", fsm.ErrBadCommand, req.Op)
+	}
+	return r
+}
+
+// toWire readies a local outcome for the network.
+func (r *CallResp) toWire() {
+	r.E = toWire(r.err)
+	if r.tokenErrs != nil {
+		r.TokenErrs = make([]WireErr, len(r.tokenErrs))
+		for i, e := range r.tokenErrs {
+			if w := toWire(e); w != nil {
+				r.TokenErrs[i] = *w
+			}
+		}
+	}
+}
+
+// fromWire turns a reply from the network into a local outcome.
+func (r *CallResp) fromWire() {
+	r.err = r.E.err()
+	if r.TokenErrs != nil {
+		r.tokenErrs = make([]error, len(r.TokenErrs))
+		for i := range r.TokenErrs {
+			if e := &r.TokenErrs[i]; e.Msg != "" || e.Kinds != 0 {
+				r.tokenErrs[i] = e.err()
+			}
+		}
+	}
+}
+
+// group is one partition of a resolved entity: its Raft group and where it runs.
+type group struct {
+	id       uint32
+	index    int
+	replicas []string
+	local    *replica // nil when no replica is hosted here
+}
+
+// retriable reports whether a failed attempt certainly did not take effect and another
+// replica may serve it: the node was not the leader (and the command never entered its
+// log), or it could not be reached.
+func retriable(err error) bool {
+	var nl *partition.NotLeaderError
+	if errors.As(err, &nl) {
+		return !nl.Unknown
+	}
+	return errors.Is(err, partition.ErrNotLeader) || (errors.Is(err, ErrUnavailable) && !errors.Is(err, partition.ErrOutcomeUnknown)) ||
+		errors.Is(err, partition.ErrClosed)
+}
+
+// call runs req on the leader of g: here when the local replica leads, otherwise on the
+// node that does, retrying on leader changes and unreachable nodes until ctx ends (at most
+// callPatience when ctx has no deadline). abandon, when set, receives the outcome of a
+// forwarded call whose caller gave up, so that locks it took can be released.
+func (n *Node) call(ctx context.Context, g group, req *CallReq, abandon func(*CallResp)) *CallResp {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, callPatience)
+		defer cancel()
+	}
+	req.Group = g.id
+	backoff := 5 * time.Millisecond
+	var last *CallResp
+	tried := 0
+	for {
+		target := n.leaderOf(g, tried)
+		var r *CallResp
+		if target == n.cfg.NodeID && g.local != nil {
+			r = exec(ctx, g.local.p, req)
+		} else if target == "" {
+			r = &CallResp{err: fmt.Errorf("%w: partition group %d has no known leader", ErrUnavailable, g.id)}
+		} else {
+			r = n.remote(ctx, target, req, abandon)
+		}
+		if r.err == nil || !retriable(r.err) {
+			if r.err == nil {
+				n.hints.Store(g.id, target)
+			}
+			return r
+		}
+		last = r
+		if debugCalls {
+			fmt.Printf("DBG call from %s group %d op %d target %s local=%v: %v\n", n.cfg.NodeID, g.id, req.Op, target, g.local != nil, r.err)
+		}
+		var nl *partition.NotLeaderError
+		if errors.As(r.err, &nl) && nl.LeaderID != "" && nl.LeaderID != target {
+			n.hints.Store(g.id, nl.LeaderID)
+		} else {
+			n.hints.Delete(g.id)
+			tried++
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			if last.err != nil {
+				last.err = fmt.Errorf("%w: %w", partition.ErrTimeout, last.err)
+			}
+			return last
+		case <-n.closing:
+			t.Stop()
+			return &CallResp{err: ErrClosed}
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 200*time.Millisecond)
+	}
+}
+
+// callPatience bounds how long a call without a deadline follows leader changes.
+const callPatience = 30 * time.Second
+
+// leaderOf guesses which node leads g: the local replica's view, then the last node that
+// answered, then the replicas in turn (tried counts failed guesses).
+func (n *Node) leaderOf(g group, tried int) string {
+	if g.local != nil && g.local.p.IsLeader() {
+		return n.cfg.NodeID
+	}
+	if v, ok := n.hints.Load(g.id); ok {
+		return v.(string)
+	}
+	if g.local != nil && tried == 0 {
+		if id, _ := g.local.p.Leader(); id != "" {
+			return id
+		}
+	}
+	if len(g.replicas) == 0 {
+		return ""
+	}
+	return g.replicas[tried%len(g.replicas)]
+}
+
+// remote sends req to node id.
+func (n *Node) remote(ctx context.Context, id string, req *CallReq, abandon func(*CallResp)) *CallResp {
+	addr := n.addrOf(id)
+	if addr == "" {
+		return &CallResp{err: fmt.Errorf("%w: node %q has no known address", ErrUnavailable, id)}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		req.Timeout = time.Until(dl)
+	}
+	resp := &CallResp{}
+	var onAbandon func()
+	if abandon != nil {
+		onAbandon = func() { resp.fromWire(); abandon(resp) }
+	}
+	if err := n.rpc.call(ctx, addr, "Call", req, resp, onAbandon); err != nil {
+		return &CallResp{err: err}
+	}
+	resp.fromWire()
+	return resp
+}
+
+// rpcService is what a node serves to its peers.
+type rpcService struct{ n *Node }
+
+// Call executes an operation on a partition replica hosted here.
+func (s *rpcService) Call(req *CallReq, resp *CallResp) error {
+	ctx, cancel := s.n.rpcContext(req.Timeout)
+	defer cancel()
+	s.n.mu.RLock()
+	r := s.n.parts[req.Group]
+	s.n.mu.RUnlock()
+	if r == nil {
+		*resp = CallResp{err: &partition.NotLeaderError{}}
+	} else {
+		*resp = *exec(ctx, r.p, req)
+	}
+	resp.toWire()
+	return nil
+}
+
+// rpcContext is the context of a call served for a peer: its deadline, and the node's
+// shutdown.
+func (n *Node) rpcContext(timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		timeout = callPatience
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	go func() {
+		select {
+		case <-n.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// WaitReq asks a peer to wait until a partition it leads may have a message for recv.
+type WaitReq struct {
+	Group   uint32
+	Receive fsm.Receive
+	Timeout time.Duration
+}
+
+// WaitChange returns when the partition changed (or may have a message for the receive)
+// or the timeout passed; a remote receiver spanning several partitions sleeps on it.
+func (s *rpcService) WaitChange(req *WaitReq, resp *bool) error {
+	s.n.mu.RLock()
+	r := s.n.parts[req.Group]
+	s.n.mu.RUnlock()
+	if r == nil {
+		*resp = true
+		return nil
+	}
+	ch := r.p.Changed()
+	if s.n.available(r.p, req.Receive) {
+		*resp = true
+		return nil
+	}
+	t := time.NewTimer(min(req.Timeout, remoteWaitCap))
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-s.n.closing:
+	}
+	*resp = true
+	return nil
+}
+
+// remoteWaitCap bounds one remote wait, so a wake-up lost between a caller's try and its
+// wait costs at most this long.
+const remoteWaitCap = time.Second
+
+// available reports whether a receive may find something on p now. Conservative: true
+// unless the partition can tell it has nothing.
+func (n *Node) available(p *partition.Partition, req fsm.Receive) bool {
+	return false
+}
+
+// MetaApplyReq forwards a metadata command to the metadata leader.
+type MetaApplyReq struct {
+	Entry   []byte // meta.EncodeEntry of the command (Now 0: the leader stamps it)
+	Timeout time.Duration
+}
+
+// MetaApplyResp is its outcome and the index at which it committed, for read-your-writes.
+type MetaApplyResp struct {
+	E     *WireErr
+	Index uint64
+}
+
+// MetaApply applies a metadata command on the leader.
+func (s *rpcService) MetaApply(req *MetaApplyReq, resp *MetaApplyResp) error {
+	ctx, cancel := s.n.rpcContext(req.Timeout)
+	defer cancel()
+	e, err := meta.DecodeEntry(req.Entry)
+	if err == nil {
+		resp.Index, err = s.n.applyLocal(ctx, e.Cmd)
+	}
+	resp.E = toWire(err)
+	return nil
+}
+
+// GroupInfo is what a node knows of one partition group it hosts.
+type GroupInfo struct {
+	Group     uint32
+	Leader    string
+	IsLeader  bool
+	LastIndex uint64
+	Applied   uint64
+	Servers   []ServerInfo
+}
+
+type ServerInfo struct {
+	ID    string
+	Voter bool
+}
+
+// GroupStatus reports the groups hosted here (all of them when ids is empty).
+func (s *rpcService) GroupStatus(ids []uint32, resp *[]GroupInfo) error {
+	*resp = s.n.localGroupStatus(ids)
+	return nil
+}
+
+// TransferReq asks the leader of a group to hand leadership to another voter.
+type TransferReq struct {
+	Group   uint32
+	To      string
+	Timeout time.Duration
+}
+
+// Transfer hands leadership of a group led here to another voter.
+func (s *rpcService) Transfer(req *TransferReq, resp *WireErr) error {
+	if w := toWire(s.n.transferLocal(req.Group, req.To)); w != nil {
+		*resp = *w
+	}
+	return nil
+}
+
+var debugCalls = os.Getenv("QB_DEBUG") != ""

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The cluster commands use the node's JSON cluster API (/$cluster/, docs/admin-api.md),
+// which the Service Bus admin client does not know. The types below mirror its JSON; a
+// test checks them against cluster/admin's (qbctl itself imports no broker package).
+
+type clusterStatus struct {
+	NodeID         string   `json:"nodeId"`
+	MetadataLeader string   `json:"metadataLeader"`
+	Members        []member `json:"members"`
+}
+
+type member struct {
+	ID           string `json:"id"`
+	ClusterAddr  string `json:"clusterAddr"`
+	AMQPAddr     string `json:"amqpAddr"`
+	AdminAddr    string `json:"adminAddr"`
+	Zone         string `json:"zone"`
+	State        string `json:"state"`
+	MetadataRole string `json:"metadataRole"`
+	Replicas     int    `json:"replicas"`
+	Leading      int    `json:"leading"`
+}
+
+type partitionStatus struct {
+	Entity   string          `json:"entity"`
+	Index    int             `json:"index"`
+	GroupID  uint32          `json:"groupId"`
+	Leader   string          `json:"leader"`
+	Replicas []replicaStatus `json:"replicas"`
+}
+
+type replicaStatus struct {
+	Node      string `json:"node"`
+	Voter     bool   `json:"voter"`
+	LastIndex uint64 `json:"lastIndex"`
+	Lag       uint64 `json:"lag"`
+}
+
+// apiError is the cluster API's error body.
+type apiError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// clusterFlags parses the flags of a cluster, node or partition command: --output (also
+// -o) may follow the command, as in `qbctl cluster status -o json`.
+func (g *globals) clusterFlags(name string, args []string, register func(fs *flag.FlagSet)) ([]string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(g.stderr)
+	fs.StringVar(&g.output, "output", g.output, "table or json")
+	fs.StringVar(&g.output, "o", g.output, "table or json (short for --output)")
+	if register != nil {
+		register(fs)
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if g.output != "table" && g.output != "json" {
+		return nil, fmt.Errorf("%w: --output must be table or json", errUsage)
+	}
+	return pos, nil
+}
+
+func (g *globals) clusterCmd(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: cluster needs a verb: status or partitions", errUsage)
+	}
+	verb := args[0]
+	pos, err := g.clusterFlags("cluster "+verb, args[1:], nil)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return fmt.Errorf("%w: cluster %s takes no arguments", errUsage, verb)
+	}
+	switch verb {
+	case "status":
+		return g.clusterStatus(ctx)
+	case "partitions":
+		return g.clusterPartitions(ctx)
+	}
+	return fmt.Errorf("%w: unknown cluster verb %q (status or partitions)", errUsage, verb)
+}
+
+func (g *globals) clusterStatus(ctx context.Context) error {
+	var st clusterStatus
+	if err := g.clusterAPI(ctx, http.MethodGet, "/$cluster/status", "cluster status", &st); err != nil {
+		return err
+	}
+	t := &table{header: []string{"ID", "STATE", "ZONE", "METADATA", "REPLICAS", "LEADING", "CLUSTER ADDR", "AMQP ADDR"}}
+	for _, m := range st.Members {
+		t.add(m.ID, m.State, m.Zone, m.MetadataRole, m.Replicas, m.Leading, m.ClusterAddr, m.AMQPAddr)
+	}
+	if g.output == "json" {
+		rows := t.jsonRows()
+		for i, m := range st.Members {
+			rows[i]["admin_addr"] = m.AdminAddr
+		}
+		return g.printJSON(map[string]any{"node": st.NodeID, "metadata_leader": st.MetadataLeader, "members": rows})
+	}
+	leader := st.MetadataLeader
+	if leader == "" {
+		leader = "none (no quorum?)"
+	}
+	fmt.Fprintf(g.stdout, "metadata leader: %s (as seen by %s)\n", leader, st.NodeID)
+	return g.print(t)
+}
+
+func (g *globals) clusterPartitions(ctx context.Context) error {
+	var ps []partitionStatus
+	if err := g.clusterAPI(ctx, http.MethodGet, "/$cluster/partitions", "cluster partitions", &ps); err != nil {
+		return err
+	}
+	t := &table{header: []string{"ENTITY", "PARTITION", "GROUP", "LEADER", "REPLICAS"}}
+	for _, p := range ps {
+		if g.output == "json" {
+			reps := make([]map[string]any, 0, len(p.Replicas))
+			for _, r := range p.Replicas {
+				reps = append(reps, map[string]any{"node": r.Node, "voter": r.Voter, "last_index": r.LastIndex, "lag": r.Lag})
+			}
+			t.add(p.Entity, p.Index, p.GroupID, p.Leader, reps)
+			continue
+		}
+		t.add(p.Entity, p.Index, p.GroupID, p.Leader, replicaCell(p))
+	}
+	return g.print(t)
+}
+
+// replicaCell lists a group's replicas, each but the leader with its lag:
+// "n1, n2 (lag 0), n3 (nonvoter, lag 12)".
+func replicaCell(p partitionStatus) string {
+	cells := make([]string, 0, len(p.Replicas))
+	for _, r := range p.Replicas {
+		var notes []string
+		if !r.Voter {
+			notes = append(notes, "nonvoter")
+		}
+		if r.Node != p.Leader {
+			notes = append(notes, "lag "+strconv.FormatUint(r.Lag, 10))
+		}
+		c := r.Node
+		if len(notes) > 0 {
+			c += " (" + strings.Join(notes, ", ") + ")"
+		}
+		cells = append(cells, c)
+	}
+	return strings.Join(cells, ", ")
+}
+
+func (g *globals) nodeCmd(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: node needs a verb: drain or remove", errUsage)
+	}
+	verb := args[0]
+	pos, err := g.clusterFlags("node "+verb, args[1:], nil)
+	if err != nil {
+		return err
+	}
+	if verb != "drain" && verb != "remove" {
+		return fmt.Errorf("%w: unknown node verb %q (drain or remove)", errUsage, verb)
+	}
+	if len(pos) != 1 || pos[0] == "" {
+		return fmt.Errorf("%w: node %s takes one node ID", errUsage, verb)
+	}
+	id := pos[0]
+	path := "/$cluster/nodes/" + url.PathEscape(id)
+	method, done := http.MethodDelete, "removed from the cluster: its replicas were placed on other nodes"
+	if verb == "drain" {
+		path += "/drain"
+		method, done = http.MethodPost, "draining: leaderships and new placements move to other nodes"
+	}
+	if err := g.clusterAPI(ctx, method, path, "node "+verb+" "+id, nil); err != nil {
+		return err
+	}
+	if g.output == "json" {
+		return g.printJSON(map[string]any{"node": id, "action": verb, "ok": true})
+	}
+	fmt.Fprintf(g.stdout, "node %s %s\n", id, done)
+	return nil
+}
+
+func (g *globals) partitionCmd(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "transfer-leader" {
+		return fmt.Errorf("%w: partition needs a verb: transfer-leader GROUP [--to NODE]", errUsage)
+	}
+	var to string
+	pos, err := g.clusterFlags("partition transfer-leader", args[1:], func(fs *flag.FlagSet) {
+		fs.StringVar(&to, "to", "", "the node to lead the group (default: any other voter)")
+	})
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: partition transfer-leader takes one GROUP (see qbctl cluster partitions)", errUsage)
+	}
+	group, err := strconv.ParseUint(pos[0], 10, 32)
+	if err != nil {
+		return fmt.Errorf("%w: GROUP %q is not a partition group number (see the GROUP column of qbctl cluster partitions)", errUsage, pos[0])
+	}
+	path := "/$cluster/partitions/" + strconv.FormatUint(group, 10) + "/transfer-leader"
+	if to != "" {
+		path += "?to=" + url.QueryEscape(to)
+	}
+	if err := g.clusterAPI(ctx, http.MethodPost, path, "transfer-leader of group "+pos[0], nil); err != nil {
+		return err
+	}
+	if g.output == "json" {
+		return g.printJSON(map[string]any{"group": group, "to": to, "ok": true})
+	}
+	if to == "" {
+		to = "another voter"
+	}
+	fmt.Fprintf(g.stdout, "leadership of group %d moved to %s\n", group, to)
+	return nil
+}
+
+// clusterAPI sends one signed request to the cluster API and decodes a JSON answer into
+// out (nil: none expected). what names the operation in errors.
+func (g *globals) clusterAPI(ctx context.Context, method, path, what string, out any) error {
+	cs, err := g.connectionString()
+	if err != nil {
+		return err
+	}
+	auth, err := sasToken(cs, time.Now().Add(time.Hour))
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+g.adminAddr+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", auth)
+	hc := &http.Client{Timeout: 2 * time.Minute} // a drain or remove moves replicas
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: cannot reach the admin API at %s (--admin-addr): %v", what, g.adminAddr, unwrapURL(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("%s: reading the answer: %v", what, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: %s", what, describeAPIError(resp.StatusCode, body, g.adminAddr))
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("%s: the node at %s answered something that is not the cluster API's JSON: %v", what, g.adminAddr, err)
+	}
+	return nil
+}
+
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// describeAPIError turns an error answer into a sentence for an operator.
+func describeAPIError(code int, body []byte, addr string) string {
+	var e apiError
+	msg := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &e) == nil && e.Message != "" {
+		msg = e.Message
+	} else if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	switch {
+	case code == http.StatusUnauthorized:
+		return "not authorized (the key needs the Manage right): " + msg
+	case code == http.StatusNotFound && strings.Contains(msg, "without a cluster"):
+		return fmt.Sprintf("the node at %s runs without a cluster, so it has no cluster API", addr)
+	case code == http.StatusNotFound && e.Message == "":
+		return fmt.Sprintf("the node at %s has no cluster API (an older quorumbus?): %d %s", addr, code, msg)
+	case code == http.StatusNotFound:
+		return "not found: " + msg
+	case code == http.StatusBadRequest:
+		return "rejected: " + msg
+	case code == http.StatusServiceUnavailable:
+		return "the cluster cannot do this now, try again: " + msg
+	}
+	return fmt.Sprintf("the node answered %d: %s", code, msg)
+}
+
+// sasToken signs a SharedAccessSignature for the whole namespace of connection string
+// cs, valid until exp, the way the Service Bus SDKs do (docs/admin-api.md
+// § Authentication). A connection string that carries a SharedAccessSignature uses it.
+func sasToken(cs string, exp time.Time) (string, error) {
+	var endpoint, keyName, key, sas string
+	for _, part := range strings.Split(cs, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch strings.ToLower(k) {
+		case "endpoint":
+			endpoint = v
+		case "sharedaccesskeyname":
+			keyName = v
+		case "sharedaccesskey":
+			key = v
+		case "sharedaccesssignature":
+			sas = v
+		}
+	}
+	if sas != "" {
+		return sas, nil
+	}
+	if endpoint == "" || keyName == "" || key == "" {
+		return "", errors.New("the connection string needs Endpoint, SharedAccessKeyName and SharedAccessKey")
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("the connection string's Endpoint %q is not sb://HOST", endpoint)
+	}
+	sr := url.QueryEscape("sb://" + strings.ToLower(u.Host))
+	se := strconv.FormatInt(exp.Unix(), 10)
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(sr + "\n" + se))
+	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	return "SharedAccessSignature sr=" + sr + "&sig=" + sig + "&se=" + se + "&skn=" + keyName, nil
+}

@@ -1,0 +1,165 @@
+package harness
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Cluster is n quorumbus processes on 127.0.0.1 that form one cluster.
+type Cluster struct {
+	Nodes []*Node // n1..nN, in order
+	t     testing.TB
+}
+
+// ClusterOption changes how StartCluster starts the nodes.
+type ClusterOption func(*clusterOptions)
+
+type clusterOptions struct {
+	args    []string
+	timeout time.Duration
+}
+
+// WithArgs adds flags to every node's command line, e.g. WithArgs("--replicas", "2").
+func WithArgs(extra ...string) ClusterOption {
+	return func(o *clusterOptions) { o.args = append(o.args, extra...) }
+}
+
+// WithStartTimeout bounds how long the nodes may take to serve (default 90 s).
+func WithStartTimeout(d time.Duration) ClusterOption {
+	return func(o *clusterOptions) { o.timeout = d }
+}
+
+// StartCluster starts n nodes with IDs n1..nN, each with its own data directory and
+// fixed 127.0.0.1 ports (kept across Restart), every node joining all the others with
+// --bootstrap-expect n. The processes start together, since a node of a forming cluster
+// only serves once enough peers are up; StartCluster returns when every node has written
+// endpoints.json and answers /readyz. Every node dies with the test.
+func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("StartCluster: n = %d", n)
+	}
+	o := clusterOptions{timeout: 90 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	Binary(t) // build before the clock starts
+	addrs, err := freeAddrs(3 * n)
+	if err != nil {
+		t.Fatalf("StartCluster: picking ports: %v", err)
+	}
+	c := &Cluster{t: t}
+	for i := 0; i < n; i++ {
+		p := &ports{amqp: addrs[3*i], admin: addrs[3*i+1], cluster: addrs[3*i+2]}
+		c.Nodes = append(c.Nodes, &Node{ID: "n" + strconv.Itoa(i+1), Dir: t.TempDir(), t: t, fixed: p})
+	}
+	for _, nd := range c.Nodes {
+		var join []string
+		for _, other := range c.Nodes {
+			if other != nd {
+				join = append(join, other.fixed.cluster)
+			}
+		}
+		nd.Args = append([]string{"--node-id", nd.ID, "--advertise-addr", nd.fixed.cluster,
+			"--bootstrap-expect", strconv.Itoa(n)}, o.args...)
+		if len(join) > 0 {
+			nd.Args = append(nd.Args, "--join", strings.Join(join, ","))
+		}
+	}
+	for _, nd := range c.Nodes {
+		t.Cleanup(func() { nd.Kill() })
+		if err := nd.launch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(o.timeout)
+	var errs []error
+	for _, nd := range c.Nodes {
+		if err := nd.awaitServing(deadline); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		t.Fatalf("StartCluster(%d): %v", n, errors.Join(errs...))
+	}
+	return c
+}
+
+// freeAddrs returns k distinct free 127.0.0.1:PORT addresses: each is bound to port 0
+// and released, all at once so that no port is handed out twice. Another process could
+// take one before the node binds it; on a test machine that is rare.
+func freeAddrs(k int) ([]string, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	out := make([]string, 0, k)
+	for i := 0; i < k; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	return out, nil
+}
+
+// Node returns the node with ID id (n1, n2, ...), failing the test if there is none.
+func (c *Cluster) Node(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	var ids []string
+	for _, n := range c.Nodes {
+		ids = append(ids, n.ID)
+	}
+	c.t.Helper()
+	c.t.Fatalf("harness: no node %q in the cluster (%s)", id, strings.Join(ids, ", "))
+	return nil
+}
+
+// Permanent marks an error of a WaitFor condition as final: waiting longer cannot help,
+// so WaitFor fails at once.
+func Permanent(err error) error { return &permanentError{err} }
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// WaitFor calls cond every 250 ms until it returns nil, and fails the test with cond's
+// last error if that does not happen within timeout (or at once for a Permanent one).
+func (c *Cluster) WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	WaitFor(t, timeout, cond)
+}
+
+// WaitFor is Cluster.WaitFor for tests without a cluster.
+func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		var p *permanentError
+		if errors.As(err, &p) {
+			t.Fatalf("gave up after %v: %v", time.Since(start).Round(time.Millisecond), p.err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v; last error: %v", timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond) // polling a condition on other processes
+	}
+}
