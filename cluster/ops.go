@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -124,6 +125,10 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 			}
 		}
 	}
+	var digests map[string]map[uint32]string
+	if admin.WantDigests(ctx) {
+		digests = n.digestsEverywhere(ctx)
+	}
 	var out []admin.PartitionStatus
 	for _, pl := range pls {
 		for i, p := range pl.Partitions {
@@ -143,7 +148,7 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 				}
 			}
 			for _, id := range ids {
-				rs := admin.ReplicaStatus{Node: id, Voter: voters[id]}
+				rs := admin.ReplicaStatus{Node: id, Voter: voters[id], Digest: digests[id][p.GroupID]}
 				if g, ok := infos[key{id, p.GroupID}]; ok {
 					rs.LastIndex = g.LastIndex
 					if hasLeader && lead.LastIndex > g.LastIndex {
@@ -452,4 +457,42 @@ func (n *Node) substitute(have []string, gone string) string {
 		}
 	}
 	return best
+}
+
+// Digests reports the state digest (hex SHA-256) of every partition replica hosted here.
+func (s *rpcService) Digests(_ struct{}, resp *map[uint32]string) error {
+	*resp = s.n.localDigests()
+	return nil
+}
+
+func (n *Node) localDigests() map[uint32]string {
+	n.mu.RLock()
+	rs := make([]*replica, 0, len(n.parts))
+	for _, r := range n.parts {
+		rs = append(rs, r)
+	}
+	n.mu.RUnlock()
+	out := map[uint32]string{}
+	for _, r := range rs {
+		d := r.p.Digest()
+		out[r.cfg.GroupID] = hex.EncodeToString(d[:])
+	}
+	return out
+}
+
+// digestsEverywhere asks every live node for the digests of the replicas it hosts.
+func (n *Node) digestsEverywhere(ctx context.Context) map[string]map[uint32]string {
+	out := map[string]map[uint32]string{n.cfg.NodeID: n.localDigests()}
+	for _, m := range n.gossip.members() {
+		if m.ID == n.cfg.NodeID {
+			continue
+		}
+		var d map[uint32]string
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := n.rpc.call(cctx, m.Cluster, "Digests", struct{}{}, &d, nil); err == nil {
+			out[m.ID] = d
+		}
+		cancel()
+	}
+	return out
 }

@@ -60,4 +60,20 @@ type ReplicaStatus struct {
 	Voter     bool   `json:"voter"`
 	LastIndex uint64 `json:"lastIndex"` // last log index the replica reports; 0 if unknown
 	Lag       uint64 `json:"lag"`       // entries behind the leader
+	// Digest is the SHA-256 of the replica's state machine (hex), when asked for with
+	// ?digests=true: equal digests, equal states (replicas converged).
+	Digest string `json:"digest,omitempty"`
+}
+
+type digestsKey struct{}
+
+// WithDigests marks ctx as asking Cluster.Partitions for replica digests.
+func WithDigests(ctx context.Context) context.Context {
+	return context.WithValue(ctx, digestsKey{}, true)
+}
+
+// WantDigests reports whether ctx asks for replica digests.
+func WantDigests(ctx context.Context) bool {
+	v, _ := ctx.Value(digestsKey{}).(bool)
+	return v
 }

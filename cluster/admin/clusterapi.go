@@ -110,7 +110,11 @@ func (h *Handler) clusterRequest(w http.ResponseWriter, r *http.Request) error {
 		if err := allow(http.MethodGet); err != nil {
 			return err
 		}
-		ps, err := c.Partitions(ctx)
+		pctx := ctx
+		if r.URL.Query().Get("digests") == "true" {
+			pctx = WithDigests(ctx)
+		}
+		ps, err := c.Partitions(pctx)
 		if err != nil {
 			return err
 		}

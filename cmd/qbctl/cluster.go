@@ -52,6 +52,7 @@ type replicaStatus struct {
 	Voter     bool   `json:"voter"`
 	LastIndex uint64 `json:"lastIndex"`
 	Lag       uint64 `json:"lag"`
+	Digest    string `json:"digest,omitempty"`
 }
 
 // apiError is the cluster API's error body.
@@ -85,7 +86,13 @@ func (g *globals) clusterCmd(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: cluster needs a verb: status or partitions", errUsage)
 	}
 	verb := args[0]
-	pos, err := g.clusterFlags("cluster "+verb, args[1:], nil)
+	var register func(fs *flag.FlagSet)
+	if verb == "partitions" {
+		register = func(fs *flag.FlagSet) {
+			fs.BoolVar(&g.digests, "digests", false, "also show each replica's state digest (equal digests: converged replicas)")
+		}
+	}
+	pos, err := g.clusterFlags("cluster "+verb, args[1:], register)
 	if err != nil {
 		return err
 	}
@@ -127,7 +134,11 @@ func (g *globals) clusterStatus(ctx context.Context) error {
 
 func (g *globals) clusterPartitions(ctx context.Context) error {
 	var ps []partitionStatus
-	if err := g.clusterAPI(ctx, http.MethodGet, "/$cluster/partitions", "cluster partitions", &ps); err != nil {
+	path := "/$cluster/partitions"
+	if g.digests {
+		path += "?digests=true"
+	}
+	if err := g.clusterAPI(ctx, http.MethodGet, path, "cluster partitions", &ps); err != nil {
 		return err
 	}
 	t := &table{header: []string{"ENTITY", "PARTITION", "GROUP", "LEADER", "REPLICAS"}}
@@ -135,7 +146,11 @@ func (g *globals) clusterPartitions(ctx context.Context) error {
 		if g.output == "json" {
 			reps := make([]map[string]any, 0, len(p.Replicas))
 			for _, r := range p.Replicas {
-				reps = append(reps, map[string]any{"node": r.Node, "voter": r.Voter, "last_index": r.LastIndex, "lag": r.Lag})
+				rep := map[string]any{"node": r.Node, "voter": r.Voter, "last_index": r.LastIndex, "lag": r.Lag}
+				if r.Digest != "" {
+					rep["digest"] = r.Digest
+				}
+				reps = append(reps, rep)
 			}
 			t.add(p.Entity, p.Index, p.GroupID, p.Leader, reps)
 			continue

@@ -16,6 +16,7 @@ type globals struct {
 	adminAddr string
 	data      string
 	output    string
+	digests   bool // cluster partitions --digests
 	stdout    io.Writer
 	stderr    io.Writer
 }
