@@ -17,17 +17,22 @@ import (
 
 // WaitFor calls cond until it returns nil and fails the test if that has not happened
 // within timeout, reporting the last error cond returned: the message says what the
-// test was still waiting for. Polling starts at 10ms and backs off to 100ms, so cheap
-// conditions are noticed quickly and expensive ones (a round trip to a broker) do not
-// load the machine.
+// test was still waiting for. An error wrapped by Permanent fails the test at once.
+// Polling starts at 10ms and backs off to 100ms, so cheap conditions are noticed
+// quickly and expensive ones (a round trip to a broker) do not load the machine.
 func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	interval := 10 * time.Millisecond
 	for {
 		err := cond()
 		if err == nil {
 			return
+		}
+		var p *permanentError
+		if errors.As(err, &p) {
+			t.Fatalf("gave up after %v: %v", time.Since(start).Round(time.Millisecond), p.err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v; last: %v", timeout, err)
@@ -36,6 +41,15 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 		interval = min(2*interval, 100*time.Millisecond)
 	}
 }
+
+// Permanent marks an error of a WaitFor condition as final: waiting longer cannot help,
+// so WaitFor fails at once.
+func Permanent(err error) error { return &permanentError{err} }
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
 
 // Blocked returns the stacks of the goroutines that are blocked (in a select or a
 // channel operation) directly in fn, a fully qualified function name such as

@@ -71,3 +71,40 @@ func selectInTestutilBlocked(stop chan struct{}) {
 	case <-tick.C:
 	}
 }
+
+// fatalTB records the first Fatalf and stops the caller, as testing.T does.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(f)
+}
+
+func TestWaitForReportsLastErrorAndStopsOnPermanent(t *testing.T) {
+	run := func(timeout time.Duration, cond func() error) (msg string, took time.Duration) {
+		tb := &fatalTB{TB: t}
+		start := time.Now()
+		func() {
+			defer func() {
+				if r := recover(); r != nil && r != any(tb) {
+					panic(r)
+				}
+			}()
+			WaitFor(tb, timeout, cond)
+		}()
+		return tb.msg, time.Since(start)
+	}
+	n := 0
+	msg, _ := run(50*time.Millisecond, func() error { n++; return fmt.Errorf("try %d", n) })
+	if !strings.Contains(msg, fmt.Sprintf("last: try %d", n)) {
+		t.Errorf("timeout message %q does not report the last error (try %d)", msg, n)
+	}
+	msg, took := run(time.Minute, func() error { return Permanent(errors.New("cannot happen")) })
+	if !strings.Contains(msg, "gave up") || !strings.Contains(msg, "cannot happen") || took > 10*time.Second {
+		t.Errorf("a Permanent error: %q after %v, want an immediate failure naming it", msg, took)
+	}
+}
