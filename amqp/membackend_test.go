@@ -12,6 +12,9 @@ import (
 // tests: one partition per entity, peek-lock with lock expiry, dead-letter
 // sub-queues, deferral, scheduling, sessions, topics copying to every
 // subscription. It is not the broker; it exists to exercise the protocol.
+// TestFakeBackendConformance runs the scenarios of internal/backendtest on it, and
+// cmd/internal/bridge runs the same table on the real backend, so where the two
+// disagree the fake is wrong.
 type memBackend struct {
 	mu   sync.Mutex
 	keys map[string]SASKey
@@ -254,13 +257,19 @@ func (b *memBackend) Receive(ctx context.Context, req ReceiveRequest) ([]*Delive
 			}
 			m.deliveryCount++
 			if req.Mode == ReceiveAndDelete {
-				e.queues[q] = slices.DeleteFunc(e.queues[q], func(x *memMsg) bool { return x == m })
 				out = append(out, b.delivery(m))
-				break // the slice changed; return what we have
+				continue
 			}
 			m.token = newUUID()
 			m.lockedUntil = now.Add(e.info.LockDuration)
 			out = append(out, b.delivery(m))
+		}
+		if req.Mode == ReceiveAndDelete && len(out) > 0 { // up to Max at once, as the broker does
+			taken := map[int64]bool{}
+			for _, d := range out {
+				taken[d.SequenceNumber] = true
+			}
+			e.queues[q] = slices.DeleteFunc(e.queues[q], func(x *memMsg) bool { return taken[x.seq] })
 		}
 		changed := b.changed
 		b.mu.Unlock()

@@ -34,8 +34,8 @@ var depRules = append([]depRule{
 func testOnly(prefixes ...string) []depRule {
 	var rules []depRule
 	for _, p := range prefixes {
-		rules = append(rules, depRule{p, []string{module + "/internal/testutil"},
-			"internal/testutil is for tests only"})
+		rules = append(rules, depRule{p, []string{module + "/internal/testutil", module + "/internal/backendtest"},
+			"internal/testutil and internal/backendtest are for tests only"})
 	}
 	return rules
 }
