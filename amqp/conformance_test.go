@@ -23,5 +23,16 @@ func TestFakeBackendConformance(t *testing.T) {
 			add(amqp.EntityInfo{Kind: amqp.KindQueue, Path: path, RequiresSession: sessions})
 			return path
 		},
+		NewTopic: func(t *testing.T, subs int) (string, []string) {
+			topic := fmt.Sprintf("conformance-%d", n.Add(1))
+			add(amqp.EntityInfo{Kind: amqp.KindTopic, Path: topic})
+			var paths []string
+			for i := range subs {
+				p := fmt.Sprintf("%s/Subscriptions/s%d", topic, i)
+				add(amqp.EntityInfo{Kind: amqp.KindSubscription, Path: p})
+				paths = append(paths, p)
+			}
+			return topic, paths
+		},
 	})
 }

@@ -29,6 +29,9 @@ type Env struct {
 	// NewQueue creates a queue with default properties, session-enabled when sessions is
 	// set, and returns its path. Each call gets a new name.
 	NewQueue func(t *testing.T, sessions bool) string
+	// NewTopic creates a topic with n subscriptions, each with only the $Default (true)
+	// rule, and returns the topic's path and the subscriptions' paths.
+	NewTopic func(t *testing.T, n int) (topic string, subs []string)
 }
 
 // Run runs every scenario against env, each as a subtest.
@@ -37,7 +40,7 @@ func Run(t *testing.T, env Env) {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			sc.run(t, &check{T: t, ctx: ctx, b: env.Backend}, env.NewQueue)
+			sc.run(t, &check{T: t, ctx: ctx, b: env.Backend, env: env}, env.NewQueue)
 		})
 	}
 }
@@ -153,6 +156,30 @@ var scenarios = []struct {
 		c.settleAt(dlq, ds[0], amqp.Settlement{Disposition: amqp.Complete}, nil)
 		c.ids(c.peek(dlq))
 	}},
+	{"DeadLetterQueueNeverDeadLettersAgain", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
+		// S-DLQ-1: abandoning a dead-lettered message past MaxDeliveryCount keeps it there.
+		q := nq(t, false)
+		c.send(q, c.msg("a", ""))
+		c.settle(q, c.receive(q, amqp.PeekLock, 1)[0], amqp.Settlement{Disposition: amqp.DeadLetter, DeadLetterReason: "r"}, nil)
+		dlq := amqp.Address{Entity: q, Sub: amqp.SubQueueDeadLetter}
+		for range 11 {
+			ds := c.receiveFrom(dlq, amqp.PeekLock, 1)
+			c.ids(ds, "a")
+			c.settleAt(dlq, ds[0], amqp.Settlement{Disposition: amqp.Abandon}, nil)
+		}
+		if p := c.peek(dlq); len(p) != 1 || p[0].DeadLetterReason != "r" {
+			t.Fatalf("dead-letter queue after 11 abandons: %s", summary(p))
+		}
+	}},
+	{"SessionReceiveWithoutTheLockFails", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
+		// S-SES-2, S-SES-6: a session's messages are received only under its lock.
+		q := nq(t, true)
+		c.send(q, c.sessMsg("a1", "A"))
+		_, err := c.b.Receive(c.ctx, amqp.ReceiveRequest{Address: amqp.Address{Entity: q}, SessionID: "A", Max: 1})
+		if !errors.Is(err, amqp.ErrSessionLockLost) {
+			t.Fatalf("receive from a session nobody accepted: %v, want session lock lost", err)
+		}
+	}},
 	{"DeferHidesUntilReceivedBySequenceNumber", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
 		// S-LOCK-7.
 		q := nq(t, false)
@@ -233,6 +260,17 @@ var scenarios = []struct {
 			t.Fatal(err)
 		}
 		c.ids(c.peek(amqp.Address{Entity: q}))
+	}},
+	{"TopicCopiesToEverySubscription", func(t *testing.T, c *check, _ func(*testing.T, bool) string) {
+		// S-TOP-1: every matching subscription ($Default: all) gets its own copy, settled
+		// independently; the topic itself is not received from.
+		topic, subs := c.env.NewTopic(t, 2)
+		c.send(topic, c.msg("a", ""), c.msg("b", ""))
+		first := c.receiveFrom(amqp.Address{Entity: subs[0]}, amqp.PeekLock, 10)
+		c.ids(first, "a", "b")
+		c.settleAt(amqp.Address{Entity: subs[0]}, first[0], amqp.Settlement{Disposition: amqp.Complete}, nil)
+		c.ids(c.receiveFrom(amqp.Address{Entity: subs[1]}, amqp.ReceiveAndDelete, 10), "a", "b")
+		c.ids(c.peek(amqp.Address{Entity: subs[0]}), "b")
 	}},
 	{"UnknownEntityIsNotFound", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
 		// S-SEND-2: not found, not retryable.
@@ -321,6 +359,7 @@ type check struct {
 	*testing.T
 	ctx context.Context
 	b   amqp.Backend
+	env Env
 }
 
 // msg is a message with id id and, unless k is "", the application property k=k. Raw

@@ -17,6 +17,13 @@ import (
 func TestBackendConformance(t *testing.T) {
 	b, n := startBackend(t)
 	seq := 0
+	apply := func(t *testing.T, c meta.Command) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := n.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	backendtest.Run(t, backendtest.Env{
 		Backend: b,
 		NewQueue: func(t *testing.T, sessions bool) string {
@@ -24,12 +31,20 @@ func TestBackendConformance(t *testing.T) {
 			path := fmt.Sprintf("conformance-%d", seq)
 			p := meta.DefaultQueueProperties()
 			p.RequiresSession = sessions
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if err := n.Apply(ctx, &meta.CreateQueue{Name: path, Properties: p}); err != nil {
-				t.Fatal(err)
-			}
+			apply(t, &meta.CreateQueue{Name: path, Properties: p})
 			return path
+		},
+		NewTopic: func(t *testing.T, subs int) (string, []string) {
+			seq++
+			topic := fmt.Sprintf("conformance-%d", seq)
+			apply(t, &meta.CreateTopic{Name: topic, Properties: meta.DefaultTopicProperties()})
+			var paths []string
+			for i := range subs {
+				name := fmt.Sprintf("s%d", i)
+				apply(t, &meta.CreateSubscription{Topic: topic, Name: name, Properties: meta.DefaultSubscriptionProperties()})
+				paths = append(paths, topic+"/Subscriptions/"+name)
+			}
+			return topic, paths
 		},
 	})
 }
