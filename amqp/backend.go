@@ -33,7 +33,9 @@ type (
 // (P9: the consumer, amqp, owns it). Every method may block; amqp never calls
 // one on a connection's owner goroutine. Methods return the sentinel errors
 // of this package (errors.go), possibly wrapped, so amqp can map them to AMQP
-// conditions and RPC status codes through one table.
+// conditions and RPC status codes through one table. The ctx of every call
+// carries the calling connection's ConnectionID, the holder of the session
+// locks it takes.
 type Backend interface {
 	Authenticator
 	Entities

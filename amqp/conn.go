@@ -85,10 +85,13 @@ type linkKey struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	ctx, cancel := context.WithCancel(s.ctx)
+	// Every Backend call derives its ctx from c.ctx, so each carries the connection's
+	// identity (ConnectionID: the session-lock holder).
+	id := newConnectionID()
+	ctx, cancel := context.WithCancel(WithConnectionID(s.ctx, id))
 	return &conn{
 		s: s, cfg: s.cfg, b: s.backend, nc: nc,
-		log:            s.log.With("remote", nc.RemoteAddr().String()),
+		log:            s.log.With("remote", nc.RemoteAddr().String(), "conn", id),
 		ctx:            ctx,
 		cancel:         cancel,
 		in:             make(chan []inFrame, 2),

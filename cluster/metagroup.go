@@ -41,7 +41,11 @@ type metaGroup struct {
 type metaFSM struct {
 	mu      sync.RWMutex
 	state   *meta.State
-	changed func() // called after every applied entry, outside mu; never blocks
+	applied uint64 // index of the last entry applied to state; guarded by mu
+	// restored: the state came from a snapshot since the last applied entry (whose
+	// index the FSM is not told); guarded by mu.
+	restored bool
+	changed  func() // called after every applied entry, outside mu; never blocks
 }
 
 // applyResult is what Apply returns through the raft future: the state's verdict.
@@ -49,6 +53,9 @@ type applyResult struct{ err error }
 
 func (f *metaFSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
+		f.mu.Lock()
+		f.applied = max(f.applied, l.Index)
+		f.mu.Unlock()
 		return nil
 	}
 	e, err := meta.DecodeEntry(l.Data)
@@ -59,6 +66,7 @@ func (f *metaFSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	err = f.state.Apply(e)
+	f.applied, f.restored = l.Index, false
 	f.mu.Unlock()
 	if f.changed != nil {
 		f.changed()
@@ -84,7 +92,7 @@ func (f *metaFSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
-	f.state = s
+	f.state, f.restored = s, true
 	f.mu.Unlock()
 	if f.changed != nil {
 		f.changed()
@@ -222,7 +230,7 @@ func (g *metaGroup) proposeIndex(ctx context.Context, cmd meta.Command) (uint64,
 func (g *metaGroup) waitIndex(ctx context.Context, index uint64) error {
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
-	for g.raft.AppliedIndex() < index {
+	for g.appliedIndex() < index {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: metadata index %d not applied here: %v", ErrUnavailable, index, ctx.Err())
@@ -230,6 +238,18 @@ func (g *metaGroup) waitIndex(ctx context.Context, index uint64) error {
 		}
 	}
 	return nil
+}
+
+// appliedIndex is the index of the last entry the local state has applied (raft's own
+// AppliedIndex moves when an entry is handed to the FSM, before it is applied).
+func (g *metaGroup) appliedIndex() uint64 {
+	g.fsm.mu.RLock()
+	defer g.fsm.mu.RUnlock()
+	if g.fsm.restored {
+		// raft records a snapshot's index once Restore has returned.
+		return max(g.fsm.applied, g.raft.AppliedIndex())
+	}
+	return g.fsm.applied
 }
 
 // leader returns the metadata leader's node ID ("" when none is known).

@@ -156,11 +156,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Add(2)
 	go n.reconcileLoop()
 	go n.metaLoop()
-	if nd, err := n.knownNode(n.cfg.NodeID); err == nil && nd.Draining {
-		// Drained before a stop (a rolling restart's preStop): serving again now.
-		nd.Draining = false
-		if err := n.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
-			n.log.Warn("clear draining", "err", err)
+	// Register (or update) this node before it serves, so operators and placement see
+	// it at once; a node drained before its stop (a rolling restart's preStop) serves
+	// again.
+	rec := meta.Node{ID: n.cfg.NodeID, Addr: n.adv, Zone: n.cfg.Zone, Incarnation: n.inc}
+	if nd, err := n.knownNode(n.cfg.NodeID); err != nil || nd != rec {
+		if err := n.Apply(ctx, &meta.PutNode{Node: rec}); err != nil {
+			return fail(fmt.Errorf("cluster: register this node: %w", err))
 		}
 	}
 	// Serve only once every partition placed here has a leader (after a restart, each

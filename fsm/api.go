@@ -205,7 +205,7 @@ type Receive struct {
 	Mode      ReceiveMode
 	Max       int32
 	SessionID string
-	Owner     string // session lock holder (link identity); ignored without SessionID
+	Owner     string // session lock holder (the AMQP connection's identity); ignored without SessionID
 	Salt      uint32
 }
 
@@ -242,6 +242,8 @@ type RenewLock struct {
 
 // AcceptSession locks a session for Owner (S-SES-2). An empty SessionID means "the next
 // available session": the one with available messages and the lowest sequence number.
+// Owner identifies the holder (the broker uses the AMQP connection's identity); every
+// later session-scoped command must present the same Owner, an empty Owner matching any.
 type AcceptSession struct {
 	Target    Target
 	SessionID string
@@ -267,7 +269,7 @@ type RenewSession struct {
 type SetSessionState struct {
 	Target    Target
 	SessionID string
-	Owner     string // may be empty: the management path can set state without a link
+	Owner     string // the holder; may be empty for operator paths, which then need no session lock
 	State     []byte
 }
 
@@ -346,6 +348,8 @@ type Result struct {
 //	func (f *FSM) NextDeadline() int64                  // earliest pending deadline, NeverMs if none
 //	func (f *FSM) Config() Config
 //	func (f *FSM) Peek(t Target, fromSeq int64, max int) []*Message   // S-LOCK-11, copies
+//	func (f *FSM) Receivable(req Receive) bool                        // conservative: could req return a message now?
+//	func (f *FSM) SessionAvailable(t Target) bool                     // conservative: could a next-available accept lock one now?
 //	func (f *FSM) SessionState(t Target, sessionID string) []byte     // nil when none (S-SES-5)
 //	func (f *FSM) ListSessions(t Target) []string                     // sessions with messages or state
 //	func (f *FSM) Get(t Target, seq int64) *Message                   // one message by sequence number, a copy; nil if none

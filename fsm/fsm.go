@@ -1478,6 +1478,53 @@ func (f *FSM) Get(t Target, seq int64) *Message {
 	return nil
 }
 
+// Receivable reports whether the command req, applied now, could return a message. It is
+// a conservative pre-check that lets the leader skip proposing receives that would find
+// nothing: it is never false when req would return a message at the fsm's current time
+// (Now), and it is true, too, when req would fail (unknown target, receive-disabled
+// entity, session not held by req.Owner, session required or not allowed), so that the
+// caller proposes it and gets the error. It may be true when req then finds nothing (the
+// available messages expire first). Max, Mode and Salt are ignored.
+//
+// Deferred, scheduled and locked messages are not receivable. Deadlines (a message lock
+// or session lock expiring, a scheduled message activating) make messages receivable
+// only once an entry at or after them is applied (every Apply applies the deadlines due
+// at its time first, and the leader proposes a Tick at NextDeadline): a caller that got
+// false waits for the next applied entry and asks again. Receivable does not change the
+// fsm (unlike Receive, which also records receiver activity, S-IDLE-1).
+func (f *FSM) Receivable(req Receive) bool {
+	st, s, err := f.receivable(req.Target, req.SessionID, req.Owner)
+	if err != nil {
+		return true
+	}
+	if s != nil {
+		return !s.avail.empty()
+	}
+	return !st.avail.empty()
+}
+
+// SessionAvailable reports whether AcceptSession with an empty SessionID ("next
+// available", S-SES-2) on t, applied now, could lock a session: some session that nobody
+// holds has an available message. Like Receivable it is conservative: true also when the
+// command would fail (t unknown, not session-enabled, receive-disabled), never false when
+// a session is available at the fsm's current time; a session whose lock expires becomes
+// available with the entry that applies the expiry. It does not change the fsm.
+func (f *FSM) SessionAvailable(t Target) bool {
+	e, err := f.sessionEntity(t)
+	if err != nil || f.receiveDisabled(e) {
+		return true
+	}
+	// Every free session with available messages has an entry in e.free naming its first
+	// available message (offerSession; checkInvariants); stale entries are skipped here,
+	// not popped, so the query leaves the heap as it is.
+	for _, fe := range e.free {
+		if s := fe.s; !s.held && e.sessions[s.id] == s && !s.avail.empty() && s.avail.peek().seq == fe.seq {
+			return true
+		}
+	}
+	return false
+}
+
 // SessionState returns a copy of a session's state, nil when it has none (S-SES-5).
 func (f *FSM) SessionState(t Target, sessionID string) []byte {
 	e, err := f.sessionEntity(t)

@@ -143,6 +143,14 @@ func (x *tf) stats(t Target) TargetStats {
 	return TargetStats{}
 }
 
+func seqsOf(ms []*Message) []int64 {
+	s := make([]int64, len(ms))
+	for i, m := range ms {
+		s[i] = m.SequenceNumber
+	}
+	return s
+}
+
 func bodies(ms []*Message) []string {
 	s := make([]string, len(ms))
 	for i, m := range ms {

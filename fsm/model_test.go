@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand"
 	"testing"
@@ -37,6 +38,8 @@ type modelRun struct {
 	restore *FSM              // restored midway, then fed the same entries
 	expired map[string]int64  // S-TTL-5: sub/session -> last seq when one of its messages expired
 	bodies  map[int64]string  // what was sent with each sequence number
+
+	noneAvailable int // receives and accepts that Receivable or SessionAvailable said would find nothing
 }
 
 // TestModelRandomized runs 12 seeded runs; with -tags long, 120 longer ones (add
@@ -107,6 +110,9 @@ func runModel(t *testing.T, cfg Config, seed int64, steps int) {
 	}
 	if m.restore.Digest() != m.x.f.Digest() {
 		t.Fatal("the FSM restored midway diverged from the original")
+	}
+	if m.noneAvailable == 0 {
+		t.Fatal("Receivable and SessionAvailable never said no: their check was vacuous")
 	}
 	if m.x.f.Stats().LastSeq < 50 {
 		t.Fatalf("the run sent only %d messages: the generator is too timid", m.x.f.Stats().LastSeq)
@@ -391,7 +397,26 @@ func (m *modelRun) step(i int) {
 	if m.pick(3) == 0 {
 		x.advance(int64(m.pick(1500)))
 	}
+	// Receivable and SessionAvailable are conservative: when one says no and no deadline
+	// falls due in this entry, the command finds nothing.
+	quiet := x.f.NextDeadline() > max(x.now, x.f.Now())
+	noneAvailable := false
+	switch c := cmd.(type) {
+	case *Receive:
+		noneAvailable = quiet && !x.f.Receivable(*c)
+	case *AcceptSession:
+		noneAvailable = quiet && c.SessionID == "" && !x.f.SessionAvailable(c.Target)
+	}
 	res := m.applyAll(cmd)
+	if noneAvailable {
+		m.noneAvailable++
+		if len(res.Messages) > 0 {
+			m.t.Fatalf("step %d: Receivable said no, the receive %+v returned %d messages", i, cmd, len(res.Messages))
+		}
+		if _, ok := cmd.(*AcceptSession); ok && !errors.Is(res.Err, ErrNoSessionAvailable) {
+			m.t.Fatalf("step %d: SessionAvailable said no, accepting the next session gave %q, %v", i, res.SessionID, res.Err)
+		}
+	}
 	if onResult != nil {
 		onResult(res)
 	}
@@ -399,6 +424,7 @@ func (m *modelRun) step(i int) {
 		m.t.Fatalf("step %d: next deadline %d is not after now %d", i, nd, x.f.Now())
 	}
 	cur := m.all()
+	m.checkAvailable(cur)
 	if recvCheck != nil {
 		recvCheck(cur)
 	}
@@ -451,6 +477,42 @@ func (m *modelRun) step(i int) {
 		m.expired[sk] = x.f.Stats().LastSeq
 	}
 	m.prev = cur
+}
+
+// checkAvailable compares Receivable and SessionAvailable with what Peek shows: a target
+// (or a session held by the owner we accepted it as) with an active, unlocked message
+// must be receivable, and a session entity with such a message in a session nobody holds
+// must have a session available.
+func (m *modelRun) checkAvailable(cur map[mkey]*Message) {
+	f := m.x.f
+	for _, t := range m.targets {
+		avail := map[string]bool{} // session id ("" outside sessions) -> has an available message
+		for k, c := range cur {
+			if k.sub == t.Sub && (c.DeadLetter != nil) == t.DLQ && c.State == StateActive && c.LockToken == (LockToken{}) {
+				avail[c.SessionID] = true
+			}
+		}
+		if !m.sessionTarget(t) {
+			if len(avail) > 0 && !f.Receivable(Receive{Target: t}) {
+				m.t.Fatalf("%+v has available messages but Receivable says no", t)
+			}
+			continue
+		}
+		free := false
+		for id := range avail {
+			info, _ := f.Session(t, id)
+			if !info.Held {
+				free = true
+				continue
+			}
+			if !f.Receivable(Receive{Target: t, SessionID: id, Owner: info.Owner}) {
+				m.t.Fatalf("%+v session %q has available messages but Receivable says no to its holder", t, id)
+			}
+		}
+		if free && !f.SessionAvailable(t) {
+			m.t.Fatalf("%+v has a free session with messages but SessionAvailable says no", t)
+		}
+	}
 }
 
 func maxDC(cfg Config, sub string) int32 {

@@ -50,15 +50,20 @@ func (p *Partition) Cancel(ctx context.Context, seqNos []int64) error {
 }
 
 // Receive takes up to req.Max messages (S-RCV-1, S-LOCK-1). When none is available and
-// wait > 0 it long-polls on the leader: it proposes again whenever an entry may have made
+// wait > 0 it long-polls on the leader: it tries again whenever an entry may have made
 // a message available (enqueue, abandon, lock expiry, scheduled activation, ...) until
-// wait has passed, then returns no messages and no error. req.Salt is chosen here from
-// crypto/rand. In ReceiveAndDelete mode the messages are gone from the partition once
-// this returns, even if ctx ended meanwhile (S-RCV-1: at most once).
+// wait has passed, then returns no messages and no error. A try proposes a command only
+// when the leader's fsm says a message may be receivable (fsm.Receivable, read under the
+// machine's lock), so an empty receive or long-poll costs no Raft entry. req.Salt is
+// chosen here from crypto/rand. In ReceiveAndDelete mode the messages are gone from the
+// partition once this returns, even if ctx ended meanwhile (S-RCV-1: at most once).
 func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Duration) ([]*fsm.Message, error) {
 	req.Salt = salt()
 	var msgs []*fsm.Message
 	err := p.waitLoop(ctx, wait, func() (bool, error) {
+		if p.nothingFor(func(f *fsm.FSM) bool { return f.Receivable(req) }) {
+			return false, nil
+		}
 		r := req // each proposal gets its own command value
 		res, err := p.propose(ctx, &r)
 		if err != nil {
@@ -122,13 +127,19 @@ func (p *Partition) RenewLock(ctx context.Context, t fsm.Target, tokens []fsm.Lo
 
 // AcceptSession locks a session for req.Owner (S-SES-2): the named one, or with an empty
 // SessionID the next available one, waiting up to wait for one to become available (then
-// fsm.ErrNoSessionAvailable). It returns the session's id and lock expiry.
+// fsm.ErrNoSessionAvailable). It returns the session's id and lock expiry. Like Receive,
+// a next-available try proposes only when the leader's fsm says a session may be free
+// (fsm.SessionAvailable).
 func (p *Partition) AcceptSession(ctx context.Context, req fsm.AcceptSession, wait time.Duration) (string, int64, error) {
 	if req.SessionID != "" {
 		wait = 0
 	}
 	var res fsm.Result
 	err := p.waitLoop(ctx, wait, func() (bool, error) {
+		if req.SessionID == "" && p.nothingFor(func(f *fsm.FSM) bool { return f.SessionAvailable(req.Target) }) {
+			res = fsm.Result{Err: fsm.ErrNoSessionAvailable}
+			return false, nil
+		}
 		r := req
 		var err error
 		res, err = p.propose(ctx, &r)
@@ -231,6 +242,54 @@ func (p *Partition) Stats(ctx context.Context) (fsm.Stats, error) {
 	return out, err
 }
 
+// Available reports whether a Receive of req on this leader may now return a message
+// (fsm.Receivable, read under the machine's lock): false means that a proposal would
+// find nothing, so a caller need not make one. It is conservative: true also when the
+// receive would fail, so the proposal reports the error; and a deadline (lock expiry,
+// scheduled activation) counts once the leader has applied it (its Tick wakes Changed).
+// Leader only, like the other reads: *NotLeaderError on a follower or a leader that has
+// not caught up since its election.
+//
+// A waiter on another node (a remote long-poll) must take the wake-up channel first,
+// then ask, then wait, so that no change between the question and the wait is missed:
+//
+//	for {
+//		ch := p.Changed() // first
+//		if ok, err := p.Available(req); err != nil || ok {
+//			break // propose the receive (through the leader), or handle err
+//		}
+//		select { case <-ch: case <-timeout: ... }
+//	}
+//
+// With a next-available session receive (req.SessionID == "" on a session entity) the
+// receive itself fails; ask SessionAvailable instead.
+func (p *Partition) Available(req fsm.Receive) (bool, error) {
+	ok := true
+	err := p.leaderRead(context.Background(), func(f *fsm.FSM) { ok = f.Receivable(req) })
+	return ok, err
+}
+
+// SessionAvailable is Available for an AcceptSession with an empty SessionID ("next
+// available", S-SES-2) on t: whether some session nobody holds has an available message
+// (fsm.SessionAvailable). Same rules and waiting pattern as Available.
+func (p *Partition) SessionAvailable(t fsm.Target) (bool, error) {
+	ok := true
+	err := p.leaderRead(context.Background(), func(f *fsm.FSM) { ok = f.SessionAvailable(t) })
+	return ok, err
+}
+
+// nothingFor reports whether this replica leads, has caught up, and its fsm says (check
+// false) that a proposal would find nothing. Anywhere else the caller proposes, which
+// answers ErrNotLeader on a follower.
+func (p *Partition) nothingFor(check func(*fsm.FSM) bool) bool {
+	if !p.IsLeader() {
+		return false
+	}
+	ok := true
+	p.m.read(func(f *fsm.FSM) { ok = check(f) })
+	return !ok
+}
+
 func (p *Partition) leaderRead(ctx context.Context, fn func(*fsm.FSM)) error {
 	if err := ctx.Err(); err != nil {
 		return ctxErr(ctx, false)
@@ -279,9 +338,9 @@ func (p *Partition) waitLoop(ctx context.Context, wait time.Duration, try func()
 
 // Changed returns a channel closed after the next applied entry that may make messages
 // or sessions available (an enqueue, abandon, lock expiry, scheduled activation, a
-// leadership change, ...). Take it before trying a receive, so that no change between
-// the try and the wait is missed; a receiver spanning several partitions waits on all
-// of theirs instead of polling.
+// leadership change, ...). Take it before trying a receive (or asking Available), so
+// that no change between the try and the wait is missed; a receiver spanning several
+// partitions waits on all of theirs instead of polling.
 func (p *Partition) Changed() <-chan struct{} { return p.avail.wait() }
 
 // IsLeader reports whether this replica leads the group and has caught up with it.

@@ -44,7 +44,10 @@
 // every entry already in raft (each one commits or fails when leadership is lost), then
 // shuts raft, the transport and the store down. Callers blocked in Receive or
 // AcceptSession long-polls wait on a broadcast that every apply which may make messages
-// or sessions available (and every leadership change) fires.
+// or sessions available (and every leadership change) fires. Each try first asks the
+// leader's fsm, under the machine's lock, whether anything is available
+// (fsm.Receivable, fsm.SessionAvailable) and proposes only if so: an empty poll costs no
+// Raft entry. Available and SessionAvailable expose that question to remote waiters.
 //
 // # Failover and locks (S-LOCK-10)
 //

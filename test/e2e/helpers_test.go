@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/Azure/go-amqp"
 
 	"github.com/quorumbus/quorumbus/test/harness"
 )
@@ -26,6 +28,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	// E2E_CLUSTER=1 runs the suite against a 3-node cluster (each partition replicated on
+	// 2 nodes), through the one node that hosts no replica of any entity the tests
+	// create: every operation is forwarded to another node's partition leader.
+	if os.Getenv("E2E_CLUSTER") != "" {
+		return newClusterEnv(t)
+	}
 	// E2E_NODE_LOG=1 runs the node at debug level and prints its log when the test ends
 	// (debugging aid; the log buffer is read while the node runs, so not under -race).
 	if os.Getenv("E2E_NODE_LOG") != "" {
@@ -205,4 +213,85 @@ func wantCode(t *testing.T, err error, code azservicebus.Code) {
 	if got := sbCode(err); got != code {
 		t.Fatalf("error %v (%T) has code %q, want %q", err, err, got, code)
 	}
+}
+
+// newClusterEnv starts a 3-node cluster whose node n3 is drained before the test creates
+// anything, so that placement puts no replica there, and points the clients at n3.
+func newClusterEnv(t *testing.T) *env {
+	t.Helper()
+	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "2"))
+	n := c.Nodes[2]
+	if out, err := n.Qbctl(t, "node", "drain", n.ID); err != nil {
+		t.Fatalf("drain %s: %v\n%s", n.ID, err, out)
+	}
+	return &env{n: n, admin: n.AdminClient(t), c: n.Client(t)}
+}
+
+// rawMgmt is a bare AMQP connection (go-amqp, SASL PLAIN with the root key) holding a
+// request/response link pair on one entity's $management node. Unlike an SDK client,
+// which names only the session its own receiver holds, it can name any session and any
+// lock token: it plays a second client trying to act on a session another connection
+// holds.
+type rawMgmt struct {
+	snd   *amqp.Sender
+	rcv   *amqp.Receiver
+	reply string
+	n     int
+}
+
+func (e *env) rawMgmt(t *testing.T, entity string) *rawMgmt {
+	t.Helper()
+	kv := map[string]string{}
+	for _, part := range strings.Split(e.n.ConnectionString, ";") {
+		if k, v, ok := strings.Cut(part, "="); ok {
+			kv[k] = v
+		}
+	}
+	ctx := testCtx(t)
+	conn, err := amqp.Dial(ctx, "amqp://"+e.n.AMQP, &amqp.ConnOptions{
+		SASLType: amqp.SASLTypePlain(kv["SharedAccessKeyName"], kv["SharedAccessKey"]),
+	})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := entity + "/$management"
+	m := &rawMgmt{reply: "raw-reply-" + name("r")}
+	if m.snd, err = sess.NewSender(ctx, node, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.rcv, err = sess.NewReceiver(ctx, node, &amqp.ReceiverOptions{TargetAddress: m.reply, Credit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// call sends one $management request and returns the response's statusCode.
+func (m *rawMgmt) call(t *testing.T, op string, body map[string]any) int32 {
+	t.Helper()
+	ctx := testCtx(t)
+	m.n++
+	id := fmt.Sprint("req-", m.n)
+	req := &amqp.Message{
+		Properties:            &amqp.MessageProperties{MessageID: id, ReplyTo: &m.reply},
+		ApplicationProperties: map[string]any{"operation": op},
+		Value:                 body,
+	}
+	if err := m.snd.Send(ctx, req, nil); err != nil {
+		t.Fatalf("%s: send: %v", op, err)
+	}
+	resp, err := m.rcv.Receive(ctx, nil)
+	if err != nil {
+		t.Fatalf("%s: receive: %v", op, err)
+	}
+	_ = m.rcv.AcceptMessage(ctx, resp)
+	if resp.Properties == nil || resp.Properties.CorrelationID != id {
+		t.Fatalf("%s: response to another request: %+v", op, resp.Properties)
+	}
+	st, _ := resp.ApplicationProperties["statusCode"].(int32)
+	return st
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/Azure/go-amqp"
+
 	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
@@ -473,6 +475,91 @@ func TestSessions(t *testing.T) {
 			t.Errorf("B got %q", m.Body)
 		}
 	})
+	// S-SES-2, S-SES-4, S-SES-6: a session lock belongs to the connection that accepted
+	// it. A client on another connection on the same node cannot accept the session,
+	// settle its messages by lock token, renew its lock, set its state or receive its
+	// deferred messages: not through the SDK, nor naming the session in raw $management
+	// requests. The holder still can do all of it afterwards.
+	t.Run("HeldPerConnection", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "sconn", sessionQueue(""))
+		send(t, e.sender(t, q), sessMsg("s", "1"), sessMsg("s", "2"), sessMsg("other", "o"))
+		a := e.isolated(t).accept(t, q, "s")
+		ms := receiveN(t, a, 2, 10*time.Second)
+		if err := a.DeferMessage(testCtx(t), ms[1], nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetSessionState(testCtx(t), []byte("A"), nil); err != nil {
+			t.Fatal(err)
+		}
+		tok, deferred := ms[0].LockToken, *ms[1].SequenceNumber
+
+		// Connection B, through the SDK.
+		b := e.n.Client(t)
+		if r, err := b.AcceptSessionForQueue(testCtx(t), q, "s", nil); err == nil {
+			r.Close(context.Background())
+			t.Fatalf("connection B accepted the session A holds")
+		}
+		bo, err := b.AcceptSessionForQueue(testCtx(t), q, "other", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bo.Close(context.Background())
+		// The broker answers lock-lost at once; a session receiver's SDK then recovers its
+		// link and retries for a long while, so bound the call. A completes the message
+		// below, which shows B did not.
+		bctx, bcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer bcancel()
+		if err := bo.CompleteMessage(bctx, &azservicebus.ReceivedMessage{LockToken: tok}, nil); err == nil {
+			t.Errorf("connection B completed A's message by lock token")
+		}
+
+		// Connection B, naming A's session in $management requests.
+		raw := e.rawMgmt(t, q)
+		for _, c := range []struct {
+			op   string
+			body map[string]any
+		}{
+			{"com.microsoft:renew-session-lock", map[string]any{"session-id": "s"}},
+			{"com.microsoft:set-session-state", map[string]any{"session-id": "s", "session-state": []byte("B")}},
+			{"com.microsoft:update-disposition", map[string]any{"session-id": "s", "disposition-status": "completed", "lock-tokens": []amqp.UUID{amqp.UUID(tok)}}},
+			{"com.microsoft:update-disposition", map[string]any{"disposition-status": "abandoned", "lock-tokens": []amqp.UUID{amqp.UUID(tok)}}},
+			{"com.microsoft:renew-lock", map[string]any{"session-id": "s", "lock-tokens": []amqp.UUID{amqp.UUID(tok)}}},
+			{"com.microsoft:receive-by-sequence-number", map[string]any{"session-id": "s", "sequence-numbers": []int64{deferred}, "receiver-settle-mode": uint32(1)}},
+		} {
+			st := raw.call(t, c.op, c.body)
+			if c.op == "com.microsoft:renew-lock" {
+				// A session message's lock is the session's: renewing it changes nothing
+				// (fsm RenewLock), so it may answer 200; it must not break A's lock.
+				continue
+			}
+			if st != 410 {
+				t.Errorf("connection B: %s %v answered %d, want 410 (lock lost)", c.op, c.body["disposition-status"], st)
+			}
+		}
+
+		// A still holds the session and everything in it.
+		if st, err := a.GetSessionState(testCtx(t), nil); err != nil || string(st) != "A" {
+			t.Errorf("A's session state %q, err %v; want %q", st, err, "A")
+		}
+		if err := a.RenewSessionLock(testCtx(t), nil); err != nil {
+			t.Errorf("A renews: %v", err)
+		}
+		if err := a.SetSessionState(testCtx(t), nil, nil); err != nil {
+			t.Errorf("A clears its state: %v", err)
+		}
+		if err := a.CompleteMessage(testCtx(t), ms[0], nil); err != nil {
+			t.Errorf("A completes its message: %v", err)
+		}
+		def, err := a.ReceiveDeferredMessages(testCtx(t), []int64{deferred}, nil)
+		if err != nil || len(def) != 1 {
+			t.Fatalf("A receives its deferred message: %d %v", len(def), err)
+		}
+		if err := a.CompleteMessage(testCtx(t), def[0], nil); err != nil {
+			t.Errorf("A completes its deferred message: %v", err)
+		}
+	})
+
 	// S-SES-5: session state may be large (here 200 kB, several AMQP frames).
 	t.Run("LargeState", func(t *testing.T) {
 		t.Parallel()

@@ -2,12 +2,9 @@ package bridge
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp"
@@ -18,30 +15,21 @@ import (
 )
 
 // Backend implements amqp.Backend over a cluster node.
+//
+// Session locks belong to client connections (S-SES-2): the holder the fsm records
+// (fsm.AcceptSession.Owner) is amqp.ConnectionID of the calling connection, and every
+// session-scoped call (receive, settle, receive-deferred, renew, set state, release)
+// presents it. The owner is cluster state, so any node can check it, and a failover
+// keeps it; another connection, on this node or any other, is not the holder.
 type Backend struct {
 	n *cluster.Node
-
-	// owners maps "<lower-case address>|<session id>" to the owner token this node used
-	// to lock the session. amqp names a session by address and id only; the fsm needs a
-	// holder identity to keep the lock exclusive (S-SES-2), so each accept gets a fresh
-	// token and later calls on that session use it.
-	mu     sync.Mutex
-	owners map[string]owner
-}
-
-// owner is the holder token of a session lock this node took, and when that lock
-// expires unless renewed: an entry whose connection dropped without releasing it is
-// forgotten after that.
-type owner struct {
-	token string
-	until time.Time
 }
 
 var _ amqp.Backend = (*Backend)(nil)
 
 // New returns the Backend for node n.
 func New(n *cluster.Node) *Backend {
-	return &Backend{n: n, owners: map[string]owner{}}
+	return &Backend{n: n}
 }
 
 var _ amqp.EntityAuthenticator = (*Backend)(nil)
@@ -228,7 +216,7 @@ func (b *Backend) Receive(ctx context.Context, req amqp.ReceiveRequest) ([]*amqp
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := b.n.Receive(ctx, a, req.SessionID, b.owner(req.Address, req.SessionID), mode(req.Mode), req.Max, req.Wait)
+	msgs, err := b.n.Receive(ctx, a, req.SessionID, owner(ctx), mode(req.Mode), req.Max, req.Wait)
 	return deliveries(msgs), mapErr(err)
 }
 
@@ -283,7 +271,7 @@ func (b *Backend) settleRun(ctx context.Context, run []amqp.Settlement, errs []e
 	for i, err := range b.n.Settle(ctx, cluster.Settlement{
 		Address: a, Tokens: toks, Disposition: d, Properties: toProps(s.PropertiesToModify),
 		Reason: s.DeadLetterReason, Description: s.DeadLetterDescription,
-		SessionID: s.SessionID, Owner: b.owner(s.Address, s.SessionID),
+		SessionID: s.SessionID, Owner: owner(ctx),
 	}) {
 		errs[i] = mapErr(err)
 	}
@@ -326,95 +314,68 @@ func (b *Backend) ReceiveDeferred(ctx context.Context, addr amqp.Address, sessio
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := b.n.ReceiveDeferred(ctx, a, sessionID, b.owner(addr, sessionID), mode(m), seqs)
+	msgs, err := b.n.ReceiveDeferred(ctx, a, sessionID, owner(ctx), mode(m), seqs)
 	if errors.Is(err, fsm.ErrNotFound) {
 		return deliveries(msgs), fmt.Errorf("%w: %v", amqp.ErrMessageNotFound, err)
 	}
 	return deliveries(msgs), mapErr(err)
 }
 
-func sessionKey(a amqp.Address, id string) string {
-	return strings.ToLower(a.String()) + "|" + id
-}
+// anonymous is the session-lock holder of calls that carry no amqp.ConnectionID (none
+// does in production: amqp sets it on every connection). An empty owner would match any
+// holder in the fsm, so such calls share this one instead and cannot act on sessions
+// that connections hold.
+const anonymous = "-"
 
-// owner returns the owner token this node locked the session with ("" when none).
-func (b *Backend) owner(a amqp.Address, sessionID string) string {
-	if sessionID == "" {
-		return ""
+// owner returns the session-lock holder identity of the connection making the call.
+func owner(ctx context.Context) string {
+	if id := amqp.ConnectionID(ctx); id != "" {
+		return id
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.owners[sessionKey(a, sessionID)].token
+	return anonymous
 }
 
-// setOwner records (or with an empty token forgets) a session's owner, and forgets
-// owners whose locks expired long ago (their holders vanished without releasing).
-func (b *Backend) setOwner(key, token string, until time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if token == "" {
-		delete(b.owners, key)
-	} else {
-		b.owners[key] = owner{token: token, until: until}
-	}
-	stale := time.Now().Add(-time.Minute)
-	for k, o := range b.owners {
-		if o.until.Before(stale) {
-			delete(b.owners, k)
-		}
-	}
-}
-
-func newOwner() string {
-	var buf [12]byte
-	rand.Read(buf[:])
-	return hex.EncodeToString(buf[:])
-}
-
-// AcceptSession implements amqp.Sessions.
+// AcceptSession implements amqp.Sessions: the calling connection becomes the holder.
 func (b *Backend) AcceptSession(ctx context.Context, addr amqp.Address, sessionID string, wait time.Duration) (string, time.Time, error) {
 	a, err := address(addr)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	token := newOwner()
-	id, until, err := b.n.AcceptSession(ctx, a, sessionID, token, wait)
+	id, until, err := b.n.AcceptSession(ctx, a, sessionID, owner(ctx), wait)
 	if err != nil {
 		return "", time.Time{}, mapErr(err)
 	}
-	b.setOwner(sessionKey(addr, id), token, unixMs(until))
 	return id, unixMs(until), nil
 }
 
-// ReleaseSession implements amqp.Sessions.
+// ReleaseSession implements amqp.Sessions. Releasing a session this connection does not
+// hold (never accepted, expired, or taken over by another connection since) changes
+// nothing and is not an error: the link is going away either way.
 func (b *Backend) ReleaseSession(ctx context.Context, addr amqp.Address, sessionID string) error {
 	a, err := address(addr)
 	if err != nil {
 		return err
 	}
-	token := b.owner(addr, sessionID)
-	b.setOwner(sessionKey(addr, sessionID), "", time.Time{})
-	if token == "" {
-		return nil // never locked here (or already released)
+	err = b.n.ReleaseSession(ctx, a, sessionID, owner(ctx))
+	if errors.Is(err, fsm.ErrSessionLockLost) {
+		return nil
 	}
-	return mapErr(b.n.ReleaseSession(ctx, a, sessionID, token))
+	return mapErr(err)
 }
 
-// RenewSessionLock implements amqp.Sessions.
+// RenewSessionLock implements amqp.Sessions; only the holder may renew (S-SES-4).
 func (b *Backend) RenewSessionLock(ctx context.Context, addr amqp.Address, sessionID string) (time.Time, error) {
 	a, err := address(addr)
 	if err != nil {
 		return time.Time{}, err
 	}
-	token := b.owner(addr, sessionID)
-	until, err := b.n.RenewSession(ctx, a, sessionID, token)
-	if err == nil && token != "" {
-		b.setOwner(sessionKey(addr, sessionID), token, unixMs(until))
-	}
+	until, err := b.n.RenewSession(ctx, a, sessionID, owner(ctx))
 	return unixMs(until), mapErr(err)
 }
 
-// SessionState implements amqp.Sessions.
+// SessionState implements amqp.Sessions. It is a leader read and does not check the
+// session lock (docs/compatibility.md): Service Bus asks for the lock, which only the
+// holder's session receiver can name through the SDK anyway.
 func (b *Backend) SessionState(ctx context.Context, addr amqp.Address, sessionID string) ([]byte, error) {
 	a, err := address(addr)
 	if err != nil {
@@ -424,13 +385,14 @@ func (b *Backend) SessionState(ctx context.Context, addr amqp.Address, sessionID
 	return st, mapErr(err)
 }
 
-// SetSessionState implements amqp.Sessions.
+// SetSessionState implements amqp.Sessions: only the holder may set the state (S-SES-5,
+// as Service Bus does); the fsm's owner-less form is for operator paths, not AMQP.
 func (b *Backend) SetSessionState(ctx context.Context, addr amqp.Address, sessionID string, state []byte) error {
 	a, err := address(addr)
 	if err != nil {
 		return err
 	}
-	return mapErr(b.n.SetSessionState(ctx, a, sessionID, b.owner(addr, sessionID), state))
+	return mapErr(b.n.SetSessionState(ctx, a, sessionID, owner(ctx), state))
 }
 
 // ListSessions implements amqp.Sessions.

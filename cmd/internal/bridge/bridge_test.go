@@ -96,7 +96,10 @@ func TestBackendOverANode(t *testing.T) {
 	}
 }
 
-// S-SES-2: a session locked through the backend is exclusive; releasing it frees it.
+// S-SES-2: a session locked through the backend is held by the connection that
+// accepted it (amqp.ConnectionID): another connection can neither accept it, receive
+// from it, settle its messages, renew it, set its state nor release it (a release by a
+// non-holder is harmless); the holder can, and its release frees the session.
 func TestBackendSessions(t *testing.T) {
 	b, n := startBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -109,27 +112,68 @@ func TestBackendSessions(t *testing.T) {
 	if err := b.Send(ctx, "sq", []*amqp.Message{{Raw: []byte("x"), SessionID: "s1"}}); err != nil {
 		t.Fatal(err)
 	}
+	connA, connB := amqp.WithConnectionID(ctx, "conn-a"), amqp.WithConnectionID(ctx, "conn-b")
 	addr := amqp.Address{Entity: "sq"}
-	id, until, err := b.AcceptSession(ctx, addr, "", time.Second)
+	id, until, err := b.AcceptSession(connA, addr, "", time.Second)
 	if err != nil || id != "s1" || until.IsZero() {
 		t.Fatalf("accept next: %q %v %v", id, until, err)
 	}
-	if _, _, err := b.AcceptSession(ctx, addr, "s1", 0); !errors.Is(err, amqp.ErrSessionCannotBeLocked) {
-		t.Fatalf("second accept: %v", err)
+	for _, c := range []context.Context{connB, ctx} { // another connection; no connection
+		if _, _, err := b.AcceptSession(c, addr, "s1", 0); !errors.Is(err, amqp.ErrSessionCannotBeLocked) {
+			t.Fatalf("second accept: %v", err)
+		}
 	}
-	if err := b.SetSessionState(ctx, addr, "s1", []byte("st")); err != nil {
+	ds, err := b.Receive(connA, amqp.ReceiveRequest{Address: addr, SessionID: "s1", Max: 1, Wait: time.Second})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("holder receive: %d %v", len(ds), err)
+	}
+	tok := ds[0].LockToken
+
+	// Connection B, and a call without a connection, act on A's session in vain.
+	for _, c := range []context.Context{connB, ctx} {
+		if _, err := b.Receive(c, amqp.ReceiveRequest{Address: addr, SessionID: "s1", Max: 1}); !errors.Is(err, amqp.ErrSessionLockLost) {
+			t.Errorf("non-holder receive: %v", err)
+		}
+		for _, sid := range []string{"s1", ""} {
+			errs := b.Settle(c, []amqp.Settlement{{Address: addr, SessionID: sid, LockToken: tok, Disposition: amqp.Complete}})
+			if !errors.Is(errs[0], amqp.ErrSessionLockLost) {
+				t.Errorf("non-holder settle (session %q): %v", sid, errs[0])
+			}
+		}
+		if _, err := b.RenewSessionLock(c, addr, "s1"); !errors.Is(err, amqp.ErrSessionLockLost) {
+			t.Errorf("non-holder renew: %v", err)
+		}
+		if err := b.SetSessionState(c, addr, "s1", []byte("B")); !errors.Is(err, amqp.ErrSessionLockLost) {
+			t.Errorf("non-holder set state: %v", err)
+		}
+		if err := b.ReleaseSession(c, addr, "s1"); err != nil {
+			t.Errorf("non-holder release: %v, want a harmless no-op", err)
+		}
+	}
+	if _, _, err := b.AcceptSession(connB, addr, "s1", 0); !errors.Is(err, amqp.ErrSessionCannotBeLocked) {
+		t.Fatalf("accept after a non-holder's release: %v (the release freed A's session)", err)
+	}
+
+	// The holder still can.
+	if _, err := b.RenewSessionLock(connA, addr, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := b.SessionState(ctx, addr, "s1"); err != nil || string(st) != "st" {
+	if err := b.SetSessionState(connA, addr, "s1", []byte("st")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := b.SessionState(connA, addr, "s1"); err != nil || string(st) != "st" {
 		t.Fatalf("state %q %v", st, err)
 	}
-	if err := b.ReleaseSession(ctx, addr, "s1"); err != nil {
+	if errs := b.Settle(connA, []amqp.Settlement{{Address: addr, SessionID: "s1", LockToken: tok, Disposition: amqp.Complete}}); errs[0] != nil {
+		t.Fatalf("holder settle: %v", errs[0])
+	}
+	if err := b.ReleaseSession(connA, addr, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.AcceptSession(ctx, addr, "s1", 0); err != nil {
+	if _, _, err := b.AcceptSession(connB, addr, "s1", 0); err != nil {
 		t.Fatalf("accept after release: %v", err)
 	}
-	if _, _, err := b.AcceptSession(ctx, addr, "", 200*time.Millisecond); !errors.Is(err, amqp.ErrTimeout) {
+	if _, _, err := b.AcceptSession(connA, addr, "", 200*time.Millisecond); !errors.Is(err, amqp.ErrTimeout) {
 		t.Fatalf("accept next with none free: %v", err)
 	}
 }
@@ -216,23 +260,5 @@ func TestEntityKeys(t *testing.T) {
 	}
 	if _, err := b.SASKey(ctx, "listener"); !errors.Is(err, amqp.ErrNotFound) {
 		t.Errorf("an entity rule is not a namespace key: %v", err)
-	}
-}
-
-// A session owner whose lock expired long ago (its connection dropped without releasing
-// it) is forgotten; a live one is kept.
-func TestStaleSessionOwnersAreForgotten(t *testing.T) {
-	b := &Backend{owners: map[string]owner{}}
-	b.setOwner("q|old", "t1", time.Now().Add(-2*time.Minute))
-	b.setOwner("q|live", "t2", time.Now().Add(time.Minute))
-	if _, ok := b.owners["q|old"]; ok {
-		t.Error("the stale owner is still tracked")
-	}
-	if b.owners["q|live"].token != "t2" {
-		t.Error("the live owner was dropped")
-	}
-	b.setOwner("q|live", "", time.Time{})
-	if len(b.owners) != 0 {
-		t.Errorf("owners left: %v", b.owners)
 	}
 }
