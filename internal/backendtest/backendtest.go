@@ -272,6 +272,42 @@ var scenarios = []struct {
 		c.ids(c.receiveFrom(amqp.Address{Entity: subs[1]}, amqp.ReceiveAndDelete, 10), "a", "b")
 		c.ids(c.peek(amqp.Address{Entity: subs[0]}), "b")
 	}},
+	{"TimeToLiveSetsExpiresAt", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
+		// S-TTL-1: ExpiresAt is EnqueuedTime plus the message's TTL (the entity default is
+		// unlimited), and a message without a TTL never expires.
+		q := nq(t, false)
+		m := c.msg("ttl", "")
+		m.TimeToLive = time.Hour
+		c.send(q, m, c.msg("forever", ""))
+		p := c.peek(amqp.Address{Entity: q})
+		c.ids(p, "ttl", "forever")
+		if !p[0].ExpiresAt.Equal(p[0].EnqueuedTime.Add(time.Hour)) || !p[1].ExpiresAt.IsZero() {
+			t.Fatalf("ExpiresAt %v for enqueued %v + 1h, and %v for no TTL (want zero)", p[0].ExpiresAt, p[0].EnqueuedTime, p[1].ExpiresAt)
+		}
+	}},
+	{"SendWithScheduledTimeIsScheduled", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
+		// S-SCH-1, protocol.md §5: a plain send carrying a future scheduled time is
+		// scheduled, not delivered.
+		q := nq(t, false)
+		m := c.msg("later", "")
+		m.ScheduledEnqueueTime = time.Now().Add(time.Hour)
+		c.send(q, m, c.msg("now", ""))
+		c.ids(c.receive(q, amqp.PeekLock, 10), "now")
+		if p := c.peek(amqp.Address{Entity: q}); len(p) != 2 || p[0].State != amqp.StateScheduled {
+			t.Fatalf("peek: %s", summary(p))
+		}
+	}},
+	{"PeekBySession", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
+		// S-SES-1, S-LOCK-11: peek works on a session entity, also restricted to one session.
+		q := nq(t, true)
+		c.send(q, c.sessMsg("a1", "A"), c.sessMsg("b1", "B"), c.sessMsg("a2", "A"))
+		c.ids(c.peek(amqp.Address{Entity: q}), "a1", "b1", "a2")
+		ds, err := c.b.Peek(c.ctx, amqp.Address{Entity: q}, "A", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ids(ds, "a1", "a2")
+	}},
 	{"UnknownEntityIsNotFound", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
 		// S-SEND-2: not found, not retryable.
 		if _, err := c.b.Entity(c.ctx, "no-such-queue"); !errors.Is(err, amqp.ErrNotFound) {
