@@ -353,6 +353,48 @@ var scenarios = []struct {
 			t.Fatalf("accept next after a release: %q %v", id, err)
 		}
 	}},
+	{"SessionBelongsToTheConnectionThatAcceptedIt", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
+		// S-SES-2: one holder (the accepting connection, amqp.ConnectionID) for the
+		// session's messages; another connection can neither accept the session nor
+		// receive, settle, renew, set state in or release it.
+		q := nq(t, true)
+		a := amqp.Address{Entity: q}
+		c.send(q, c.sessMsg("s1", "S"), c.sessMsg("s2", "S"))
+		ctxA, ctxB := amqp.WithConnectionID(c.ctx, "conn-A"), amqp.WithConnectionID(c.ctx, "conn-B")
+		if _, _, err := c.b.AcceptSession(ctxA, a, "S", 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.b.AcceptSession(ctxB, a, "S", 0); !errors.Is(err, amqp.ErrSessionCannotBeLocked) {
+			t.Errorf("B accepts A's session: %v, want session cannot be locked", err)
+		}
+		ds, err := c.b.Receive(ctxA, amqp.ReceiveRequest{Address: a, SessionID: "S", Max: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ids(ds, "s1")
+		if got, err := c.b.Receive(ctxB, amqp.ReceiveRequest{Address: a, SessionID: "S", Max: 1}); !errors.Is(err, amqp.ErrSessionLockLost) {
+			t.Errorf("B receives from A's session: %s, %v; want session lock lost", summary(got), err)
+		}
+		errs := c.b.Settle(ctxB, []amqp.Settlement{{Address: a, SessionID: "S", LockToken: ds[0].LockToken, Disposition: amqp.Complete}})
+		if len(errs) != 1 || !errors.Is(errs[0], amqp.ErrSessionLockLost) {
+			t.Errorf("B completes A's message: %v, want session lock lost", errs)
+		}
+		if _, err := c.b.RenewSessionLock(ctxB, a, "S"); !errors.Is(err, amqp.ErrSessionLockLost) {
+			t.Errorf("B renews A's session: %v, want session lock lost", err)
+		}
+		if err := c.b.SetSessionState(ctxB, a, "S", []byte("B")); !errors.Is(err, amqp.ErrSessionLockLost) {
+			t.Errorf("B sets A's session state: %v, want session lock lost", err)
+		}
+		if err := c.b.ReleaseSession(ctxB, a, "S"); err != nil {
+			t.Errorf("B releases A's session: %v, want a no-op", err)
+		}
+		if _, err := c.b.RenewSessionLock(ctxA, a, "S"); err != nil {
+			t.Errorf("A renews after B's release: %v (A must still hold the session)", err)
+		}
+		if errs := c.b.Settle(ctxA, []amqp.Settlement{{Address: a, SessionID: "S", LockToken: ds[0].LockToken, Disposition: amqp.Complete}}); errs[0] != nil {
+			t.Errorf("A completes its message: %v", errs[0])
+		}
+	}},
 	{"AcceptNextWithNoSessionTimesOut", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
 		// S-SES-2: next-available waits up to its timeout, then fails with a timeout.
 		q := nq(t, true)
