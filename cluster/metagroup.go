@@ -45,7 +45,7 @@ type metaFSM struct {
 	// restored: the state came from a snapshot since the last applied entry (whose
 	// index the FSM is not told); guarded by mu.
 	restored bool
-	changed func() // called after every applied entry, outside mu; never blocks
+	changed  func() // called after every applied entry, outside mu; never blocks
 }
 
 // applyResult is what Apply returns through the raft future: the state's verdict.
