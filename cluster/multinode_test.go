@@ -191,3 +191,81 @@ func converged(nodes []*Node) error {
 }
 
 func adminEntity(name string) admin.Entity { return admin.Entity{Name: name} }
+
+// A replica moved to another node after its entity changed (qbctl node remove) is
+// rebuilt there from the group's creation configuration: the group keeps three voters,
+// the removed node leaves it and deletes its copy, and every replica converges.
+func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
+	nodes := startCluster(t, 4, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	n1 := nodes[0]
+	if err := n1.Apply(ctx, &meta.CreateQueue{Name: "moved", Properties: queueProps(1)}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(prefix string) {
+		for i := 0; i < 5; i++ {
+			m := &fsm.Message{}
+			m.MessageID = fmt.Sprintf("%s%d", prefix, i)
+			if err := n1.Send(ctx, "moved", []*fsm.Message{m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send("before")
+	props := queueProps(1)
+	props.DefaultMessageTimeToLive = time.Hour
+	if err := n1.Apply(ctx, &meta.UpdateQueue{Name: "moved", Properties: props}); err != nil {
+		t.Fatal(err)
+	}
+	send("after")
+	var pl meta.Placement
+	n1.meta.read(func(s *meta.State) { pl, _ = s.Placement("moved") })
+	var victim, spare string
+	leader := n1.meta.leader()
+	for _, nd := range nodes {
+		id := nd.cfg.NodeID
+		if !containsNode(pl.Partitions[0].Replicas, id) {
+			spare = id
+		} else if id != leader {
+			victim = id
+		}
+	}
+	if err := n1.RemoveNode(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	group := pl.Partitions[0].GroupID
+	waitFor(t, 60*time.Second, func() error {
+		for _, nd := range nodes {
+			for _, g := range nd.localGroupStatus([]uint32{group}) {
+				if !g.IsLeader {
+					continue
+				}
+				ids := map[string]bool{}
+				for _, s := range g.Servers {
+					if s.Voter {
+						ids[s.ID] = true
+					}
+				}
+				if len(g.Servers) != 3 || !ids[spare] || ids[victim] {
+					return fmt.Errorf("group %d servers %+v, want 3 voters with %s and without %s", group, g.Servers, spare, victim)
+				}
+				return converged(nodes)
+			}
+		}
+		return fmt.Errorf("group %d has no leader", group)
+	})
+	for _, nd := range nodes {
+		if nd.cfg.NodeID != victim {
+			continue
+		}
+		waitFor(t, 20*time.Second, func() error {
+			nd.mu.RLock()
+			defer nd.mu.RUnlock()
+			if nd.parts[group] != nil {
+				return fmt.Errorf("%s still hosts group %d", victim, group)
+			}
+			return nil
+		})
+	}
+}
