@@ -4,7 +4,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-short test-long lint vet fuzz bench run clean
+.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench run clean
 
 all: build
 
@@ -19,6 +19,12 @@ NORACE_PKGS  := ./fsm/
 test: vet
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 	$(GO) test -count=1 -run '$(NORACE_TESTS)' $(NORACE_PKGS)
+	$(MAKE) test-e2e-cluster
+
+# The SDK end-to-end suite again, through the node of a 3-node cluster that hosts no
+# replica of the entities it uses (every operation forwarded to another node).
+test-e2e-cluster:
+	E2E_CLUSTER=1 $(GO) test -count=1 -timeout 15m ./test/e2e/
 
 test-short:
 	$(GO) test -count=1 -short $(PKGS)

@@ -278,24 +278,6 @@ func (g *metaGroup) read(fn func(s *meta.State)) {
 	fn(g.fsm.state)
 }
 
-// waitLeader blocks until this replica is the leader (single node) or ctx ends.
-//
-//lint:ignore U1000 unused since nodes join one cluster; left for the cluster owner to keep or remove
-func (g *metaGroup) waitLeader(ctx context.Context) error {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for g.raft.State() != raft.Leader {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: metadata group has no leader: %w", ctx.Err())
-		case <-t.C:
-		}
-	}
-	// Everything committed before this term is applied locally before we serve reads
-	// that decide what to propose next.
-	return g.raft.Barrier(10 * time.Second).Error()
-}
-
 func (g *metaGroup) close() error {
 	err := g.raft.Shutdown().Error()
 	return errors.Join(err, g.store.Close())
