@@ -21,6 +21,8 @@ var (
 	reProtocolRef = regexp.MustCompile(`\bprotocol(?:\.md)?((?:(?:,| and)?\s*§[0-9]+(?:\.[0-9]+)?)+)`)
 	reNotesRef    = regexp.MustCompile(`\bdesign-notes\.md ((?:(?:,| and)?\s*§[0-9]+)+)`)
 	reSection     = regexp.MustCompile(`§([0-9]+(?:\.[0-9]+)?)`)
+	reDocPath     = regexp.MustCompile(`\bdocs/[A-Za-z0-9_-]+\.md\b`)      // from the repository root
+	reMarkdownRef = regexp.MustCompile(`\]\(([^)#:\s]+\.md)(?:#[^)]*)?\)`) // relative to the page
 
 	// References to documents that live outside the repository, and to issue numbers,
 	// which mean nothing to someone who cloned it.
@@ -117,7 +119,8 @@ func (c contract) unresolved(text string) []string {
 	return bad
 }
 
-// TestReferencesResolve checks every .go and .md file of the module.
+// TestReferencesResolve checks every .go and .md file of the module, including that the
+// docs/*.md pages they name and the Markdown pages they link to exist.
 func TestReferencesResolve(t *testing.T) {
 	c := loadContract(t)
 	files, cited := 0, 0
@@ -142,6 +145,18 @@ func TestReferencesResolve(t *testing.T) {
 		cited += len(reRuleRef.FindAllIndex(b, -1))
 		for _, r := range c.unresolved(string(b)) {
 			t.Errorf("%s: %s", path, r)
+		}
+		for _, doc := range reDocPath.FindAllString(string(b), -1) {
+			if _, err := os.Stat(filepath.Join("..", doc)); err != nil {
+				t.Errorf("%s: %s does not exist", path, doc)
+			}
+		}
+		if filepath.Ext(path) == ".md" {
+			for _, m := range reMarkdownRef.FindAllStringSubmatch(string(b), -1) {
+				if _, err := os.Stat(filepath.Join(filepath.Dir(path), m[1])); err != nil {
+					t.Errorf("%s: link to %s, which does not exist", path, m[1])
+				}
+			}
 		}
 		return nil
 	})
