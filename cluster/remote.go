@@ -198,7 +198,7 @@ func (n *Node) call(ctx context.Context, g group, req *CallReq, abandon func(*Ca
 		} else {
 			r = n.remote(ctx, target, req, abandon)
 		}
-		if r.err == nil || !retriable(r.err) {
+		if r.err == nil || !(retriable(r.err) || readOnly(req.Op) && errors.Is(r.err, ErrUnavailable)) {
 			if r.err == nil {
 				n.hints.Store(g.id, target)
 			}
@@ -490,4 +490,14 @@ func (n *Node) groupExists(id uint32) bool {
 		}
 	})
 	return found
+}
+
+// readOnly reports whether an operation changes nothing, so it may be retried whatever
+// happened to an earlier attempt.
+func readOnly(o op) bool {
+	switch o {
+	case opGetState, opListSessions, opPeek, opStats:
+		return true
+	}
+	return false
 }
