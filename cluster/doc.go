@@ -1,20 +1,53 @@
-// Package cluster owns a node's place in the cluster: the metadata Raft group (the
-// namespace, its entities, rules, keys and partition placement, as cluster/meta.State),
-// the partition replicas the placement puts on this node (opened, reconfigured and
-// deleted to match the metadata), routing of every data-plane operation to the partition
-// that owns it (router.go: SessionId or PartitionKey or round-robin for sends, lock tokens
-// carrying the group ID for settlements, partition index in the top bits of sequence
-// numbers), and the store behind the admin API (store.go).
+// Package cluster owns a node's place in the cluster. Node is one type, its parts in
+// files that each do one job:
 //
-// Today a node is a one-voter cluster: the metadata group and every partition have this
-// node as their only replica, on the same code path a multi-node cluster will use
-// (membership, placement across nodes and forwarding to remote leaders are later work).
+//   - node.go: start-up (join or form the cluster, catch up, register, serve), the
+//     reconciler that opens, configures and deletes the partition replicas placed on
+//     this node, and Close.
+//   - gossip.go: membership with hashicorp/memberlist (node ID, advertised cluster, AMQP
+//     and admin addresses, zone, whether the node has cluster state), gossip over UDP
+//     on the cluster port's number and memberlist's streams over the cluster port's mux.
+//   - metagroup.go: the metadata Raft group (cluster/meta.State: namespace, entities,
+//     rules, keys, node records, placement), formed by bootstrap-expect or grown by its
+//     leader.
+//   - membership.go: membership changes. The metadata leader records live nodes and
+//     grows its own group (non-voters first, promoted once caught up, up to five voters
+//     spread over zones), re-places the replicas of nodes dead past their grace period
+//     and balances partition leadership; each partition group's leader moves its
+//     group toward the placement one safe step at a time (add a non-voter, promote it
+//     once caught up, then remove a dropped voter).
+//   - placement.go: where the partitions of a new entity go (distinct nodes, zones
+//     first, least loaded, preferred leaders rotating).
+//   - router.go, seam.go: the data-plane front door. Every operation names an entity;
+//     the router picks the partition (SessionId, PartitionKey or round-robin for sends,
+//     the group ID inside lock tokens for settlements, the partition index in the top
+//     bits of sequence numbers) and calls it through the seam.
+//   - remote.go, rpc.go: the seam. An operation runs on the local replica when it leads
+//     its group, otherwise on the leader's node over the cluster RPC (net/rpc over the
+//     mux), following leader changes until the caller's deadline; typed errors cross
+//     the network (WireErr).
+//   - store.go: the admin API's store (metadata writes forwarded to the metadata leader,
+//     read-your-writes, runtime counts); ops.go: the operator surface (admin.Cluster) and
+//     the graceful stop; forward.go: auto-forwarding (S-FWD-1).
 //
-// Imports: partition, fsm, cluster/meta, cluster/admin (for its Store types), hashicorp
-// raft. Never amqp: cmd/internal/bridge adapts the router to amqp.Backend.
+// Gossip suggests, the metadata group decides: placement and Raft membership change
+// only through metadata commands proposed by the metadata leader, never straight from a
+// gossip event, and a node is never removed automatically.
 //
-// Goroutines: the reconcile loop (one per node, started by Start, stopped by Close),
-// woken by the metadata group's apply; plus whatever raft and each partition run (see
-// partition's doc). Lock order: Node.mu is never held across a call into a partition or
-// the metadata group.
+// Imports: partition, partition/transport, fsm, cluster/meta, cluster/admin (for its
+// Store and Cluster types), hashicorp raft and memberlist. Never amqp:
+// cmd/internal/bridge adapts the router to amqp.Backend.
+//
+// Goroutines, all tracked by Node.wg and stopped by Close (closing is closed first):
+// the reconcile loop (kicked by metadata applies and gossip events, and every second);
+// the metadata loop (leader duties, every second); the join loop (while --join is set);
+// one forwarder per auto-forwarding source hosted here; the RPC server's accept loop and
+// one goroutine per peer connection (rpcLayer.wg); memberlist's own; raft's and each
+// partition's (see partition's doc). A forwarded call whose caller gave up leaves one
+// short goroutine that waits for the reply and releases what it locked.
+//
+// Lock order: Node.recMu (one reconcile pass at a time) before Node.mu; Node.mu only
+// guards the parts map and is never held across a call into a partition, the metadata
+// group, memberlist or the network; metaFSM.mu is taken inside metaGroup.read and never
+// held while calling out; gossip.mu and rpcLayer.mu are leaves.
 package cluster

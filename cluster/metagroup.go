@@ -45,7 +45,7 @@ type metaFSM struct {
 	// restored: the state came from a snapshot since the last applied entry (whose
 	// index the FSM is not told); guarded by mu.
 	restored bool
-	changed func() // called after every applied entry, outside mu; never blocks
+	changed  func() // called after every applied entry, outside mu; never blocks
 }
 
 // applyResult is what Apply returns through the raft future: the state's verdict.
@@ -276,22 +276,6 @@ func (g *metaGroup) read(fn func(s *meta.State)) {
 	g.fsm.mu.RLock()
 	defer g.fsm.mu.RUnlock()
 	fn(g.fsm.state)
-}
-
-// waitLeader blocks until this replica is the leader (single node) or ctx ends.
-func (g *metaGroup) waitLeader(ctx context.Context) error {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for g.raft.State() != raft.Leader {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cluster: metadata group has no leader: %w", ctx.Err())
-		case <-t.C:
-		}
-	}
-	// Everything committed before this term is applied locally before we serve reads
-	// that decide what to propose next.
-	return g.raft.Barrier(10 * time.Second).Error()
 }
 
 func (g *metaGroup) close() error {

@@ -35,10 +35,23 @@ func freeAddr(t *testing.T) string {
 // each joining all the others, with replicas partition replicas per partition.
 func startCluster(t *testing.T, n, replicas int) []*Node {
 	t.Helper()
+	return startNodes(t, n, n, replicas, nil, nil)
+}
+
+// startNodes starts n nodes n1..nN with the given bootstrap-expect, each joining all of
+// them and the extra join addresses, in the given zones (nil: none).
+func startNodes(t *testing.T, n, expect, replicas int, extraJoin []string, zones []string) []*Node {
+	t.Helper()
+	return startNodesFrom(t, 1, n, expect, replicas, extraJoin, zones)
+}
+
+func startNodesFrom(t *testing.T, first, n, expect, replicas int, extraJoin []string, zones []string) []*Node {
+	t.Helper()
 	addrs := make([]string, n)
 	for i := range addrs {
 		addrs[i] = freeAddr(t)
 	}
+	join := append(append([]string(nil), addrs...), extraJoin...)
 	nodes := make([]*Node, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -47,11 +60,14 @@ func startCluster(t *testing.T, n, replicas int) []*Node {
 		go func(i int) {
 			defer wg.Done()
 			c := testConfig(t.TempDir())
-			c.NodeID = fmt.Sprintf("n%d", i+1)
+			c.NodeID = fmt.Sprintf("n%d", first+i)
 			c.ClusterAddr = addrs[i]
-			c.Join = addrs
-			c.BootstrapExpect = n
+			c.Join = join
+			c.BootstrapExpect = expect
 			c.Replicas = replicas
+			if zones != nil {
+				c.Zone = zones[i]
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			nodes[i], errs[i] = Start(ctx, c)
@@ -65,7 +81,7 @@ func startCluster(t *testing.T, n, replicas int) []*Node {
 					nd.Close()
 				}
 			}
-			t.Fatalf("node %d: %v", i+1, err)
+			t.Fatalf("node %d: %v", first+i, err)
 		}
 	}
 	t.Cleanup(func() {
@@ -191,3 +207,141 @@ func converged(nodes []*Node) error {
 }
 
 func adminEntity(name string) admin.Entity { return admin.Entity{Name: name} }
+
+// A replica moved to another node after its entity changed (qbctl node remove) is
+// rebuilt there from the group's creation configuration: the group keeps three voters,
+// the removed node leaves it and deletes its copy, and every replica converges.
+func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
+	nodes := startCluster(t, 4, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	n1 := nodes[0]
+	if err := n1.Apply(ctx, &meta.CreateQueue{Name: "moved", Properties: queueProps(1)}); err != nil {
+		t.Fatal(err)
+	}
+	send := func(prefix string) {
+		for i := 0; i < 5; i++ {
+			m := &fsm.Message{}
+			m.MessageID = fmt.Sprintf("%s%d", prefix, i)
+			if err := n1.Send(ctx, "moved", []*fsm.Message{m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send("before")
+	props := queueProps(1)
+	props.DefaultMessageTimeToLive = time.Hour
+	if err := n1.Apply(ctx, &meta.UpdateQueue{Name: "moved", Properties: props}); err != nil {
+		t.Fatal(err)
+	}
+	send("after")
+	var pl meta.Placement
+	n1.meta.read(func(s *meta.State) { pl, _ = s.Placement("moved") })
+	var victim, spare string
+	leader := n1.meta.leader()
+	for _, nd := range nodes {
+		id := nd.cfg.NodeID
+		if !containsNode(pl.Partitions[0].Replicas, id) {
+			spare = id
+		} else if id != leader {
+			victim = id
+		}
+	}
+	if err := n1.RemoveNode(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	group := pl.Partitions[0].GroupID
+	waitFor(t, 60*time.Second, func() error {
+		for _, nd := range nodes {
+			for _, g := range nd.localGroupStatus([]uint32{group}) {
+				if !g.IsLeader {
+					continue
+				}
+				ids := map[string]bool{}
+				for _, s := range g.Servers {
+					if s.Voter {
+						ids[s.ID] = true
+					}
+				}
+				if len(g.Servers) != 3 || !ids[spare] || ids[victim] {
+					return fmt.Errorf("group %d servers %+v, want 3 voters with %s and without %s", group, g.Servers, spare, victim)
+				}
+				return converged(nodes)
+			}
+		}
+		return fmt.Errorf("group %d has no leader", group)
+	})
+	for _, nd := range nodes {
+		if nd.cfg.NodeID != victim {
+			continue
+		}
+		waitFor(t, 20*time.Second, func() error {
+			nd.mu.RLock()
+			defer nd.mu.RUnlock()
+			if nd.parts[group] != nil {
+				return fmt.Errorf("%s still hosts group %d", victim, group)
+			}
+			return nil
+		})
+	}
+}
+
+// Nodes that join a formed cluster are added to the metadata group as non-voters and
+// promoted once caught up, up to five voters; the metadata then reaches every node.
+func TestJoinersBecomeMetadataVoters(t *testing.T) {
+	first := startCluster(t, 3, 3)
+	more := startNodesFrom(t, 4, 2, 1, 3, []string{first[0].adv}, nil)
+	nodes := append(first, more...)
+	waitFor(t, 30*time.Second, func() error {
+		var leader *Node
+		for _, nd := range nodes {
+			if nd.meta.isLeader() {
+				leader = nd
+			}
+		}
+		if leader == nil {
+			return fmt.Errorf("no metadata leader")
+		}
+		servers := leader.meta.servers()
+		if v := voters(servers); v != 5 || len(servers) != 5 {
+			return fmt.Errorf("metadata group %v: want 5 voters", servers)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := more[1].Apply(ctx, &meta.CreateQueue{Name: "late", Properties: queueProps(2)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error { return converged(nodes) })
+}
+
+// Placement puts the replicas of a partition in distinct zones when there are enough,
+// and spreads preferred leaders over the nodes.
+func TestPlacementSpreadsZonesAndLeaders(t *testing.T) {
+	nodes := startNodes(t, 4, 4, 3, nil, []string{"a", "a", "b", "c"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "zoned", Properties: queueProps(8)}); err != nil {
+		t.Fatal(err)
+	}
+	zone := map[string]string{"n1": "a", "n2": "a", "n3": "b", "n4": "c"}
+	var pl meta.Placement
+	nodes[0].meta.read(func(s *meta.State) { pl, _ = s.Placement("zoned") })
+	firsts := map[string]int{}
+	for i, p := range pl.Partitions {
+		zs := map[string]bool{}
+		for _, r := range p.Replicas {
+			zs[zone[r]] = true
+		}
+		if len(p.Replicas) != 3 || len(zs) != 3 {
+			t.Fatalf("partition %d on %v: want 3 replicas in 3 zones", i, p.Replicas)
+		}
+		firsts[p.Replicas[0]]++
+	}
+	for id, n := range firsts {
+		if n > 3 {
+			t.Fatalf("preferred leaders %v: %s comes first in %d of 8 partitions", firsts, id, n)
+		}
+	}
+}

@@ -173,8 +173,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// lone reports whether this node runs alone (no cluster to form or join).
-func (n *Node) lone() bool { return n.cfg.BootstrapExpect <= 1 && len(n.cfg.Join) == 0 }
+// lone reports whether this node runs alone: no cluster to form (bootstrap-expect 1)
+// and no other node to join (--join empty, or naming only this node).
+func (n *Node) lone() bool { return n.cfg.BootstrapExpect <= 1 && len(n.otherJoinAddrs()) == 0 }
 
 // NodeID is this node's identity.
 func (n *Node) NodeID() string { return n.cfg.NodeID }
@@ -279,7 +280,10 @@ func (n *Node) formOrJoin(ctx context.Context) error {
 	defer t.Stop()
 	logged := false
 	for n.meta.leader() == "" {
-		if !n.meta.hadState && !n.lone() {
+		// Only nodes told to form a cluster of two or more form one: a node started with
+		// --join and --bootstrap-expect 1 joins an existing cluster, it never forms its
+		// own (it could see another new node before the cluster and split it).
+		if !n.meta.hadState && n.cfg.BootstrapExpect >= 2 {
 			ms := n.gossip.members()
 			formed := false
 			for _, m := range ms {
@@ -403,6 +407,7 @@ func (n *Node) LoadEmulatorConfig(ctx context.Context, data []byte) ([]string, e
 			continue // the node's --namespace names it; Config.json's name is informational
 		}
 		if err := n.Apply(ctx, cmd); err != nil {
+			//lint:ignore ST1005 Config.json is the file's name
 			return warnings, fmt.Errorf("Config.json: %s: %w", cmd.Op(), err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
@@ -37,6 +38,7 @@ const (
 	opPeek
 	opStats
 	opPurge
+	opSyncConfig // push the entity configuration as of metadata index MetaIndex, if not applied yet
 )
 
 // CallReq is one operation on one partition group.
@@ -45,21 +47,22 @@ type CallReq struct {
 	Op      op
 	Timeout time.Duration // what is left of the caller's deadline; 0: none
 
-	Msgs     []*fsm.Message
-	Seqs     []int64
-	Target   fsm.Target
-	Tokens   []fsm.LockToken
-	Receive  fsm.Receive
-	Wait     time.Duration
-	Deferred fsm.ReceiveDeferred
-	Settle   fsm.Settle
-	Accept   fsm.AcceptSession
-	Session  string
-	Owner    string
-	State    []byte
-	SetState fsm.SetSessionState
-	From     int64
-	Max      int
+	Msgs      []*fsm.Message
+	Seqs      []int64
+	Target    fsm.Target
+	Tokens    []fsm.LockToken
+	Receive   fsm.Receive
+	Wait      time.Duration
+	Deferred  fsm.ReceiveDeferred
+	Settle    fsm.Settle
+	Accept    fsm.AcceptSession
+	Session   string
+	Owner     string
+	State     []byte
+	SetState  fsm.SetSessionState
+	From      int64
+	Max       int
+	MetaIndex uint64
 }
 
 // CallResp is its outcome. err is set on the local path; E carries it over the network.
@@ -189,19 +192,22 @@ func (n *Node) call(ctx context.Context, g group, req *CallReq, abandon func(*Ca
 		target := n.leaderOf(g, tried)
 		var r *CallResp
 		if target == n.cfg.NodeID && g.local != nil {
-			r = exec(ctx, g.local.p, req)
+			r = n.execLocal(ctx, g.local, req)
 		} else if target == "" {
 			r = &CallResp{err: fmt.Errorf("%w: partition group %d has no known leader", ErrUnavailable, g.id)}
 		} else {
 			r = n.remote(ctx, target, req, abandon)
 		}
-		if r.err == nil || !retriable(r.err) {
+		if r.err == nil || !(retriable(r.err) || readOnly(req.Op) && errors.Is(r.err, ErrUnavailable)) {
 			if r.err == nil {
 				n.hints.Store(g.id, target)
 			}
 			return r
 		}
 		last = r
+		if !n.groupExists(g.id) {
+			return &CallResp{err: fmt.Errorf("%w: partition group %d no longer exists (its entity was deleted)", fsm.ErrNotFound, g.id)}
+		}
 		if debugCalls {
 			fmt.Printf("DBG call from %s group %d op %d target %s local=%v: %v\n", n.cfg.NodeID, g.id, req.Op, target, g.local != nil, r.err)
 		}
@@ -283,10 +289,13 @@ func (s *rpcService) Call(req *CallReq, resp *CallResp) error {
 	s.n.mu.RLock()
 	r := s.n.parts[req.Group]
 	s.n.mu.RUnlock()
-	if r == nil {
+	switch {
+	case r != nil:
+		*resp = *s.n.execLocal(ctx, r, req)
+	case !s.n.groupExists(req.Group):
+		*resp = CallResp{err: fmt.Errorf("%w: partition group %d does not exist", fsm.ErrNotFound, req.Group)}
+	default:
 		*resp = CallResp{err: &partition.NotLeaderError{}}
-	} else {
-		*resp = *exec(ctx, r.p, req)
 	}
 	resp.toWire()
 	return nil
@@ -313,6 +322,7 @@ func (n *Node) rpcContext(timeout time.Duration) (context.Context, context.Cance
 type WaitReq struct {
 	Group   uint32
 	Receive fsm.Receive
+	Accept  bool // waiting to accept the next available session of Receive.Target
 	Timeout time.Duration
 }
 
@@ -327,7 +337,14 @@ func (s *rpcService) WaitChange(req *WaitReq, resp *bool) error {
 		return nil
 	}
 	ch := r.p.Changed()
-	if s.n.available(r.p, req.Receive) {
+	var ok bool
+	var err error
+	if req.Accept {
+		ok, err = r.p.SessionAvailable(req.Receive.Target)
+	} else {
+		ok, err = r.p.Available(req.Receive)
+	}
+	if ok || err != nil { // something to take, or not the leader: the caller tries again
 		*resp = true
 		return nil
 	}
@@ -342,15 +359,9 @@ func (s *rpcService) WaitChange(req *WaitReq, resp *bool) error {
 	return nil
 }
 
-// remoteWaitCap bounds one remote wait, so a wake-up lost between a caller's try and its
-// wait costs at most this long.
-const remoteWaitCap = time.Second
-
-// available reports whether a receive may find something on p now. Conservative: true
-// unless the partition can tell it has nothing.
-func (n *Node) available(p *partition.Partition, req fsm.Receive) bool {
-	return false
-}
+// remoteWaitCap bounds one remote wait (the leader may change meanwhile). No wake-up is
+// lost: the leader takes the change signal before it checks availability.
+const remoteWaitCap = 5 * time.Second
 
 // MetaApplyReq forwards a metadata command to the metadata leader.
 type MetaApplyReq struct {
@@ -413,3 +424,80 @@ func (s *rpcService) Transfer(req *TransferReq, resp *WireErr) error {
 }
 
 var debugCalls = os.Getenv("QB_DEBUG") != ""
+
+// execLocal runs req on a replica hosted here: the partition API, or a configuration
+// sync.
+func (n *Node) execLocal(ctx context.Context, r *replica, req *CallReq) *CallResp {
+	if req.Op != opSyncConfig {
+		return exec(ctx, r.p, req)
+	}
+	return &CallResp{err: n.syncConfig(ctx, r, req.MetaIndex)}
+}
+
+// syncConfig makes the group r leads apply the entity configuration of this node's
+// metadata as of index (or later): a metadata change that alters an entity is visible
+// to the entity's next operation through any node, as it was on a single node (S-ENT-3).
+func (n *Node) syncConfig(ctx context.Context, r *replica, index uint64) error {
+	if !r.p.IsLeader() {
+		return r.p.NotLeader()
+	}
+	if err := n.meta.waitIndex(ctx, index); err != nil {
+		return err
+	}
+	want, ok := n.desiredConfig(r.cfg.GroupID)
+	if !ok {
+		return nil // the entity is gone
+	}
+	if reflect.DeepEqual(r.p.EntityConfig(), want) {
+		return nil
+	}
+	return r.p.UpdateEntity(ctx, want)
+}
+
+// desiredConfig is the configuration group id must run with according to the local
+// metadata.
+func (n *Node) desiredConfig(id uint32) (fsm.Config, bool) {
+	var cfg fsm.Config
+	var ok bool
+	n.meta.read(func(s *meta.State) {
+		for _, pl := range s.Placements() {
+			for i, p := range pl.Partitions {
+				if p.GroupID == id {
+					c, err := s.PartitionConfig(pl.Entity, i)
+					cfg, ok = c, err == nil
+					return
+				}
+			}
+		}
+	})
+	return cfg, ok
+}
+
+// groupExists reports whether group id exists or may exist: the local metadata places
+// it, or has not allocated it yet (this replica lags behind the change that created
+// it). False means it was deleted.
+func (n *Node) groupExists(id uint32) bool {
+	found := false
+	n.meta.read(func(s *meta.State) {
+		if id >= s.NextGroupID() {
+			found = true
+			return
+		}
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				found = found || p.GroupID == id
+			}
+		}
+	})
+	return found
+}
+
+// readOnly reports whether an operation changes nothing, so it may be retried whatever
+// happened to an earlier attempt.
+func readOnly(o op) bool {
+	switch o {
+	case opGetState, opListSessions, opPeek, opStats:
+		return true
+	}
+	return false
+}

@@ -308,7 +308,7 @@ func (n *Node) Receive(ctx context.Context, a Address, sessionID, owner string, 
 	}
 	var msgs []*fsm.Message
 	idx := -1
-	err = n.waitAny(ctx, e, req, wait, func(i int) (bool, error) {
+	err = n.waitAny(ctx, e, req, false, wait, func(i int) (bool, error) {
 		m, err := n.on(e.parts[i]).Receive(ctx, req, 0)
 		if err != nil || len(m) > 0 {
 			msgs, idx = m, i
@@ -326,7 +326,7 @@ func (n *Node) Receive(ctx context.Context, a Address, sessionID, owner string, 
 // done or an error; between rounds it waits for any partition to change, up to wait.
 // Each partition has one watcher at a time: it holds that partition's current change
 // signal (taken before the round that follows it) and is re-armed once it fired.
-func (n *Node) waitAny(ctx context.Context, e *entity, req fsm.Receive, wait time.Duration, try func(i int) (done bool, err error)) error {
+func (n *Node) waitAny(ctx context.Context, e *entity, req fsm.Receive, accept bool, wait time.Duration, try func(i int) (done bool, err error)) error {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	fired := make(chan int, len(e.parts))
@@ -345,7 +345,7 @@ func (n *Node) waitAny(ctx context.Context, e *entity, req fsm.Receive, wait tim
 					fired <- i
 				case <-stop:
 				}
-			}(i, n.on(r).Changed(req))
+			}(i, n.on(r).Changed(req, accept))
 		}
 		start := int(rr.Add(1) % uint64(len(e.parts)))
 		for i := range e.parts {
@@ -552,7 +552,7 @@ func (n *Node) AcceptSession(ctx context.Context, a Address, sessionID, owner st
 	}
 	var id string
 	var until int64
-	err = n.waitAny(ctx, e, fsm.Receive{Target: t}, wait, func(i int) (bool, error) {
+	err = n.waitAny(ctx, e, fsm.Receive{Target: t}, true, wait, func(i int) (bool, error) {
 		var err error
 		id, until, err = n.on(e.parts[i]).AcceptSession(ctx, req, 0)
 		if errors.Is(err, fsm.ErrNoSessionAvailable) {

@@ -128,9 +128,9 @@ func (p gp) Purge(ctx context.Context, t fsm.Target) (int, error) {
 func (p gp) IsLeader() bool { return p.g.local != nil && p.g.local.p.IsLeader() }
 
 // Changed returns a channel closed when the partition may have changed: the local
-// replica's signal when this node leads the group, else a remote wait on the leader
-// (bounded by remoteWaitCap, so a lost wake-up costs at most that).
-func (p gp) Changed(req fsm.Receive) <-chan struct{} {
+// replica's signal when this node leads the group, else a remote wait on the leader,
+// which returns at once when the receive (or accept) may find something.
+func (p gp) Changed(req fsm.Receive, accept bool) <-chan struct{} {
 	if p.IsLeader() {
 		return p.g.local.p.Changed()
 	}
@@ -151,7 +151,7 @@ func (p gp) Changed(req fsm.Receive) <-chan struct{} {
 		ctx, cancel := context.WithTimeout(context.Background(), remoteWaitCap+5*time.Second)
 		defer cancel()
 		var ok bool
-		if err := p.n.rpc.call(ctx, addr, "WaitChange", &WaitReq{Group: p.g.id, Receive: req, Timeout: remoteWaitCap}, &ok, nil); err != nil {
+		if err := p.n.rpc.call(ctx, addr, "WaitChange", &WaitReq{Group: p.g.id, Receive: req, Accept: accept, Timeout: remoteWaitCap}, &ok, nil); err != nil {
 			t := time.NewTimer(100 * time.Millisecond)
 			defer t.Stop()
 			select {

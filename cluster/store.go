@@ -59,16 +59,45 @@ func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
 	n.reconcile(ctx)
-	var name string
+	var created, changed string
 	switch c := cmd.(type) {
 	case *meta.CreateQueue:
-		name = c.Name
+		created = c.Name
 	case *meta.CreateTopic:
-		name = c.Name
+		created = c.Name
+	case *meta.UpdateQueue:
+		changed = c.Name
+	case *meta.UpdateTopic:
+		changed = c.Name
+	case *meta.CreateSubscription:
+		changed = c.Topic
+	case *meta.UpdateSubscription:
+		changed = c.Topic
+	case *meta.DeleteSubscription:
+		changed = c.Topic
+	case *meta.CreateRule:
+		changed = c.Topic
+	case *meta.UpdateRule:
+		changed = c.Topic
+	case *meta.DeleteRule:
+		changed = c.Topic
 	}
-	if name != "" {
-		if err := n.waitEntity(ctx, name); err != nil {
+	if created != "" {
+		if err := n.waitEntity(ctx, created); err != nil {
 			return fmt.Errorf("%w: the change is committed but its partitions are not serving yet: %v", admin.ErrUnavailable, err)
+		}
+	}
+	if changed != "" {
+		// The entity's partitions apply the change before the caller hears of it, as on
+		// a single node: the next operation through any node sees it (S-ENT-3).
+		e, err := n.resolve(changed)
+		if err != nil {
+			return nil // deleted meanwhile
+		}
+		for _, g := range e.parts {
+			if r := n.call(ctx, g, &CallReq{Op: opSyncConfig, MetaIndex: idx}, nil); r.err != nil {
+				return fmt.Errorf("%w: the change is committed but partition %d has not applied it yet: %v", admin.ErrUnavailable, g.index, r.err)
+			}
 		}
 	}
 	return nil

@@ -34,3 +34,7 @@ func (p *Partition) TransferLeadershipTo(id, addr string) error {
 	}
 	return p.raftErr(p.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)).Error())
 }
+
+// NotLeader is the error a follower answers a leader-only request with (naming the
+// leader when this replica knows it).
+func (p *Partition) NotLeader() error { return p.notLeader(false) }

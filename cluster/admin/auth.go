@@ -21,6 +21,8 @@ type token struct {
 
 // errNoManage: a valid token whose key lacks the Manage right. The handler words it per
 // operation, as Service Bus does.
+//
+//lint:ignore ST1005 Service Bus error texts start with their code
 var errNoManage = errors.New("Unauthorized: Manage claim(s) are required for this operation")
 
 var errNoToken = errors.New("missing Authorization header: a SharedAccessSignature token is required")

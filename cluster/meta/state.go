@@ -681,3 +681,7 @@ func (s *State) Nodes() []Node {
 	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
+
+// NextGroupID is the group ID the next partition will get: every smaller ID was
+// allocated at some point (IDs are never reused).
+func (s *State) NextGroupID() uint32 { return s.nextGroupID }

@@ -52,8 +52,13 @@ if [[ "${QB_SKIP_GO:-}" != 1 && ! -x "$LIVETESTS/run.sh" ]]; then
 fi
 cd "$ROOT"
 go build -o "$WORK/bin/" ./cmd/quorumbus ./cmd/qbctl
-if [[ "${QB_SKIP_JS:-}" != 1 && ! -d test/js/node_modules/@azure/service-bus ]]; then
-  (cd test/js && npm ci --no-audit --no-fund --silent)
+# The JavaScript runner is installed in the work directory, not in test/js: the
+# repository's own checks read every .md file under it, node_modules included.
+JSDIR=$WORK/js
+if [[ "${QB_SKIP_JS:-}" != 1 ]]; then
+  mkdir -p "$JSDIR"
+  cp test/js/package.json test/js/package-lock.json test/js/run.js "$JSDIR/"
+  (cd "$JSDIR" && npm ci --no-audit --no-fund --silent)
 fi
 
 amqp_addr() { echo "127.0.0.1:$((BASE + 1000 * $1 + 672))"; }
@@ -118,7 +123,7 @@ run_clients() {
   fi
   if [[ "${QB_SKIP_JS:-}" != 1 ]]; then
     echo "== [$phase] JavaScript SDK (@azure/service-bus 7.9.5) through $amqp"
-    (cd test/js &&
+    (cd "$JSDIR" &&
       QB_CONN=$(conn "$amqp" RootManageSharedAccessKey "$KEY") QB_ADMIN_URL="http://$(admin_addr "$i")" \
       QB_CONN_SEND_ONLY=$(conn "$amqp" conformance-send send-key) \
       QB_CONN_LISTEN_ONLY=$(conn "$amqp" conformance-listen listen-key) node run.js) || ok=1

@@ -13,7 +13,7 @@ import (
 )
 
 // TestSDKSuiteBehaviours covers, through the real broker, what the Go SDK's own live
-// tests found different from Service Bus (issue 13, docs/compatibility.md). Each
+// tests found different from Service Bus (docs/compatibility.md). Each
 // subtest names the SDK test it stands for.
 func TestSDKSuiteBehaviours(t *testing.T) {
 	e := newEnv(t)

@@ -1,8 +1,13 @@
 // Runs what a JavaScript user of the official @azure/service-bus SDK (7.9.5,
-// unmodified) does against a Quorumbus node. make conformance runs it; by hand:
+// unmodified) does against a Quorumbus node. make conformance runs it (QB_SKIP_GO=1
+// QB_PHASES=single for this runner alone). By hand, install it outside the repository
+// (whose checks read every .md file under test/, node_modules included):
 //
+//   d=$(mktemp -d); cp package.json package-lock.json run.js $d; cd $d; npm ci
 //   QB_CONN='Endpoint=sb://127.0.0.1:5672;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=KEY;UseDevelopmentEmulator=true' \
 //   QB_ADMIN_URL=http://127.0.0.1:5300 node run.js [name-regex]
+//
+// QB_CONN_SEND_ONLY and QB_CONN_LISTEN_ONLY (limited-rights keys) are needed by one test.
 //
 // The last line is "N passed, M failed"; the exit status is 1 when a check failed.
 "use strict";
