@@ -64,7 +64,7 @@ func run(cfg Config) error {
 			log.Warn("Config.json", "source", source, "warning", w)
 		}
 		if err != nil {
-			return fmt.Errorf("Config.json (%s): %w", source, err)
+			return fmt.Errorf("--config-json (%s): %w", source, err)
 		}
 		configJSON = data
 	}
@@ -87,7 +87,7 @@ func run(cfg Config) error {
 
 	if configJSON != nil {
 		if _, err := node.LoadEmulatorConfig(ctx, configJSON); err != nil {
-			return fmt.Errorf("Config.json: %w", err)
+			return fmt.Errorf("--config-json: %w", err)
 		}
 		if node.Namespace() != ec.Namespace {
 			log.Warn("Config.json names another namespace than the node serves",
