@@ -8,9 +8,12 @@
 # For each, it creates limited-rights keys (Send+Listen, Send, Listen) through the admin
 # API's /$keys, then runs the Azure SDK for Go's own live tests (../shared/sdk-livetests,
 # or $QB_SDK_LIVETESTS) and the JavaScript SDK runner (test/js). It stops every node it
-# started, also on failure. Exit status: 0 when every run passed, 1 otherwise.
+# started, also on failure. Exit status: 0 when every run passed (but for the documented
+# expected failures), 1 otherwise.
 #
-# Environment: QB_PHASES (default "single cluster"), QB_SDK_LIVETESTS, QB_PORT_BASE
+# Environment: QB_PHASES (default "single cluster"), QB_EXPECTED_FAILURES (Go tests
+# allowed to fail, each documented in docs/compatibility.md; default
+# TestReceiveWithDifferentWaitTime), QB_SDK_LIVETESTS, QB_PORT_BASE
 # (default 25000; node i uses base+1000*i + 672 AMQP, +300 admin, +400 cluster),
 # QB_RUN (passed to the Go suite), QB_SKIP_GO=1, QB_SKIP_JS=1, QB_TIMEOUT (one Go
 # suite run, default 12m).
@@ -104,6 +107,25 @@ putkey() {
   ' "$(admin_addr "$1")" "$(amqp_addr "$1")" "$KEY" "$2" "$3" "$4"
 }
 
+# go_verdict OUT: whether the Go suite's run passed, failures named in EXPECTED_FAILURES
+# excepted (docs/compatibility.md says why each is there). A run without its count line
+# (setup failure, killed) fails.
+EXPECTED_FAILURES=${QB_EXPECTED_FAILURES-TestReceiveWithDifferentWaitTime}
+go_verdict() {
+  local out=$1 t unexpected=0
+  grep -qE '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$out" || { echo "conformance: the Go suite did not finish"; return 1; }
+  while read -r t; do
+    if [[ " $EXPECTED_FAILURES " == *" $t "* ]]; then
+      echo "conformance: $t failed as documented (docs/compatibility.md)"
+    else
+      echo "conformance: unexpected failure: $t"
+      unexpected=1
+    fi
+  done < <(awk '/^FAIL +[0-9.]+s +[A-Za-z]+ +Test/ {print $4}' "$out")
+  if grep -qE '^0 passed, 1 failed, 0 skipped$' "$out"; then unexpected=1; fi
+  return $unexpected
+}
+
 # run_clients PHASE I: both SDKs against node I.
 run_clients() {
   local phase=$1 i=$2 ok=0
@@ -119,7 +141,8 @@ run_clients() {
     QB_CONN_SEND_ONLY=$(conn "$amqp" conformance-send send-key) \
     QB_CONN_LISTEN_ONLY=$(conn "$amqp" conformance-listen listen-key) \
     QB_TIMEOUT=${QB_TIMEOUT:-12m} QB_TEST_TIMEOUT=${QB_TEST_TIMEOUT:-3m} \
-      "$LIVETESTS/run.sh" || ok=1
+      "$LIVETESTS/run.sh" | tee "$WORK/$phase-go.out" || true
+    go_verdict "$WORK/$phase-go.out" || ok=1
   fi
   if [[ "${QB_SKIP_JS:-}" != 1 ]]; then
     echo "== [$phase] JavaScript SDK (@azure/service-bus 7.9.5) through $amqp"
