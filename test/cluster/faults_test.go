@@ -1,0 +1,187 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/quorumbus/quorumbus/test/harness"
+)
+
+// createQueue creates queue name through node n's admin API.
+func createQueue(t *testing.T, n *harness.Node, name string, props *admin.QueueProperties) {
+	t.Helper()
+	if _, err := n.AdminClient(t).CreateQueue(ctxT(t, 30*time.Second), name, &admin.CreateQueueOptions{Properties: props}); err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+}
+
+// mostLeading returns the node that leads most groups of entity.
+func mostLeading(t *testing.T, c *harness.Cluster, entity string) *harness.Node {
+	t.Helper()
+	counts := leadersOf(t, c, entity)
+	var ids []string
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return counts[ids[i]] > counts[ids[j]] || counts[ids[i]] == counts[ids[j]] && ids[i] < ids[j] })
+	t.Logf("leaders of %s's groups: %v", entity, counts)
+	return c.Node(ids[0])
+}
+
+func others(c *harness.Cluster, not ...*harness.Node) []*harness.Node {
+	var out []*harness.Node
+	for _, n := range c.Nodes {
+		keep := true
+		for _, x := range not {
+			keep = keep && n != x
+		}
+		if keep {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// S-DUR-1, S-DUR-2, S-DUR-3: kill -9 of the node leading most partitions of a
+// partitioned queue, under load from clients on the other nodes: no acknowledged send is
+// lost, every message is completed once (a second delivery only after a settlement
+// error the receiver saw, or a send retried after an error), the clients go on after
+// retries, and the killed node, restarted, converges with its peers.
+func TestKillLeaderUnderLoad(t *testing.T) {
+	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3"))
+	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
+	const q = "kill-leader"
+	createQueue(t, c.Nodes[0], q, &admin.QueueProperties{EnablePartitioning: to.Ptr(true), LockDuration: to.Ptr("PT10S")})
+	c.WaitFor(t, 60*time.Second, func() error { return serving(t, c, q, 3) })
+	victim := mostLeading(t, c, q)
+	alive := others(c, victim)
+	t.Logf("will kill %s; clients on %s and %s", victim.ID, alive[0].ID, alive[1].ID)
+
+	w := newWorkload(t, q)
+	var workers []string
+	for i := range 4 {
+		s, r := fmt.Sprint("s", i), fmt.Sprint("r", i)
+		w.startSender(s, alive[i%2], 600, 20*time.Millisecond)
+		w.startReceiver(r, alive[(i+1)%2])
+		workers = append(workers, s, r)
+	}
+	start := w.mark()
+	c.WaitFor(t, 30*time.Second, func() error { return w.progressed(start, 20, workers...) })
+
+	victim.Kill()
+	killed := time.Now()
+	atKill := w.mark()
+	t.Logf("killed %s with %v done", victim.ID, atKill)
+	// Every client goes on through the failover, after retries.
+	c.WaitFor(t, 30*time.Second, func() error { return w.progressed(atKill, 30, workers...) })
+	t.Logf("clients recovered %v after the kill; %d errors since", time.Since(killed).Round(time.Millisecond), len(w.errorsSince(killed)))
+
+	w.stopSenders()
+	p := peeker(t, alive[0], q)
+	c.WaitFor(t, 60*time.Second, func() error { return w.drained(p) })
+	w.stopReceivers()
+	w.check(t)
+	for _, e := range w.errorsSince(time.Time{}) {
+		t.Logf("client error: %s", e)
+	}
+
+	victim.Restart()
+	c.WaitFor(t, 60*time.Second, func() error { return converged(t, c, "", 3, nil) })
+}
+
+// S-LOCK-10: a lock taken through node A stays valid when the partition's leader (neither
+// A nor B) is killed; a client on node B completes the message by its lock token. The
+// completion succeeds, or fails only with lock-lost (and then the message comes back);
+// once completed, the message is gone for good.
+func TestLockSettledThroughAnotherNodeAfterLeaderKill(t *testing.T) {
+	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3"))
+	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
+	const q = "lock-across"
+	createQueue(t, c.Nodes[0], q, &admin.QueueProperties{LockDuration: to.Ptr("PT15S")})
+	c.WaitFor(t, 60*time.Second, func() error { return serving(t, c, q, 3) })
+	leader := mostLeading(t, c, q)
+	ab := others(c, leader)
+	a, b := ab[0], ab[1]
+	t.Logf("leader %s, receive through %s, complete through %s", leader.ID, a.ID, b.ID)
+
+	ctx := ctxT(t, 90*time.Second)
+	ca := a.Client(t)
+	s, err := ca.NewSender(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMessage(ctx, &azservicebus.Message{MessageID: to.Ptr("held"), Body: []byte("held")}, nil); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	ra, err := ca.NewReceiverForQueue(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := receiveOne(t, ctx, ra, "held")
+	t.Logf("locked until %v", m.LockedUntil)
+
+	leader.Kill()
+	rb, err := b.Client(t).NewReceiverForQueue(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// By lock token alone, so that the SDK settles on node B's connection (management
+	// link), not on A's receiving link.
+	var completeErr error
+	killed := time.Now()
+	for attempt := 0; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		completeErr = rb.CompleteMessage(cctx, &azservicebus.ReceivedMessage{LockToken: m.LockToken}, nil)
+		cancel()
+		if completeErr == nil || !retriable(completeErr) || attempt == 5 {
+			break
+		}
+		t.Logf("complete through %s, attempt %d: %v (retrying)", b.ID, attempt, completeErr)
+	}
+	t.Logf("complete through %s returned %v, %v after the kill", b.ID, completeErr, time.Since(killed).Round(time.Millisecond))
+	var sbErr *azservicebus.Error
+	switch {
+	case completeErr == nil:
+		// Gone for good: not in the queue (peeked through the new leader), not received
+		// again through either node, even after the lock would have expired.
+		for _, n := range []*azservicebus.Receiver{rb, ra} {
+			if left, err := n.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))}); err != nil {
+				t.Fatalf("peek: %v", err)
+			} else if len(left) != 0 {
+				t.Fatalf("after a successful complete the queue still holds %d messages (delivery count %d)", len(left), left[0].DeliveryCount)
+			}
+		}
+		wait := time.Until(*m.LockedUntil) + 2*time.Second
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		again, err := rb.ReceiveMessages(rctx, 1, nil) // blocks until the old lock's expiry has passed
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("receive: %v", err)
+		}
+		if len(again) != 0 {
+			t.Fatalf("completed message delivered again (delivery count %d)", again[0].DeliveryCount)
+		}
+	case errors.As(completeErr, &sbErr) && sbErr.Code == azservicebus.CodeLockLost:
+		t.Logf("complete through %s failed with lock-lost: %v", b.ID, completeErr)
+		// S-LOCK-9: not lost, redelivered (at the latest when the lock expires).
+		rctx, cancel := context.WithTimeout(ctx, time.Until(*m.LockedUntil)+10*time.Second)
+		defer cancel()
+		again, err := rb.ReceiveMessages(rctx, 1, nil)
+		if len(again) != 1 {
+			t.Fatalf("after lock-lost the message did not come back by its lock's expiry + 10s: %v", err)
+		}
+		if m2 := again[0]; m2.MessageID != "held" || m2.DeliveryCount != 2 {
+			t.Errorf("redelivered %q with delivery count %d, want held with 2", m2.MessageID, m2.DeliveryCount)
+		}
+	default:
+		t.Fatalf("complete through %s after the leader's kill: %v (want success or lock-lost)", b.ID, completeErr)
+	}
+}
