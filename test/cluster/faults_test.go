@@ -185,3 +185,64 @@ func TestLockSettledThroughAnotherNodeAfterLeaderKill(t *testing.T) {
 		t.Fatalf("complete through %s after the leader's kill: %v (want success or lock-lost)", b.ID, completeErr)
 	}
 }
+
+// S-DUR-1, S-DUR-2: every node in turn is stopped with SIGTERM (it hands its leaderships
+// over first) and restarted, while SDK clients on every node send and receive. No
+// acknowledged message is lost, every error a client sees during a restart is one a user
+// retries, the clients go on after each restart, and all replicas converge at the end.
+func TestRollingRestartUnderLoad(t *testing.T) {
+	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3"))
+	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
+	const q = "rolling"
+	createQueue(t, c.Nodes[0], q, &admin.QueueProperties{EnablePartitioning: to.Ptr(true), LockDuration: to.Ptr("PT10S")})
+	c.WaitFor(t, 60*time.Second, func() error { return serving(t, c, q, 3) })
+
+	w := newWorkload(t, q)
+	var workers []string
+	for i, n := range c.Nodes {
+		s, r := fmt.Sprint("s", i), fmt.Sprint("r", i)
+		w.startSender(s, n, 1000, 25*time.Millisecond)
+		w.startReceiver(r, c.Nodes[(i+1)%len(c.Nodes)])
+		workers = append(workers, s, r)
+	}
+	start := w.mark()
+	c.WaitFor(t, 30*time.Second, func() error { return w.progressed(start, 20, workers...) })
+
+	for _, n := range c.Nodes {
+		began, before := time.Now(), w.mark()
+		if err := n.Stop(); err != nil {
+			t.Errorf("%s after SIGTERM: exit status %v", n.ID, err)
+		}
+		stopped := time.Since(began)
+		n.Restart()
+		restarted := time.Since(began)
+		c.WaitFor(t, 60*time.Second, func() error {
+			if err := formed(t, c); err != nil {
+				return err
+			}
+			return serving(t, c, "", 3)
+		})
+		c.WaitFor(t, 30*time.Second, func() error { return w.progressed(before, 10, workers...) })
+		errs := w.errorsSince(began)
+		kinds := map[string]int{}
+		for _, e := range errs {
+			kinds[e.worker+" "+e.op+":"+errCode(e.err)]++
+			if !retriable(e.err) {
+				t.Errorf("restart of %s: a client saw an error a user cannot retry: %s", n.ID, e)
+			} else {
+				t.Logf("restart of %s: %s", n.ID, e)
+			}
+		}
+		t.Logf("restart of %s at %s: stopped in %v, serving again %v and clients going again %v after SIGTERM; %d client errors: %v",
+			n.ID, began.Format("15:04:05.000"), stopped.Round(time.Millisecond), restarted.Round(time.Millisecond),
+			time.Since(began).Round(time.Millisecond), len(errs), kinds)
+	}
+
+	w.stopSenders()
+	p := peeker(t, c.Nodes[0], q)
+	c.WaitFor(t, 60*time.Second, func() error { return w.drained(p) })
+	w.stopReceivers()
+	w.check(t)
+	c.WaitFor(t, 60*time.Second, func() error { return converged(t, c, "", 3, nil) })
+}
+
