@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -359,4 +360,194 @@ func TestNodeReplacedWithEmptyDisk(t *testing.T) {
 	transferAll(t, c, q, victim.ID)
 	receiveAll(t, victim, q, kept)
 	c.WaitFor(t, 60*time.Second, func() error { return converged(t, c, "", 3, nil) })
+}
+
+// expiresIn sends a probe message through s and returns how long after its enqueue it
+// expires, as peeked through r (S-TTL-1).
+func expiresIn(t *testing.T, s *azservicebus.Sender, r *azservicebus.Receiver, id string) (time.Duration, error) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	if err := s.SendMessage(ctx, &azservicebus.Message{MessageID: to.Ptr(id), Body: []byte(id)}, nil); err != nil {
+		return 0, fmt.Errorf("send probe %s: %w", id, err)
+	}
+	var from int64
+	for {
+		ms, err := r.PeekMessages(ctx, 100, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(from)})
+		if err != nil {
+			return 0, err
+		}
+		if len(ms) == 0 {
+			return 0, fmt.Errorf("probe %s not found by peek", id)
+		}
+		for _, m := range ms {
+			if m.MessageID == id {
+				if m.ExpiresAt == nil || m.EnqueuedTime == nil {
+					return 0, fmt.Errorf("probe %s has no ExpiresAt or EnqueuedTime", id)
+				}
+				return m.ExpiresAt.Sub(*m.EnqueuedTime), nil
+			}
+			from = *m.SequenceNumber + 1
+		}
+	}
+}
+
+// senderPeeker opens a sender and a receiver (for peeking) on queue through node n.
+func senderPeeker(t *testing.T, n *harness.Node, queue string) (*azservicebus.Sender, *azservicebus.Receiver) {
+	t.Helper()
+	cl := n.Client(t)
+	s, err := cl.NewSender(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s, peeker(t, n, queue)
+}
+
+// updateTTL sets the queue's DefaultMessageTimeToLive (and MaxDeliveryCount) through
+// node n's admin API.
+func updateTTL(t *testing.T, n *harness.Node, queue, ttl string, maxDelivery int32) {
+	t.Helper()
+	ac := n.AdminClient(t)
+	ctx := ctxT(t, 30*time.Second)
+	got, err := ac.GetQueue(ctx, queue, nil)
+	if err != nil || got == nil {
+		t.Fatalf("get queue %s: %v %v", queue, got, err)
+	}
+	props := got.QueueProperties
+	props.DefaultMessageTimeToLive = to.Ptr(ttl)
+	props.MaxDeliveryCount = to.Ptr(maxDelivery)
+	if _, err := ac.UpdateQueue(ctx, queue, props, nil); err != nil {
+		t.Fatalf("update queue %s: %v", queue, err)
+	}
+}
+
+// S-TTL-1, S-ENT-2: once UpdateQueue has returned, the next message sent through the SDK
+// (here through another node) takes the queue's new DefaultMessageTimeToLive.
+func TestUpdateAppliesToNextSend(t *testing.T) {
+	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3"))
+	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
+	const q = "update-next"
+	createQueue(t, c.Nodes[0], q, nil)
+	c.WaitFor(t, 60*time.Second, func() error { return serving(t, c, q, 3) })
+	leader := mostLeading(t, c, q)
+	via := others(c, leader)
+	s, r := senderPeeker(t, via[1], q) // links open before the update, as a running application's are
+	if ttl, err := expiresIn(t, s, r, "first"); err != nil || ttl == time.Hour {
+		t.Fatalf("before the update: expires %v after enqueue, %v; want the default (not 1h)", ttl, err)
+	}
+	updateTTL(t, via[0], q, "PT1H", 7)
+	updated := time.Now()
+	ttl, err := expiresIn(t, s, r, "next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl != time.Hour {
+		t.Errorf("a message sent through %s right after UpdateQueue(DefaultMessageTimeToLive=1h) through %s returned expires %v after its enqueue, want 1h",
+			via[1].ID, via[0].ID, ttl)
+		c.WaitFor(t, 30*time.Second, func() error {
+			if ttl, err := expiresIn(t, s, r, fmt.Sprint("later-", time.Now().UnixNano())); err != nil || ttl != time.Hour {
+				return fmt.Errorf("expires %v after enqueue, %v", ttl, err)
+			}
+			return nil
+		})
+		t.Logf("the update took effect for sends %v after UpdateQueue returned", time.Since(updated).Round(time.Millisecond))
+	}
+}
+
+// A replica added after the queue was updated catches up to the same state: three nodes
+// hold a queue that receives messages (some abandoned, dead-lettered, or locked across
+// the update), a property update, and more messages; a fourth node joins, and `qbctl node
+// remove` of one of the first three moves its replica there. The new replica ends with
+// the digest of the others and, as leader, serves every message, those sent after the
+// update with the new time to live.
+func TestDivergenceAfterUpdate(t *testing.T) {
+	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3"))
+	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
+	const q = "diverge"
+	n1 := c.Nodes[0]
+	createQueue(t, n1, q, &admin.QueueProperties{LockDuration: to.Ptr("PT20S")})
+	c.WaitFor(t, 60*time.Second, func() error { return serving(t, c, q, 3) })
+	before, after := idRange("before", 100), idRange("after", 100)
+	sendIDs(t, n1, q, before)
+	// State beyond enqueues for the new replica to rebuild: abandoned (delivery counts),
+	// dead-lettered, and locked across the update (which releases the locks, S-ENT-3).
+	r1, err := n1.Client(t).NewReceiverForQueue(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := r1.ReceiveMessages(ctxT(t, 10*time.Second), 10, nil)
+	if err != nil || len(held) < 5 {
+		t.Fatalf("peek-lock receive: %d messages, %v", len(held), err)
+	}
+	var deadLettered []string
+	for i, m := range held {
+		switch {
+		case i < 2:
+			deadLettered = append(deadLettered, m.MessageID)
+			err = r1.DeadLetterMessage(ctxT(t, 10*time.Second), m, nil)
+		case i < 5:
+			err = r1.AbandonMessage(ctxT(t, 10*time.Second), m, nil)
+		}
+		if err != nil {
+			t.Fatalf("settle %s: %v", m.MessageID, err)
+		}
+	}
+	before = slices.DeleteFunc(before, func(id string) bool { return slices.Contains(deadLettered, id) })
+
+	ps, pr := senderPeeker(t, n1, q)
+	updateTTL(t, n1, q, "PT1H", 7)
+	// The partitions take the update asynchronously (TestUpdateAppliesToNextSend): probe
+	// until they have it, so that the messages below are all sent under it.
+	k := 0
+	c.WaitFor(t, 30*time.Second, func() error {
+		k++
+		id := fmt.Sprint("probe-", k)
+		before = append(before, id)
+		if ttl, err := expiresIn(t, ps, pr, id); err != nil || ttl != time.Hour {
+			return fmt.Errorf("not applied yet: expires %v after enqueue, %v", ttl, err)
+		}
+		return nil
+	})
+	sendIDs(t, n1, q, after)
+	c.WaitFor(t, 60*time.Second, func() error { return converged(t, c, q, 3, nil) })
+
+	n4 := c.AddNode(t)
+	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
+	var st status
+	if err := qbctlJSON(t, n1, &st, "cluster", "status"); err != nil {
+		t.Fatal(err)
+	}
+	var gone *harness.Node
+	var stay []string
+	for _, n := range c.Nodes[:3] {
+		if gone == nil && n.ID != st.MetadataLeader {
+			gone = n
+		} else {
+			stay = append(stay, n.ID)
+		}
+	}
+	stay = append(stay, n4.ID)
+	t.Logf("removing %s (metadata leader %s); the queue's replicas should move to %v", gone.ID, st.MetadataLeader, stay)
+	if out, err := n4.Qbctl(t, "node", "remove", gone.ID); err != nil {
+		t.Fatalf("node remove %s: %v\n%s", gone.ID, err, out)
+	}
+	if err := gone.Stop(); err != nil {
+		t.Errorf("%s after SIGTERM: %v", gone.ID, err)
+	}
+	c.WaitFor(t, 90*time.Second, func() error { return converged(t, c, q, 3, stay) })
+
+	transferAll(t, c, q, n4.ID)
+	msgs := receiveAll(t, n4, q, append(append([]string(nil), before...), after...))
+	var stale []string
+	for _, id := range after {
+		m := msgs[id]
+		if m.ExpiresAt == nil || m.EnqueuedTime == nil || m.ExpiresAt.Sub(*m.EnqueuedTime) != time.Hour {
+			stale = append(stale, fmt.Sprintf("%s (enqueued %v, expires %v)", id, m.EnqueuedTime, m.ExpiresAt))
+		}
+	}
+	if len(stale) > 0 {
+		t.Errorf("S-TTL-1: %d of %d messages sent under DefaultMessageTimeToLive=1h do not expire 1h after their enqueue on the new replica, e.g. %v",
+			len(stale), len(after), stale[:min(3, len(stale))])
+	}
+	c.WaitFor(t, 60*time.Second, func() error { return converged(t, c, q, 3, stay) })
 }
