@@ -497,20 +497,9 @@ func TestDivergenceAfterUpdate(t *testing.T) {
 	}
 	before = slices.DeleteFunc(before, func(id string) bool { return slices.Contains(deadLettered, id) })
 
-	ps, pr := senderPeeker(t, n1, q)
+	// UpdateQueue returns once the partitions have the update (TestUpdateAppliesToNextSend),
+	// so every message below is sent under it.
 	updateTTL(t, n1, q, "PT1H", 7)
-	// The partitions take the update asynchronously (TestUpdateAppliesToNextSend): probe
-	// until they have it, so that the messages below are all sent under it.
-	k := 0
-	c.WaitFor(t, 30*time.Second, func() error {
-		k++
-		id := fmt.Sprint("probe-", k)
-		before = append(before, id)
-		if ttl, err := expiresIn(t, ps, pr, id); err != nil || ttl != time.Hour {
-			return fmt.Errorf("not applied yet: expires %v after enqueue, %v", ttl, err)
-		}
-		return nil
-	})
 	sendIDs(t, n1, q, after)
 	c.WaitFor(t, 60*time.Second, func() error { return converged(t, c, q, 3, nil) })
 
