@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	azlog "github.com/Azure/azure-sdk-for-go/sdk/azcore/log"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
@@ -23,6 +25,29 @@ import (
 // The fault tests' shared parts: a workload of SDK senders and peek-lock receivers that
 // records what each client saw, its checker (S-DUR-1, S-DUR-3), and cluster probes over
 // qbctl (partition leaders, replica digests).
+
+// FAULTS_SDK_LOG=FILE writes the SDK's own log of retries and recoveries to FILE, with
+// times to match the workload's records (a debugging aid: the SDK retries settlements
+// on its own, and what it retried explains what a client saw).
+func init() {
+	path := os.Getenv("FAULTS_SDK_LOG")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		panic(err)
+	}
+	var mu sync.Mutex
+	azlog.SetListener(func(e azlog.Event, msg string) {
+		if !strings.Contains(msg, "Retry") && !strings.Contains(msg, "Recover") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(f, "%s %s: %s\n", time.Now().Format("15:04:05.000"), e, msg)
+	})
+}
 
 // --- Cluster probes ---
 
