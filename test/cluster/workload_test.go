@@ -238,15 +238,15 @@ type clientErr struct {
 	op     string // send, receive, complete
 	id     string // message ID, for send and complete
 	err    error
-	// afterUnknown: a lock-lost answer to a settlement retried after an attempt whose
-	// outcome is unknown; the first attempt may have completed the message.
+	// afterUnknown: a lock-lost answer to a settlement that may repeat an attempt whose
+	// outcome is unknown (delivery.ambiguous); that attempt may have completed it.
 	afterUnknown bool
 }
 
 func (e clientErr) String() string {
 	note := ""
 	if e.afterUnknown {
-		note = " (after an attempt with unknown outcome)"
+		note = " (may answer a repeat of an attempt that completed it)"
 	}
 	return fmt.Sprintf("%s %s %s %s: %v%s", e.at.Format("15:04:05.000"), e.worker, e.op, e.id, e.err, note)
 }
@@ -278,9 +278,10 @@ type delivery struct {
 	lockedUntil time.Time
 	settled     time.Time // when CompleteMessage returned
 	completeErr error     // nil: completed
-	// ambiguous: an attempt failed with its outcome unknown (connection lost, deadline)
-	// and a later one with lock-lost, which is also what the broker answers for a message
-	// the first attempt did complete (S-LOCK-9: "already settled").
+	// ambiguous: the final lock-lost may answer a repeat of an attempt that did complete
+	// the message (S-LOCK-9: "already settled"): an earlier attempt of ours failed with
+	// its outcome unknown (connection lost, deadline), or the SDK may have retried one
+	// (a settlement by lock token, which it resends on its own).
 	ambiguous bool
 }
 
@@ -290,7 +291,7 @@ func (d delivery) String() string {
 		out = errCode(d.completeErr)
 	}
 	if d.ambiguous {
-		out += " after an unknown outcome"
+		out += " (ambiguous)"
 	}
 	return fmt.Sprintf("[%s seq %d count %d received %s locked until %s complete %s at %s]", d.worker, d.seq, d.count,
 		d.received.Format("15:04:05.000"), d.lockedUntil.Format("15:04:05.000"), out, d.settled.Format("15:04:05.000"))
@@ -495,7 +496,10 @@ func (w *workload) complete(name string, r *azservicebus.Receiver, m *azserviceb
 		}
 		var sb *azservicebus.Error
 		lockLost := errors.As(err, &sb) && sb.Code == azservicebus.CodeLockLost
-		ambiguous = lockLost && unknown
+		// A lock-lost by token (management link) may answer the SDK's own retry of an
+		// attempt that completed the message; on the receive link the SDK's retry of a
+		// settlement never reaches the broker, so a lock-lost there is the broker's.
+		ambiguous = lockLost && (unknown || target != m)
 		w.record(clientErr{at: time.Now(), worker: name, op: "complete", id: m.MessageID, err: err, afterUnknown: ambiguous})
 		if lockLost {
 			break
@@ -676,7 +680,7 @@ func (w *workload) check(t *testing.T) {
 	t.Logf("workload on %s: %d sends acknowledged, %d messages delivered, %d of them more than once; client errors by kind: %v",
 		w.queue, len(w.acked), len(w.deliveries), redelivered, codes)
 	if len(ambiguous) > 0 {
-		t.Logf("%d messages whose completion the client could not confirm (unknown outcome, then lock-lost) and that did not come back: %v",
+		t.Logf("%d messages whose completion the client could not confirm (lock-lost that may answer a repeated attempt) and that did not come back: %v",
 			len(ambiguous), ambiguous)
 	}
 	if len(lost) > 0 {
