@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -553,4 +554,115 @@ func TestDivergenceAfterUpdate(t *testing.T) {
 			len(stale), len(after), stale[:min(3, len(stale))])
 	}
 	c.WaitFor(t, 60*time.Second, func() error { return converged(t, c, q, 3, stay) })
+}
+
+// S-LOCK-2, S-DUR-1: completions in flight through node A when the partition's leader
+// is killed. A complete the SDK reports as successful must have removed the message: it
+// must not come back when its lock expires. (The broker answers a settlement it forwarded
+// to the dying leader with a retryable condition; the SDK retries a settlement on the
+// receive link by returning success without sending anything, since the broker's answer
+// settled the delivery.)
+func TestCompleteInFlightAtLeaderKill(t *testing.T) {
+	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3"))
+	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
+	const q = "complete-at-kill"
+	createQueue(t, c.Nodes[0], q, &admin.QueueProperties{LockDuration: to.Ptr("PT10S")})
+	c.WaitFor(t, 60*time.Second, func() error { return serving(t, c, q, 3) })
+	leader := mostLeading(t, c, q)
+	a := others(c, leader)[0]
+	const n = 300
+	sendIDs(t, a, q, idRange("m", n))
+
+	r, err := a.Client(t).NewReceiverForQueue(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*azservicebus.ReceivedMessage
+	for len(held) < n {
+		msgs, err := r.ReceiveMessages(ctxT(t, 10*time.Second), n-len(held), nil)
+		if err != nil {
+			t.Fatalf("receive: %v (after %d)", err, len(held))
+		}
+		held = append(held, msgs...)
+	}
+	lockedUntil := *held[len(held)-1].LockedUntil
+
+	// Eight completers work through the held messages; the leader dies once a quarter of
+	// them are done, with others in flight.
+	var mu sync.Mutex
+	results := map[string]error{}
+	next := make(chan *azservicebus.ReceivedMessage, n)
+	for _, m := range held {
+		next <- m
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range next {
+				ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+				err := r.CompleteMessage(ctx, m, nil)
+				cancel()
+				mu.Lock()
+				results[m.MessageID] = err
+				mu.Unlock()
+			}
+		}()
+	}
+	c.WaitFor(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(results) < n/4 {
+			return fmt.Errorf("%d of %d completed", len(results), n)
+		}
+		return nil
+	})
+	leader.Kill()
+	killed := time.Now()
+	wg.Wait()
+	failed := 0
+	for _, err := range results {
+		if err != nil {
+			failed++
+		}
+	}
+	t.Logf("killed %s at %s; %d completes failed: %s", leader.ID, killed.Format("15:04:05.000"), failed, summarize(results))
+
+	// Past every lock's expiry, whatever was not completed comes back; nothing whose
+	// complete succeeded may.
+	rctx, cancel := context.WithTimeout(context.Background(), time.Until(lockedUntil)+10*time.Second)
+	defer cancel()
+	var back []string
+	for {
+		msgs, err := r.ReceiveMessages(rctx, 50, nil)
+		for _, m := range msgs {
+			if results[m.MessageID] == nil {
+				back = append(back, fmt.Sprintf("%s (delivery count %d)", m.MessageID, m.DeliveryCount))
+			}
+			if err := r.CompleteMessage(ctxT(t, 10*time.Second), m, nil); err != nil {
+				t.Errorf("complete %s on its redelivery: %v", m.MessageID, err)
+			}
+		}
+		if err != nil || rctx.Err() != nil {
+			break
+		}
+	}
+	if len(back) > 0 {
+		sort.Strings(back)
+		t.Errorf("S-LOCK-2: %d messages whose CompleteMessage returned success came back after their lock expired, e.g. %v",
+			len(back), back[:min(5, len(back))])
+	}
+}
+
+// summarize counts errors by kind.
+func summarize(results map[string]error) string {
+	kinds := map[string]int{}
+	for _, err := range results {
+		if err != nil {
+			kinds[errCode(err)]++
+		}
+	}
+	return fmt.Sprint(kinds)
 }
