@@ -14,7 +14,7 @@ import (
 )
 
 // freeAddr returns a loopback address whose TCP and UDP ports are free now.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	for {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -33,7 +33,7 @@ func freeAddr(t *testing.T) string {
 
 // startCluster starts n in-process nodes that form one cluster (bootstrap-expect n),
 // each joining all the others, with replicas partition replicas per partition.
-func startCluster(t *testing.T, n, replicas int) []*Node {
+func startCluster(t testing.TB, n, replicas int) []*Node {
 	t.Helper()
 	addrs := make([]string, n)
 	for i := range addrs {
@@ -77,7 +77,7 @@ func startCluster(t *testing.T, n, replicas int) []*Node {
 }
 
 // waitFor polls cond until it returns nil or the timeout passes, reporting its last error.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
