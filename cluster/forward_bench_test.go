@@ -13,14 +13,16 @@ import (
 
 // BenchmarkForwardSend isolates the cost of forwarding a send to a partition's leader
 // (the cluster RPC) from the AMQP layer: three in-process nodes (fsync on), one queue
-// with 2 replicas, 256 concurrent single-message sends of a 1 KiB payload through the
+// with 2 replicas, production Raft timing, 256 concurrent single-message sends of a 1 KiB payload through the
 // node that leads it (local) or through the one that hosts no replica (forwarded). All
 // three nodes share this process, so a CPU profile shows both ends of the RPC:
 //
 //	go test ./cluster/ -run '^$' -bench ForwardSend/forwarded -benchtime 20000x -cpuprofile cpu.out
 //	go tool pprof -top -focus 'net/rpc|encoding/gob|remote|rpcService' cpu.out
 func BenchmarkForwardSend(b *testing.B) {
-	nodes := startCluster(b, 3, 2)
+	// Production Raft timing: the tests' 100 ms timeouts make leaders step down when
+	// the benchmark saturates both cores.
+	nodes := startClusterWith(b, 3, 2, func(c *Config) { c.Raft = DefaultConfig().Raft })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var metaLeader *Node

@@ -35,6 +35,12 @@ func freeAddr(t testing.TB) string {
 // each joining all the others, with replicas partition replicas per partition.
 func startCluster(t testing.TB, n, replicas int) []*Node {
 	t.Helper()
+	return startClusterWith(t, n, replicas, nil)
+}
+
+// startClusterWith is startCluster with each node's config changed by edit (nil: none).
+func startClusterWith(t testing.TB, n, replicas int, edit func(*Config)) []*Node {
+	t.Helper()
 	addrs := make([]string, n)
 	for i := range addrs {
 		addrs[i] = freeAddr(t)
@@ -52,6 +58,9 @@ func startCluster(t testing.TB, n, replicas int) []*Node {
 			c.Join = addrs
 			c.BootstrapExpect = n
 			c.Replicas = replicas
+			if edit != nil {
+				edit(&c)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			nodes[i], errs[i] = Start(ctx, c)
