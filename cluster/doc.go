@@ -14,7 +14,8 @@
 // raft. Never amqp: cmd/internal/bridge adapts the router to amqp.Backend.
 //
 // Goroutines: the reconcile loop (one per node, started by Start, stopped by Close),
-// woken by the metadata group's apply; plus whatever raft and each partition run (see
-// partition's doc). Lock order: Node.mu is never held across a call into a partition or
+// woken by the metadata group's apply; one writer per forwarding-RPC connection
+// (rpccodec.go), ended when the connection closes; plus whatever raft and each partition
+// run (see partition's doc). Lock order: Node.mu is never held across a call into a partition or
 // the metadata group.
 package cluster
