@@ -209,6 +209,43 @@ func sendConcurrent(b *testing.B, senders []*azservicebus.Sender, n, workers int
 	return d
 }
 
+// sendPhase is sendConcurrent plus what it cost: the CPU of every node and of this
+// process (as a percentage of one core; the machine has 2), and the disk flushes
+// (fsync/fdatasync reaching the device) per message, machine-wide.
+func sendPhase(b *testing.B, bc *benchCluster, senders []*azservicebus.Sender, n int) time.Duration {
+	b.Helper()
+	c0, f0 := readCPU(b, bc.Nodes), diskFlushes(b)
+	d := sendConcurrent(b, senders, n, inflight)
+	cpu, flushes := readCPU(b, bc.Nodes).sub(c0), diskFlushes(b)-f0
+	b.ReportMetric(float64(n)/d.Seconds(), "msgs/s")
+	b.ReportMetric((cpu.nodes()+cpu[len(cpu)-1])/d.Seconds()/1e4, "cpu-%")
+	b.ReportMetric(float64(flushes)/float64(n), "flushes/msg")
+	b.Logf("send: CPU µs per message by process (%s, client) %s; %.0f disk flushes/s", nodeIDs(bc.Nodes),
+		cpu.perMsg(float64(n)), float64(flushes)/d.Seconds())
+	return d
+}
+
+// diskFlushes is the number of flush requests the block devices completed so far
+// (/proc/diskstats field 15, Linux 5.5 and later): every fsync and fdatasync on ext4
+// reaches the device as one.
+func diskFlushes(b *testing.B) int64 {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/diskstats")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 20 || strings.HasPrefix(f[2], "loop") || strings.HasPrefix(f[2], "ram") {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[18], 10, 64)
+		total += n
+	}
+	return total
+}
+
 // BenchmarkCluster: one queue (one partition, 3 replicas) on a 3-node cluster, the
 // client connected to the node that leads it.
 func BenchmarkCluster(b *testing.B) {
@@ -230,8 +267,7 @@ func BenchmarkCluster(b *testing.B) {
 			b.Fatal(err)
 		}
 		sendConcurrent(b, []*azservicebus.Sender{s}, 500, inflight) // warm the link
-		d := sendConcurrent(b, []*azservicebus.Sender{s}, *clusterN, inflight)
-		b.ReportMetric(float64(*clusterN)/d.Seconds(), "msgs/s")
+		sendPhase(b, bc, []*azservicebus.Sender{s}, *clusterN)
 	})
 
 	// Peek-lock receive of up to 100, each message completed (BenchmarkReceiveComplete's
@@ -503,6 +539,7 @@ func BenchmarkClusterForwarding(b *testing.B) {
 		b.ReportMetric(msgs/sendT[i].Seconds(), "send-"+paths[i].name+"-msgs/s")
 		b.ReportMetric(msgs/recvT[i].Seconds(), "rcv-"+paths[i].name+"-msgs/s")
 		b.ReportMetric(sendCPU[i].nodes()/msgs, "send-"+paths[i].name+"-node-cpu-us/msg")
+		b.ReportMetric((sendCPU[i].nodes()+sendCPU[i][len(bc.Nodes)])/sendT[i].Seconds()/1e4, "send-"+paths[i].name+"-cpu-%")
 		b.ReportMetric(recvCPU[i].nodes()/msgs, "rcv-"+paths[i].name+"-node-cpu-us/msg")
 		b.Logf("%s path, CPU µs per message by process (%v, client): send %s, receive+complete %s", paths[i].name,
 			nodeIDs(bc.Nodes), sendCPU[i].perMsg(msgs), recvCPU[i].perMsg(msgs))
@@ -588,14 +625,13 @@ func benchGroups(b *testing.B, groups int) {
 		senders[i] = s
 	}
 	sendConcurrent(b, senders, 500, inflight) // warm every link
-	d := sendConcurrent(b, senders, *clusterN, inflight)
+	sendPhase(b, bc, senders, *clusterN)
 
 	for _, c := range bc.clients {
 		c.Close(context.Background())
 	}
 	goroutines := quitAndCount(b, bc.Nodes)
 
-	b.ReportMetric(float64(*clusterN)/d.Seconds(), "msgs/s")
 	b.ReportMetric(cpu, "idle-cpu-%/node")
 	b.ReportMetric(rss, "idle-rss-MiB/node")
 	b.ReportMetric(goroutines, "goroutines/node")
