@@ -581,11 +581,15 @@ func BenchmarkClusterGroups(b *testing.B) {
 		sizes = append(sizes, g)
 	}
 	for _, g := range sizes {
-		b.Run(fmt.Sprintf("groups=%d", g), func(b *testing.B) { benchGroups(b, g) })
+		b.Run(fmt.Sprintf("groups=%d", g), func(b *testing.B) { benchGroups(b, g, sizes) })
 	}
 }
 
-func benchGroups(b *testing.B, groups int) {
+// benchGroups measures a cluster with groups partition groups per node. On the largest
+// one it also sends over the first k queues for every k in sizes, in interleaved rounds
+// (ABC CBA ...), so that the rates of the sizes are compared under the same load from
+// other processes (the separate clusters run minutes apart).
+func benchGroups(b *testing.B, groups int, sizes []int) {
 	bc := startBench(b, 3)
 	names := make([]string, groups)
 	for i := range names {
@@ -626,6 +630,24 @@ func benchGroups(b *testing.B, groups int) {
 	}
 	sendConcurrent(b, senders, 500, inflight) // warm every link
 	sendPhase(b, bc, senders, *clusterN)
+	if groups == slices.Max(sizes) && len(sizes) > 1 {
+		const rounds = 4
+		per := *clusterN / rounds
+		took := make([]time.Duration, len(sizes))
+		for r := 0; r < rounds; r++ {
+			for j := range sizes {
+				if r%2 == 1 {
+					j = len(sizes) - 1 - j
+				}
+				took[j] += sendConcurrent(b, senders[:sizes[j]], per, inflight)
+			}
+		}
+		for j, k := range sizes {
+			rate := float64(rounds*per) / took[j].Seconds()
+			b.ReportMetric(rate, fmt.Sprintf("interleaved-%dq-msgs/s", k))
+			b.ReportMetric(took[0].Seconds()/took[j].Seconds(), fmt.Sprintf("interleaved-%dq-vs-%dq", k, sizes[0]))
+		}
+	}
 
 	for _, c := range bc.clients {
 		c.Close(context.Background())
