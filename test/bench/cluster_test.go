@@ -212,16 +212,23 @@ func sendConcurrent(b *testing.B, senders []*azservicebus.Sender, n, workers int
 // sendPhase is sendConcurrent plus what it cost: the CPU of every node and of this
 // process (as a percentage of one core; the machine has 2), and the disk flushes
 // (fsync/fdatasync reaching the device) per message, machine-wide.
+// The disk is shared with other users' processes, whose fsyncs compete with the
+// cluster's: the flush rate of the 2 s before the phase, with the cluster idle (idle
+// groups write nothing), is reported as outside-flushes/s.
 func sendPhase(b *testing.B, bc *benchCluster, senders []*azservicebus.Sender, n int) time.Duration {
 	b.Helper()
+	t0, f0 := time.Now(), diskFlushes(b)
+	time.Sleep(2 * time.Second) // sampling other processes' disk flushes
+	outside := float64(diskFlushes(b)-f0) / time.Since(t0).Seconds()
 	c0, f0 := readCPU(b, bc.Nodes), diskFlushes(b)
 	d := sendConcurrent(b, senders, n, inflight)
 	cpu, flushes := readCPU(b, bc.Nodes).sub(c0), diskFlushes(b)-f0
 	b.ReportMetric(float64(n)/d.Seconds(), "msgs/s")
 	b.ReportMetric((cpu.nodes()+cpu[len(cpu)-1])/d.Seconds()/1e4, "cpu-%")
 	b.ReportMetric(float64(flushes)/float64(n), "flushes/msg")
-	b.Logf("send: CPU µs per message by process (%s, client) %s; %.0f disk flushes/s", nodeIDs(bc.Nodes),
-		cpu.perMsg(float64(n)), float64(flushes)/d.Seconds())
+	b.ReportMetric(outside, "outside-flushes/s")
+	b.Logf("send: CPU µs per message by process (%s, client) %s; %.0f disk flushes/s, %.0f/s just before",
+		nodeIDs(bc.Nodes), cpu.perMsg(float64(n)), float64(flushes)/d.Seconds(), outside)
 	return d
 }
 
@@ -608,9 +615,10 @@ func benchGroups(b *testing.B, groups int, sizes []int) {
 	for i, n := range bc.Nodes {
 		before[i] = readProc(b, n.Pid())
 	}
-	t0 := time.Now()
+	t0, f0 := time.Now(), diskFlushes(b)
 	time.Sleep(*clusterIdle) // the idle window: nothing talks to the cluster
 	window := time.Since(t0)
+	b.ReportMetric(float64(diskFlushes(b)-f0)/window.Seconds(), "idle-flushes/s")
 	var cpu, rss float64
 	for i, n := range bc.Nodes {
 		after := readProc(b, n.Pid())
@@ -634,16 +642,23 @@ func benchGroups(b *testing.B, groups int, sizes []int) {
 		const rounds = 4
 		per := *clusterN / rounds
 		took := make([]time.Duration, len(sizes))
+		cpu := make([]cpuUse, len(sizes))
+		flushes := make([]int64, len(sizes))
 		for r := 0; r < rounds; r++ {
 			for j := range sizes {
 				if r%2 == 1 {
 					j = len(sizes) - 1 - j
 				}
+				c0, f0 := readCPU(b, bc.Nodes), diskFlushes(b)
 				took[j] += sendConcurrent(b, senders[:sizes[j]], per, inflight)
+				cpu[j].add(readCPU(b, bc.Nodes).sub(c0))
+				flushes[j] += diskFlushes(b) - f0
 			}
 		}
 		for j, k := range sizes {
 			rate := float64(rounds*per) / took[j].Seconds()
+			b.Logf("interleaved, %d queues: CPU µs per message by process (%s, client) %s; %.2f disk flushes/msg", k,
+				nodeIDs(bc.Nodes), cpu[j].perMsg(float64(rounds*per)), float64(flushes[j])/float64(rounds*per))
 			b.ReportMetric(rate, fmt.Sprintf("interleaved-%dq-msgs/s", k))
 			b.ReportMetric(took[0].Seconds()/took[j].Seconds(), fmt.Sprintf("interleaved-%dq-vs-%dq", k, sizes[0]))
 		}
