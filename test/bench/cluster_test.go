@@ -524,11 +524,13 @@ func BenchmarkClusterForwarding(b *testing.B) {
 	}
 	var sendT, recvT [2]time.Duration
 	var sendCPU, recvCPU [2]cpuUse // CPU time used by each process during each path's rounds
+	var sendFlushes [2]int64
 	for r := 0; r < rounds; r++ {
 		for _, i := range order(r) {
-			c0 := readCPU(b, bc.Nodes)
+			c0, f0 := readCPU(b, bc.Nodes), diskFlushes(b)
 			sendT[i] += sendConcurrent(b, senders[i:i+1], per, inflight)
 			sendCPU[i].add(readCPU(b, bc.Nodes).sub(c0))
+			sendFlushes[i] += diskFlushes(b) - f0
 		}
 	}
 	left := 1000 + rounds*per*2 // what the queue holds now
@@ -547,6 +549,7 @@ func BenchmarkClusterForwarding(b *testing.B) {
 		b.ReportMetric(msgs/recvT[i].Seconds(), "rcv-"+paths[i].name+"-msgs/s")
 		b.ReportMetric(sendCPU[i].nodes()/msgs, "send-"+paths[i].name+"-node-cpu-us/msg")
 		b.ReportMetric((sendCPU[i].nodes()+sendCPU[i][len(bc.Nodes)])/sendT[i].Seconds()/1e4, "send-"+paths[i].name+"-cpu-%")
+		b.ReportMetric(float64(sendFlushes[i])/msgs, "send-"+paths[i].name+"-flushes/msg")
 		b.ReportMetric(recvCPU[i].nodes()/msgs, "rcv-"+paths[i].name+"-node-cpu-us/msg")
 		b.Logf("%s path, CPU µs per message by process (%v, client): send %s, receive+complete %s", paths[i].name,
 			nodeIDs(bc.Nodes), sendCPU[i].perMsg(msgs), recvCPU[i].perMsg(msgs))
