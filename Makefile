@@ -42,7 +42,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # The multi-node benchmarks (test/bench/cluster_test.go): 3 quorumbus processes on this
-# machine, fsync on, sizes bounded by the flags below (about 3 minutes on 2 cores). Not
+# machine, fsync on, sizes bounded by the flags below (about 4 minutes on 2 cores). Not
 # part of `make test`. Figures: docs/benchmarks.md, "multi-node cluster".
 CLUSTER_BENCH_ARGS ?= -cluster.n 20000 -cluster.latn 10000 -cluster.idle 10s -cluster.groups 1,16,64
 bench-cluster:
