@@ -4,7 +4,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench run clean conformance
+.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster run clean conformance
 
 all: build
 
@@ -71,6 +71,13 @@ conformance:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# The multi-node benchmarks (test/bench/cluster_test.go): 3 quorumbus processes on this
+# machine, fsync on, sizes bounded by the flags below (about 4 minutes on 2 cores). Not
+# part of `make test`. Figures: docs/benchmarks.md, "multi-node cluster".
+CLUSTER_BENCH_ARGS ?= -cluster.n 20000 -cluster.latn 10000 -cluster.idle 10s -cluster.groups 1,16,64
+bench-cluster:
+	$(GO) test -run '^$$' -bench '^BenchmarkCluster' -benchtime 1x -timeout 20m ./test/bench/ -args $(CLUSTER_BENCH_ARGS)
 
 # A single-node broker with its data in $(DATA); it prints the connection string.
 run:

@@ -14,7 +14,7 @@ import (
 )
 
 // freeAddr returns a loopback address whose TCP and UDP ports are free now.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	for {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -33,19 +33,25 @@ func freeAddr(t *testing.T) string {
 
 // startCluster starts n in-process nodes that form one cluster (bootstrap-expect n),
 // each joining all the others, with replicas partition replicas per partition.
-func startCluster(t *testing.T, n, replicas int) []*Node {
+func startCluster(t testing.TB, n, replicas int) []*Node {
 	t.Helper()
-	return startNodes(t, n, n, replicas, nil, nil)
+	return startClusterWith(t, n, replicas, nil)
+}
+
+// startClusterWith is startCluster with each node's config changed by edit (nil: none).
+func startClusterWith(t testing.TB, n, replicas int, edit func(*Config)) []*Node {
+	t.Helper()
+	return startNodesFrom(t, 1, n, n, replicas, nil, nil, edit)
 }
 
 // startNodes starts n nodes n1..nN with the given bootstrap-expect, each joining all of
 // them and the extra join addresses, in the given zones (nil: none).
-func startNodes(t *testing.T, n, expect, replicas int, extraJoin []string, zones []string) []*Node {
+func startNodes(t testing.TB, n, expect, replicas int, extraJoin []string, zones []string) []*Node {
 	t.Helper()
-	return startNodesFrom(t, 1, n, expect, replicas, extraJoin, zones)
+	return startNodesFrom(t, 1, n, expect, replicas, extraJoin, zones, nil)
 }
 
-func startNodesFrom(t *testing.T, first, n, expect, replicas int, extraJoin []string, zones []string) []*Node {
+func startNodesFrom(t testing.TB, first, n, expect, replicas int, extraJoin []string, zones []string, edit func(*Config)) []*Node {
 	t.Helper()
 	addrs := make([]string, n)
 	for i := range addrs {
@@ -67,6 +73,9 @@ func startNodesFrom(t *testing.T, first, n, expect, replicas int, extraJoin []st
 			c.Replicas = replicas
 			if zones != nil {
 				c.Zone = zones[i]
+			}
+			if edit != nil {
+				edit(&c)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -93,7 +102,7 @@ func startNodesFrom(t *testing.T, first, n, expect, replicas int, extraJoin []st
 }
 
 // waitFor polls cond until it returns nil or the timeout passes, reporting its last error.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
@@ -290,7 +299,7 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 // promoted once caught up, up to five voters; the metadata then reaches every node.
 func TestJoinersBecomeMetadataVoters(t *testing.T) {
 	first := startCluster(t, 3, 3)
-	more := startNodesFrom(t, 4, 2, 1, 3, []string{first[0].adv}, nil)
+	more := startNodesFrom(t, 4, 2, 1, 3, []string{first[0].adv}, nil, nil)
 	nodes := append(first, more...)
 	waitFor(t, 30*time.Second, func() error {
 		var leader *Node
