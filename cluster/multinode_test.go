@@ -3,33 +3,14 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
-
-// freeAddr returns a loopback address whose TCP and UDP ports are free now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err == nil {
-			u.Close()
-			return addr
-		}
-	}
-}
 
 // startCluster starts n in-process nodes that form one cluster (bootstrap-expect n),
 // each joining all the others, with replicas partition replicas per partition.
@@ -53,52 +34,21 @@ func startNodes(t testing.TB, n, expect, replicas int, extraJoin []string, zones
 
 func startNodesFrom(t testing.TB, first, n, expect, replicas int, extraJoin []string, zones []string, edit func(*Config)) []*Node {
 	t.Helper()
-	addrs := make([]string, n)
-	for i := range addrs {
-		addrs[i] = freeAddr(t)
-	}
-	join := append(append([]string(nil), addrs...), extraJoin...)
-	nodes := make([]*Node, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range nodes {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			c := testConfig(t.TempDir())
-			c.NodeID = fmt.Sprintf("n%d", first+i)
-			c.ClusterAddr = addrs[i]
-			c.Join = join
-			c.BootstrapExpect = expect
-			c.Replicas = replicas
-			if zones != nil {
-				c.Zone = zones[i]
-			}
-			if edit != nil {
-				edit(&c)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			nodes[i], errs[i] = Start(ctx, c)
-		}(i)
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			for _, nd := range nodes {
-				if nd != nil {
-					nd.Close()
-				}
-			}
-			t.Fatalf("node %d: %v", first+i, err)
+	return testutil.StartNodes(t, n, 60*time.Second, func(ctx context.Context, i int, addrs []string) (*Node, error) {
+		c := testConfig(t.TempDir())
+		c.NodeID = fmt.Sprintf("n%d", first+i)
+		c.ClusterAddr = addrs[i]
+		c.Join = append(append([]string(nil), addrs...), extraJoin...)
+		c.BootstrapExpect = expect
+		c.Replicas = replicas
+		if zones != nil {
+			c.Zone = zones[i]
 		}
-	}
-	t.Cleanup(func() {
-		for _, nd := range nodes {
-			nd.Close()
+		if edit != nil {
+			edit(&c)
 		}
-	})
-	return nodes
+		return Start(ctx, c)
+	}, func(nd *Node) { nd.Close() })
 }
 
 // waitFor polls cond until it returns nil or the timeout passes, reporting its last error.
