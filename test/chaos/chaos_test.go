@@ -150,7 +150,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	t.Logf("seed %d: %d nodes formed and entities placed in %v", seed, nodes, time.Since(start).Round(time.Second))
 
 	wl := &workload{h: hist, cs: cs, seed: seed}
-	wl.start(3, 3, 2, 4)
+	wl.start(2, 3, 2, 4)
 	running := true
 	defer func() {
 		if running { // a t.Fatal below: stop the clients before the hosts go
@@ -161,7 +161,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 
 	var segs []segment
 	if dur == 0 {
-		segs = plan(rng, 4)
+		segs = plan(rng, 3)
 	}
 	deadline := time.Now().Add(dur)
 	for i := 0; dur == 0 && i < len(segs) || dur > 0 && time.Now().Before(deadline); i++ {
@@ -184,14 +184,16 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		}
 		hist.Add(Op{T: time.Now(), Worker: "nemesis", Kind: "fault", Value: strings.Join(did, "; ")})
 		t.Logf("%s: %s", seg, strings.Join(did, "; "))
-		time.Sleep(time.Duration(3000+rng.IntN(3000)) * time.Millisecond) // the fault's hold time
+		// The fault's hold time: longer than an election timeout (1 s) and than the
+		// gossip's suspicion of a silent member.
+		time.Sleep(time.Duration(2500+rng.IntN(2500)) * time.Millisecond)
 		ht := time.Now()
 		if err := c.heal(90 * time.Second); err != nil {
 			t.Fatalf("heal after %s: %v", seg, err)
 		}
 		hist.SetFault("")
 		hist.Add(Op{T: ht, Worker: "nemesis", Kind: "heal", Value: seg.String()})
-		time.Sleep(2 * time.Second) // recovery before the next fault, part of the plan
+		time.Sleep(1500 * time.Millisecond) // recovery before the next fault, part of the plan
 	}
 	wl.finish()
 	running = false
@@ -223,22 +225,25 @@ func drain(t *testing.T, wl *workload) {
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	done := func() bool { return idle() || time.Now().After(deadline) }
-	rng := wl.rng(999)
-	wl.goFunc(func() {
-		w := &conn{cs: wl.cs, rng: wl.rng(1000)}
-		defer w.close()
-		wl.receive("drain-q", w, rng, false, false, done)
-	})
+	for i := 0; i < 3; i++ {
+		wl.goFunc(func() {
+			w := &conn{cs: wl.cs, rng: wl.rng(uint64(1010 + i))}
+			defer w.close()
+			wl.receive(fmt.Sprintf("drain-q%d", i), w, wl.rng(uint64(1020+i)), false, false, done)
+		})
+	}
 	wl.goFunc(func() {
 		w := &conn{cs: wl.cs, rng: wl.rng(1001)}
 		defer w.close()
 		wl.receive("drain-dlq", w, wl.rng(1002), false, true, done)
 	})
-	wl.goFunc(func() {
-		w := &conn{cs: wl.cs, rng: wl.rng(1003)}
-		defer w.close()
-		wl.sessionLoop("drain-qs", w, false, func() bool { return time.Now().After(deadline) })
-	})
+	for i := 0; i < 2; i++ {
+		wl.goFunc(func() {
+			w := &conn{cs: wl.cs, rng: wl.rng(uint64(1030 + i))}
+			defer w.close()
+			wl.sessionLoop(fmt.Sprintf("drain-qs%d", i), w, false, func() bool { return time.Now().After(deadline) })
+		})
+	}
 	wl.wg.Wait()
 	if time.Now().After(deadline) {
 		t.Errorf("the drain did not finish within 3 minutes")
@@ -307,8 +312,8 @@ type summary struct {
 }
 
 func report(t *testing.T, seed uint64, res *Result, convErr error, took time.Duration) {
-	t.Logf("seed %d: %d acknowledged, %d maybe, %d deliveries, lost %d, unexpected %d, redeliveries explained %d, unexplained %d, converged %v, %d violations, %v",
-		seed, res.Acked, res.Maybe, res.Delivered, res.Lost, res.Unexpected, res.DupOK, res.DupBad, convErr == nil, len(res.Violations), took.Round(time.Second))
+	t.Logf("seed %d: %d acknowledged, %d maybe, %d deliveries, lost %d, unexpected %d, redeliveries explained %d, unexplained %d, enqueued twice %d, converged %v, %d violations, %v",
+		seed, res.Acked, res.Maybe, res.Delivered, res.Lost, res.Unexpected, res.DupOK, res.DupBad, res.Enqueued2, convErr == nil, len(res.Violations), took.Round(time.Second))
 	var fs []string
 	for f := range res.ByFault {
 		fs = append(fs, f)
@@ -316,7 +321,7 @@ func report(t *testing.T, seed uint64, res *Result, convErr error, took time.Dur
 	sort.Strings(fs)
 	for _, f := range fs {
 		s := res.ByFault[f]
-		t.Logf("  %-24s acked %5d maybe %3d lost %d redeliveries %d (unexplained %d)", f, s.Acked, s.Maybe, s.Lost, s.DupOK+s.DupBad, s.DupBad)
+		t.Logf("  %-24s acked %5d maybe %3d lost %d redeliveries %d (unexplained %d) enqueued twice %d", f, s.Acked, s.Maybe, s.Lost, s.DupOK+s.DupBad, s.DupBad, s.Enqueued2)
 	}
 	if p := os.Getenv("CHAOS_STATS"); p != "" {
 		b, _ := json.Marshal(summary{Seed: seed, Seconds: int(took.Seconds()), Total: res.Stats, ByFault: res.ByFault,

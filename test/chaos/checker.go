@@ -18,6 +18,7 @@ type Stats struct {
 	Unexpected int // delivered, never sent
 	DupOK      int // redeliveries each explained by a lock the client saw end
 	DupBad     int // redeliveries after a successful complete
+	Enqueued2  int // messages enqueued more than once by a single send
 }
 
 func (s *Stats) add(o Stats) {
@@ -28,6 +29,7 @@ func (s *Stats) add(o Stats) {
 	s.Unexpected += o.Unexpected
 	s.DupOK += o.DupOK
 	s.DupBad += o.DupBad
+	s.Enqueued2 += o.Enqueued2
 }
 
 // Result is what the checker found in a history.
@@ -121,47 +123,72 @@ func Check(ops []Op) *Result {
 		if s.Kind == "schedule" && ds[0].End.Before(s.At.Add(-500*time.Millisecond)) {
 			r.violate("early: %s scheduled for %s delivered at %s (lines %d, %d)", id, s.At.Format(time.StampMilli), ds[0].End.Format(time.StampMilli), s.I, ds[0].I)
 		}
-		for j, d := range ds {
-			if d.DLQ && d.DC < maxDelivery {
-				r.violate("dead-lettered: %s found in the dead-letter queue (line %d) with delivery count %d < %d", id, d.I, d.DC, maxDelivery)
+		// One send, one message: copies under several sequence numbers were enqueued
+		// more than once (no client retried: each ID is sent once).
+		seqs := map[int64][]*Op{}
+		var order []int64
+		for _, d := range ds {
+			if _, ok := seqs[d.Seq]; !ok {
+				order = append(order, d.Seq)
 			}
-			if j == 0 {
-				continue
-			}
-			prev := ds[j-1]
-			st := settle[prev.I]
-			switch {
-			case st == nil || st.Kind != "complete" || !st.OK():
-				r.DupOK++
-				r.fault(d.Fault).DupOK++
-			case st.End.Before(d.T):
-				r.DupBad++
-				r.fault(d.Fault).DupBad++
-				r.violate("duplicate: %s delivered again (line %d, on %s) after its complete was acknowledged (line %d, on %s, for the delivery on line %d)",
-					id, d.I, d.Node, st.I, st.Node, prev.I)
-			default:
-				r.DupBad++
-				r.fault(d.Fault).DupBad++
-				r.violate("double lock: %s completed with success (line %d, on %s, %s to %s) for its delivery on line %d, while it had been delivered again to %s (line %d, at %s)",
-					id, st.I, st.Node, st.T.Format(stamp), st.End.Format(stamp), prev.I, d.Worker, d.I, d.End.Format(stamp))
-			}
-			if s.Session == "" && d.DC <= prev.DC {
-				r.violate("delivery count: %s delivered with count %d (line %d) after count %d (line %d)", id, d.DC, d.I, prev.DC, prev.I)
-			}
+			seqs[d.Seq] = append(seqs[d.Seq], d)
+		}
+		if len(order) > 1 {
+			r.Enqueued2++
+			r.fault(s.Fault).Enqueued2++
+			r.violate("enqueued twice: %s sent once (line %d, on %s, %s to %s, during %q) and delivered under sequence numbers %v (first on lines %d and %d)",
+				id, s.I, s.Node, s.T.Format(stamp), s.End.Format(stamp), s.Fault, order, seqs[order[0]][0].I, seqs[order[1]][0].I)
+		}
+		for _, seq := range order {
+			r.checkCopy(id, s, seqs[seq], settle)
 		}
 		// A message leaves once: two acknowledged completes are one too many.
-		var oks []int
-		for _, d := range ds {
-			if st := settle[d.I]; st != nil && st.Kind == "complete" && st.OK() {
-				oks = append(oks, st.I)
+		for _, seq := range order {
+			var oks []int
+			for _, d := range seqs[seq] {
+				if st := settle[d.I]; st != nil && st.Kind == "complete" && st.OK() {
+					oks = append(oks, st.I)
+				}
 			}
-		}
-		if len(oks) > 1 {
-			r.violate("completed twice: %s, completes acknowledged on lines %v", id, oks)
+			if len(oks) > 1 {
+				r.violate("completed twice: %s (sequence number %d), completes acknowledged on lines %v", id, seq, oks)
+			}
 		}
 	}
 	checkSessions(ops, sends, r)
 	return r
+}
+
+// checkCopy checks the deliveries of one enqueued copy of a message.
+func (r *Result) checkCopy(id string, s *Op, ds []*Op, settle map[int]*Op) {
+	for j, d := range ds {
+		if d.DLQ && d.DC < maxDelivery {
+			r.violate("dead-lettered: %s found in the dead-letter queue (line %d) with delivery count %d < %d", id, d.I, d.DC, maxDelivery)
+		}
+		if j == 0 {
+			continue
+		}
+		prev := ds[j-1]
+		st := settle[prev.I]
+		switch {
+		case st == nil || st.Kind != "complete" || !st.OK():
+			r.DupOK++
+			r.fault(d.Fault).DupOK++
+		case st.End.Before(d.T):
+			r.DupBad++
+			r.fault(d.Fault).DupBad++
+			r.violate("duplicate: %s delivered again (line %d, on %s) after its complete was acknowledged (line %d, on %s, for the delivery on line %d)",
+				id, d.I, d.Node, st.I, st.Node, prev.I)
+		default:
+			r.DupBad++
+			r.fault(d.Fault).DupBad++
+			r.violate("double lock: %s completed with success (line %d, on %s, %s to %s) for its delivery on line %d, while it had been delivered again to %s (line %d, at %s)",
+				id, st.I, st.Node, st.T.Format(stamp), st.End.Format(stamp), prev.I, d.Worker, d.I, d.End.Format(stamp))
+		}
+		if s.Session == "" && d.DC <= prev.DC {
+			r.violate("delivery count: %s delivered with count %d (line %d) after count %d (line %d)", id, d.DC, d.I, prev.DC, prev.I)
+		}
+	}
 }
 
 // checkSessions checks per-session FIFO and that session state never goes back.

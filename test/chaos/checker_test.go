@@ -77,6 +77,15 @@ func TestCheck(t *testing.T) {
 			d = h.deliver("r2", "a", 8)
 			h.settle("complete", d, 8, 8.1, "")
 		}, ""},
+		{"one send enqueued twice", func(h *hb) {
+			h.send("a", 1, "")
+			d := h.deliver("r1", "a", 2)
+			h.ops[d].Seq = 7
+			h.settle("complete", d, 2, 2.1, "")
+			d = h.deliver("r1", "a", 2)
+			h.ops[d].Seq = 9
+			h.settle("complete", d, 2, 2.1, "")
+		}, "enqueued twice: a"},
 		{"delivery count not increasing", func(h *hb) {
 			h.send("a", 1, "")
 			d := h.deliver("r1", "a", 5)

@@ -380,7 +380,7 @@ func (wl *workload) session(name, node string, sr *azservicebus.SessionReceiver,
 		return false
 	}
 	got := false
-	for batch := 0; batch < 4 && !done(); batch++ {
+	for batch := 0; (batch < 4 || !chaos) && !done(); batch++ {
 		t := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		msgs, err := sr.ReceiveMessages(ctx, 5, nil)
@@ -390,10 +390,7 @@ func (wl *workload) session(name, node string, sr *azservicebus.SessionReceiver,
 			return got
 		}
 		if len(msgs) == 0 {
-			if chaos {
-				return got
-			}
-			continue
+			return got
 		}
 		got = true
 		wl.last.Store(time.Now().UnixNano())
