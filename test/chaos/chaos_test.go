@@ -188,7 +188,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		// gossip's suspicion of a silent member.
 		time.Sleep(time.Duration(2500+rng.IntN(2500)) * time.Millisecond)
 		ht := time.Now()
-		if err := c.heal(90 * time.Second); err != nil {
+		if err := c.heal(90*time.Second, hist); err != nil {
 			t.Fatalf("heal after %s: %v", seg, err)
 		}
 		hist.SetFault("")

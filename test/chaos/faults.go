@@ -58,6 +58,9 @@ var faults = []fault{
 	}},
 	{name: "pause", apply: func(c *cluster, rng *rand.Rand) (string, error) {
 		h := c.pick(rng)
+		if !h.Running() { // killed by the other fault of a mixed segment
+			return "SIGSTOP " + h.Name + " skipped: not running", nil
+		}
 		return "SIGSTOP " + h.Name, h.Pause()
 	}},
 	{name: "isolate", apply: func(c *cluster, rng *rand.Rand) (string, error) {
@@ -160,12 +163,15 @@ func faultByName(name string) fault {
 
 // heal undoes every fault: network rules and proxies back to normal, paused nodes
 // resumed, dead nodes restarted; then it waits for every node to be ready.
-func (c *cluster) heal(timeout time.Duration) error {
+func (c *cluster) heal(timeout time.Duration, hist *History) error {
 	err := c.net.HealAll()
 	for _, h := range c.net.Hosts() {
 		if h.Running() {
 			h.Resume()
-		} else if e := h.Restart(); e != nil && err == nil {
+			continue
+		}
+		hist.Add(Op{T: time.Now(), Worker: "nemesis", Kind: "restart", Node: h.Name, Value: fmt.Sprint("exited: ", h.ExitErr())})
+		if e := h.Restart(); e != nil && err == nil {
 			err = e
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -333,7 +334,7 @@ func (h *Host) launchLocked() error {
 	cmd.Env = append(os.Environ(), h.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := spawn(cmd); err != nil {
 		f.Close()
 		return fmt.Errorf("hosts: start on %s: %v", h.Name, err)
 	}
@@ -374,6 +375,22 @@ func (h *Host) Running() bool {
 	}
 }
 
+// ExitErr is how the current process ended (nil while it runs, or for exit status 0).
+func (h *Host) ExitErr() error {
+	h.mu.Lock()
+	p := h.proc
+	h.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return p.err
+	default:
+		return nil
+	}
+}
+
 // Done is closed when the current process exits (nil before Launch).
 func (h *Host) Done() <-chan struct{} {
 	h.mu.Lock()
@@ -384,12 +401,45 @@ func (h *Host) Done() <-chan struct{} {
 	return h.proc.done
 }
 
+// spawner starts every process from one goroutine locked to its OS thread for the
+// life of the test process: Pdeathsig fires when the *thread* that forked a child
+// exits, and the Go runtime may end other threads, which would kill nodes at random.
+var spawner = make(chan spawnReq)
+
+type spawnReq struct {
+	cmd  *exec.Cmd
+	errc chan error
+}
+
+var spawnerOnce sync.Once
+
+func spawn(cmd *exec.Cmd) error {
+	spawnerOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread is every child's parent
+			for r := range spawner {
+				r.errc <- r.cmd.Start()
+			}
+		}()
+	})
+	errc := make(chan error, 1)
+	spawner <- spawnReq{cmd, errc}
+	return <-errc
+}
+
+// signal sends sig to the process group of the current process, if it still runs
+// (never to a group that has exited: its ID may belong to someone else by now).
 func (h *Host) signal(sig syscall.Signal) error {
 	h.mu.Lock()
 	p := h.proc
 	h.mu.Unlock()
 	if p == nil {
 		return fmt.Errorf("hosts: %s runs nothing", h.Name)
+	}
+	select {
+	case <-p.done:
+		return fmt.Errorf("hosts: %s is not running (exited: %v)", h.Name, p.err)
+	default:
 	}
 	return syscall.Kill(-p.cmd.Process.Pid, sig)
 }
@@ -402,7 +452,7 @@ func (h *Host) Kill() {
 	if p == nil {
 		return
 	}
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	h.signal(syscall.SIGKILL)
 	select {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
@@ -418,8 +468,8 @@ func (h *Host) Stop(timeout time.Duration) {
 	if p == nil {
 		return
 	}
-	syscall.Kill(p.cmd.Process.Pid, syscall.SIGTERM)
-	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+	h.signal(syscall.SIGTERM)
+	h.signal(syscall.SIGCONT)
 	select {
 	case <-p.done:
 	case <-time.After(timeout):

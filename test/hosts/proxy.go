@@ -23,8 +23,10 @@ type LinkState struct {
 	// changed every time Set is called), so connections overtake one another: the
 	// reordering a TCP stream itself never shows.
 	Jitter time.Duration
-	// Blackhole swallows every byte while keeping the connections (and new ones) open:
-	// the peer looks alive to TCP and silent to the application.
+	// Blackhole stops forwarding while keeping the connections (and new ones) open, as
+	// a route that silently drops packets does: what is sent waits (the sender's
+	// buffers fill up and its writes block), and flows again when the hole closes. No
+	// byte is lost from the middle of a stream, which TCP never does either.
 	Blackhole bool
 }
 
@@ -37,6 +39,7 @@ type Link struct {
 	target   string
 	state    atomic.Pointer[LinkState]
 	gen      atomic.Uint64 // bumped by Set; connections redraw their jitter
+	closed   atomic.Bool
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{} // open connections, both halves; owner: mu
@@ -110,6 +113,7 @@ func (l *Link) Reset() {
 
 // Close stops the listener and closes every connection.
 func (l *Link) Close() {
+	l.closed.Store(true)
 	l.ln.Close()
 	l.Reset()
 	l.wg.Wait()
@@ -162,6 +166,13 @@ func (l *Link) serve(in net.Conn) {
 	<-done
 }
 
+// holdWhileBlackhole returns once the link forwards again (or is closed).
+func (l *Link) holdWhileBlackhole() {
+	for l.state.Load().Blackhole && !l.closed.Load() {
+		time.Sleep(20 * time.Millisecond) // polling the link's state
+	}
+}
+
 // pipe copies src to dst chunk by chunk, each held for the link's delay. Chunks keep
 // their order within a connection (TCP's promise); connections differ by jitter.
 func (l *Link) pipe(dst, src net.Conn) {
@@ -175,6 +186,7 @@ func (l *Link) pipe(dst, src net.Conn) {
 		var gen uint64 = ^uint64(0)
 		var extra time.Duration
 		for {
+			l.holdWhileBlackhole()
 			buf := make([]byte, 32*1024)
 			n, err := src.Read(buf)
 			if n > 0 {
@@ -185,9 +197,7 @@ func (l *Link) pipe(dst, src net.Conn) {
 						extra = rand.N(s.Jitter)
 					}
 				}
-				if !s.Blackhole {
-					q <- chunk{buf[:n], time.Now().Add(s.Delay + extra)}
-				}
+				q <- chunk{buf[:n], time.Now().Add(s.Delay + extra)}
 			}
 			if err != nil {
 				return
@@ -198,6 +208,7 @@ func (l *Link) pipe(dst, src net.Conn) {
 		if d := time.Until(c.at); d > 0 {
 			time.Sleep(d) // the injected delay itself
 		}
+		l.holdWhileBlackhole()
 		if _, err := dst.Write(c.b); err != nil {
 			src.Close()
 			for range q { // let the reader finish
