@@ -5,7 +5,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench run clean chaos chaos-long chaos-deps
+.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench run clean chaos chaos-long chaos-deps chaos-table
 
 all: build
 
@@ -51,6 +51,10 @@ chaos-deps:
 
 chaos: chaos-deps
 	$(CHAOS_ENV) CHAOS_SEEDS=$(CHAOS_SEEDS) $(GO) test -count=1 -timeout 15m -p 1 -v -run 'TestHosts|TestChaos' ./test/hosts/ ./test/chaos/
+
+# The table of docs/guarantees.md from every run recorded in $(CHAOS_STATS).
+chaos-table:
+	@QUORUMBUS_CHAOS_TABLE=1 CHAOS_STATS=$(CHAOS_STATS) $(GO) test -count=1 -v -run TestChaosTable ./test/chaos/ | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
 
 # Mixed faults for DURATION with one random seed (or CHAOS_SEEDS=N).
 chaos-long: chaos-deps

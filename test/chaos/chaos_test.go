@@ -68,6 +68,55 @@ func TestChaos(t *testing.T) {
 		fmt.Printf("chaos: seed %d (rerun: make chaos CHAOS_SEEDS=%d)\n", seed, seed)
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) { runChaos(t, seed, dur) })
 	}
+	fmt.Print(table(runs))
+}
+
+// runs are the summaries of this process's runs, for the closing table.
+var runs []summary
+
+// table is the figures of docs/guarantees.md as Markdown: one row per fault (or "mixed"
+// for every combination), the operations started while it was active.
+func table(runs []summary) string {
+	type row struct {
+		Stats
+		runs int
+	}
+	rows := map[string]*row{}
+	for _, r := range runs {
+		seen := map[string]bool{}
+		for f, s := range r.ByFault {
+			if strings.Contains(f, "+") {
+				f = "mixed (two at once)"
+			}
+			if rows[f] == nil {
+				rows[f] = &row{}
+			}
+			rows[f].add(*s)
+			if !seen[f] {
+				seen[f] = true
+				rows[f].runs++
+			}
+		}
+	}
+	var names []string
+	for f := range rows {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("| fault | runs | acknowledged | lost | redeliveries (explained) | unexplained duplicates | enqueued twice |\n|---|---|---|---|---|---|---|\n")
+	for _, f := range names {
+		r := rows[f]
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d |\n", f, r.runs, r.Acked, r.Lost, r.DupOK, r.DupBad, r.Enqueued2)
+	}
+	conv := 0
+	for _, r := range runs {
+		if r.Converged {
+			conv++
+		}
+	}
+	fmt.Fprintf(&b, "\nreplicas converged (one digest per group, metadata leader agreed) in %d of %d runs\n", conv, len(runs))
+	return b.String()
 }
 
 // segment is one step of the nemesis's plan: faults applied together, held, healed.
@@ -323,9 +372,11 @@ func report(t *testing.T, seed uint64, res *Result, convErr error, took time.Dur
 		s := res.ByFault[f]
 		t.Logf("  %-24s acked %5d maybe %3d lost %d redeliveries %d (unexplained %d) enqueued twice %d", f, s.Acked, s.Maybe, s.Lost, s.DupOK+s.DupBad, s.DupBad, s.Enqueued2)
 	}
+	sum := summary{Seed: seed, Seconds: int(took.Seconds()), Total: res.Stats, ByFault: res.ByFault,
+		Violations: len(res.Violations), Converged: convErr == nil}
+	runs = append(runs, sum)
 	if p := os.Getenv("CHAOS_STATS"); p != "" {
-		b, _ := json.Marshal(summary{Seed: seed, Seconds: int(took.Seconds()), Total: res.Stats, ByFault: res.ByFault,
-			Violations: len(res.Violations), Converged: convErr == nil})
+		b, _ := json.Marshal(sum)
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err == nil {
 			f.Write(append(b, '\n'))
@@ -354,4 +405,26 @@ func keepResults(t *testing.T, seed uint64, hist *History, net *hosts.Net) {
 	os.WriteFile(filepath.Join(dir, "seed"), []byte(strconv.FormatUint(seed, 10)+"\n"), 0o644)
 	t.Logf("seed %d failed: history and node logs kept in %s", seed, dir)
 	fmt.Printf("chaos: seed %d failed: results in %s\n", seed, dir)
+}
+
+// TestChaosTable prints the table of every run recorded in CHAOS_STATS (make
+// chaos-table): the figures for docs/guarantees.md, from real runs only.
+func TestChaosTable(t *testing.T) {
+	p := os.Getenv("CHAOS_STATS")
+	if os.Getenv("QUORUMBUS_CHAOS_TABLE") != "1" || p == "" {
+		t.Skip("make chaos-table prints the table of the runs in CHAOS_STATS")
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []summary
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var s summary
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		all = append(all, s)
+	}
+	fmt.Print(table(all))
 }
