@@ -140,7 +140,13 @@ func Check(ops []Op) *Result {
 				id, s.I, s.Node, s.T.Format(stamp), s.End.Format(stamp), s.Fault, order, seqs[order[0]][0].I, seqs[order[1]][0].I)
 		}
 		for _, seq := range order {
-			r.checkCopy(id, s, seqs[seq], settle)
+			// In the order the broker handed them out, which their lock expiries give
+			// (LockedUntil = hand-out time + lock duration). The order the clients
+			// recorded them can differ, when a delivery spends longer on the wire (to
+			// a partitioned client) than its lock lasts.
+			cp := seqs[seq]
+			sort.SliceStable(cp, func(i, j int) bool { return handedOut(cp[i]).Before(handedOut(cp[j])) })
+			r.checkCopy(id, s, cp, settle)
 		}
 		// A message leaves once: two acknowledged completes are one too many.
 		for _, seq := range order {
@@ -159,7 +165,20 @@ func Check(ops []Op) *Result {
 	return r
 }
 
-// checkCopy checks the deliveries of one enqueued copy of a message.
+// handedOut orders deliveries by when the broker handed them out: by their lock's
+// expiry, or when the client got them for a delivery without one.
+func handedOut(d *Op) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, d.Value); err == nil {
+		return t
+	}
+	return d.End.Add(lockDuration)
+}
+
+// checkCopy checks the deliveries of one enqueued copy of a message, in the order they
+// were handed out. A delivery after a successful complete of the one before is a
+// violation: "duplicate" when the complete was acknowledged before the new delivery
+// reached its client, "double lock" when the complete was acknowledged later (the
+// broker accepted a complete for a lock it had already given to someone else).
 func (r *Result) checkCopy(id string, s *Op, ds []*Op, settle map[int]*Op) {
 	for j, d := range ds {
 		if d.DLQ && d.DC < maxDelivery {
@@ -174,7 +193,7 @@ func (r *Result) checkCopy(id string, s *Op, ds []*Op, settle map[int]*Op) {
 		case st == nil || st.Kind != "complete" || !st.OK():
 			r.DupOK++
 			r.fault(d.Fault).DupOK++
-		case st.End.Before(d.T):
+		case st.End.Before(d.End):
 			r.DupBad++
 			r.fault(d.Fault).DupBad++
 			r.violate("duplicate: %s delivered again (line %d, on %s) after its complete was acknowledged (line %d, on %s, for the delivery on line %d)",
