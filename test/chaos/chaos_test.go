@@ -65,7 +65,11 @@ func TestChaos(t *testing.T) {
 			}
 			seed = v
 		}
-		fmt.Printf("chaos: seed %d (rerun: make chaos CHAOS_SEEDS=%d)\n", seed, seed)
+		if dur > 0 {
+			fmt.Printf("chaos: seed %d (rerun: make chaos-long CHAOS_SEEDS=%d DURATION=%v)\n", seed, seed, dur)
+		} else {
+			fmt.Printf("chaos: seed %d (rerun: make chaos CHAOS_SEEDS=%d)\n", seed, seed)
+		}
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) { runChaos(t, seed, dur) })
 	}
 	fmt.Print(table(runs))
