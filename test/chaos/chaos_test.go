@@ -203,7 +203,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	t.Logf("seed %d: %d nodes formed and entities placed in %v", seed, nodes, time.Since(start).Round(time.Second))
 
 	wl := &workload{h: hist, cs: cs, seed: seed}
-	wl.start(2, 3, 2, 4)
+	wl.start(2, 3, 3, 4)
 	running := true
 	defer func() {
 		if running { // a t.Fatal below: stop the clients before the hosts go
@@ -244,6 +244,13 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		if err := c.heal(90*time.Second, hist); err != nil {
 			t.Fatalf("heal after %s: %v", seg, err)
 		}
+		if strings.Contains(seg.String(), "wipe") {
+			// The documented rule for lost disks: one at a time, the next only once
+			// the last is rebuilt.
+			if err := waitFor(90*time.Second, func() error { return c.caughtUp(rng) }); err != nil {
+				t.Errorf("a wiped node did not catch up within 90 s: %v", err)
+			}
+		}
 		hist.SetFault("")
 		hist.Add(Op{T: ht, Worker: "nemesis", Kind: "heal", Value: seg.String()})
 		time.Sleep(1500 * time.Millisecond) // recovery before the next fault, part of the plan
@@ -251,7 +258,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	wl.finish()
 	running = false
 	t.Logf("faults done after %v; draining", time.Since(start).Round(time.Second))
-	drain(t, wl)
+	drain(t, wl, max(3*time.Minute, dur/2))
 
 	res := Check(hist.Ops())
 	convErr := waitConverged(c, rng, 90*time.Second)
@@ -270,13 +277,13 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 
 // drain completes everything left in q, its dead-letter queue and every session of
 // qs, with fresh clients, until nothing has come for three lock durations.
-func drain(t *testing.T, wl *workload) {
+func drain(t *testing.T, wl *workload, limit time.Duration) {
 	wl.stop = make(chan struct{})
 	wl.last.Store(time.Now().UnixNano())
 	idle := func() bool {
 		return time.Since(time.Unix(0, wl.last.Load())) > 3*lockDuration
 	}
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(limit)
 	done := func() bool { return idle() || time.Now().After(deadline) }
 	for i := 0; i < 3; i++ {
 		wl.goFunc(func() {
@@ -290,7 +297,7 @@ func drain(t *testing.T, wl *workload) {
 		defer w.close()
 		wl.receive("drain-dlq", w, wl.rng(1002), false, true, done)
 	})
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 4; i++ {
 		wl.goFunc(func() {
 			w := &conn{cs: wl.cs, rng: wl.rng(uint64(1030 + i))}
 			defer w.close()
@@ -299,14 +306,20 @@ func drain(t *testing.T, wl *workload) {
 	}
 	wl.wg.Wait()
 	if time.Now().After(deadline) {
-		t.Errorf("the drain did not finish within 3 minutes")
+		t.Errorf("the drain did not finish within %v", limit)
 	}
 }
 
 func waitConverged(c *cluster, rng *rand.Rand, timeout time.Duration) error {
+	return waitFor(timeout, func() error { return c.converged(rng) })
+}
+
+// waitFor polls cond every second until it returns nil or timeout passes, and returns
+// its last error.
+func waitFor(timeout time.Duration, cond func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		err := c.converged(rng)
+		err := cond()
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}

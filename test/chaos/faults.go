@@ -187,6 +187,29 @@ func (c *cluster) heal(timeout time.Duration, hist *History) error {
 	return nil
 }
 
+// caughtUp reports nil once every partition group has a leader and every replica a lag
+// of 0: after a wiped node is rebuilt. Until then its groups count it as a voter with
+// part of the log, and wiping another of their replicas would wipe a majority, which
+// docs/operations.md forbids (and which loses acknowledged messages, as Raft must).
+func (c *cluster) caughtUp(rng *rand.Rand) error {
+	var ps []partition
+	h := c.pick(rng)
+	if err := c.qbctl(h, &ps, "cluster", "partitions"); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if p.Leader == "" {
+			return fmt.Errorf("group %d (%s/%d) has no leader", p.Group, p.Entity, p.Partition)
+		}
+		for _, r := range p.Replicas {
+			if r.Lag != 0 || r.LastIndex == 0 {
+				return fmt.Errorf("group %d (%s/%d): %s at index %d, lag %d", p.Group, p.Entity, p.Partition, r.Node, r.LastIndex, r.Lag)
+			}
+		}
+	}
+	return nil
+}
+
 // partition is one row of `qbctl cluster partitions -o json`.
 type partition struct {
 	Entity    string `json:"entity"`
