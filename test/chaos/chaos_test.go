@@ -247,6 +247,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		if strings.Contains(seg.String(), "wipe") {
 			// The documented rule for lost disks: one at a time, the next only once
 			// the last is rebuilt.
+			hist.SetFault("wipe (catching up)")
 			if err := waitFor(90*time.Second, func() error { return c.caughtUp(rng) }); err != nil {
 				t.Errorf("a wiped node did not catch up within 90 s: %v", err)
 			}
