@@ -83,7 +83,7 @@ var runs []summary
 func table(runs []summary) string {
 	type row struct {
 		Stats
-		runs int
+		runs, converged int
 	}
 	rows := map[string]*row{}
 	for _, r := range runs {
@@ -99,6 +99,9 @@ func table(runs []summary) string {
 			if !seen[f] {
 				seen[f] = true
 				rows[f].runs++
+				if r.Converged {
+					rows[f].converged++
+				}
 			}
 		}
 	}
@@ -108,10 +111,10 @@ func table(runs []summary) string {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	b.WriteString("| fault | runs | acknowledged | lost | redeliveries (explained) | unexplained duplicates | enqueued twice |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fault | runs | acknowledged | lost | redeliveries (explained) | unexplained duplicates | enqueued twice | converged |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range names {
 		r := rows[f]
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d |\n", f, r.runs, r.Acked, r.Lost, r.DupOK, r.DupBad, r.Enqueued2)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d of %d |\n", f, r.runs, r.Acked, r.Lost, r.DupOK, r.DupBad, r.Enqueued2, r.converged, r.runs)
 	}
 	conv := 0
 	for _, r := range runs {
