@@ -45,7 +45,8 @@ type Node struct {
 	mu    sync.RWMutex
 	parts map[uint32]*replica // by group ID
 
-	hints sync.Map // group ID -> node ID that last served it as leader
+	hints    sync.Map // group ID -> node ID that last served it as leader
+	inflight sync.Map // CallReq.ID -> context.CancelFunc of a long-poll served for a peer
 
 	batchMu  sync.Mutex
 	batchers map[string]*sendBatcher // forwarded sends by peer address; owner: batchMu

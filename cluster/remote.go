@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -46,6 +48,9 @@ type CallReq struct {
 	Group   uint32
 	Op      op
 	Timeout time.Duration // what is left of the caller's deadline; 0: none
+	// ID names a long-polling call (a receive or accept) so that its caller can cancel
+	// it when it gives up (rpcService.Cancel); 0 for other calls.
+	ID uint64
 
 	Msgs      []*fsm.Message
 	Seqs      []int64
@@ -291,6 +296,22 @@ func (n *Node) remote(ctx context.Context, id string, req *CallReq, abandon func
 	var onAbandon func()
 	if abandon != nil {
 		onAbandon = func() { resp.fromWire(); abandon(resp) }
+		// A receive the caller gives up is cancelled on the peer too: a long-poll still
+		// waiting there then locks nothing that nobody would take (what it locked before
+		// the cancel arrives is released by onAbandon).
+		req.ID = randomID()
+		finished := make(chan struct{})
+		defer close(finished)
+		go func() {
+			select {
+			case <-ctx.Done():
+				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				var ok bool
+				_ = n.rpc.call(cctx, addr, "Cancel", req.ID, &ok, nil)
+			case <-finished:
+			}
+		}()
 	}
 	if err := n.rpc.call(ctx, addr, "Call", req, resp, onAbandon); err != nil {
 		return &CallResp{err: err}
@@ -306,6 +327,10 @@ type rpcService struct{ n *Node }
 func (s *rpcService) Call(req *CallReq, resp *CallResp) error {
 	ctx, cancel := s.n.rpcContext(req.Timeout)
 	defer cancel()
+	if req.ID != 0 {
+		s.n.inflight.Store(req.ID, cancel)
+		defer s.n.inflight.Delete(req.ID)
+	}
 	s.n.mu.RLock()
 	r := s.n.parts[req.Group]
 	s.n.mu.RUnlock()
@@ -515,4 +540,19 @@ func (n *Node) groupExists(id uint32) bool {
 // ctxOutcome is the error of a call whose caller gave up after it was handed on.
 func ctxOutcome(ctx context.Context) error {
 	return fmt.Errorf("%w: %w: %w", partition.ErrTimeout, partition.ErrOutcomeUnknown, ctx.Err())
+}
+
+// Cancel cancels a long-polling call whose caller gave up.
+func (s *rpcService) Cancel(id uint64, resp *bool) error {
+	if c, ok := s.n.inflight.LoadAndDelete(id); ok {
+		c.(context.CancelFunc)()
+		*resp = true
+	}
+	return nil
+}
+
+func randomID() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (Go 1.24+)
+	return binary.BigEndian.Uint64(b[:]) | 1
 }
