@@ -1,4 +1,4 @@
-// Package chaos is a Jepsen-style fault suite for a quorumbus cluster (issue 11).
+// Package chaos is a Jepsen-style fault suite for a quorumbus cluster.
 //
 // Each node runs on a host of package test/hosts (its own network namespace, address,
 // hosts file and data directory, joining by name through a userspace proxy per link).

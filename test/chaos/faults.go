@@ -152,14 +152,6 @@ func names(hs []*hosts.Host) string {
 	return "{" + strings.Join(s, ",") + "}"
 }
 
-func faultByName(name string) fault {
-	for _, f := range faults {
-		if f.name == name {
-			return f
-		}
-	}
-	panic("no fault " + name)
-}
 
 // heal undoes every fault: network rules and proxies back to normal, paused nodes
 // resumed, dead nodes restarted; then it waits for every node to be ready.
