@@ -256,7 +256,7 @@ const (
 	DeadLetter
 	Defer
 	// Release unlocks without counting a delivery attempt (S-RCV-1 releaser,
-	// protocol §6.2).
+	// protocol.md §6.2).
 	Release
 )
 
@@ -281,7 +281,7 @@ type Settlement struct {
 type Sender interface {
 	// Send stores msgs atomically (a batch is all or nothing, S-SEND-5) and
 	// returns once they are durable (S-SEND-1). A message with a non-zero
-	// ScheduledEnqueueTime is scheduled, not made available (protocol §5).
+	// ScheduledEnqueueTime is scheduled, not made available (protocol.md §5).
 	Send(ctx context.Context, entity string, msgs []*Message) error
 }
 

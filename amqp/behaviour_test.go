@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,29 +11,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 // TestMain fails the package when a server goroutine outlives the tests
 // (P5: Close cancels and waits).
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			buf := make([]byte, 1<<20)
-			stacks := string(buf[:runtime.Stack(buf, true)])
-			if !strings.Contains(stacks, "quorumbus/amqp.(*conn)") && !strings.Contains(stacks, "quorumbus/amqp.(*Server)") {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintln(os.Stderr, "leaked server goroutines:\n", stacks)
-				code = 1
-				break
-			}
-			time.Sleep(50 * time.Millisecond) // polling for goroutines to exit
-		}
-	}
-	os.Exit(code)
+	testutil.MainWithLeakCheck(m, 5*time.Second, "quorumbus/amqp.(*conn)", "quorumbus/amqp.(*Server)")
 }
 
 // TestSDKLockExpiryAndMaxDelivery: an expired lock makes the message
@@ -83,7 +64,7 @@ func TestSDKLockExpiryAndMaxDelivery(t *testing.T) {
 }
 
 // TestSDKSettleThroughManagement: a lock token settles through
-// $management from another receiver (protocol §6.4 fallback, S-LOCK-10).
+// $management from another receiver (protocol.md §6.4 fallback, S-LOCK-10).
 func TestSDKSettleThroughManagement(t *testing.T) {
 	_, b, addr := testServer(t, nil)
 	c := rootClient(t, addr)

@@ -1,5 +1,5 @@
 // Package amqp is Quorumbus's AMQP 1.0 server in the Azure Service Bus
-// dialect (see ../shared/spec/protocol.md in the project docs): listener,
+// dialect (see docs/protocol.md): listener,
 // SASL (ANONYMOUS, PLAIN, MSSBCBS), connection, session and link state with
 // flow control, the $cbs and $management nodes, and the mapping of Service
 // Bus operations onto a Backend that the broker (cluster) implements.

@@ -12,6 +12,9 @@ import (
 // tests: one partition per entity, peek-lock with lock expiry, dead-letter
 // sub-queues, deferral, scheduling, sessions, topics copying to every
 // subscription. It is not the broker; it exists to exercise the protocol.
+// TestFakeBackendConformance runs the scenarios of internal/backendtest on it, and
+// cmd/internal/bridge runs the same table on the real backend, so where the two
+// disagree the fake is wrong.
 type memBackend struct {
 	mu   sync.Mutex
 	keys map[string]SASKey
@@ -34,7 +37,13 @@ type memEntity struct {
 type memSession struct {
 	state       []byte
 	held        bool
+	holder      string // ConnectionID of the holder while held (S-SES-2)
 	lockedUntil time.Time
+}
+
+// holds reports whether the connection calling with ctx holds session s.
+func holds(ctx context.Context, s *memSession) bool {
+	return s != nil && s.held && s.holder == ConnectionID(ctx)
 }
 
 type memMsg struct {
@@ -233,11 +242,9 @@ func (b *memBackend) Receive(ctx context.Context, req ReceiveRequest) ([]*Delive
 			b.mu.Unlock()
 			return nil, err
 		}
-		if req.SessionID != "" {
-			if s := e.sessions[req.SessionID]; s == nil || !s.held {
-				b.mu.Unlock()
-				return nil, ErrSessionLockLost
-			}
+		if req.SessionID != "" && !holds(ctx, e.sessions[req.SessionID]) {
+			b.mu.Unlock()
+			return nil, ErrSessionLockLost
 		}
 		now := b.now()
 		q := subIndex(req.Address)
@@ -254,13 +261,19 @@ func (b *memBackend) Receive(ctx context.Context, req ReceiveRequest) ([]*Delive
 			}
 			m.deliveryCount++
 			if req.Mode == ReceiveAndDelete {
-				e.queues[q] = slices.DeleteFunc(e.queues[q], func(x *memMsg) bool { return x == m })
 				out = append(out, b.delivery(m))
-				break // the slice changed; return what we have
+				continue
 			}
 			m.token = newUUID()
 			m.lockedUntil = now.Add(e.info.LockDuration)
 			out = append(out, b.delivery(m))
+		}
+		if req.Mode == ReceiveAndDelete && len(out) > 0 { // up to Max at once, as the broker does
+			taken := map[int64]bool{}
+			for _, d := range out {
+				taken[d.SequenceNumber] = true
+			}
+			e.queues[q] = slices.DeleteFunc(e.queues[q], func(x *memMsg) bool { return taken[x.seq] })
 		}
 		changed := b.changed
 		b.mu.Unlock()
@@ -310,24 +323,24 @@ func mergeProps(ps []Property, mod []Property) []Property {
 	return out
 }
 
-func (b *memBackend) Settle(_ context.Context, ss []Settlement) []error {
+func (b *memBackend) Settle(ctx context.Context, ss []Settlement) []error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	errs := make([]error, len(ss))
 	for i, s := range ss {
-		errs[i] = b.settle(s)
+		errs[i] = b.settle(ctx, s)
 	}
 	b.notify()
 	return errs
 }
 
-func (b *memBackend) settle(s Settlement) error {
+func (b *memBackend) settle(ctx context.Context, s Settlement) error {
 	if s.SessionID != "" {
 		e, err := b.entity(s.Address.Entity)
 		if err != nil {
 			return err
 		}
-		if ss := e.sessions[s.SessionID]; ss == nil || !ss.held {
+		if !holds(ctx, e.sessions[s.SessionID]) {
 			return ErrSessionLockLost
 		}
 	}
@@ -442,14 +455,14 @@ func (b *memBackend) AcceptSession(ctx context.Context, a Address, id string, wa
 				b.mu.Unlock()
 				return "", time.Time{}, ErrSessionCannotBeLocked
 			}
-			s.held, s.lockedUntil = true, now.Add(e.info.LockDuration)
+			s.held, s.holder, s.lockedUntil = true, ConnectionID(ctx), now.Add(e.info.LockDuration)
 			b.mu.Unlock()
 			return id, s.lockedUntil, nil
 		}
 		for _, m := range e.queues[0] {
 			s := e.sessions[m.m.SessionID]
 			if s != nil && free(s) && b.available(m, now) {
-				s.held, s.lockedUntil = true, now.Add(e.info.LockDuration)
+				s.held, s.holder, s.lockedUntil = true, ConnectionID(ctx), now.Add(e.info.LockDuration)
 				b.mu.Unlock()
 				return m.m.SessionID, s.lockedUntil, nil
 			}
@@ -485,24 +498,30 @@ func (b *memBackend) session(a Address, id string, mustHold bool) (*memSession, 
 	return s, nil
 }
 
-func (b *memBackend) ReleaseSession(_ context.Context, a Address, id string) error {
+func (b *memBackend) ReleaseSession(ctx context.Context, a Address, id string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, err := b.session(a, id, false)
 	if err != nil {
 		return err
 	}
+	if s.holder != ConnectionID(ctx) {
+		return nil // only the holder releases (S-SES-2)
+	}
 	s.held = false
 	b.notify()
 	return nil
 }
 
-func (b *memBackend) RenewSessionLock(_ context.Context, a Address, id string) (time.Time, error) {
+func (b *memBackend) RenewSessionLock(ctx context.Context, a Address, id string) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, err := b.session(a, id, true)
 	if err != nil {
 		return time.Time{}, err
+	}
+	if !holds(ctx, s) {
+		return time.Time{}, ErrSessionLockLost
 	}
 	e, _ := b.entity(a.Entity)
 	s.lockedUntil = b.now().Add(e.info.LockDuration)
@@ -519,12 +538,15 @@ func (b *memBackend) SessionState(_ context.Context, a Address, id string) ([]by
 	return s.state, nil
 }
 
-func (b *memBackend) SetSessionState(_ context.Context, a Address, id string, state []byte) error {
+func (b *memBackend) SetSessionState(ctx context.Context, a Address, id string, state []byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, err := b.session(a, id, true)
 	if err != nil {
 		return err
+	}
+	if !holds(ctx, s) {
+		return ErrSessionLockLost
 	}
 	if len(state) == 0 {
 		state = nil

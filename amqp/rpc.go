@@ -146,7 +146,7 @@ func (s *session) rpcRequest(l *link, p *partial) {
 		s.deliveryDone(l)
 		return
 	}
-	s.settleIncoming(l, p, frames.Accepted{}) // every request needs a settled disposition (§11.3)
+	s.settleIncoming(l, p, frames.Accepted{}) // every request needs a settled disposition (protocol.md §11.3)
 	// Owner-side context the handler needs: claims and the session of the
 	// associated receiver link.
 	var assocSession string

@@ -427,9 +427,13 @@ func TestSDKFreshClientSubQueueAndSubscription(t *testing.T) {
 // TestSDKExpiredSessionLockIsLost: once a holder's session lock expired and
 // another client accepted the session, the old holder can neither renew,
 // receive, nor release the new holder's lock by closing. S-SES-2, S-SES-4, S-SES-6.
+//
+// Lock times run on a manual clock: A's lock expires exactly when the test moves the
+// clock past it, and B's never does, however slow the machine.
 func TestSDKExpiredSessionLockIsLost(t *testing.T) {
-	_, b, addr := testServer(t, nil)
-	b.addEntity(EntityInfo{Kind: KindQueue, Path: "ssq", RequiresSession: true, LockDuration: time.Second})
+	clk := &manualClock{t: time.Now()}
+	_, b, addr := testServer(t, func(c *Config) { c.Clock = clk })
+	b.addEntity(EntityInfo{Kind: KindQueue, Path: "ssq", RequiresSession: true, LockDuration: 30 * time.Second})
 	ctx := ctxT(t)
 	send(t, rootClient(t, addr), "ssq", &azservicebus.Message{Body: []byte("1"), SessionID: ptrTo("s")})
 	a, err := rootClient(t, addr).AcceptSessionForQueue(ctx, "ssq", "s", nil)
@@ -437,7 +441,7 @@ func TestSDKExpiredSessionLockIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	receiveN(t, a, 1)
-	time.Sleep(1200 * time.Millisecond) // let A's 1 s session lock expire
+	clk.Advance(31 * time.Second) // A's 30 s session lock expires
 	bRecv, err := rootClient(t, addr).AcceptSessionForQueue(ctx, "ssq", "s", nil)
 	if err != nil {
 		t.Fatalf("B could not accept the expired session: %v", err)
@@ -455,7 +459,7 @@ func TestSDKExpiredSessionLockIsLost(t *testing.T) {
 	if got, _ := a.ReceiveMessages(short, 1, nil); len(got) != 0 {
 		t.Errorf("A received %q from the session B holds", got[0].Body)
 	}
-	if err := bRecv.RenewSessionLock(ctx, nil); err != nil { // keep B's lock whatever the machine's load
+	if err := bRecv.RenewSessionLock(ctx, nil); err != nil { // B still holds the lock
 		t.Fatal(err)
 	}
 	a.Close(ctx)

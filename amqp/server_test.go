@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ func testServer(t *testing.T, mod func(*Config)) (*Server, *memBackend, string) 
 	cfg.Addresses = []string{"127.0.0.1:0"}
 	if mod != nil {
 		mod(cfg)
+	}
+	if cfg.Clock != nil {
+		b.now = cfg.Clock.Now // the fake backend keeps time with the server
 	}
 	s, err := New(cfg, b)
 	if err != nil {
@@ -167,4 +171,23 @@ func TestSenderSettleModeSecond(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("%d stored, want 2", n)
 	}
+}
+
+// manualClock is a Clock that moves only when the test advances it, for lock and
+// expiry times that must not depend on how fast the machine runs.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time // owner: mu
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }

@@ -407,6 +407,7 @@ func (n *Node) LoadEmulatorConfig(ctx context.Context, data []byte) ([]string, e
 			continue // the node's --namespace names it; Config.json's name is informational
 		}
 		if err := n.Apply(ctx, cmd); err != nil {
+			//lint:ignore ST1005 Config.json is the file's name
 			return warnings, fmt.Errorf("Config.json: %s: %w", cmd.Op(), err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 // This file is the contract between the fsm and the layers above it (partition,
 // cluster). Everything here is a plain value: commands carry the leader's time and any
 // chosen randomness, so every replica that applies the same commands reaches the same
-// state (P1 in shared/style.md).
+// state (P1 in docs/principles.md).
 //
 // Times are Unix milliseconds (int64) and durations are milliseconds, so that commands and
 // snapshots encode compactly and exactly. NeverMs stands for "no deadline".
@@ -125,7 +125,7 @@ func (s MessageState) String() string {
 }
 
 // LockToken identifies one lock on one message: bytes 0..3 are the partition's GroupID
-// (big-endian) so any node can route a settlement (issue 3 item 7), bytes 4..7 come from
+// (big-endian) so any node can route a settlement (S-LOCK-10), bytes 4..7 come from
 // the receiving command's Salt, bytes 8..15 are the fsm's lock counter (big-endian), so
 // tokens are unique within a partition forever.
 type LockToken [16]byte
@@ -339,7 +339,8 @@ type Result struct {
 	Count       int
 }
 
-// The FSM type (fsm.go) offers, and the partition layer relies on, exactly these:
+// The FSM type (fsm.go, snapshot.go) offers, and the layers above rely on, exactly
+// these:
 //
 //	func New(cfg Config) *FSM
 //	func (f *FSM) Apply(e *Entry) []Result             // one Result per e.Cmds, in order
@@ -351,8 +352,11 @@ type Result struct {
 //	func (f *FSM) SessionAvailable(t Target) bool                     // conservative: could a next-available accept lock one now?
 //	func (f *FSM) SessionState(t Target, sessionID string) []byte     // nil when none (S-SES-5)
 //	func (f *FSM) ListSessions(t Target) []string                     // sessions with messages or state
+//	func (f *FSM) Get(t Target, seq int64) *Message                   // one message by sequence number, a copy; nil if none
+//	func (f *FSM) Session(t Target, sessionID string) (SessionInfo, bool) // a session's lock holder and LockedUntil
 //	func (f *FSM) Stats() Stats                                       // counts per target
 //	func (f *FSM) Snapshot(w io.Writer) error       // deterministic, versioned, checksummed
+//	func (f *FSM) Freeze() *Frozen                  // point-in-time image; its WriteTo writes Snapshot's bytes later, off the apply loop
 //	func (f *FSM) Restore(r io.Reader) error        // replaces the whole state
 //	func (f *FSM) Digest() [32]byte                 // SHA-256 of Snapshot's bytes
 //

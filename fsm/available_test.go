@@ -34,7 +34,7 @@ func TestReceivableQueue(t *testing.T) {
 	x.wantReceivable(rq, false)
 	x.send(msgOf("a"))
 	x.wantReceivable(rq, true)
-	a := x.recv(q, 1)
+	x.recv(q, 1)
 	x.wantReceivable(rq, false) // locked
 	x.advance(1500)
 	if x.f.Receivable(rq) { // the lock has expired by the clock, but no entry applied it yet
@@ -42,7 +42,7 @@ func TestReceivableQueue(t *testing.T) {
 	}
 	x.tick()
 	x.wantReceivable(rq, true) // S-LOCK-4
-	a = x.recv(q, 1)
+	a := x.recv(q, 1)
 	if err := x.settle(q, Defer, a...); err != nil {
 		t.Fatal(err)
 	}

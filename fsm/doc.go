@@ -6,7 +6,7 @@
 // session lock expiry, history pruning), and the binary encodings of commands (Entry)
 // and of snapshots.
 //
-// The fsm is pure (P1 in shared/style.md): every replica that applies the same entries
+// The fsm is pure (P1 in docs/principles.md): every replica that applies the same entries
 // reaches the same state, byte for byte (Digest). It reads no clock, disk, network,
 // environment or randomness; time enters only as Entry.Now, and the fsm clock is the
 // largest Now applied so far. It never depends on map iteration order. It must not import
@@ -16,7 +16,7 @@
 // Goroutines: none. An FSM is owned by one goroutine (the partition's raft apply loop);
 // queries run on that goroutine or under the caller's lock.
 //
-// The rules it implements are numbered in shared/spec/semantics.md and cited next to
+// The rules it implements are numbered in docs/semantics.md and cited next to
 // the code; docs/fsm.md describes the guarantees, the time model, the lock token layout,
 // the memory cost per message and the snapshot format.
 package fsm

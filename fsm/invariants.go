@@ -4,7 +4,7 @@ package fsm
 
 import "fmt"
 
-// invariantsOn: Apply checks the whole state after each entry (style §3 item 12). Only
+// invariantsOn: Apply checks the whole state after each entry (docs/principles.md, testing habit 12). Only
 // in builds with the race detector or the invariants tag, and only while the partition
 // holds at most invariantMaxMsgs messages, so large tests stay fast.
 const invariantsOn = true

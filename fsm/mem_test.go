@@ -6,7 +6,8 @@ import "testing"
 
 // TestMemoryPerMessage keeps the per-message overhead (everything the fsm allocates
 // beyond the message's payload and property strings) at or below 300 bytes. Memory, not
-// time: it is stable across machines. Not under -race, whose allocator pads.
+// time: it is stable across machines. Not under -race, whose allocator pads: `make test`
+// runs it in a separate step without the race detector (NORACE_TESTS in the Makefile).
 func TestMemoryPerMessage(t *testing.T) {
 	for _, c := range []struct {
 		name string

@@ -1,10 +1,12 @@
 package partition
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 // A replica added to a group after its entity changed replays the group's log from the
@@ -56,7 +58,12 @@ func TestReplicaAddedAfterUpdate(t *testing.T) {
 				t.Fatal(err)
 			}
 			target := lp.AppliedIndex()
-			waitFor(t, 20*time.Second, "the fourth replica to catch up", func() bool { return fourth.AppliedIndex() >= target })
+			testutil.WaitFor(t, 20*time.Second, func() error {
+				if got := fourth.AppliedIndex(); got < target {
+					return fmt.Errorf("the fourth replica applied %d of %d", got, target)
+				}
+				return nil
+			})
 			same := fourth.Digest() == lp.Digest()
 			if tc.fromCreation && !same {
 				t.Fatal("the added replica's state differs from the leader's")

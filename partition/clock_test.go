@@ -1,12 +1,14 @@
 package partition
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 // fakeClock is a manual Clock: time moves only by Advance/Set, which fire due timers in
@@ -140,8 +142,11 @@ func TestLeaderTimerFollowsConfigClock(t *testing.T) {
 	// next deadline, so the timer is not computed from a time read before the jump.
 	advance := func(d time.Duration) {
 		t.Helper()
-		waitFor(t, 10*time.Second, "the leader timer to be armed", func() bool {
-			return p.armed.Load() == p.m.next.Load()
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if armed, next := p.armed.Load(), p.m.next.Load(); armed != next {
+				return fmt.Errorf("leader timer armed for %d, next due %d", armed, next)
+			}
+			return nil
 		})
 		clk.Advance(d)
 	}
@@ -154,9 +159,19 @@ func TestLeaderTimerFollowsConfigClock(t *testing.T) {
 	// Renewed at start+29s: now locked until start+59s. Advance to start+61s: the lock
 	// and X's TTL are both due; one timer-driven tick applies them.
 	advance(32 * time.Second)
-	waitFor(t, 10*time.Second, "the tick to expire X and unlock Y", func() bool {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		ms, err := p.Peek(ctxT(t, time.Second), fsm.Target{}, 0, 10)
-		return err == nil && len(ms) == 1 && ms[0].MessageID == "Y" && ms[0].LockedUntil == 0
+		if err != nil {
+			return err
+		}
+		if len(ms) != 1 || ms[0].MessageID != "Y" || ms[0].LockedUntil != 0 {
+			var got []string
+			for _, m := range ms {
+				got = append(got, fmt.Sprintf("%s locked until %d", m.MessageID, m.LockedUntil))
+			}
+			return fmt.Errorf("want only Y, unlocked; peek has %v", got)
+		}
+		return nil
 	})
 	if n := active(); n != 1 {
 		t.Fatalf("active = %d, want 1 (Y)", n)

@@ -58,7 +58,7 @@ type Config struct {
 	Clock  Clock        // nil: real clock
 	Logger hclog.Logger // nil: warnings and errors to stderr
 
-	// Raft timing (hashicorp/raft semantics; implementation-notes §2.7).
+	// Raft timing (hashicorp/raft semantics; docs/design-notes.md §4).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -193,7 +193,7 @@ func (c *Config) raftConfig(notify chan<- bool, logger hclog.Logger) *raft.Confi
 	rc.CommitTimeout = c.CommitTimeout
 	rc.MaxAppendEntries = c.MaxAppendEntries
 	// A buffered applyCh lets raft take up to MaxAppendEntries entries per disk write
-	// (implementation-notes §2.4: 15-20x the write throughput).
+	// (docs/design-notes.md §2: 15-20x the write throughput).
 	rc.BatchApplyCh = true
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.SnapshotInterval = c.SnapshotInterval

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/partition/transport"
 )
 
@@ -248,7 +249,7 @@ func (c *cluster) leader(g uint32, timeout time.Duration) (int, *Partition) {
 	c.t.Helper()
 	var idx int
 	var lp *Partition
-	waitFor(c.t, timeout, "a leader of group "+fmt.Sprint(g), func() bool {
+	testutil.WaitFor(c.t, timeout, func() error {
 		n := 0
 		for i, p := range c.group(g) {
 			if p != nil && p.IsLeader() {
@@ -256,7 +257,10 @@ func (c *cluster) leader(g uint32, timeout time.Duration) (int, *Partition) {
 				n++
 			}
 		}
-		return n == 1
+		if n != 1 {
+			return fmt.Errorf("group %d has %d leaders, want 1", g, n)
+		}
+		return nil
 	})
 	return idx, lp
 }
@@ -272,7 +276,7 @@ func (c *cluster) checkConverged(g uint32) {
 	}
 	target := lp.AppliedIndex()
 	var last string
-	waitFor(c.t, 15*time.Second, "replicas to converge", func() bool {
+	testutil.WaitFor(c.t, 15*time.Second, func() error {
 		var first [32]byte
 		var parts []string
 		ok := true
@@ -292,21 +296,12 @@ func (c *cluster) checkConverged(g uint32) {
 			}
 		}
 		last = strings.Join(parts, " ")
-		return ok
+		if !ok {
+			return fmt.Errorf("replicas of group %d not converged on index %d: %s", g, target, last)
+		}
+		return nil
 	})
 	c.t.Logf("converged: %s", last)
-}
-
-// waitFor polls cond every 10ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval
-	}
 }
 
 // retry runs op on the current leader of g until it does not fail with ErrNotLeader. An

@@ -2,10 +2,12 @@ package partition
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 // TestFollowerAnswersNotLeaderWithHint: a follower refuses writes and reads with a
@@ -23,9 +25,11 @@ func TestFollowerAnswersNotLeaderWithHint(t *testing.T) {
 		if !errors.As(err, &nl) || !errors.Is(err, ErrNotLeader) {
 			t.Fatalf("follower %d Enqueue: %v", i, err)
 		}
-		waitFor(t, 5*time.Second, "follower to learn the leader", func() bool {
-			id, _ := p.Leader()
-			return id == string(c.nodes[li].id)
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			if id, _ := p.Leader(); id != string(c.nodes[li].id) {
+				return fmt.Errorf("follower knows leader %q, want %q", id, c.nodes[li].id)
+			}
+			return nil
 		})
 		_, err = p.Enqueue(ctxT(t, 5*time.Second), nil)
 		if !errors.As(err, &nl) || nl.LeaderID != string(c.nodes[li].id) || nl.LeaderAddr != c.nodes[li].addr {
@@ -68,7 +72,12 @@ func TestLeaderCutOffTimesOut(t *testing.T) {
 	if errors.Is(err, ErrTimeout) && !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("timeout after submission does not say the outcome is unknown: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the cut-off leader to step down", func() bool { return !lp.IsLeader() })
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if lp.IsLeader() {
+			return errors.New("the cut-off leader still leads")
+		}
+		return nil
+	})
 	c.isolate(1, li, false)
 	c.checkConverged(1)
 }

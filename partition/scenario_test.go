@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/fsm/rule"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 func msg(id string, payload []byte) *fsm.Message {
@@ -227,7 +228,7 @@ func TestLockSurvivesFailover(t *testing.T) {
 	bUntil := b[0].LockedUntil
 
 	c.stop(1, li)
-	_, np := c.leader(1, 20*time.Second)
+	c.leader(1, 20*time.Second) // a new leader is elected
 	if now := time.Now().UnixMilli(); now >= a[0].LockedUntil {
 		t.Fatalf("failover took longer than the lock (%d ms past LockedUntil); test needs a longer lock", now-a[0].LockedUntil)
 	}
@@ -240,7 +241,7 @@ func TestLockSurvivesFailover(t *testing.T) {
 	if len(left) != 1 || left[0].MessageID != "B" {
 		t.Fatalf("after completing A the queue holds %v, want only B", left)
 	}
-	_, np = c.leader(1, 20*time.Second)
+	_, np := c.leader(1, 20*time.Second)
 	// B is still locked: not receivable before its LockedUntil.
 	if ms := recv1(np, 0); len(ms) != 0 && time.Now().UnixMilli() < bUntil {
 		t.Fatalf("B delivered again before its lock expired: %+v", ms[0])
@@ -306,7 +307,12 @@ func TestTTLAndScheduleOnNewLeader(t *testing.T) {
 	if time.Now().UnixMilli() < expiresAt && !hasX() && time.Now().UnixMilli() < expiresAt {
 		t.Fatalf("X gone before ExpiresAt")
 	}
-	waitFor(t, 10*time.Second, "X to expire", func() bool { return !hasX() })
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if hasX() {
+			return errors.New("X still in the queue")
+		}
+		return nil
+	})
 	if now := time.Now().UnixMilli(); now < expiresAt {
 		t.Fatalf("X expired at %d, before ExpiresAt %d", now, expiresAt)
 	}
@@ -464,9 +470,12 @@ func TestIsolatedFollowerCatchesUp(t *testing.T) {
 		t.Fatalf("leader log starts at %d (%v); need > %d to force a snapshot install", first, err, followerLast+1)
 	}
 	c.isolate(1, fi, false)
-	waitFor(t, 20*time.Second, "follower to install a snapshot", func() bool {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		idx, _ := strconv.ParseUint(f.raft.Stats()["last_snapshot_index"], 10, 64)
-		return idx > followerLast
+		if idx <= followerLast {
+			return fmt.Errorf("follower's last snapshot index %d, want > %d", idx, followerLast)
+		}
+		return nil
 	})
 	// More writes after the heal go through the log.
 	if _, err := lp.Enqueue(ctxT(t, 5*time.Second), []*fsm.Message{msg("after", nil)}); err != nil {
@@ -539,7 +548,19 @@ func TestReceiveWaitsForEnqueue(t *testing.T) {
 		id, _, err := sp.AcceptSession(ctxT(t, 30*time.Second), fsm.AcceptSession{Owner: "link"}, 20*time.Second)
 		accepted <- acc{id, err}
 	}()
-	time.Sleep(100 * time.Millisecond) // let both waiters block first (not required for correctness)
+	// Both have found nothing and wait for a change: the enqueues below must wake them.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		n := 0
+		for _, g := range testutil.Blocked("github.com/quorumbus/quorumbus/partition.(*Partition).waitLoop") {
+			if strings.Contains(g, "TestReceiveWaitsForEnqueue") {
+				n++
+			}
+		}
+		if n != 2 {
+			return fmt.Errorf("%d of 2 waiters (receive, accept-session) blocked in waitLoop", n)
+		}
+		return nil
+	})
 	if _, err := lp.Enqueue(ctxT(t, 5*time.Second), []*fsm.Message{msg("late", nil)}); err != nil {
 		t.Fatal(err)
 	}

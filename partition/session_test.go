@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 // TestSessionHolderSurvivesLeaderChange: the session-lock holder is replicated state
@@ -40,14 +41,14 @@ func TestSessionHolderSurvivesLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var np *Partition
-	waitFor(t, 20*time.Second, "a new leader", func() bool {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		for i, p := range c.group(1) {
 			if i != li && p.IsLeader() {
 				np = p
-				return true
+				return nil
 			}
 		}
-		return false
+		return errors.New("no new leader yet")
 	})
 
 	// Y, on the new leader: every session-scoped command is refused.

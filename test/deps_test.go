@@ -17,7 +17,7 @@ type depRule struct {
 	why       string
 }
 
-var depRules = []depRule{
+var depRules = append([]depRule{
 	{"fsm", []string{"os", "net", "math/rand", "crypto/rand", "syscall", "time", "sync",
 		"github.com/hashicorp/", module + "/partition", module + "/cluster", module + "/amqp"},
 		"the replicated state machine is pure: time, randomness and I/O arrive in commands (P1)"},
@@ -27,6 +27,17 @@ var depRules = []depRule{
 		"dependencies point one way: fsm <- partition <- cluster"},
 	{"cluster", []string{module + "/amqp"},
 		"cluster implements amqp.Backend structurally; cmd wires the two together"},
+}, testOnly("fsm", "partition", "cluster", "amqp", "cmd")...)
+
+// testOnly keeps the shared test helpers (and with them the testing package) out of
+// the listed production packages; their tests may import them.
+func testOnly(prefixes ...string) []depRule {
+	var rules []depRule
+	for _, p := range prefixes {
+		rules = append(rules, depRule{p, []string{module + "/internal/testutil", module + "/internal/backendtest"},
+			"internal/testutil and internal/backendtest are for tests only"})
+	}
+	return rules
 }
 
 // TestDependencyDirection fails when a package reaches a dependency its layer forbids.

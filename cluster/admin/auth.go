@@ -150,6 +150,7 @@ func authorize(header string, now time.Time, st *meta.State, path, entity string
 		return fmt.Errorf("InvalidAudience: the token is for %q, not %q", res, path)
 	}
 	if !key.Rights.Has(meta.RightManage) {
+		//lint:ignore ST1005 Service Bus error texts start with their code
 		return errors.New("Unauthorized: Manage claim(s) are required for this operation")
 	}
 	return nil

@@ -82,9 +82,11 @@ func LoadEmulatorConfig(data []byte) (*EmulatorConfig, []string, error) {
 	dec.UseNumber()
 	var root any
 	if err := dec.Decode(&root); err != nil {
+		//lint:ignore ST1005 Config.json is the file's name
 		return nil, nil, fmt.Errorf("Config.json: %s", jsonErr(clean, err))
 	}
 	if dec.More() {
+		//lint:ignore ST1005 Config.json is the file's name
 		return nil, nil, fmt.Errorf("Config.json: unexpected data after the top-level object")
 	}
 	w := &walker{}

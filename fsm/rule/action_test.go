@@ -279,7 +279,7 @@ func TestCompileRuleWithAction(t *testing.T) { // S-TOP-1
 }
 
 // The SQL rule of the official emulator's sample Config.json
-// (/work/shared/emulator/Config.json, subscription.4) compiles and behaves.
+// (Azure/azure-service-bus-emulator-installer, subscription.4) compiles and behaves.
 func TestEmulatorSampleRule(t *testing.T) { // S-TOP-1
 	r, err := Compile(Spec{Name: "sql-filter-1",
 		Filter: FilterSpec{Kind: FilterSQL, SQL: "sys.MessageId = '123456' AND userProp1 = 'value1'"},

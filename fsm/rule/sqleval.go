@@ -133,16 +133,6 @@ func truth(v val, pos int, op string) (int, error) {
 	return 0, evalErr(pos, "operand of %s is %s, not a boolean", op, v.k)
 }
 
-func triVal(t int) val {
-	switch t {
-	case 1:
-		return trueVal
-	case 0:
-		return falseVal
-	}
-	return nullVal
-}
-
 type constNode struct{ v val }
 
 func (n *constNode) eval(*Properties) (val, error) { return n.v, nil }

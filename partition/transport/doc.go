@@ -1,5 +1,5 @@
 // Package transport multiplexes every Raft group of a node, and any other cluster stream,
-// over one TCP listener (issue 3 item 5; implementation-notes §2.2).
+// over one TCP listener (docs/design-notes.md §1).
 //
 // A dialler opens a plain TCP connection and writes a 5-byte header before the stream
 // begins: one type byte (TypeRaft, TypeRPC, ...) and the big-endian uint32 id of the

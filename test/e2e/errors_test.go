@@ -278,7 +278,8 @@ func TestErrors(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "delrecv", nil)
 		send(t, e.sender(t, q), body("x"))
-		r, err := e.n.Client(t).NewReceiverForQueue(q, nil) // own connection: this subtest provokes link errors
+		c, tp := e.tapped(t) // own connection: this subtest provokes link errors
+		r, err := c.NewReceiverForQueue(q, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,6 +287,7 @@ func TestErrors(t *testing.T) {
 		if err := r.CompleteMessage(testCtx(t), m, nil); err != nil {
 			t.Fatal(err)
 		}
+		flows := len(tp.sent(perfFlow))
 		done := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -293,7 +295,14 @@ func TestErrors(t *testing.T) {
 			_, err := r.ReceiveMessages(ctx, 1, nil)
 			done <- err
 		}()
-		time.Sleep(500 * time.Millisecond) // let the receive start waiting
+		// The receive's credit (the SDK grants it per call) has reached the broker, which
+		// has nothing to deliver: the receive is waiting when the queue goes.
+		tp.waitSent(t, perfFlow, flows)
+		select {
+		case err := <-done:
+			t.Fatalf("receive ended before the delete: %v", err)
+		default:
+		}
 		if _, err := e.admin.DeleteQueue(testCtx(t), q, nil); err != nil {
 			t.Fatal(err)
 		}

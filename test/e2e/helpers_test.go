@@ -215,22 +215,6 @@ func wantCode(t *testing.T, err error, code azservicebus.Code) {
 	}
 }
 
-// waitFor polls cond until it holds or fails the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval
-	}
-}
-
-func containsFold(s, sub string) bool {
-	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
-}
-
 // newClusterEnv starts a 3-node cluster whose node n3 is drained before the test creates
 // anything, so that placement puts no replica there, and points the clients at n3.
 func newClusterEnv(t *testing.T) *env {

@@ -22,11 +22,19 @@ func TestLongIdleConnectionSurvives(t *testing.T) {
 	} else if err := r.CompleteMessage(testCtx(t), m, nil); err != nil {
 		t.Fatal(err)
 	}
+	sent := make(chan error, 1)
 	go func() {
 		time.Sleep(70 * time.Second) // the connection must stay idle past the SDK's 60 s read deadline
-		_ = s.SendMessage(context.Background(), body("after"), nil)
+		sent <- s.SendMessage(context.Background(), body("after"), nil)
 	}()
-	m := receiveOne(t, r, 90*time.Second)
+	got := receiveUpTo(t, r, 1, 90*time.Second)
+	if err := <-sent; err != nil {
+		t.Fatalf("send after 70 s idle: %v", err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("received %d messages after 70 s idle, want 1", len(got))
+	}
+	m := got[0]
 	if string(m.Body) != "after" {
 		t.Fatalf("got %q", m.Body)
 	}

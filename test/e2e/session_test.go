@@ -12,6 +12,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/Azure/go-amqp"
+
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 func sessionQueue(lock string) *admin.QueueProperties {
@@ -140,24 +142,40 @@ func TestSessions(t *testing.T) {
 	t.Run("AcceptNextWaits", func(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "swait", sessionQueue(""))
+		c, tp := e.tapped(t)
+		type result struct {
+			r   *azservicebus.SessionReceiver
+			err error
+		}
+		accepted := make(chan result, 1)
 		go func() {
-			time.Sleep(time.Second) // the accept below must be waiting before the send
-			s, err := e.c.NewSender(q, nil)
-			if err != nil {
-				return
-			}
-			defer s.Close(context.Background())
-			_ = s.SendMessage(context.Background(), sessMsg("late", "x"), nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			r, err := c.AcceptNextSessionForQueue(ctx, q, nil)
+			accepted <- result{r, err}
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		r, err := e.c.AcceptNextSessionForQueue(ctx, q, nil)
+		// The accept-next attach (null session filter) has reached the broker while the
+		// queue has no session, so the broker must wait. The send goes over the same
+		// connection, after that attach.
+		tp.waitSent(t, perfAttach, 0, "com.microsoft:session-filter")
+		select {
+		case a := <-accepted:
+			t.Fatalf("accept-next returned before any session existed: %v", a.err)
+		default:
+		}
+		s, err := c.NewSender(q, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer r.Close(context.Background())
-		if r.SessionID() != "late" {
-			t.Fatalf("got session %q", r.SessionID())
+		defer s.Close(context.Background())
+		send(t, s, sessMsg("late", "x"))
+		a := <-accepted
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		defer a.r.Close(context.Background())
+		if a.r.SessionID() != "late" {
+			t.Fatalf("got session %q", a.r.SessionID())
 		}
 	})
 
@@ -208,12 +226,12 @@ func TestSessions(t *testing.T) {
 		m := receiveOne(t, r, 10*time.Second)
 		var r2 *azservicebus.SessionReceiver
 		other := e.n.Client(t)
-		waitFor(t, 20*time.Second, "the expired session to be accepted elsewhere", func() bool {
+		testutil.WaitFor(t, 20*time.Second, func() error { // the expired session accepted elsewhere
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			var err error
 			r2, err = other.AcceptSessionForQueue(ctx, q, "s", nil)
-			return err == nil
+			return err
 		})
 		defer r2.Close(context.Background())
 		if time.Until(r.LockedUntil()) > 500*time.Millisecond {
@@ -426,12 +444,12 @@ func TestSessions(t *testing.T) {
 		receiveOne(t, a, 10*time.Second)
 		clientB := e.n.Client(t)
 		var b *azservicebus.SessionReceiver
-		waitFor(t, 20*time.Second, "B to accept the expired session", func() bool {
+		testutil.WaitFor(t, 20*time.Second, func() error { // B accepts the expired session
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			var err error
 			b, err = clientB.AcceptSessionForQueue(ctx, q, "s", nil)
-			return err == nil
+			return err
 		})
 		defer b.Close(context.Background())
 		if m := receiveOne(t, b, 10*time.Second); m.DeliveryCount != 2 {

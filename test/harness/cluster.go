@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 // Cluster is n quorumbus processes on 127.0.0.1 that form one cluster.
@@ -128,38 +130,18 @@ func (c *Cluster) Node(id string) *Node {
 }
 
 // Permanent marks an error of a WaitFor condition as final: waiting longer cannot help,
-// so WaitFor fails at once.
-func Permanent(err error) error { return &permanentError{err} }
+// so WaitFor fails at once (testutil.Permanent).
+func Permanent(err error) error { return testutil.Permanent(err) }
 
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
-// WaitFor calls cond every 250 ms until it returns nil, and fails the test with cond's
-// last error if that does not happen within timeout (or at once for a Permanent one).
+// WaitFor calls cond until it returns nil, and fails the test with cond's last error if
+// that does not happen within timeout (or at once for a Permanent one): testutil.WaitFor.
 func (c *Cluster) WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	WaitFor(t, timeout, cond)
+	testutil.WaitFor(t, timeout, cond)
 }
 
 // WaitFor is Cluster.WaitFor for tests without a cluster.
 func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	start := time.Now()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		var p *permanentError
-		if errors.As(err, &p) {
-			t.Fatalf("gave up after %v: %v", time.Since(start).Round(time.Millisecond), p.err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v; last error: %v", timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond) // polling a condition on other processes
-	}
+	testutil.WaitFor(t, timeout, cond)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/harness"
 )
 
@@ -65,7 +66,7 @@ func sendN(t *testing.T, c *azservicebus.Client, entity string, n int, mk func(i
 	flush()
 }
 
-// Issue 4: the emulator's Config.json (every field of its schema, comments, an unknown
+// The emulator's Config.json (every field of its schema, comments, an unknown
 // field) loads unchanged at start-up and the entities it declares exist with those
 // properties.
 func TestConfigJSONLoadsAtStartup(t *testing.T) {
@@ -106,7 +107,7 @@ func TestConfigJSONLoadsAtStartup(t *testing.T) {
 	}
 }
 
-// Issue 4: a Config.json with an invalid value fails start-up with a message naming the
+// A Config.json with an invalid value fails start-up with a message naming the
 // field.
 func TestConfigJSONInvalidValueFailsStartup(t *testing.T) {
 	out, err := harness.RunToExit(t, "--config-json", repoFile(t, "test/ops/testdata/bad-lock-duration.json"))
@@ -118,7 +119,7 @@ func TestConfigJSONInvalidValueFailsStartup(t *testing.T) {
 	}
 }
 
-// S-DUR-1, issue 4: entities, keys, messages, a deferred message, dead-lettered messages
+// S-DUR-1: entities, keys, messages, a deferred message, dead-lettered messages
 // and session state survive kill -9 of the node; the same connection string still works.
 func TestRestartAfterKill9KeepsEverything(t *testing.T) {
 	n := harness.Start(t)
@@ -245,7 +246,7 @@ func TestRestartAfterKill9KeepsEverything(t *testing.T) {
 	}
 }
 
-// Issue 4: SIGTERM stops the node gracefully, and a restart keeps every entity and
+// SIGTERM stops the node gracefully, and a restart keeps every entity and
 // message (with no snapshot forced: the log replays).
 func TestGracefulStopAndRestart(t *testing.T) {
 	n := harness.Start(t)
@@ -266,7 +267,7 @@ func TestGracefulStopAndRestart(t *testing.T) {
 	}
 }
 
-// Issue 4: deleting an entity removes its partition groups and their data; an entity
+// Deleting an entity removes its partition groups and their data; an entity
 // created again under the same name starts empty.
 func TestDeleteRemovesPartitionData(t *testing.T) {
 	n := harness.Start(t)
@@ -283,16 +284,12 @@ func TestDeleteRemovesPartitionData(t *testing.T) {
 	if _, err := ac.DeleteQueue(ctx, "gone", nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(dir); os.IsNotExist(err) {
-			break
+	testutil.WaitFor(t, 10*time.Second, func() error { // the reconciler removes the directory
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			return fmt.Errorf("%s still exists after the delete (stat: %v)", dir, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still exists 10s after the delete", dir)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the filesystem for the reconciler
-	}
+		return nil
+	})
 	if q, err := ac.GetQueue(ctx, "gone", nil); err != nil || q != nil {
 		t.Fatalf("GetQueue after delete = %v, %v; want nil, nil", q, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/harness"
 )
 
@@ -30,7 +31,7 @@ func qbctlJSON(t *testing.T, n *harness.Node, v any, args ...string) {
 	}
 }
 
-// Issue 4: qbctl against a running node: status, entity and rule management, peek, and
+// qbctl against a running node: status, entity and rule management, peek, and
 // dead-letter inspect / resubmit of 1000 messages / purge.
 func TestQbctl(t *testing.T) {
 	n := harness.Start(t)
@@ -88,20 +89,16 @@ func TestQbctl(t *testing.T) {
 	})
 	ctx := ctxT(t, 120*time.Second)
 	ac := n.AdminClient(t)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.WaitFor(t, 60*time.Second, func() error { // the TTLs pass
 		rt, err := ac.GetQueueRuntimeProperties(ctx, "jobs", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rt.DeadLetterMessageCount == total && rt.ActiveMessageCount == 0 {
-			break
+		if rt.DeadLetterMessageCount != total || rt.ActiveMessageCount != 0 {
+			return fmt.Errorf("messages not all expired to the DLQ: active %d dead-letter %d", rt.ActiveMessageCount, rt.DeadLetterMessageCount)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("messages did not expire to the DLQ: active %d dead-letter %d", rt.ActiveMessageCount, rt.DeadLetterMessageCount)
-		}
-		time.Sleep(200 * time.Millisecond) // polling the runtime counts while TTLs pass
-	}
+		return nil
+	})
 	var dl []map[string]any
 	qbctlJSON(t, n, &dl, "dlq", "inspect", "jobs", "--count", "5")
 	if len(dl) != 5 || dl[0]["reason"] != "TTLExpiredException" {
@@ -160,7 +157,7 @@ func TestQbctl(t *testing.T) {
 	}
 }
 
-// Issue 4: runtime counts through the admin API after sends, schedules and dead-letters.
+// Runtime counts through the admin API after sends, schedules and dead-letters.
 func TestRuntimeCounts(t *testing.T) {
 	n := harness.Start(t)
 	ctx := ctxT(t, 60*time.Second)

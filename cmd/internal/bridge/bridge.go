@@ -96,8 +96,9 @@ func (b *Backend) Entity(ctx context.Context, path string) (amqp.EntityInfo, err
 // cluster's.
 func address(a amqp.Address) (cluster.Address, error) {
 	if a.Sub == amqp.SubQueueTransferDeadLetter {
-		// Nothing is ever transferred (no forwarding yet), so the transfer dead-letter
-		// queue exists and is always empty: served as an empty dead-letter queue would be.
+		// Auto-forwarding abandons a message its destination refuses and dead-letters it
+		// at the source after MaxDeliveryCount tries, so nothing reaches a transfer
+		// dead-letter queue; receiving from one is refused rather than served empty.
 		return cluster.Address{}, fmt.Errorf("%w: transfer dead-letter queues are not supported yet", amqp.ErrNotAllowed)
 	}
 	ent, sub := a.Entity, ""

@@ -7,5 +7,7 @@
 //
 // It exists because amqp must not import the broker's packages and cluster must not
 // import amqp (see test/deps_test.go); cmd wires the two together through it. It starts
-// no goroutines. Its only state is the session-lock owners map (see sessions.go).
+// no goroutines and keeps no state: a session lock's holder is the AMQP connection
+// (amqp.ConnectionID), recorded in the partition's replicated state, so any node can
+// check it.
 package bridge
