@@ -75,7 +75,8 @@ clean:
 # The container image as a `docker save` tarball (docker load, podman load, kind load
 # image-archive, ctr images import), built without Docker by deploy/image, its own module.
 # deploy/Dockerfile builds the same image with Docker.
-IMAGE_TAG ?= quorumbus:dev
+# Tagged as the chart's default image (helm/quorumbus: repository quorumbus, tag appVersion).
+IMAGE_TAG ?= quorumbus:$(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' helm/quorumbus/Chart.yaml)
 IMAGE_TAR ?= $(BIN)/quorumbus-image.tar
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 image:
