@@ -76,14 +76,15 @@ clean:
 # image-archive, ctr images import), built without Docker by deploy/image, its own module.
 # deploy/Dockerfile builds the same image with Docker.
 # Tagged as the chart's default image (helm/quorumbus: repository quorumbus, tag appVersion).
-IMAGE_TAG ?= quorumbus:$(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' helm/quorumbus/Chart.yaml)
+IMAGE_VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' helm/quorumbus/Chart.yaml)
+IMAGE_TAG ?= quorumbus:$(IMAGE_VERSION)
 IMAGE_TAR ?= $(BIN)/quorumbus-image.tar
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 image:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w" \
 	  -o $(BIN)/linux-$(IMAGE_ARCH)/ ./cmd/quorumbus ./cmd/qbctl
 	cd deploy/image && $(GO) run . -bin ../../$(BIN)/linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
-	  -tag $(IMAGE_TAG) -o ../../$(IMAGE_TAR) -revision "$$(git rev-parse --short HEAD 2>/dev/null)"
+	  -tag $(IMAGE_TAG) -version $(IMAGE_VERSION) -o ../../$(IMAGE_TAR) -revision "$$(git rev-parse --short HEAD 2>/dev/null)"
 
 # Unpacks the image and runs it as its user in a read-only root (needs root).
 image-test:

@@ -61,6 +61,14 @@ func TestImageRunsAsItsUserInAFreshReadOnlyRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkDockerSaveLayout(t, path)
+	// containers/image, which podman load and skopeo use, reads it too (when installed).
+	if skopeo, err := exec.LookPath("skopeo"); err == nil {
+		if out, err := exec.Command(skopeo, "inspect", "docker-archive:"+path).CombinedOutput(); err != nil {
+			t.Fatalf("skopeo inspect: %v\n%s", err, out)
+		}
+	} else {
+		t.Log("skopeo not installed: the tarball is not read by containers/image here")
+	}
 
 	img, err := tarball.ImageFromPath(path, nil)
 	if err != nil {
