@@ -153,10 +153,10 @@ func (p *pod) start(t *testing.T, c corev1.Container) {
 	})
 }
 
-// get asks the pod's admin port for path, as the kubelet's HTTP probes do.
-func (p *pod) get(path string) (int, string, error) {
+// get asks the pod's IP for path on port, as the kubelet's HTTP probes do.
+func (p *pod) get(port int32, path string) (int, string, error) {
 	hc := &http.Client{Timeout: 2 * time.Second}
-	resp, err := hc.Get("http://" + p.facts.ip + ":5300" + path)
+	resp, err := hc.Get(fmt.Sprintf("http://%s:%d%s", p.facts.ip, port, path))
 	if err != nil {
 		return 0, "", err
 	}
@@ -254,7 +254,7 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 					t.Fatalf("pod %s exited: %v", p.facts.name, p.err)
 				default:
 				}
-				code, body, err := p.get(probe.HTTPGet.Path)
+				code, body, err := p.get(containerPort(t, c, probe.HTTPGet.Port.String()).ContainerPort, probe.HTTPGet.Path)
 				if err == nil && code != http.StatusOK {
 					err = fmt.Errorf("%d %s", code, body)
 				}
