@@ -471,3 +471,29 @@ func TestBadValuesAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// NOTES.txt tells the user how to build the connection string from the Secret the pods
+// really read, and says plainly what TLS and the ServiceMonitor do not do yet.
+func TestNotesTellHowToConnect(t *testing.T) {
+	for _, tc := range []struct {
+		values string
+		want   []string
+	}{
+		{"three", []string{"get secret quorumbus -o jsonpath='{.data.sas-key}'",
+			"Endpoint=sb://quorumbus.messaging.svc.cluster.local:5672;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=$KEY;UseDevelopmentEmulator=true",
+			"port-forward svc/quorumbus 5672 5300", "exec quorumbus-0 -- qbctl cluster status", "helm test quorumbus"}},
+		{"existing-secret", []string{"get secret my-sas-key -o jsonpath='{.data.primary}'", "SharedAccessKeyName=AppKey;"}},
+		{"tls", []string{"does not\nterminate TLS yet"}},
+		{"service-monitor", []string{"does not export Prometheus metrics yet"}},
+	} {
+		_, notes, err := renderRelease(readValues(t, tc.values))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(notes, w) {
+				t.Errorf("%s: NOTES.txt lacks %q:\n%s", tc.values, w, notes)
+			}
+		}
+	}
+}

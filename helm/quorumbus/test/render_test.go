@@ -93,13 +93,19 @@ func render(t *testing.T, vals map[string]any) string {
 }
 
 func renderErr(vals map[string]any) (string, error) {
+	manifest, _, err := renderRelease(vals)
+	return manifest, err
+}
+
+// renderRelease renders the manifests and NOTES.txt.
+func renderRelease(vals map[string]any) (manifest, notes string, err error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	kv, err := chartutil.ParseKubeVersion(kubeVersion)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	install.DryRun, install.ClientOnly, install.Replace = true, true, true
@@ -108,14 +114,14 @@ func renderErr(vals map[string]any) (string, error) {
 	install.APIVersions = chartutil.VersionSet{"monitoring.coreos.com/v1"}
 	rel, err := install.Run(chrt, vals)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	var b strings.Builder
 	b.WriteString(rel.Manifest)
 	for _, h := range rel.Hooks {
 		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", h.Path, h.Manifest)
 	}
-	return b.String(), nil
+	return b.String(), rel.Info.Notes, nil
 }
 
 // generatedKey is the random key of a generated Secret, replaced in golden files by
