@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -197,7 +198,8 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 // pass; the Config.json ConfigMap's entities exist; the SDK sends through one pod and
 // receives through another with the key from the rendered Secret; the helm test pod's
 // two containers succeed; the preStop hook drains a pod, which then stops within its
-// grace period while the others keep serving.
+// grace period while the others keep serving, and serves again once restarted on its
+// volume; scaling to four nodes restarts no pod and the new one joins and serves.
 func TestBootTheRenderedStatefulSet(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: chroot and the image's user, as a container runtime does")
@@ -215,22 +217,26 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 		t.Fatalf("replicas %d", replicas)
 	}
 
-	// Cluster DNS: each pod's headless-service name, and the client Service's name
-	// (which kube-proxy would balance; here it names pod 1).
+	// Cluster DNS: each pod's headless-service name (one more pod than the StatefulSet
+	// has, for scaling up below), and the client Service's name (which kube-proxy would
+	// balance; here it names pod 1).
 	ip := func(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }
 	var hosts strings.Builder
 	hosts.WriteString("127.0.0.1 localhost\n")
-	for i := 0; i < replicas; i++ {
+	for i := 0; i <= replicas; i++ {
 		fmt.Fprintf(&hosts, "%s %s-%d.%s.%s.svc.cluster.local\n", ip(i), sts.Name, i, sts.Spec.ServiceName, namespace)
 	}
 	fmt.Fprintf(&hosts, "%s %s.%s.svc.cluster.local\n", ip(1), sts.Name, namespace)
 
-	pods := make([]*pod, replicas)
-	for i := range pods {
-		p := &pod{facts: podOf(o, i, ip(i), "zone-"+string(rune('a'+i)))}
+	newPod := func(i int) *pod {
+		p := &pod{facts: podOf(o, i, ip(i), "zone-"+string(rune('a'+i%3)))}
 		p.root = newPodRoot(t, o, spec, c, hosts.String())
 		p.env, p.vars = containerEnv(t, c, p.facts)
-		pods[i] = p
+		return p
+	}
+	pods := make([]*pod, replicas)
+	for i := range pods {
+		pods[i] = newPod(i)
 	}
 	for _, p := range pods { // Parallel pod management: all at once
 		p.start(t, c)
@@ -243,10 +249,11 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 		}
 	}()
 
-	// Probes: startup (/healthz), then readiness (/readyz) on every pod, within the
-	// startup probe's budget.
+	// Probes: startup (/healthz), then readiness (/readyz), within the startup probe's
+	// budget.
 	budget := time.Duration(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold) * time.Second
-	for _, p := range pods {
+	awaitProbes := func(p *pod) {
+		t.Helper()
 		for _, probe := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
 			waitFor(t, budget, p.facts.name+" "+probe.HTTPGet.Path, func() error {
 				select {
@@ -262,29 +269,37 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 			})
 		}
 	}
+	for _, p := range pods {
+		awaitProbes(p)
+	}
 
-	// kubectl exec quorumbus-0 -- qbctl cluster status (what NOTES.txt tells users).
-	out, err := pods[0].run(t, time.Minute, "/usr/local/bin/qbctl", "cluster", "status", "-o", "json")
-	if err != nil {
-		t.Fatalf("qbctl cluster status in pod 0: %v\n%s", err, out)
-	}
-	var st struct {
-		Node    string `json:"node"`
-		Members []struct {
-			ID, State, Zone string
-		} `json:"members"`
-	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	if st.Node != pods[0].facts.name || len(st.Members) != replicas {
-		t.Fatalf("cluster status: %s", out)
-	}
-	for i, m := range st.Members {
-		if m.ID != pods[i].facts.name || m.State != "alive" || m.Zone != pods[i].facts.labels["topology.kubernetes.io/zone"] {
-			t.Errorf("member %d: %+v, want %s alive in its zone", i, m, pods[i].facts.name)
+	// kubectl exec POD -- qbctl cluster status (what NOTES.txt tells users): every pod
+	// of pods is a member, alive, under its pod name and zone.
+	checkMembers := func(from *pod, pods []*pod) {
+		t.Helper()
+		out, err := from.run(t, time.Minute, "/usr/local/bin/qbctl", "cluster", "status", "-o", "json")
+		if err != nil {
+			t.Fatalf("qbctl cluster status in %s: %v\n%s", from.facts.name, err, out)
+		}
+		var st struct {
+			Node    string `json:"node"`
+			Members []struct {
+				ID, State, Zone string
+			} `json:"members"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if st.Node != from.facts.name || len(st.Members) != len(pods) {
+			t.Fatalf("cluster status: %s", out)
+		}
+		for i, m := range st.Members {
+			if m.ID != pods[i].facts.name || m.State != "alive" || m.Zone != pods[i].facts.labels["topology.kubernetes.io/zone"] {
+				t.Errorf("member %d: %+v, want %s alive in its zone", i, m, pods[i].facts.name)
+			}
 		}
 	}
+	checkMembers(pods[0], pods)
 
 	// The SDK, with the key from the rendered Secret: send through pod 0 to the queue
 	// Config.json declares, receive through pod 2.
@@ -343,6 +358,32 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 
 	// Two of three nodes keep serving: every partition still has a majority.
 	roundTrip(t, client(pods[1]), client(pods[0]), "queue.1", "with one pod stopped")
+
+	// The StatefulSet starts pod 2 again on its volume: same ID, serving again although
+	// it was drained, with what it missed.
+	pods[2].start(t, c)
+	awaitProbes(pods[2])
+	roundTrip(t, client(pods[0]), client(pods[2]), "queue.1", "after the restart")
+
+	// Scaling to 4 changes no pod template, so no pod restarts; the new pod joins.
+	scaled := vals
+	scaled["replicaCount"] = 4
+	o4 := decode(t, render(t, scaled))
+	if !reflect.DeepEqual(o4.sts.Spec.Template, sts.Spec.Template) || *o4.sts.Spec.Replicas != 4 {
+		t.Fatal("scaling to 4 changes the pod template")
+	}
+	pods = append(pods, newPod(3))
+	pods[3].start(t, c)
+	awaitProbes(pods[3])
+	waitFor(t, time.Minute, "four members", func() error {
+		out, err := pods[3].run(t, time.Minute, "/usr/local/bin/qbctl", "cluster", "status", "-o", "json")
+		if err != nil || strings.Count(out, `"alive"`) != 4 {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	checkMembers(pods[3], pods)
+	roundTrip(t, client(pods[3]), client(pods[1]), "queue.1", "through the new pod")
 }
 
 func roundTrip(t *testing.T, from, to *azservicebus.Client, queue, body string) {
