@@ -162,16 +162,33 @@ type group struct {
 	local    *replica // nil when no replica is hosted here
 }
 
-// retriable reports whether a failed attempt certainly did not take effect and another
-// replica may serve it: the node was not the leader (and the command never entered its
-// log), or it could not be reached.
-func retriable(err error) bool {
+// retriable reports whether a failed attempt of o may be tried again on another replica:
+// the attempt certainly did not take effect (the node was not the leader and the command
+// never entered its log, or the node could not be reached), or o may be repeated
+// whatever its first attempt did (repeatable).
+func retriable(o op, err error) bool {
+	unknown := errors.Is(err, partition.ErrOutcomeUnknown)
 	var nl *partition.NotLeaderError
 	if errors.As(err, &nl) {
-		return !nl.Unknown
+		unknown = unknown || nl.Unknown
 	}
-	return errors.Is(err, partition.ErrNotLeader) || (errors.Is(err, ErrUnavailable) && !errors.Is(err, partition.ErrOutcomeUnknown)) ||
-		errors.Is(err, partition.ErrClosed)
+	failover := errors.Is(err, partition.ErrNotLeader) || errors.Is(err, ErrUnavailable) || errors.Is(err, partition.ErrClosed)
+	return failover && (!unknown || repeatable(o))
+}
+
+// repeatable reports whether an operation may be applied again after an attempt whose
+// outcome is unknown: reads; settlements and renewals, which a second time either apply
+// or find the lock gone (the first applied); session operations of the holder, which
+// set what they set again. Not sends (a repeat stores a second copy: the client decides,
+// knowing it may duplicate) nor receives (a repeat locks other messages while the first
+// ones wait for their locks to expire).
+func repeatable(o op) bool {
+	switch o {
+	case opGetState, opListSessions, opPeek, opStats,
+		opSettle, opRenewLock, opAcceptSession, opReleaseSession, opRenewSession, opSetState, opSyncConfig, opCancel:
+		return true
+	}
+	return false
 }
 
 // call runs req on the leader of g: here when the local replica leads, otherwise on the
@@ -198,7 +215,7 @@ func (n *Node) call(ctx context.Context, g group, req *CallReq, abandon func(*Ca
 		} else {
 			r = n.remote(ctx, target, req, abandon)
 		}
-		if r.err == nil || !retriable(r.err) {
+		if r.err == nil || !retriable(req.Op, r.err) {
 			if r.err == nil {
 				n.hints.Store(g.id, target)
 			}

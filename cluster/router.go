@@ -429,13 +429,29 @@ func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 		perToken := len(tokErrs) == len(toks) && len(toks) > 1
 		for j, i := range idx {
 			if perToken {
-				errs[i] = tokErrs[j]
+				errs[i] = unconfirmed(tokErrs[j])
 			} else {
-				errs[i] = err
+				errs[i] = unconfirmed(err)
 			}
 		}
 	}
 	return errs
+}
+
+// unconfirmed turns the failure of a settlement that no leader confirmed in time into a
+// lost lock: the message will come back when its lock expires (or the settlement did
+// apply). A retriable error would be wrong here: the AMQP layer answers it with a
+// settled rejection, after which a client's retry of the disposition sends nothing and
+// reports success, so a completion that never applied would look done.
+func unconfirmed(err error) error {
+	if err == nil || errors.Is(err, fsm.ErrLockLost) || errors.Is(err, fsm.ErrSessionLockLost) {
+		return err
+	}
+	if errors.Is(err, partition.ErrNotLeader) || errors.Is(err, ErrUnavailable) || errors.Is(err, partition.ErrClosed) ||
+		errors.Is(err, partition.ErrTimeout) || errors.Is(err, partition.ErrOutcomeUnknown) || errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w: the settlement was not confirmed (%v)", fsm.ErrLockLost, err)
+	}
+	return err
 }
 
 // RenewLock renews message locks (S-LOCK-8) and returns each new LockedUntil (Unix ms).

@@ -125,7 +125,9 @@ func (l *rpcLayer) call(ctx context.Context, addr, method string, args, reply an
 			if !errors.As(call.Error, &se) {
 				l.drop(addr, c) // the connection is broken: redial next time
 			}
-			return fmt.Errorf("%w: call %s on %s: %v", ErrUnavailable, method, addr, call.Error)
+			// The request may have reached the peer and taken effect before the
+			// connection broke.
+			return fmt.Errorf("%w: %w: call %s on %s: %v", ErrUnavailable, partition.ErrOutcomeUnknown, method, addr, call.Error)
 		}
 		return nil
 	case <-ctx.Done():

@@ -32,9 +32,11 @@ type partition struct {
 	Group     uint32 `json:"group"`
 	Leader    string `json:"leader"`
 	Replicas  []struct {
-		Node  string `json:"node"`
-		Voter bool   `json:"voter"`
-		Lag   uint64 `json:"lag"`
+		Node      string `json:"node"`
+		Voter     bool   `json:"voter"`
+		LastIndex uint64 `json:"last_index"`
+		Lag       uint64 `json:"lag"`
+		Digest    string `json:"digest"` // with --digests; "" when the node did not answer
 	} `json:"replicas"`
 }
 

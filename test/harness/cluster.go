@@ -13,8 +13,10 @@ import (
 
 // Cluster is n quorumbus processes on 127.0.0.1 that form one cluster.
 type Cluster struct {
-	Nodes []*Node // n1..nN, in order
+	Nodes []*Node // n1..nN, in order (then any AddNode ones)
 	t     testing.TB
+	opts  clusterOptions
+	size  int // the n of StartCluster: every node's --bootstrap-expect
 }
 
 // ClusterOption changes how StartCluster starts the nodes.
@@ -54,7 +56,7 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 	if err != nil {
 		t.Fatalf("StartCluster: picking ports: %v", err)
 	}
-	c := &Cluster{t: t}
+	c := &Cluster{t: t, opts: o, size: n}
 	for i := 0; i < n; i++ {
 		p := &ports{amqp: addrs[3*i], admin: addrs[3*i+1], cluster: addrs[3*i+2]}
 		c.Nodes = append(c.Nodes, &Node{ID: "n" + strconv.Itoa(i+1), Dir: t.TempDir(), t: t, fixed: p})
@@ -89,6 +91,39 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 		t.Fatalf("StartCluster(%d): %v", n, errors.Join(errs...))
 	}
 	return c
+}
+
+// AddNode starts one more node, n<k+1>, that joins the running cluster (--join every
+// node so far, the same --bootstrap-expect and WithArgs flags as the others, then extra),
+// and returns once it serves. Like the others it has fixed ports, its own data directory
+// and dies with the test.
+func (c *Cluster) AddNode(t testing.TB, extra ...string) *Node {
+	t.Helper()
+	addrs, err := freeAddrs(3)
+	if err != nil {
+		t.Fatalf("AddNode: picking ports: %v", err)
+	}
+	nd := &Node{ID: "n" + strconv.Itoa(len(c.Nodes)+1), Dir: t.TempDir(), t: t,
+		fixed: &ports{amqp: addrs[0], admin: addrs[1], cluster: addrs[2]}}
+	var join []string
+	for _, other := range c.Nodes {
+		join = append(join, other.fixed.cluster)
+	}
+	nd.Args = append([]string{"--node-id", nd.ID, "--advertise-addr", nd.fixed.cluster,
+		"--bootstrap-expect", strconv.Itoa(c.size)}, c.opts.args...)
+	nd.Args = append(nd.Args, extra...)
+	if len(join) > 0 {
+		nd.Args = append(nd.Args, "--join", strings.Join(join, ","))
+	}
+	t.Cleanup(func() { nd.Kill() })
+	if err := nd.launch(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nd.awaitServing(time.Now().Add(c.opts.timeout)); err != nil {
+		t.Fatalf("AddNode: %v", err)
+	}
+	c.Nodes = append(c.Nodes, nd)
+	return nd
 }
 
 // freeAddrs returns k distinct free 127.0.0.1:PORT addresses: each is bound to port 0
