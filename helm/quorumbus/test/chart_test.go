@@ -96,6 +96,9 @@ func TestRenderedObjects(t *testing.T) {
 			if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 				t.Error("the service account token is mounted; the node needs no API access")
 			}
+			if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+				t.Error("service links would add QUORUMBUS_* variables to the node's environment")
+			}
 			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
 				t.Errorf("resources: %+v", c.Resources)
 			}
