@@ -4,7 +4,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench run clean image image-test helm-test
+.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster run clean conformance image image-test helm-test
 
 all: build
 
@@ -62,8 +62,22 @@ fuzz:
 	  done; \
 	done
 
+# The official SDKs against a fresh node, then a fresh 3-node cluster (through the node
+# that hosts no replica), on loopback: the Go SDK's own live tests (../shared/sdk-livetests,
+# or QB_SDK_LIVETESTS) and the JavaScript runner (test/js). QB_PHASES=single runs only the
+# first. See docs/compatibility.md.
+conformance:
+	test/conformance/run.sh
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# The multi-node benchmarks (test/bench/cluster_test.go): 3 quorumbus processes on this
+# machine, fsync on, sizes bounded by the flags below (about 4 minutes on 2 cores). Not
+# part of `make test`. Figures: docs/benchmarks.md, "multi-node cluster".
+CLUSTER_BENCH_ARGS ?= -cluster.n 20000 -cluster.latn 10000 -cluster.idle 10s -cluster.groups 1,16,64
+bench-cluster:
+	$(GO) test -run '^$$' -bench '^BenchmarkCluster' -benchtime 1x -timeout 20m ./test/bench/ -args $(CLUSTER_BENCH_ARGS)
 
 # A single-node broker with its data in $(DATA); it prints the connection string.
 run:

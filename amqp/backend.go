@@ -208,7 +208,8 @@ type Delivery struct {
 	EnqueuedTime   time.Time
 	LockedUntil    time.Time // zero when not locked
 	// DeliveryCount is Service Bus's count: 1 on the first delivery
-	// (S-LOCK-5); for peek, the number of deliveries so far.
+	// (S-LOCK-5); for peek, the number of deliveries so far (the peek
+	// answer shows an unlocked message with the count of its next delivery).
 	DeliveryCount uint32
 	ExpiresAt     time.Time // zero for "never"
 	State         MessageState

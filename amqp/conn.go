@@ -135,7 +135,7 @@ func (c *conn) run() {
 	}()
 	br := frames.NewReader(c.nc, c.cfg.MaxFrameSize)
 	if err := c.handshake(br); err != nil {
-		c.log.Debug("handshake failed", "err", err)
+		c.log.Info("amqp: connection refused at handshake", "err", err)
 		return
 	}
 	c.goFunc(func() { c.reader(br) })
@@ -487,6 +487,10 @@ func (c *conn) closeWith(err error) {
 		return // socket gone
 	}
 	c.closeSent = true
+	if e != nil { // every refusal is visible at the default level
+		c.log.Info("amqp: closing connection with an error",
+			"condition", string(e.Condition), "description", e.Description)
+	}
 	c.send(0, &frames.Close{Error: e}, nil)
 }
 
@@ -581,6 +585,10 @@ func (c *conn) endSession(s *session, e *frames.Error) {
 	}
 	delete(c.sessions, s.remoteChannel)
 	delete(c.localChannels, s.localChannel)
+	if e != nil {
+		c.log.Info("amqp: ending session with an error",
+			"condition", string(e.Condition), "description", e.Description)
+	}
 	c.send(s.localChannel, &frames.End{Error: e}, nil)
 }
 

@@ -57,6 +57,8 @@ const (
 	condServerBusy          = "com.microsoft:server-busy"
 	condEntityDisabled      = "com.microsoft:entity-disabled"
 	condDeadLetter          = "com.microsoft:dead-letter"
+	condMessageNotFound     = "com.microsoft:message-not-found"
+	condSessionNotFound     = "com.microsoft:session-not-found"
 )
 
 // errorTable is the one mapping from sentinel errors to AMQP conditions and
@@ -71,8 +73,8 @@ var errorTable = []struct {
 	{ErrSessionLockLost, condSessionLockLost, 410},
 	{ErrSessionCannotBeLocked, condSessionCannotLock, 409},
 	{ErrNotFound, condNotFound, 404},
-	{ErrMessageNotFound, condNotFound, 404},
-	{ErrSessionNotFound, condNotFound, 404},
+	{ErrMessageNotFound, condMessageNotFound, 404},
+	{ErrSessionNotFound, condSessionNotFound, 404},
 	{ErrUnauthorized, condUnauthorized, 401},
 	{ErrQuotaExceeded, condResourceLimit, 403},
 	{ErrMessageTooLarge, condMessageSizeExceeded, 413},
@@ -115,8 +117,14 @@ func trackingID(tracker string, now time.Time) string {
 		formatUUID(u), trackingGen.Add(1)%32, tracker, now.UTC().Format("2006-01-02T15:04:05"))
 }
 
+// lockLostText is Service Bus's description of a lost message lock; SDK tests match it.
+const lockLostText = "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue, or was received by a different receiver instance."
+
 // describe builds an error description carrying a TrackingId.
 func describe(err error, tracker string, now time.Time) string {
+	if errors.Is(err, ErrLockLost) {
+		return lockLostText + " " + trackingID(tracker, now)
+	}
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "amqp: ")
 	if msg != "" {

@@ -531,11 +531,15 @@ func (b *memBackend) RenewSessionLock(ctx context.Context, a Address, id string)
 func (b *memBackend) SessionState(_ context.Context, a Address, id string) ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s, err := b.session(a, id, true)
+	// A read, as in the real Backend: amqp checks the caller holds the session lock.
+	e, err := b.entity(a.Entity)
 	if err != nil {
 		return nil, err
 	}
-	return s.state, nil
+	if s := e.sessions[id]; s != nil {
+		return s.state, nil
+	}
+	return nil, nil
 }
 
 func (b *memBackend) SetSessionState(ctx context.Context, a Address, id string, state []byte) error {

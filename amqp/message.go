@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -79,25 +80,14 @@ func splitSections(b []byte) (sections, error) {
 }
 
 // parseMessage parses a client's encoded message into a Message. Delivery
-// annotations are hop-by-hop and are dropped from Raw.
+// annotations stay in Raw: Service Bus hands a client's delivery annotations to the
+// receiver, next to its own x-opt-lock-token.
 func parseMessage(b []byte) (*Message, sections, error) {
 	s, err := splitSections(b)
 	if err != nil {
 		return nil, s, err
 	}
 	m := &Message{Raw: b}
-	if s.deliveryAnn != nil {
-		raw := make([]byte, 0, len(b)-len(s.deliveryAnn))
-		raw = append(raw, s.header...)
-		raw = append(raw, s.messageAnn...)
-		raw = append(raw, s.properties...)
-		raw = append(raw, s.appProps...)
-		raw = append(raw, s.rest...)
-		m.Raw = raw
-		if s, err = splitSections(raw); err != nil {
-			return nil, s, err
-		}
-	}
 	if s.header != nil {
 		f, err := sectionFields(s.header)
 		if err != nil {
@@ -140,6 +130,9 @@ func parseMessage(b []byte) (*Message, sections, error) {
 		m.CorrelationID = str(vals[5])
 		m.ContentType = str(vals[6])
 		m.SessionID = str(vals[10])
+		if m.SessionID == "" && !encoding.IsNull(vals[10]) && (vals[10][0]&0x0f) == 0x01 {
+			m.SessionID = blankSessionID // group-id "": a session of its own
+		}
 		m.ReplyToSessionID = str(vals[12])
 	}
 	if s.messageAnn != nil {
@@ -292,7 +285,7 @@ func encodeDelivery(d *Delivery, withLock bool) ([]byte, error) {
 	} else {
 		out = encoding.AppendNull(out)
 	}
-	out = encoding.AppendBool(out, d.DeliveryCount <= 1)
+	out = encoding.AppendBool(out, false) // first-acquirer: Service Bus always sends false
 	dc := uint32(0)
 	if d.DeliveryCount > 0 {
 		dc = d.DeliveryCount - 1
@@ -300,13 +293,36 @@ func encodeDelivery(d *Delivery, withLock bool) ([]byte, error) {
 	out = encoding.AppendUint(out, dc)
 	out = encoding.ListEnd(out, lo, 5)
 
-	if withLock {
+	// delivery-annotations: the client's entries, then the lock token.
+	var da Map
+	if s.deliveryAnn != nil {
+		if da, err = sectionMap(s.deliveryAnn); err != nil {
+			return nil, err
+		}
+	}
+	if withLock || len(da) > 0 {
 		out = encoding.AppendDescriptor(out, secDeliveryAnn)
 		var mo int
 		out, mo = encoding.MapStart(out)
-		out = encoding.AppendSymbol(out, "x-opt-lock-token")
-		out = encoding.AppendUUID(out, d.LockToken)
-		out = encoding.MapEnd(out, mo, 2)
+		n := 0
+		for _, e := range da {
+			if k, ok := e.Key.(Symbol); ok && k == "x-opt-lock-token" {
+				continue
+			}
+			if out, err = encoding.Append(out, e.Key); err != nil {
+				return nil, err
+			}
+			if out, err = encoding.Append(out, e.Value); err != nil {
+				return nil, err
+			}
+			n += 2
+		}
+		if withLock {
+			out = encoding.AppendSymbol(out, "x-opt-lock-token")
+			out = encoding.AppendUUID(out, d.LockToken)
+			n += 2
+		}
+		out = encoding.MapEnd(out, mo, n)
 	}
 
 	// message-annotations: client entries except broker-owned keys, then ours.
@@ -333,11 +349,11 @@ func encodeDelivery(d *Delivery, withLock bool) ([]byte, error) {
 	}
 	out = encoding.AppendSymbol(out, "x-opt-sequence-number")
 	out = encoding.AppendLong(out, d.SequenceNumber)
-	out = encoding.AppendSymbol(out, "x-opt-enqueue-sequence-number")
-	out = encoding.AppendLong(out, d.SequenceNumber)
+	// No x-opt-enqueue-sequence-number: Service Bus sets it only on messages that moved
+	// between entities, and SDK tests compare the annotations of a received message.
 	out = encoding.AppendSymbol(out, "x-opt-enqueued-time")
 	out = encoding.AppendTimestamp(out, encoding.TimestampOf(d.EnqueuedTime))
-	n += 6
+	n += 4
 	if withLock && !d.LockedUntil.IsZero() {
 		out = encoding.AppendSymbol(out, "x-opt-locked-until")
 		out = encoding.AppendTimestamp(out, encoding.TimestampOf(d.LockedUntil))
@@ -451,20 +467,12 @@ func (m *Message) Reencode() error {
 	}
 	out := make([]byte, 0, len(m.Raw)+64)
 	out = append(out, s.header...)
+	out = append(out, s.deliveryAnn...)
 	out = append(out, s.messageAnn...)
 
-	// properties (part 3 §3.2.4): 13 fields.
-	var vals [13][]byte
-	if s.properties != nil {
-		f, err := sectionFields(s.properties)
-		if err != nil {
-			return err
-		}
-		for i := range vals {
-			if vals[i], err = f.Next(); err != nil {
-				return fmt.Errorf("%w: properties: %v", ErrBadRequest, err)
-			}
-		}
+	vals, err := propertyFields(s)
+	if err != nil {
+		return err
 	}
 	set := func(i int, newV, oldV string, sym bool) {
 		if newV == oldV {
@@ -487,21 +495,7 @@ func (m *Message) Reencode() error {
 	set(6, m.ContentType, orig.ContentType, true)
 	set(10, m.SessionID, orig.SessionID, false)
 	set(12, m.ReplyToSessionID, orig.ReplyToSessionID, false)
-	last := -1
-	for i := range vals {
-		if !encoding.IsNull(vals[i]) {
-			last = i
-		}
-	}
-	if last >= 0 || s.properties != nil {
-		out = encoding.AppendDescriptor(out, secProperties)
-		var lo int
-		out, lo = encoding.ListStart(out)
-		for i := 0; i <= last; i++ {
-			out = appendRawOrNull(out, vals[i])
-		}
-		out = encoding.ListEnd(out, lo, last+1)
-	}
+	out = appendProperties(out, vals, s.properties != nil)
 
 	if len(m.ApplicationProperties) > 0 {
 		out = encoding.AppendDescriptor(out, secAppProperties)
@@ -518,4 +512,92 @@ func (m *Message) Reencode() error {
 	out = append(out, s.rest...)
 	m.Raw = out
 	return nil
+}
+
+// propertyFields returns the 13 fields of the properties section (part 3 §3.2.4) as
+// encoded, absent ones nil.
+func propertyFields(s sections) ([13][]byte, error) {
+	var vals [13][]byte
+	if s.properties == nil {
+		return vals, nil
+	}
+	f, err := sectionFields(s.properties)
+	if err != nil {
+		return vals, err
+	}
+	for i := range vals {
+		if vals[i], err = f.Next(); err != nil {
+			return vals, fmt.Errorf("%w: properties: %v", ErrBadRequest, err)
+		}
+	}
+	return vals, nil
+}
+
+// appendProperties appends a properties section holding vals, without trailing nulls;
+// with none left it appends an empty one only when always is set.
+func appendProperties(out []byte, vals [13][]byte, always bool) []byte {
+	last := -1
+	for i := range vals {
+		if !encoding.IsNull(vals[i]) {
+			last = i
+		}
+	}
+	if last < 0 && !always {
+		return out
+	}
+	out = encoding.AppendDescriptor(out, secProperties)
+	out, lo := encoding.ListStart(out)
+	for i := 0; i <= last; i++ {
+		out = appendRawOrNull(out, vals[i])
+	}
+	return encoding.ListEnd(out, lo, last+1)
+}
+
+// ensureMessageID gives a message sent without a message-id one, as Service Bus does
+// (the SDKs show every received message with a MessageId): 32 lower-case hex digits
+// from a random UUID. A message-id of any type the client set is kept.
+func ensureMessageID(m *Message) error {
+	s, err := splitSections(m.Raw)
+	if err != nil {
+		return err
+	}
+	vals, err := propertyFields(s)
+	if err != nil || !encoding.IsNull(vals[0]) {
+		return err
+	}
+	u := newUUID()
+	m.MessageID = hex.EncodeToString(u[:])
+	vals[0] = encoding.AppendString(nil, m.MessageID)
+	out := make([]byte, 0, len(m.Raw)+48)
+	out = append(out, s.header...)
+	out = append(out, s.deliveryAnn...)
+	out = append(out, s.messageAnn...)
+	out = appendProperties(out, vals, true)
+	out = append(out, s.appProps...)
+	out = append(out, s.rest...)
+	m.Raw = out
+	return nil
+}
+
+// blankSessionID stands, inside the broker, for the session whose id is the empty
+// string: Service Bus treats SessionId "" as a valid session, distinct from "no
+// session" (the SDK's TestSessionReceiver_blankSessionIDs), while the Backend uses ""
+// for "none" and "next available". The message keeps its group-id "" on the wire;
+// only the broker's view of it uses this id, and every answer maps it back.
+const blankSessionID = "\x00"
+
+// internalSessionID maps a session id a client named to the broker's.
+func internalSessionID(id string) string {
+	if id == "" {
+		return blankSessionID
+	}
+	return id
+}
+
+// wireSessionID maps the broker's session id back to what clients see.
+func wireSessionID(id string) string {
+	if id == blankSessionID {
+		return ""
+	}
+	return id
 }

@@ -78,7 +78,8 @@ func propString(m Map, key string) string {
 type rpcResponse struct {
 	status int32
 	desc   string
-	body   any // encoded as amqp-value; nil for none
+	cond   string // errorCondition of a failed request ("" on success)
+	body   any    // encoded as amqp-value; nil for none
 
 	renewedUntil time.Time // renew-session-lock: the new expiry, for the holder link
 }
@@ -123,7 +124,15 @@ func encodeRPCResponse(msgID []byte, r rpcResponse) []byte {
 	b = encoding.AppendInt(b, r.status) // must be int32 (protocol.md §3)
 	b = encoding.AppendString(b, "statusDescription")
 	b = encoding.AppendString(b, r.desc)
-	b = encoding.MapEnd(b, mo, 4)
+	n := 4
+	if r.cond != "" {
+		// Service Bus names the condition of a failed request; the JavaScript SDK maps
+		// its errors from it (without it a 404 reads as ServiceCommunicationProblem).
+		b = encoding.AppendString(b, "errorCondition")
+		b = encoding.AppendSymbol(b, Symbol(r.cond))
+		n += 2
+	}
+	b = encoding.MapEnd(b, mo, n)
 	b = encoding.AppendDescriptor(b, secValue)
 	var err error
 	if b, err = encoding.Append(b, r.body); err != nil {
@@ -133,8 +142,8 @@ func encodeRPCResponse(msgID []byte, r rpcResponse) []byte {
 }
 
 func (c *conn) errResponse(err error, tracker string) rpcResponse {
-	_, status := classify(err)
-	return rpcResponse{status: status, desc: describe(err, tracker, c.now())}
+	cond, status := classify(err)
+	return rpcResponse{status: status, desc: describe(err, tracker, c.now()), cond: cond}
 }
 
 // rpcRequest handles a complete request on a $cbs or $management sender link.
@@ -204,6 +213,12 @@ func (s *session) rpcRequest(l *link, p *partial) {
 		default:
 			resp = c.management(ctx, addr, assocSession, req, tracker)
 		}
+		// Every refusal is visible at the default level; 204 (nothing to list) and a
+		// 404 for a message looked up by sequence number are answers, not refusals.
+		if resp.status >= 400 && resp.cond != condMessageNotFound {
+			c.log.Info("amqp: request refused", "operation", req.operation,
+				"address", addr.String(), "status", resp.status, "description", resp.desc)
+		}
 		msg := encodeRPCResponse(req.messageID, resp)
 		c.post(func() {
 			l.inflight--
@@ -266,7 +281,11 @@ func (c *conn) putToken(ctx context.Context, req *rpcRequest) (rpcResponse, *cla
 	}
 	ent := strings.TrimSuffix(strings.TrimSuffix(audPath, "$management"), "/")
 	ent, _ = parseEntityPath(ent)
-	if ent != "" {
+	// A key without Send or Listen gets its token for a missing entity too: the attach
+	// then answers unauthorized for the claim it lacks before looking the entity up,
+	// as Service Bus does (the SDK's TestClientUnauthorizedCreds uses a missing queue).
+	full := key.Rights.Has(RightSend | RightListen)
+	if ent != "" && full {
 		if _, err := c.b.Entity(ctx, ent); err != nil {
 			if errors.Is(err, ErrNotFound) {
 				return rpcResponse{status: 404, desc: fmt.Sprintf("The messaging entity 'sb://%s/%s' could not be found. %s", c.hostname, ent, trackingID(c.cfg.Namespace, c.now()))}, nil
@@ -470,6 +489,13 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 		if err != nil {
 			return fail(err)
 		}
+		for _, d := range ds {
+			// Service Bus shows a message that is not locked with the count its next
+			// delivery will carry (S-LOCK-5): 1 when new, 2 after one abandon.
+			if d.LockedUntil.IsZero() {
+				d.DeliveryCount++
+			}
+		}
 		return messagesResponse(ds, false)
 	case "com.microsoft:receive-by-sequence-number":
 		seqs, err := mapLongs(body, "sequence-numbers")
@@ -542,6 +568,9 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 				return fail(fmt.Errorf("%w: 'message' must be binary", ErrBadRequest))
 			}
 			m, _, err := parseMessage(rb)
+			if err == nil {
+				err = ensureMessageID(m)
+			}
 			if err != nil {
 				return fail(err)
 			}
@@ -603,17 +632,71 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 		if !found || top <= 0 {
 			top = 100
 		}
-		ids, err := c.b.ListSessions(ctx, addr, int(max(skip, 0)), int(min(top, 1000)))
+		var ids []string
+		var err error
+		// The SDKs send DateTime.MaxValue (or year 10000, which .NET clamps to it) for
+		// the default listing: sessions with messages or state.
+		if t, ok := mapTime(body, "last-updated-time"); ok && t.Year() < 9999 {
+			ids, err = c.sessionsWithState(ctx, addr, t, int(max(skip, 0)), int(min(top, 1000)))
+		} else {
+			ids, err = c.b.ListSessions(ctx, addr, int(max(skip, 0)), int(min(top, 1000)))
+		}
 		if err != nil {
 			return fail(err)
 		}
 		if len(ids) == 0 {
 			return rpcResponse{status: 204, desc: "No sessions"}
 		}
+		for i, id := range ids {
+			ids[i] = wireSessionID(id)
+		}
 		ok.body = Map{{Key: "skip", Value: int32(skip)}, {Key: "sessions-ids", Value: ids}}
 		return ok
 	}
 	return rpcResponse{status: 501, desc: fmt.Sprintf("The operation '%s' is not supported. %s", req.operation, trackingID(tracker, c.now()))}
+}
+
+// mapTime reads a timestamp (or a long of Unix milliseconds) from a request body.
+func mapTime(m Map, key string) (time.Time, bool) {
+	v, _ := m.GetString(key)
+	switch x := v.(type) {
+	case Timestamp:
+		return x.Time(), true
+	case int64:
+		return time.UnixMilli(x), true
+	}
+	return time.Time{}, false
+}
+
+// maxStateScan bounds how many sessions a last-updated-time listing looks at.
+const maxStateScan = 10000
+
+// sessionsWithState answers get-message-sessions with a last-updated-time: Service Bus
+// then lists the sessions whose state was set after that time. The Backend keeps no
+// update time, so this lists the sessions that have state, and none for a time after
+// now (docs/compatibility.md).
+func (c *conn) sessionsWithState(ctx context.Context, addr Address, t time.Time, skip, top int) ([]string, error) {
+	if t.After(c.now()) {
+		return nil, nil
+	}
+	all, err := c.b.ListSessions(ctx, addr, 0, maxStateScan)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range all {
+		st, err := c.b.SessionState(ctx, addr, id)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			out = append(out, id)
+		}
+	}
+	if skip >= len(out) {
+		return nil, nil
+	}
+	return out[skip:min(len(out), skip+top)], nil
 }
 
 func maxSize(info EntityInfo, cfg *Config) uint64 {

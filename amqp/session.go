@@ -222,6 +222,10 @@ func (s *session) detachLink(l *link, e *frames.Error) {
 	if l.detached {
 		return
 	}
+	if e != nil { // every refusal is visible at the default level
+		s.c.log.Info("amqp: detaching link with an error", "link", l.name,
+			"address", l.addr.String(), "condition", string(e.Condition), "description", e.Description)
+	}
 	s.c.send(s.localChannel, &frames.Detach{Handle: l.handle, Closed: true, Error: e}, nil)
 	if release := s.dropLink(l, true); release != nil {
 		s.c.goFunc(release)
@@ -303,13 +307,19 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
 		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, Source: a.Source, Target: a.Target}
 	if a.Role == frames.RoleReceiver {
-		if a.Target == nil || a.Target.Address == "" {
-			s.refuse(l, a, s.errorFor(l, condInvalidField, "a reply link needs a target address"))
+		// The reply address is the target address; the JavaScript SDK attaches its
+		// $cbs reply link with no target and uses the link name as its reply-to, which
+		// Service Bus accepts.
+		l.replyAddr = a.Name
+		if a.Target != nil && a.Target.Address != "" {
+			l.replyAddr = a.Target.Address
+		}
+		if l.replyAddr == "" {
+			s.refuse(l, a, s.errorFor(l, condInvalidField, "a reply link needs a target address or a link name"))
 			return
 		}
 		zero := uint32(0)
 		reply.InitialDeliveryCount = &zero
-		l.replyAddr = a.Target.Address
 		l.settled = true
 		if old := s.c.replyLinks[l.replyAddr]; old != nil && old != l {
 			old.s.detachLink(old, old.s.errorFor(old, condLinkStolen, "reply address reused"))
@@ -358,9 +368,10 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 		if v, ok := a.Source.Filter.GetString(sessionFilterKey); ok {
 			sessionful = true
 			if d, ok := v.(*Described); ok {
-				wantSession, _ = d.Value.(string)
-			} else {
-				wantSession, _ = v.(string)
+				v = d.Value
+			}
+			if id, ok := v.(string); ok { // null asks for the next available session
+				wantSession = internalSessionID(id)
 			}
 		}
 	}
@@ -424,6 +435,19 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 		}
 		return
 	}
+	if err == nil && sessionID != "" {
+		// Session locks are held per connection (ConnectionID), so the Backend gives a
+		// session this connection already holds to a second receiver link of it as well.
+		// Service Bus lets one receiver hold a session (S-SES-2), also within one
+		// connection (the SDK's TestSessionReceiver_acceptSessionButAlreadyLocked). The
+		// lock stays with the first link: nothing is released here.
+		if h := c.sessionHolder(Address{Entity: info.Path, Sub: l.addr.Sub}, sessionID); h != nil && h != l && c.sessionLockHeld(h) {
+			l.entity = info
+			s.refuse(l, a, amqpError(fmt.Errorf("%w: the session '%s' is held by another receiver of this connection",
+				ErrSessionCannotBeLocked, wireSessionID(sessionID)), s.tracker(l), c.now()))
+			return
+		}
+	}
 	if err != nil {
 		l.entity = info
 		var e *frames.Error
@@ -473,7 +497,16 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 		l.sessionLockedUntil = lockedUntil
 		src := *a.Source
 		src.Filter = append(Map(nil), a.Source.Filter...)
-		src.Filter.Set(Symbol(sessionFilterKey), &Described{Descriptor: sessionFilterCode, Value: sessionID})
+		// Echo the accepted session id in the form the client used: described for the
+		// Go and .NET SDKs, a plain string for the JavaScript SDK, which compares the
+		// echoed value with its session id.
+		var echo any = wireSessionID(sessionID)
+		if v, _ := a.Source.Filter.GetString(sessionFilterKey); v != nil {
+			if _, ok := v.(*Described); ok {
+				echo = &Described{Descriptor: sessionFilterCode, Value: wireSessionID(sessionID)}
+			}
+		}
+		src.Filter.Set(Symbol(sessionFilterKey), echo)
 		reply.Source = &src
 		reply.Properties = Map{{Key: Symbol("com.microsoft:locked-until-utc"), Value: dotnetTicks(lockedUntil)}}
 	}
@@ -681,6 +714,10 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 
 // settleIncoming confirms a client's delivery with a settled disposition.
 func (s *session) settleIncoming(l *link, p *partial, st frames.DeliveryState) {
+	if r, ok := st.(*frames.Rejected); ok && r.Error != nil {
+		s.c.log.Info("amqp: rejecting a message", "link", l.name,
+			"address", l.addr.String(), "condition", string(r.Error.Condition), "description", r.Error.Description)
+	}
 	if p.settled || l.detached {
 		return
 	}
@@ -773,6 +810,9 @@ func (s *session) sendToEntity(l *link, p *partial) {
 		var m *Message
 		m, _, err = parseMessage(p.buf)
 		msgs = []*Message{m}
+	}
+	for i := 0; err == nil && i < len(msgs); i++ {
+		err = ensureMessageID(msgs[i])
 	}
 	if err != nil {
 		s.settleIncoming(l, p, &frames.Rejected{Error: amqpError(err, s.tracker(l), c.now())})

@@ -101,6 +101,9 @@ func TestPutToken(t *testing.T) {
 		{"token for another entity", req(aud, sign("amqp://127.0.0.1:5672/other", "RootManageSharedAccessKey", "secret-key", future)), 401, ""},
 		{"missing entity", req("amqp://127.0.0.1:5672/nope", sign("amqp://127.0.0.1:5672/nope", "RootManageSharedAccessKey", "secret-key", future)), 404, ""},
 		{"not a SAS token", req(aud, "Bearer x"), 401, ""},
+		// A Listen-only key gets a token for a missing entity: the attach then answers
+		// unauthorized for Send before not-found, as Service Bus does.
+		{"missing entity, limited key", req("amqp://127.0.0.1:5672/nope", sign("amqp://127.0.0.1:5672/nope", "listen", "listen-key", future)), 202, "nope"},
 	}
 	for _, tc := range cases {
 		resp, cl := c.putToken(context.Background(), tc.r)

@@ -22,7 +22,7 @@
 //     the router picks the partition (SessionId, PartitionKey or round-robin for sends,
 //     the group ID inside lock tokens for settlements, the partition index in the top
 //     bits of sequence numbers) and calls it through the seam.
-//   - remote.go, rpc.go: the seam. An operation runs on the local replica when it leads
+//   - remote.go, rpc.go, rpccodec.go: the seam. An operation runs on the local replica when it leads
 //     its group, otherwise on the leader's node over the cluster RPC (net/rpc over the
 //     mux), following leader changes until the caller's deadline; typed errors cross
 //     the network (WireErr).

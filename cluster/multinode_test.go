@@ -3,97 +3,56 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
-
-// freeAddr returns a loopback address whose TCP and UDP ports are free now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err == nil {
-			u.Close()
-			return addr
-		}
-	}
-}
 
 // startCluster starts n in-process nodes that form one cluster (bootstrap-expect n),
 // each joining all the others, with replicas partition replicas per partition.
-func startCluster(t *testing.T, n, replicas int) []*Node {
+func startCluster(t testing.TB, n, replicas int) []*Node {
 	t.Helper()
-	return startNodes(t, n, n, replicas, nil, nil)
+	return startClusterWith(t, n, replicas, nil)
+}
+
+// startClusterWith is startCluster with each node's config changed by edit (nil: none).
+func startClusterWith(t testing.TB, n, replicas int, edit func(*Config)) []*Node {
+	t.Helper()
+	return startNodesFrom(t, 1, n, n, replicas, nil, nil, edit)
 }
 
 // startNodes starts n nodes n1..nN with the given bootstrap-expect, each joining all of
 // them and the extra join addresses, in the given zones (nil: none).
-func startNodes(t *testing.T, n, expect, replicas int, extraJoin []string, zones []string) []*Node {
+func startNodes(t testing.TB, n, expect, replicas int, extraJoin []string, zones []string) []*Node {
 	t.Helper()
-	return startNodesFrom(t, 1, n, expect, replicas, extraJoin, zones)
+	return startNodesFrom(t, 1, n, expect, replicas, extraJoin, zones, nil)
 }
 
-func startNodesFrom(t *testing.T, first, n, expect, replicas int, extraJoin []string, zones []string) []*Node {
+func startNodesFrom(t testing.TB, first, n, expect, replicas int, extraJoin []string, zones []string, edit func(*Config)) []*Node {
 	t.Helper()
-	addrs := make([]string, n)
-	for i := range addrs {
-		addrs[i] = freeAddr(t)
-	}
-	join := append(append([]string(nil), addrs...), extraJoin...)
-	nodes := make([]*Node, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range nodes {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			c := testConfig(t.TempDir())
-			c.NodeID = fmt.Sprintf("n%d", first+i)
-			c.ClusterAddr = addrs[i]
-			c.Join = join
-			c.BootstrapExpect = expect
-			c.Replicas = replicas
-			if zones != nil {
-				c.Zone = zones[i]
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			nodes[i], errs[i] = Start(ctx, c)
-		}(i)
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			for _, nd := range nodes {
-				if nd != nil {
-					nd.Close()
-				}
-			}
-			t.Fatalf("node %d: %v", first+i, err)
+	return testutil.StartNodes(t, n, 60*time.Second, func(ctx context.Context, i int, addrs []string) (*Node, error) {
+		c := testConfig(t.TempDir())
+		c.NodeID = fmt.Sprintf("n%d", first+i)
+		c.ClusterAddr = addrs[i]
+		c.Join = append(append([]string(nil), addrs...), extraJoin...)
+		c.BootstrapExpect = expect
+		c.Replicas = replicas
+		if zones != nil {
+			c.Zone = zones[i]
 		}
-	}
-	t.Cleanup(func() {
-		for _, nd := range nodes {
-			nd.Close()
+		if edit != nil {
+			edit(&c)
 		}
-	})
-	return nodes
+		return Start(ctx, c)
+	}, func(nd *Node) { nd.Close() })
 }
 
 // waitFor polls cond until it returns nil or the timeout passes, reporting its last error.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
@@ -290,7 +249,7 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 // promoted once caught up, up to five voters; the metadata then reaches every node.
 func TestJoinersBecomeMetadataVoters(t *testing.T) {
 	first := startCluster(t, 3, 3)
-	more := startNodesFrom(t, 4, 2, 1, 3, []string{first[0].adv}, nil)
+	more := startNodesFrom(t, 4, 2, 1, 3, []string{first[0].adv}, nil, nil)
 	nodes := append(first, more...)
 	waitFor(t, 30*time.Second, func() error {
 		var leader *Node

@@ -47,6 +47,9 @@ type Node struct {
 
 	hints sync.Map // group ID -> node ID that last served it as leader
 
+	batchMu  sync.Mutex
+	batchers map[string]*sendBatcher // forwarded sends by peer address; owner: batchMu
+
 	kick chan struct{} // cap 1: metadata or membership changed, reconcile
 	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
 	// own change).
@@ -84,13 +87,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		clock:   cfg.Clock,
-		parts:   map[uint32]*replica{},
-		fwd:     map[string]context.CancelFunc{},
-		kick:    make(chan struct{}, 1),
-		closing: make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		clock:    cfg.Clock,
+		parts:    map[uint32]*replica{},
+		fwd:      map[string]context.CancelFunc{},
+		batchers: map[string]*sendBatcher{},
+		kick:     make(chan struct{}, 1),
+		closing:  make(chan struct{}),
 	}
 	if n.log == nil {
 		n.log = slog.Default()

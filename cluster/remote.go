@@ -284,6 +284,9 @@ func (n *Node) remote(ctx context.Context, id string, req *CallReq, abandon func
 	if dl, ok := ctx.Deadline(); ok {
 		req.Timeout = time.Until(dl)
 	}
+	if req.Op == opEnqueue || req.Op == opSchedule {
+		return n.batcher(addr).send(ctx, req)
+	}
 	resp := &CallResp{}
 	var onAbandon func()
 	if abandon != nil {
@@ -507,4 +510,9 @@ func (n *Node) groupExists(id uint32) bool {
 		}
 	})
 	return found
+}
+
+// ctxOutcome is the error of a call whose caller gave up after it was handed on.
+func ctxOutcome(ctx context.Context) error {
+	return fmt.Errorf("%w: %w: %w", partition.ErrTimeout, partition.ErrOutcomeUnknown, ctx.Err())
 }

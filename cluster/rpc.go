@@ -23,7 +23,8 @@ import (
 // team, multiplexes any number of concurrent calls over one connection (so calls to a
 // peer are pipelined, never one round trip at a time), and needs no generated code;
 // what it lacks, deadlines and typed errors, travels in the request and reply (CallReq,
-// WireErr). One connection per peer, redialled after a failure.
+// WireErr). One connection per peer, redialled after a failure. The codecs (rpccodec.go)
+// are net/rpc's gob codecs, except that the calls in flight share write syscalls.
 
 // rpcName is the service name every node registers.
 const rpcName = "Q"
@@ -74,7 +75,7 @@ func (l *rpcLayer) accept() {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.srv.ServeConn(c)
+			l.srv.ServeCodec(newServerCodec(c, &l.wg))
 			l.mu.Lock()
 			delete(l.conns, c)
 			l.mu.Unlock()
@@ -95,7 +96,7 @@ func (l *rpcLayer) client(addr string) (*rpc.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %v", ErrUnavailable, addr, err)
 	}
-	c := rpc.NewClient(conn)
+	c := rpc.NewClientWithCodec(newClientCodec(conn, &l.wg))
 	l.clients[addr] = c
 	return c, nil
 }

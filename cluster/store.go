@@ -168,8 +168,56 @@ func (n *Node) waitEntity(ctx context.Context, name string) error {
 		if r := n.call(ctx, g, &CallReq{Op: opStats}, nil); r.err != nil {
 			return r.err
 		}
+		// Whichever replica won the first election, the group's preferred leader takes
+		// over now, before clients use the entity, rather than through leader balancing
+		// later under their load.
+		n.preferLeader(ctx, g)
+		if r := n.call(ctx, g, &CallReq{Op: opStats}, nil); r.err != nil {
+			return r.err
+		}
 	}
 	return nil
+}
+
+// preferLeader moves leadership of g to its preferred leader (its first replica) if
+// another replica leads it, and waits a few seconds at most for the move. Best effort:
+// leader balancing retries later.
+func (n *Node) preferLeader(ctx context.Context, g group) {
+	if len(g.replicas) < 2 {
+		return
+	}
+	want := g.replicas[0]
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := n.peerStatus(ctx, want, g.id)
+	if err != nil || st.Leader == "" || st.Leader == want {
+		return
+	}
+	if st.Leader == n.cfg.NodeID {
+		err = n.transferLocal(g.id, want)
+	} else if addr := n.addrOf(st.Leader); addr != "" {
+		var w WireErr
+		if err = n.rpc.call(ctx, addr, "Transfer", &TransferReq{Group: g.id, To: want}, &w, nil); err == nil && w.Msg != "" {
+			err = w.err()
+		}
+	}
+	if err != nil {
+		n.log.Debug("prefer leader", "group", g.id, "to", want, "err", err)
+		return
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if st, err := n.peerStatus(ctx, want, g.id); err == nil && st.IsLeader {
+			n.hints.Store(g.id, want)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Read runs fn on the local metadata replica (admin.Store).

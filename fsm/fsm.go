@@ -571,9 +571,11 @@ func (f *FSM) unlock(m *msg) {
 
 // requeue returns an unlocked message to its store after abandon, lock expiry or
 // release. counted is false for release (S-SES-6, Release disposition): the next
-// delivery then does not increment DeliveryCount, and S-LOCK-5 does not apply.
+// delivery then does not increment DeliveryCount, and S-LOCK-5 does not apply. In a
+// dead-letter sub-queue no delivery is counted (S-DLQ-1): Service Bus keeps the count a
+// message had when it was dead-lettered.
 func (f *FSM) requeue(m *msg, counted bool) {
-	if !counted {
+	if !counted || m.st.dlq {
 		m.flags |= fSkipCount
 	}
 	if !m.st.dlq {
@@ -619,7 +621,9 @@ func (f *FSM) deadLetter(m *msg, reason, desc string, props []rule.Property) {
 	m.app = p.App
 	m.dl = &DeadLetterInfo{Reason: reason, Description: desc}
 	m.state = StateActive
-	m.flags = (m.flags &^ (fSession | fSkipCount)) | fModified
+	// Dead-lettering is not a failed delivery: the first receive from the dead-letter
+	// sub-queue shows the count the message had (S-DLQ-1).
+	m.flags = (m.flags &^ fSession) | fSkipCount | fModified
 	f.insert(e.dlq, m)
 }
 

@@ -18,9 +18,14 @@ func TestReplicaAddedAfterUpdate(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		fromCreation bool
-	}{{"FromCreationConfig", true}, {"FromCurrentConfigDiverges", false}} {
+		snapshot     bool // the leader compacts its log first: the new replica gets a snapshot
+	}{{"FromCreationConfig", true, false}, {"FromCurrentConfigDiverges", false, false}, {"BySnapshot", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, 4, nil)
+			var tune func(*Config)
+			if tc.snapshot {
+				tune = func(c *Config) { c.TrailingLogs = 0 }
+			}
+			c := newCluster(t, 4, tune)
 			const g = 7
 			created := testQueue(g, 30*time.Second)
 			c.mu.Lock()
@@ -43,7 +48,16 @@ func TestReplicaAddedAfterUpdate(t *testing.T) {
 			if _, err := lp.Enqueue(ctxT(t, 10*time.Second), []*fsm.Message{msg("after", []byte("a"))}); err != nil {
 				t.Fatal(err)
 			}
-			// The fourth replica starts empty (no snapshot exists: it replays the whole log).
+			if tc.snapshot {
+				if err := lp.raft.Snapshot().Error(); err != nil {
+					t.Fatalf("snapshot: %v", err)
+				}
+				if first, err := lp.store.FirstIndex(); err != nil || first == 1 { // 0: every entry compacted away
+					t.Fatalf("log not compacted after the snapshot (first index %d, %v)", first, err)
+				}
+			}
+			// The fourth replica starts empty: it replays the whole log, or installs the
+			// leader's snapshot when the log was compacted.
 			if !tc.fromCreation {
 				c.mu.Lock()
 				c.cfgs[g] = updated
@@ -64,6 +78,9 @@ func TestReplicaAddedAfterUpdate(t *testing.T) {
 				}
 				return nil
 			})
+			if got := fourth.raft.Stats()["last_snapshot_index"]; tc.snapshot && (got == "" || got == "0") {
+				t.Fatalf("the added replica has no snapshot (last_snapshot_index %q): it did not catch up by one", got)
+			}
 			same := fourth.Digest() == lp.Digest()
 			if tc.fromCreation && !same {
 				t.Fatal("the added replica's state differs from the leader's")

@@ -236,6 +236,9 @@ func TestQueueLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A partitioned entity reports 16 times the size it was created with, as Service Bus
+	// Standard does (TestAdminClient_CreateQueue_Standard of the SDK's live tests).
+	props.MaxSizeInMegabytes = to.Ptr(int32(4096 * 16))
 	if !equalJSON(created.QueueProperties, props) {
 		t.Fatalf("create response:\n got %s\nwant %s", js(created.QueueProperties), js(props))
 	}
@@ -249,7 +252,7 @@ func TestQueueLifecycle(t *testing.T) {
 	// The metadata holds the partitioned queue with the handler's partition count.
 	e.store.Read(ctx, func(s *meta.State) {
 		q, _ := s.Queue("ORDERS")
-		if q.Name != "Orders" || q.Properties.PartitionCount != 16 || q.Properties.LockDuration != 45*time.Second {
+		if q.Name != "Orders" || q.Properties.PartitionCount != 16 || q.Properties.LockDuration != 45*time.Second || q.Properties.MaxSizeInMegabytes != 4096 {
 			t.Errorf("stored: %+v", q)
 		}
 	})
@@ -264,7 +267,7 @@ func TestQueueLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *u.LockDuration != "PT2M" || *u.MaxDeliveryCount != 3 || *u.UserMetadata != "some <metadata> & more" {
+	if *u.LockDuration != "PT2M" || *u.MaxDeliveryCount != 3 || *u.UserMetadata != "some <metadata> & more" || *u.MaxSizeInMegabytes != 4096*16 {
 		t.Fatalf("update response: %s", js(u.QueueProperties))
 	}
 	rt, err := e.ac.GetQueueRuntimeProperties(ctx, "Orders", nil)
@@ -278,7 +281,7 @@ func TestQueueLifecycle(t *testing.T) {
 	// S-ENT-2: RequiresSession is fixed at creation.
 	upd.RequiresSession = to.Ptr(false)
 	_, err = e.ac.UpdateQueue(ctx, "Orders", upd, nil)
-	wantStatus(t, err, 400, "RequiresSession: cannot be changed after creation")
+	wantStatus(t, err, 400, "The value for the RequiresSession property of an existing Queue cannot be changed")
 
 	// Duplicate create -> 409, also across kinds (queues and topics share names).
 	_, err = e.ac.CreateQueue(ctx, "ORDERS", nil)
@@ -311,15 +314,15 @@ func TestBadProperties(t *testing.T) {
 		props sbadmin.QueueProperties
 		want  string
 	}{
-		{sbadmin.QueueProperties{LockDuration: to.Ptr("PT1S")}, `LockDuration: &#34;PT1S&#34; is below the minimum 5s`},
-		{sbadmin.QueueProperties{LockDuration: to.Ptr("PT6M")}, `LockDuration: &#34;PT6M&#34; is above the maximum 5m`},
-		{sbadmin.QueueProperties{LockDuration: to.Ptr("soon")}, `LockDuration: &#34;soon&#34; is not an ISO 8601 duration`},
+		{sbadmin.QueueProperties{LockDuration: to.Ptr("PT1S")}, `LockDuration: "PT1S" is below the minimum 5s`},
+		{sbadmin.QueueProperties{LockDuration: to.Ptr("PT6M")}, `LockDuration: "PT6M" is above the maximum 5m`},
+		{sbadmin.QueueProperties{LockDuration: to.Ptr("soon")}, `LockDuration: "soon" is not an ISO 8601 duration`},
 		{sbadmin.QueueProperties{MaxDeliveryCount: to.Ptr(int32(0))}, `MaxDeliveryCount: 0 is below the minimum 1`},
-		{sbadmin.QueueProperties{DuplicateDetectionHistoryTimeWindow: to.Ptr("P8D")}, `DuplicateDetectionHistoryTimeWindow: &#34;P8D&#34; is above the maximum 7d`},
+		{sbadmin.QueueProperties{DuplicateDetectionHistoryTimeWindow: to.Ptr("P8D")}, `DuplicateDetectionHistoryTimeWindow: "P8D" is above the maximum 7d`},
 		{sbadmin.QueueProperties{MaxMessageSizeInKilobytes: to.Ptr(int64(200000))}, `MaxMessageSizeInKilobytes: 200000 is above the maximum 102400`},
-		{sbadmin.QueueProperties{AutoDeleteOnIdle: to.Ptr("PT1M")}, `AutoDeleteOnIdle: &#34;PT1M&#34; is below the minimum 5m`},
-		{sbadmin.QueueProperties{Status: to.Ptr(sbadmin.EntityStatus("Sleeping"))}, `Status: &#34;Sleeping&#34; is not one of`},
-		{sbadmin.QueueProperties{ForwardTo: to.Ptr("nowhere")}, `ForwardTo: the target entity &#34;nowhere&#34; does not exist`},
+		{sbadmin.QueueProperties{AutoDeleteOnIdle: to.Ptr("PT1M")}, `AutoDeleteOnIdle: "PT1M" is below the minimum 5m`},
+		{sbadmin.QueueProperties{Status: to.Ptr(sbadmin.EntityStatus("Sleeping"))}, `Status: "Sleeping" is not one of`},
+		{sbadmin.QueueProperties{ForwardTo: to.Ptr("nowhere")}, `ForwardTo: the target entity "nowhere" does not exist`},
 	} {
 		_, err := e.ac.CreateQueue(ctx, "q", &sbadmin.CreateQueueOptions{Properties: &tc.props})
 		wantStatus(t, err, 400, tc.want)
@@ -336,7 +339,7 @@ func TestBadProperties(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.ac.CreateSubscription(ctx, "t", "s", &sbadmin.CreateSubscriptionOptions{Properties: &sbadmin.SubscriptionProperties{LockDuration: to.Ptr("PT1S")}})
-	wantStatus(t, err, 400, "LockDuration: &#34;PT1S&#34; is below the minimum 5s")
+	wantStatus(t, err, 400, `LockDuration: "PT1S" is below the minimum 5s`)
 	_, err = e.ac.CreateSubscription(ctx, "t", "bad/name", nil)
 	if err == nil {
 		t.Fatal("subscription with '/' created")
@@ -353,9 +356,28 @@ func TestAuth(t *testing.T) {
 	// Unknown key name -> 401.
 	_, err = e.client(t, "nobody", rootKey).GetQueue(ctx, "q", nil)
 	wantStatus(t, err, 401, "not known")
-	// A key without Manage -> 401.
-	_, err = e.client(t, "listener", "listen-key").GetQueue(ctx, "q", nil)
-	wantStatus(t, err, 401, "Manage")
+	// A key without Manage -> 401, worded per operation as Service Bus words it (the
+	// SDK's TestAdminClient_LackPermissions_* match the texts); a GET of a missing
+	// entity is still "not found" (nil).
+	lp := e.client(t, "listener", "listen-key")
+	if q, err := lp.GetQueue(ctx, "q", nil); err != nil || q != nil {
+		t.Fatalf("missing queue without Manage: %v %v", q, err)
+	}
+	if _, err := e.ac.CreateTopic(ctx, "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lp.GetTopic(ctx, "t", nil)
+	wantStatus(t, err, 401, "Manage,EntityRead claims required for this operation")
+	_, err = lp.CreateQueue(ctx, "q", nil)
+	wantStatus(t, err, 401, "Authorization failed for specified action: Manage,EntityWrite")
+	_, err = lp.DeleteTopic(ctx, "t", nil)
+	wantStatus(t, err, 401, "Authorization failed for specified action: Manage,EntityDelete.")
+	_, err = lp.GetSubscription(ctx, "t", "s", nil)
+	wantStatus(t, err, 401, "401 SubCode=40100: Unauthorized : Unauthorized access for 'GetSubscription'")
+	_, err = lp.NewListSubscriptionsPager("t", nil).NextPage(ctx)
+	wantStatus(t, err, 401, "Unauthorized access for 'EnumerateSubscriptions' operation")
+	_, err = lp.CreateSubscription(ctx, "t", "s", nil)
+	wantStatus(t, err, 401, "Unauthorized access for 'CreateOrUpdateSubscription'")
 	// No Authorization header at all -> 401.
 	resp, err := http.Get(e.srv.URL + "/q?api-version=2024-05")
 	if err != nil {
@@ -811,7 +833,7 @@ func TestRuntimeProperties(t *testing.T) {
 		t.Fatal(err)
 	}
 	if tp.ScheduledMessageCount != 6 || tp.SizeInBytes != 999 || tp.SubscriptionCount != 2 ||
-		tp.SQLFilterCount != 2 || tp.CorrelationFilterCount != 0 || !tp.AccessedAt.IsZero() || !tp.CreatedAt.Equal(created) {
+		tp.SQLFilterCount != 2 || tp.CorrelationFilterCount != 0 || !tp.AccessedAt.Equal(created) || !tp.CreatedAt.Equal(created) {
 		t.Fatalf("topic runtime: %+v", tp.TopicRuntimeProperties)
 	}
 	// Subscription runtime: the client dereferences MessageCount and the counters with
@@ -825,7 +847,7 @@ func TestRuntimeProperties(t *testing.T) {
 			t.Fatal(err)
 		}
 		if int64(sr.ActiveMessageCount) != s.active || int64(sr.DeadLetterMessageCount) != s.dl || sr.TotalMessageCount != s.mc ||
-			!sr.CreatedAt.Equal(created) || !sr.AccessedAt.IsZero() {
+			!sr.CreatedAt.Equal(created) || !sr.AccessedAt.Equal(created) {
 			t.Fatalf("subscription %s runtime: %+v", s.name, sr.SubscriptionRuntimeProperties)
 		}
 	}
@@ -860,6 +882,14 @@ func TestHealth(t *testing.T) {
 	e.ready = errors.New("metadata group has no leader")
 	if c, b := get("/readyz"); c != 503 || !strings.Contains(b, "no leader") {
 		t.Fatalf("readyz not ready: %d %s", c, b)
+	}
+	// /health has the official emulator's shape (HealthCheckApiSchema.md).
+	if c, b := get("/health"); c != 503 || strings.TrimSpace(b) != `{"message":"Service not available. Please try after some time.","status":"unhealthy"}` {
+		t.Fatalf("health not ready: %d %s", c, b)
+	}
+	e.ready = nil
+	if c, b := get("/health"); c != 200 || strings.TrimSpace(b) != `{"message":"Service is healthy.","status":"healthy"}` {
+		t.Fatalf("health: %d %s", c, b)
 	}
 	// With a token, /healthz is an entity path like any other.
 	if _, err := e.ac.CreateQueue(ctx, "healthz", nil); err != nil {

@@ -168,7 +168,9 @@ func (n *node) childrenNamed(local string) []*node {
 func parseQueue(d *node, p meta.QueueProperties, partitioned int32) (meta.QueueProperties, error) {
 	f := &fields{n: d}
 	f.dur("LockDuration", &p.LockDuration)
+	oldSize, oldParts := p.MaxSizeInMegabytes, p.PartitionCount
 	f.int64v("MaxSizeInMegabytes", &p.MaxSizeInMegabytes)
+	p.MaxSizeInMegabytes = storedMaxSize(p.MaxSizeInMegabytes, oldSize, oldParts)
 	f.boolean("RequiresDuplicateDetection", &p.RequiresDuplicateDetection)
 	f.boolean("RequiresSession", &p.RequiresSession)
 	f.dur("DefaultMessageTimeToLive", &p.DefaultMessageTimeToLive)
@@ -192,7 +194,9 @@ func parseQueue(d *node, p meta.QueueProperties, partitioned int32) (meta.QueueP
 func parseTopic(d *node, p meta.TopicProperties, partitioned int32) (meta.TopicProperties, error) {
 	f := &fields{n: d}
 	f.dur("DefaultMessageTimeToLive", &p.DefaultMessageTimeToLive)
+	oldSize, oldParts := p.MaxSizeInMegabytes, p.PartitionCount
 	f.int64v("MaxSizeInMegabytes", &p.MaxSizeInMegabytes)
+	p.MaxSizeInMegabytes = storedMaxSize(p.MaxSizeInMegabytes, oldSize, oldParts)
 	f.boolean("RequiresDuplicateDetection", &p.RequiresDuplicateDetection)
 	f.dur("DuplicateDetectionHistoryTimeWindow", &p.DuplicateDetectionHistoryTimeWindow)
 	f.boolean("EnableBatchedOperations", &p.EnableBatchedOperations)
@@ -363,6 +367,42 @@ func atomTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }
 
+// accessedAt is an entity's last access as Service Bus reports it. The Store's
+// AccessedAt wins when it has one. Otherwise (the node does not track accesses yet) a
+// queue or topic that holds messages reports its last change, and one that holds none
+// the zero time, as a new entity on Service Bus does; a subscription always reports a
+// time, as on Service Bus (the SDK's live tests check all three; docs/compatibility.md).
+func accessedAt(c RuntimeCounts, updatedMs int64, subscription bool) string {
+	switch {
+	case !c.AccessedAt.IsZero():
+		return timeOf(c.AccessedAt)
+	case subscription || total(c) > 0 || c.SizeBytes > 0:
+		return atomTime(updatedMs)
+	}
+	return timeOf(time.Time{})
+}
+
+// partitionedSizeFactor is how Service Bus (Standard) reports MaxSizeInMegabytes of a
+// partitioned entity: the size given at creation is per partition, and the entity
+// reports 16 times that.
+const partitionedSizeFactor = 16
+
+func reportedMaxSize(mb int64, partitions int32) int64 {
+	if partitions > 1 {
+		return mb * partitionedSizeFactor
+	}
+	return mb
+}
+
+// storedMaxSize undoes reportedMaxSize for an update that sends back what a GET
+// returned (the SDKs' Update* send every property).
+func storedMaxSize(given, stored int64, partitions int32) int64 {
+	if partitions > 1 && given == stored*partitionedSizeFactor {
+		return stored
+	}
+	return given
+}
+
 func timeOf(t time.Time) string {
 	if t.IsZero() {
 		return "0001-01-01T00:00:00"
@@ -435,7 +475,7 @@ func writeQueue(w *xmlWriter, q meta.Queue, c RuntimeCounts) {
 	p := q.Properties
 	w.raw(`<QueueDescription` + descAttrs + `>`)
 	w.el("LockDuration", meta.FormatISODuration(p.LockDuration))
-	w.el("MaxSizeInMegabytes", i2s(p.MaxSizeInMegabytes))
+	w.el("MaxSizeInMegabytes", i2s(reportedMaxSize(p.MaxSizeInMegabytes, p.PartitionCount)))
 	w.el("RequiresDuplicateDetection", b2s(p.RequiresDuplicateDetection))
 	w.el("RequiresSession", b2s(p.RequiresSession))
 	w.el("DefaultMessageTimeToLive", meta.FormatISODuration(p.DefaultMessageTimeToLive))
@@ -451,7 +491,7 @@ func writeQueue(w *xmlWriter, q meta.Queue, c RuntimeCounts) {
 	w.optional("ForwardTo", p.ForwardTo)
 	w.el("CreatedAt", atomTime(q.CreatedAt))
 	w.el("UpdatedAt", atomTime(q.UpdatedAt))
-	w.el("AccessedAt", timeOf(c.AccessedAt))
+	w.el("AccessedAt", accessedAt(c, q.UpdatedAt, false))
 	w.el("SupportOrdering", b2s(p.SupportOrdering))
 	w.counts(c)
 	w.el("AutoDeleteOnIdle", meta.FormatISODuration(p.AutoDeleteOnIdle))
@@ -484,7 +524,7 @@ func writeTopic(w *xmlWriter, t meta.Topic, subs []meta.Subscription, c RuntimeC
 	sqlN, corrN := filterCounts(subs)
 	w.raw(`<TopicDescription` + descAttrs + `>`)
 	w.el("DefaultMessageTimeToLive", meta.FormatISODuration(p.DefaultMessageTimeToLive))
-	w.el("MaxSizeInMegabytes", i2s(p.MaxSizeInMegabytes))
+	w.el("MaxSizeInMegabytes", i2s(reportedMaxSize(p.MaxSizeInMegabytes, p.PartitionCount)))
 	w.el("RequiresDuplicateDetection", b2s(p.RequiresDuplicateDetection))
 	w.el("DuplicateDetectionHistoryTimeWindow", meta.FormatISODuration(p.DuplicateDetectionHistoryTimeWindow))
 	w.el("EnableBatchedOperations", b2s(p.EnableBatchedOperations))
@@ -496,7 +536,7 @@ func writeTopic(w *xmlWriter, t meta.Topic, subs []meta.Subscription, c RuntimeC
 	w.optional("UserMetadata", p.UserMetadata)
 	w.el("CreatedAt", atomTime(t.CreatedAt))
 	w.el("UpdatedAt", atomTime(t.UpdatedAt))
-	w.el("AccessedAt", timeOf(c.AccessedAt))
+	w.el("AccessedAt", accessedAt(c, t.UpdatedAt, false))
 	w.el("SupportOrdering", b2s(p.SupportOrdering))
 	w.counts(c)
 	w.el("SubscriptionCount", i2s(int64(len(subs))))
@@ -526,7 +566,7 @@ func writeSubscription(w *xmlWriter, s meta.Subscription, c RuntimeCounts) {
 	w.optional("ForwardTo", p.ForwardTo)
 	w.el("CreatedAt", atomTime(s.CreatedAt))
 	w.el("UpdatedAt", atomTime(s.UpdatedAt))
-	w.el("AccessedAt", timeOf(c.AccessedAt))
+	w.el("AccessedAt", accessedAt(c, s.UpdatedAt, true))
 	w.counts(c)
 	w.optional("UserMetadata", p.UserMetadata)
 	w.optional("ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo)

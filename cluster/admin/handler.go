@@ -121,10 +121,23 @@ const (
 	routeSub
 	routeListRules
 	routeRule
+	routeKeys  // Quorumbus's own: the namespace's shared access keys (/$keys, /$keys/NAME)
+	routePurge // Quorumbus's own: POST /$purge, /Q/$purge, /T/$purge, /T/Subscriptions/S/$purge
 )
 
 func parseRoute(path string) (route, error) {
 	p := strings.Trim(path, "/")
+	if strings.EqualFold(p, "$purge") || strings.EqualFold(p, "$namespaceinfo/$purge") {
+		return route{kind: routePurge}, nil
+	}
+	if i := strings.LastIndexByte(p, '/'); i > 0 && strings.EqualFold(p[i+1:], "$purge") {
+		r, err := parseRoute(p[:i])
+		if err != nil || (r.kind != routeEntity && r.kind != routeSub) {
+			return route{}, errorf(http.StatusNotFound, "unknown path %q: $purge follows a queue, topic or subscription", path)
+		}
+		r.kind = routePurge
+		return r, nil
+	}
 	switch {
 	case p == "":
 		return route{}, errorf(http.StatusNotFound, "no entity in the request path")
@@ -134,6 +147,10 @@ func parseRoute(path string) (route, error) {
 		return route{kind: routeListQueues}, nil
 	case strings.EqualFold(p, "$Resources/Topics"):
 		return route{kind: routeListTopics}, nil
+	case strings.EqualFold(p, "$keys"):
+		return route{kind: routeKeys}, nil
+	case len(p) > 6 && strings.EqualFold(p[:6], "$keys/") && !strings.Contains(p[6:], "/"):
+		return route{kind: routeKeys, rule: p[6:]}, nil
 	}
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	for i, s := range segs {
@@ -171,8 +188,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// "healthz" stays reachable through the management API.
 	if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
 		switch r.URL.Path {
-		case "/healthz", "/health":
+		case "/healthz":
 			writeHealth(w, nil)
+			return
+		case "/health":
+			// The official emulator's health check (HealthCheckApiSchema.md): 200 when
+			// the broker can serve, else 503 with its fixed message; the reason is logged.
+			var err error
+			if h.cfg.Ready != nil {
+				err = h.cfg.Ready()
+			}
+			if err != nil {
+				h.log.Info("admin: /health: not ready", "err", err)
+			}
+			writeEmulatorHealth(w, err == nil)
 			return
 		case "/readyz":
 			var err error
@@ -195,6 +224,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// writeEmulatorHealth answers as the official emulator's /health does.
+func writeEmulatorHealth(w http.ResponseWriter, healthy bool) {
+	w.Header().Set("Content-Type", "application/json")
+	body := map[string]string{"status": "healthy", "message": "Service is healthy."}
+	if !healthy {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		body = map[string]string{"status": "unhealthy", "message": "Service not available. Please try after some time."}
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
 func writeHealth(w http.ResponseWriter, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	body := map[string]string{"status": "healthy", "message": "Service is healthy."}
@@ -207,19 +247,35 @@ func writeHealth(w http.ResponseWriter, err error) {
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error {
 	ctx := r.Context()
-	switch r.Method {
-	case http.MethodGet, http.MethodPut, http.MethodDelete:
+	switch {
+	case rt.kind == routePurge && r.Method != http.MethodPost:
+		return errorf(http.StatusMethodNotAllowed, "%s needs POST", r.URL.Path)
+	case rt.kind == routePurge:
+	case r.Method == http.MethodGet, r.Method == http.MethodPut, r.Method == http.MethodDelete:
 	default:
 		return errorf(http.StatusMethodNotAllowed, "method %s is not supported", r.Method)
 	}
 	var authErr error
+	var exists bool
 	if err := h.cfg.Store.Read(ctx, func(s *meta.State) {
 		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, rt.entity)
+		exists = rt.kind != routeEntity || s.Kind(rt.entity) != meta.KindNone
 	}); err != nil {
 		return err
 	}
-	if authErr != nil {
+	switch {
+	case errors.Is(authErr, errNoManage) && r.Method == http.MethodGet && !exists:
+		// Service Bus answers a GET of a missing entity as not found even without Manage.
+	case errors.Is(authErr, errNoManage):
+		return &httpError{code: http.StatusUnauthorized, msg: noManageText(r.Method, rt, r.Host)}
+	case authErr != nil:
 		return &httpError{code: http.StatusUnauthorized, msg: authErr.Error()}
+	}
+	switch rt.kind {
+	case routeKeys:
+		return h.keys(ctx, w, r, rt)
+	case routePurge:
+		return h.purge(ctx, w, rt)
 	}
 	switch r.Method {
 	case http.MethodGet:
@@ -233,6 +289,27 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 	default:
 		return h.delete(ctx, w, r, rt)
 	}
+}
+
+// noManageText is Service Bus's wording for a key without the Manage right, per
+// operation; SDK tests match it.
+func noManageText(method string, rt route, host string) string {
+	switch rt.kind {
+	case routeSub, routeListSubs, routeRule, routeListRules:
+		op := map[string]string{http.MethodGet: "GetSubscription", http.MethodPut: "CreateOrUpdateSubscription",
+			http.MethodDelete: "DeleteSubscription"}[method]
+		if rt.kind != routeSub && method == http.MethodGet {
+			op = "EnumerateSubscriptions"
+		}
+		return fmt.Sprintf("401 SubCode=40100: Unauthorized : Unauthorized access for '%s' operation on endpoint 'sb://%s/%s'", op, host, rt.entity)
+	}
+	switch method {
+	case http.MethodPut:
+		return "Authorization failed for specified action: Manage,EntityWrite"
+	case http.MethodDelete:
+		return "Authorization failed for specified action: Manage,EntityDelete."
+	}
+	return "Manage,EntityRead claims required for this operation"
 }
 
 // ---- GET
@@ -335,7 +412,7 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	x := &xmlWriter{}
 	switch rt.kind {
 	case routeNamespace:
-		h.entryStart(x, r, sn.ns.Name, sn.ns.CreatedAt, sn.ns.UpdatedAt, sn.ns.Name)
+		h.entryStart(x, r, "$namespaceinfo", sn.ns.Name, sn.ns.CreatedAt, sn.ns.UpdatedAt, sn.ns.Name)
 		x.raw(`<NamespaceInfo` + descAttrs + `>`)
 		x.el("CreatedTime", atomTime(sn.ns.CreatedAt))
 		x.el("MessagingSKU", h.cfg.SKU)
@@ -403,7 +480,7 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			}
 			h.feedStart(x, r, "Rules")
 			for _, ru := range window(sub.Rules, p) {
-				h.ruleEntry(x, r, sn.ns.Name, ru)
+				h.ruleEntry(x, r, sn.ns.Name, sub, ru)
 			}
 			x.raw(`</feed>`)
 		case routeRule:
@@ -411,7 +488,7 @@ func (h *Handler) get(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			if !ok {
 				return notFoundErr(fmt.Sprintf("the rule %q of subscription %q", rt.rule, rt.sub))
 			}
-			h.ruleEntry(x, r, sn.ns.Name, ru)
+			h.ruleEntry(x, r, sn.ns.Name, sub, ru)
 		}
 	}
 	if x.err != nil {
@@ -449,6 +526,12 @@ func selfURL(r *http.Request) string {
 	return "https://" + r.Host + r.URL.Path + "?api-version=" + r.URL.Query().Get("api-version")
 }
 
+// entryURL is an entry's <id>: the URL of the entity itself, also inside a list feed
+// (the JavaScript SDK takes entity names from it).
+func entryURL(r *http.Request, path string) string {
+	return "https://" + r.Host + "/" + path + "?api-version=" + r.URL.Query().Get("api-version")
+}
+
 func (h *Handler) feedStart(x *xmlWriter, r *http.Request, title string) {
 	x.raw(`<feed xmlns="` + nsAtom + `"><title type="text">`)
 	x.text(title)
@@ -457,19 +540,21 @@ func (h *Handler) feedStart(x *xmlWriter, r *http.Request, title string) {
 	x.raw(`</id><updated>`)
 	x.text(h.cfg.Now().UTC().Format(time.RFC3339))
 	x.raw(`</updated><link rel="self" href="`)
-	x.text(selfURL(r))
+	x.attr(selfURL(r))
 	x.raw(`"/>`)
 }
 
-func (h *Handler) entryStart(x *xmlWriter, r *http.Request, title string, created, updated int64, ns string) {
+// entryStart opens an entry for the entity at path (as "q", "t/Subscriptions/s",
+// "t/Subscriptions/s/Rules/r").
+func (h *Handler) entryStart(x *xmlWriter, r *http.Request, path, title string, created, updated int64, ns string) {
 	x.raw(`<entry xmlns="` + nsAtom + `"><id>`)
-	x.text(selfURL(r))
+	x.text(entryURL(r, path))
 	x.raw(`</id><title type="text">`)
 	x.text(title)
 	x.raw(`</title><published>` + atomTime(created) + `</published><updated>` + atomTime(updated) + `</updated><author><name>`)
 	x.text(ns)
 	x.raw(`</name></author><link rel="self" href="`)
-	x.text(selfURL(r))
+	x.attr(entryURL(r, path))
 	x.raw(`"/><content type="application/xml">`)
 }
 
@@ -477,27 +562,27 @@ func (h *Handler) entryEnd(x *xmlWriter) { x.raw(`</content></entry>`) }
 
 func (h *Handler) queueEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, q meta.Queue) {
 	c := h.runtime(ctx, x, Entity{Name: q.Name})
-	h.entryStart(x, r, q.Name, q.CreatedAt, q.UpdatedAt, ns)
+	h.entryStart(x, r, q.Name, q.Name, q.CreatedAt, q.UpdatedAt, ns)
 	writeQueue(x, q, c)
 	h.entryEnd(x)
 }
 
 func (h *Handler) topicEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, t meta.Topic, subs []meta.Subscription) {
 	c := h.runtime(ctx, x, Entity{Name: t.Name})
-	h.entryStart(x, r, t.Name, t.CreatedAt, t.UpdatedAt, ns)
+	h.entryStart(x, r, t.Name, t.Name, t.CreatedAt, t.UpdatedAt, ns)
 	writeTopic(x, t, subs, c)
 	h.entryEnd(x)
 }
 
 func (h *Handler) subEntry(ctx context.Context, x *xmlWriter, r *http.Request, ns string, s meta.Subscription) {
 	c := h.runtime(ctx, x, Entity{Name: s.Topic, Subscription: s.Name})
-	h.entryStart(x, r, s.Name, s.CreatedAt, s.UpdatedAt, ns)
+	h.entryStart(x, r, s.Topic+"/Subscriptions/"+s.Name, s.Name, s.CreatedAt, s.UpdatedAt, ns)
 	writeSubscription(x, s, c)
 	h.entryEnd(x)
 }
 
-func (h *Handler) ruleEntry(x *xmlWriter, r *http.Request, ns string, ru meta.Rule) {
-	h.entryStart(x, r, ru.Spec.Name, ru.CreatedAt, ru.CreatedAt, ns)
+func (h *Handler) ruleEntry(x *xmlWriter, r *http.Request, ns string, sub meta.Subscription, ru meta.Rule) {
+	h.entryStart(x, r, sub.Topic+"/Subscriptions/"+sub.Name+"/Rules/"+ru.Spec.Name, ru.Spec.Name, ru.CreatedAt, ru.CreatedAt, ns)
 	writeRule(x, ru)
 	h.entryEnd(x)
 }
@@ -552,7 +637,7 @@ func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		return err
 	}
 	if err := h.cfg.Store.Apply(ctx, cmd); err != nil {
-		return err
+		return immutableErr(err, strings.TrimSuffix(desc.name.Local, "Description"))
 	}
 	// Answer with the entity as stored.
 	sn, err := h.read(ctx, rt)
@@ -582,7 +667,7 @@ func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Reques
 			if !ok {
 				return notFoundErr(fmt.Sprintf("the rule %q", rt.rule))
 			}
-			h.ruleEntry(x, r, sn.ns.Name, ru)
+			h.ruleEntry(x, r, sn.ns.Name, sub, ru)
 		}
 	}
 	code := http.StatusCreated
@@ -660,6 +745,20 @@ func (h *Handler) command(s *meta.State, rt route, desc *node, update bool) (met
 	}
 }
 
+// immutableErr words a refused change of a creation-only property as Service Bus does,
+// since SDK tests match the text: "The value for the RequiresSession property of an
+// existing Queue cannot be changed", "Partitioning cannot be changed for Topic. ".
+func immutableErr(err error, kind string) error {
+	var ve *meta.ValidationError
+	if !errors.As(err, &ve) || !strings.HasPrefix(ve.Reason, "cannot be changed after creation") {
+		return err
+	}
+	if ve.Field == "PartitionCount" || ve.Field == "EnablePartitioning" {
+		return errorf(http.StatusBadRequest, "Partitioning cannot be changed for %s. %s: %s", kind, ve.Field, ve.Reason)
+	}
+	return errorf(http.StatusBadRequest, "The value for the %s property of an existing %s cannot be changed (%s)", ve.Field, kind, ve.Reason)
+}
+
 // ---- DELETE
 
 func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Request, rt route) error {
@@ -688,7 +787,9 @@ func (h *Handler) delete(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if err := h.cfg.Store.Apply(ctx, cmd); err != nil {
 		return err
 	}
-	writeXML(w, http.StatusOK, "")
+	// Service Bus answers a delete with 200 and an empty body; a body of only the XML
+	// declaration makes the JavaScript SDK fail to parse it.
+	w.WriteHeader(http.StatusOK)
 	return nil
 }
 
@@ -717,10 +818,14 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rt route, e
 	tracker := r.Host + ":" + strings.Trim(r.URL.Path, "/")
 	detail := fmt.Sprintf("%s. TrackingId:%s, SystemTracker:%s, Timestamp:%s",
 		strings.TrimSuffix(err.Error(), "."), trackingID(), tracker, now.Format(time.RFC3339))
-	if code >= 500 {
+	switch {
+	case code >= 500:
 		h.log.Error("admin: request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
-	} else {
+	case code == http.StatusNotFound && r.Method == http.MethodGet, code == 499:
+		// The SDKs' Get* ask whether an entity exists; a client gone is nobody's refusal.
 		h.log.Debug("admin: request rejected", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	default: // every refusal is visible at the default level
+		h.log.Info("admin: request rejected", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	}
 	x := &xmlWriter{}
 	x.raw(`<Error><Code>` + strconv.Itoa(code) + `</Code><Detail>`)

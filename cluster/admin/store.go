@@ -24,6 +24,13 @@ type Store interface {
 	Runtime(ctx context.Context, e Entity) (RuntimeCounts, error)
 }
 
+// Purger is the optional Store capability behind POST .../$purge: remove every message
+// of a queue (dead-letter sub-queue included), of a subscription, or of every
+// subscription of a topic (Subscription == ""), and say how many.
+type Purger interface {
+	Purge(ctx context.Context, e Entity) (int64, error)
+}
+
 // Entity names a queue or topic, or (with Subscription) a subscription of a topic.
 type Entity struct {
 	Name         string

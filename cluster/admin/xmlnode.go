@@ -131,9 +131,17 @@ type xmlWriter struct {
 
 func (w *xmlWriter) raw(s string) { w.b.WriteString(s) }
 
-func (w *xmlWriter) text(s string) {
-	_ = xml.EscapeText(&w.b, []byte(s))
-}
+// textEscaper escapes character data. Quotes stay literal, as Service Bus writes them:
+// the JavaScript SDK's XML parser does not decode &#39; or &#34;, so a SQL filter such
+// as `color = 'red'` would read back with the entities in it.
+var textEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "\r", "&#xD;")
+
+// attrEscaper escapes a double-quoted attribute value.
+var attrEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "\r", "&#xD;", "\n", "&#xA;", "\t", "&#x9;")
+
+func (w *xmlWriter) text(s string) { _, _ = textEscaper.WriteString(&w.b, s) }
+
+func (w *xmlWriter) attr(s string) { _, _ = attrEscaper.WriteString(&w.b, s) }
 
 // el writes <name>value</name> with value escaped.
 func (w *xmlWriter) el(name, value string) {

@@ -29,6 +29,21 @@ type planItem struct {
 	owner string // the entity this belongs to: "q" or "t" or "t/Subscriptions/s"; its creation decides
 }
 
+// Counts returns how many queues, topics and subscriptions the file declares.
+func (c *EmulatorConfig) Counts() (queues, topics, subscriptions int) {
+	for _, it := range c.items {
+		switch it.cmd.(type) {
+		case *CreateQueue:
+			queues++
+		case *CreateTopic:
+			topics++
+		case *CreateSubscription:
+			subscriptions++
+		}
+	}
+	return queues, topics, subscriptions
+}
+
 // Commands returns every command that creates the declared entities in an empty state,
 // in order: the namespace, queues, topics with their subscriptions and rules, then the
 // updates that set ForwardTo / ForwardDeadLetteredMessagesTo (so a forward may name an

@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
@@ -191,7 +193,7 @@ func isoDuration(d time.Duration) string {
 
 func (g *globals) entityCmd(ctx context.Context, k entityKind, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: %s needs a verb: create, list, show, update or delete", errUsage, k)
+		return fmt.Errorf("%w: %s needs a verb: create, list, show, update, delete or purge", errUsage, k)
 	}
 	verb := args[0]
 	fs := flag.NewFlagSet("qbctl "+k.String()+" "+verb, flag.ContinueOnError)
@@ -210,6 +212,13 @@ func (g *globals) entityCmd(ctx context.Context, k entityKind, args []string) er
 	}
 	if len(pos) != want {
 		return fmt.Errorf("%w: %s %s takes %d argument(s), got %d", errUsage, k, verb, want, len(pos))
+	}
+	if verb == "purge" {
+		path := "/" + url.PathEscape(pos[0])
+		if k == kindSubscription {
+			path += "/Subscriptions/" + url.PathEscape(pos[1])
+		}
+		return g.purge(ctx, path+"/$purge", strings.Join(pos, "/Subscriptions/"))
 	}
 	ac, err := g.adminClient()
 	if err != nil {

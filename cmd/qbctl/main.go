@@ -40,14 +40,16 @@ const usage = `Usage: qbctl [global flags] COMMAND ...
 
 Commands:
   status                                     node health and namespace
-  queue create|list|show|update|delete       queues
-  topic create|list|show|update|delete       topics
-  subscription create|list|show|update|delete TOPIC [SUB]
+  queue create|list|show|update|delete|purge queues
+  topic create|list|show|update|delete|purge topics (purge: every subscription)
+  subscription create|list|show|update|delete|purge TOPIC [SUB]
   rule create|list|show|delete TOPIC SUB [RULE]
   peek ENTITY                                browse messages without locking them
   send QUEUE|TOPIC [--body TEXT] [--create]  send one message
   receive ENTITY [--count N] [--expect BODY] receive and complete messages
   dlq inspect|purge|resubmit ENTITY          the dead-letter sub-queue of ENTITY
+  key list|create|delete [NAME]              namespace shared access keys (create: --rights Send,Listen)
+  namespace purge                            every message of every entity (entities stay)
   cluster status|partitions                  members and partition groups of the cluster
   node drain|remove NODE|--self              move leaderships away; remove a node for good
   partition transfer-leader GROUP [--to NODE] move one group's leadership
@@ -98,6 +100,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return g.receive(ctx, rest)
 	case "dlq":
 		return g.dlqCmd(ctx, rest)
+	case "key", "keys":
+		return g.keyCmd(ctx, rest)
+	case "namespace":
+		return g.namespaceCmd(ctx, rest)
 	case "cluster":
 		return g.clusterCmd(ctx, rest)
 	case "node", "nodes":

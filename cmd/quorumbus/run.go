@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp"
 	"github.com/quorumbus/quorumbus/cluster"
 	"github.com/quorumbus/quorumbus/cluster/admin"
+	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 )
 
@@ -47,6 +49,32 @@ func run(cfg Config) error {
 	}
 	defer adminLn.Close()
 
+	// Config.json is read before the node starts: its namespace name is the one the
+	// node serves unless --namespace names another.
+	var configJSON []byte
+	var ec *meta.EmulatorConfig
+	if cfg.ConfigJSON != "" {
+		data, source, err := readConfigJSON(cfg.ConfigJSON)
+		if err != nil {
+			return err
+		}
+		var warnings []string
+		ec, warnings, err = meta.LoadEmulatorConfig(data)
+		for _, w := range warnings {
+			log.Warn("Config.json", "source", source, "warning", w)
+		}
+		if err != nil {
+			return fmt.Errorf("--config-json (%s): %w", source, err)
+		}
+		configJSON = data
+	}
+	switch {
+	case cfg.Namespace == "" && ec != nil && ec.Namespace != "":
+		cfg.Namespace = ec.Namespace
+	case cfg.Namespace == "":
+		cfg.Namespace = defaultNamespace
+	}
+
 	cc := clusterConfig(cfg, amqpLn.Addr(), adminLn.Addr())
 	cc.Logger = log
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -57,18 +85,17 @@ func run(cfg Config) error {
 	}
 	defer node.Close()
 
-	if cfg.ConfigJSON != "" {
-		data, err := os.ReadFile(cfg.ConfigJSON)
-		if err != nil {
+	if configJSON != nil {
+		if _, err := node.LoadEmulatorConfig(ctx, configJSON); err != nil {
 			return fmt.Errorf("--config-json: %w", err)
 		}
-		warnings, err := node.LoadEmulatorConfig(ctx, data)
-		for _, w := range warnings {
-			log.Warn("Config.json", "warning", w)
+		if node.Namespace() != ec.Namespace {
+			log.Warn("Config.json names another namespace than the node serves",
+				"config_json", ec.Namespace, "serving", node.Namespace(),
+				"why", "--namespace, or a data directory created under another name")
 		}
-		if err != nil {
-			return fmt.Errorf("--config-json %s: %w", cfg.ConfigJSON, err)
-		}
+		queues, topics, subs := ec.Counts()
+		log.Info("Config.json loaded", "namespace", node.Namespace(), "queues", queues, "topics", topics, "subscriptions", subs)
 	}
 
 	ac := amqp.DefaultConfig()
@@ -133,6 +160,23 @@ func run(cfg Config) error {
 	}
 	errs = append(errs, node.Close())
 	return errors.Join(errs...)
+}
+
+// defaultNamespace is the namespace name when neither --namespace nor Config.json names one.
+const defaultNamespace = "quorumbus"
+
+// readConfigJSON reads --config-json: a file path, or (a value containing "{") the
+// Config.json content itself, so a container can be configured by environment alone
+// (QUORUMBUS_CONFIG_JSON='{"UserConfig": ...}').
+func readConfigJSON(v string) (data []byte, source string, err error) {
+	if strings.Contains(v, "{") {
+		return []byte(v), "inline --config-json / QUORUMBUS_CONFIG_JSON", nil
+	}
+	data, err = os.ReadFile(v)
+	if err != nil {
+		return nil, v, fmt.Errorf("--config-json: %w", err)
+	}
+	return data, v, nil
 }
 
 // clusterConfig maps the node's settings to cluster.Config. amqpAddr and adminAddr are

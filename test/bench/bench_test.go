@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -105,7 +104,6 @@ func BenchmarkReceiveComplete(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
 	sendBatches(b, s, b.N)
 	r, err := c.NewReceiverForQueue("q", nil)
 	if err != nil {
@@ -113,31 +111,6 @@ func BenchmarkReceiveComplete(b *testing.B) {
 	}
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
-	start := time.Now()
-	for done := 0; done < b.N; {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		msgs, err := r.ReceiveMessages(rctx, 100, nil)
-		cancel()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, len(msgs))
-		for _, m := range msgs {
-			wg.Add(1)
-			go func(m *azservicebus.ReceivedMessage) {
-				defer wg.Done()
-				if err := r.CompleteMessage(ctx, m, nil); err != nil {
-					errs <- err
-				}
-			}(m)
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			b.Fatal(fmt.Errorf("complete: %w", err))
-		}
-		done += len(msgs)
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+	d := receiveComplete(b, r, b.N)
+	b.ReportMetric(float64(b.N)/d.Seconds(), "msgs/s")
 }

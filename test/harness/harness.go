@@ -383,3 +383,24 @@ func RunToExit(t testing.TB, extra ...string) (string, error) {
 	}
 	return string(out), err
 }
+
+// Pid is the node's process ID (0 before it started): for reading /proc/<pid>/stat and
+// /proc/<pid>/status from benchmarks.
+func (n *Node) Pid() int {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Quit ends the node with SIGQUIT, on which the Go runtime prints the stack of every
+// goroutine before exiting, waits for it to exit and returns what it printed. The node
+// is gone afterwards (Restart brings it back). This counts a node's goroutines without
+// adding a debug endpoint to the product.
+func (n *Node) Quit() string {
+	n.t.Helper()
+	syscall.Kill(n.cmd.Process.Pid, syscall.SIGQUIT)
+	syscall.Kill(n.cmd.Process.Pid, syscall.SIGCONT)
+	n.waitGone()
+	return n.log.String()
+}

@@ -301,3 +301,28 @@ func TestDeleteRemovesPartitionData(t *testing.T) {
 		t.Fatalf("re-created queue: %+v %v; want empty", rt, err)
 	}
 }
+
+// What users of the official emulator ask for: Config.json given inline (the value of
+// --config-json / QUORUMBUS_CONFIG_JSON is the JSON itself), its namespace name served,
+// and a log line saying what was loaded.
+func TestConfigJSONInlineNamespaceAndLogLine(t *testing.T) {
+	b, err := os.ReadFile(repoFile(t, "cluster/meta/testdata/Config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := harness.Start(t, "--config-json", string(b), "--log-level", "info")
+	ctx := ctxT(t, 60*time.Second)
+	ns, err := n.AdminClient(t).GetNamespaceProperties(ctx, nil)
+	if err != nil || ns.Name != "sbemulatorns" {
+		t.Fatalf("namespace: %+v %v", ns, err)
+	}
+	if q, err := n.AdminClient(t).GetQueue(ctx, "orders", nil); err != nil || q == nil {
+		t.Fatalf("queue orders: %v %v", q, err)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if log := n.Log(); !strings.Contains(log, "Config.json loaded") || !strings.Contains(log, "namespace=sbemulatorns") {
+		t.Fatalf("no load line in the log:\n%s", log)
+	}
+}

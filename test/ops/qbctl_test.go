@@ -228,3 +228,114 @@ func TestQbctlSendReceive(t *testing.T) {
 		t.Fatal("node drain --self with a node ID accepted")
 	}
 }
+
+// qbctl key creates namespace keys with fewer rights; their connection strings work for
+// what they allow and are refused, with Service Bus's words, for the rest.
+func TestQbctlKeys(t *testing.T) {
+	n := harness.Start(t)
+	qbctl(t, n, "queue", "create", "jobs")
+	var created map[string]any
+	qbctlJSON(t, n, &created, "key", "create", "sender", "--rights", "Send")
+	cs, _ := created["connection_string"].(string)
+	if !strings.Contains(cs, "SharedAccessKeyName=sender;") || !strings.Contains(cs, "UseDevelopmentEmulator=true") {
+		t.Fatalf("created: %v", created)
+	}
+	if out := qbctl(t, n, "key", "list"); !strings.Contains(out, "sender") || !strings.Contains(out, "RootManageSharedAccessKey") {
+		t.Fatalf("list:\n%s", out)
+	}
+	c, err := azservicebus.NewClientFromConnectionString(cs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctxT(t, 10*time.Second))
+	s, err := c.NewSender("jobs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMessage(ctxT(t, 20*time.Second), &azservicebus.Message{Body: []byte("x")}, nil); err != nil {
+		t.Fatalf("send with a Send key: %v", err)
+	}
+	r, err := c.NewReceiverForQueue("jobs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.ReceiveMessages(ctxT(t, 20*time.Second), 1, nil)
+	if err == nil || !strings.Contains(err.Error(), "'Listen' claim(s) are required") {
+		t.Fatalf("receive with a Send key: %v", err)
+	}
+	qbctl(t, n, "key", "delete", "sender")
+	if out := qbctl(t, n, "key", "list"); strings.Contains(out, "sender") {
+		t.Fatalf("after delete:\n%s", out)
+	}
+}
+
+// What users of the official emulator ask for: purge a queue (active, scheduled, deferred and
+// dead-lettered messages), a subscription, and the whole namespace; entities stay.
+func TestQbctlPurge(t *testing.T) {
+	n := harness.Start(t)
+	qbctl(t, n, "queue", "create", "jobs")
+	qbctl(t, n, "queue", "create", "other")
+	qbctl(t, n, "topic", "create", "events")
+	qbctl(t, n, "subscription", "create", "events", "a")
+	qbctl(t, n, "subscription", "create", "events", "b")
+	c := n.Client(t)
+	ctx := ctxT(t, 60*time.Second)
+	s, err := c.NewSender("jobs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(fmt.Sprint(i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("later")}}, time.Now().Add(time.Hour), nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.NewReceiverForQueue("jobs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := r.ReceiveMessages(ctx, 2, nil)
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("receive: %v %d", err, len(ms))
+	}
+	if err := r.DeadLetterMessage(ctx, ms[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) > 1 {
+		if err := r.DeferMessage(ctx, ms[1], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := qbctl(t, n, "queue", "purge", "jobs"); !strings.Contains(out, "purged 6 message(s) from jobs") {
+		t.Fatalf("queue purge: %s", out)
+	}
+	ac := n.AdminClient(t)
+	rt, err := ac.GetQueueRuntimeProperties(ctx, "jobs", nil)
+	if err != nil || rt.TotalMessageCount != 0 || rt.DeadLetterMessageCount != 0 || rt.ScheduledMessageCount != 0 {
+		t.Fatalf("after purge: %+v %v", rt, err)
+	}
+	ts, err := c.NewSender("events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.SendMessage(ctx, &azservicebus.Message{Body: []byte("e")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := qbctl(t, n, "subscription", "purge", "events", "a"); !strings.Contains(out, "purged 1 message(s) from events/Subscriptions/a") {
+		t.Fatalf("subscription purge: %s", out)
+	}
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("again")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out := qbctl(t, n, "namespace", "purge"); !strings.Contains(out, "purged 2 message(s) from the namespace") {
+		t.Fatalf("namespace purge: %s", out)
+	}
+	if q, err := ac.GetQueue(ctx, "jobs", nil); err != nil || q == nil {
+		t.Fatalf("queue gone after purge: %v", err)
+	}
+	if _, err := n.Qbctl(t, "queue", "purge", "missing"); err == nil {
+		t.Fatal("purge of a missing queue succeeded")
+	}
+}
