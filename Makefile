@@ -1,10 +1,11 @@
 # Quorumbus build. `make run` starts a single-node broker; CI runs `make lint` then `make test`.
 GO      ?= go
+comma   := ,
 PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster run clean conformance image image-test helm-test
+.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test
 
 all: build
 
@@ -35,6 +36,35 @@ test-long:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# The Jepsen-style fault suite (test/chaos): nodes on network namespaces of their own,
+# faults by kill/SIGSTOP, nftables and a userspace proxy, a checker over the client
+# history. Needs root; installs iproute2 and nftables when missing. `make chaos` runs the
+# standard plan (every fault alone, then mixed pairs) for a fixed seed and a random one,
+# printed; rerun one with CHAOS_SEEDS=N. Failing runs keep history and node logs in
+# $(CHAOS_RESULTS). Exits non-zero on any violation.
+CHAOS_SEEDS   ?= 1,random
+CHAOS_RESULTS ?= $(CURDIR)/chaos-results
+CHAOS_STATS   ?= $(CHAOS_RESULTS)/stats.jsonl
+DURATION      ?= 30m
+CHAOS_ENV = QUORUMBUS_CHAOS=1 QUORUMBUS_HOSTS=1 CHAOS_RESULTS=$(CHAOS_RESULTS) CHAOS_STATS=$(CHAOS_STATS)
+
+chaos-deps:
+	@if ! command -v nft >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then \
+	  apt-get update -qq && apt-get install -y -qq iproute2 nftables; fi
+	@mkdir -p $(CHAOS_RESULTS)
+
+chaos: chaos-deps
+	$(CHAOS_ENV) CHAOS_SEEDS=$(CHAOS_SEEDS) $(GO) test -count=1 -timeout 15m -p 1 -v -run 'TestHosts|TestChaos' ./test/hosts/ ./test/chaos/
+
+# The table of docs/guarantees.md from every run recorded in $(CHAOS_STATS).
+chaos-table:
+	@QUORUMBUS_CHAOS_TABLE=1 CHAOS_STATS=$(CHAOS_STATS) $(GO) test -count=1 -v -run TestChaosTable ./test/chaos/ | grep -v -E '^(=== RUN|--- PASS|PASS|ok )'
+
+# Mixed faults for DURATION with one random seed (or CHAOS_SEEDS=N).
+chaos-long: chaos-deps
+	$(CHAOS_ENV) CHAOS_SEEDS=$(if $(filter 1$(comma)random,$(CHAOS_SEEDS)),random,$(CHAOS_SEEDS)) CHAOS_DURATION=$(DURATION) \
+	  $(GO) test -count=1 -timeout 24h -v -run TestChaos ./test/chaos/
 
 # gofmt, go vet and staticcheck; CI runs it before `make test`. staticcheck is pinned
 # and installed into $(BIN)/ on first use, so a clean machine needs nothing but Go.

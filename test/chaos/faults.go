@@ -1,0 +1,354 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/quorumbus/quorumbus/test/hosts"
+)
+
+// A fault is applied by apply, which returns what it did; the nemesis heals every fault
+// the same way (heal), so faults combine freely.
+type fault struct {
+	name string
+	// exclusive faults never run together with another: a wiped node next to a
+	// crashed one can lose acknowledged writes by Raft's own rules (two of three
+	// replicas without their data), which is not what the suite tests.
+	exclusive bool
+	apply     func(c *cluster, rng *rand.Rand) (string, error)
+}
+
+// cluster is the hosts of one run with the nemesis's view of them.
+type cluster struct {
+	net *hosts.Net
+	bin string // directory of quorumbus and qbctl
+}
+
+func (c *cluster) n() int { return len(c.net.Hosts()) }
+
+func (c *cluster) pick(rng *rand.Rand) *hosts.Host { return c.net.Host(rng.IntN(c.n())) }
+
+// others returns every host but h, in a seeded order.
+func (c *cluster) others(rng *rand.Rand, h *hosts.Host) []*hosts.Host {
+	var out []*hosts.Host
+	for _, o := range c.net.Hosts() {
+		if o != h {
+			out = append(out, o)
+		}
+	}
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+var faults = []fault{
+	{name: "kill", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		h := c.pick(rng)
+		h.Kill()
+		return "kill -9 " + h.Name, nil
+	}},
+	{name: "kill-leader", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		h, why := c.busiestLeader(rng)
+		h.Kill()
+		return "kill -9 " + h.Name + " (" + why + ")", nil
+	}},
+	{name: "pause", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		h := c.pick(rng)
+		if !h.Running() { // killed by the other fault of a mixed segment
+			return "SIGSTOP " + h.Name + " skipped: not running", nil
+		}
+		return "SIGSTOP " + h.Name, h.Pause()
+	}},
+	{name: "isolate", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		h := c.pick(rng)
+		return "isolate " + h.Name + " (peers and clients)", h.Isolate()
+	}},
+	{name: "split", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		all := c.others(rng, nil)
+		minority, majority := all[:(len(all)-1)/2], all[(len(all)-1)/2:]
+		if len(minority) == 0 {
+			minority, majority = all[:1], all[1:]
+		}
+		for _, a := range minority {
+			for _, b := range majority {
+				if err := a.Drop(b, hosts.Both); err != nil {
+					return "", err
+				}
+			}
+		}
+		return fmt.Sprintf("split %s | %s (clients reach both sides)", names(minority), names(majority)), nil
+	}},
+	{name: "bridge", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		a := c.pick(rng)
+		rest := c.others(rng, a)
+		left, right := rest[:len(rest)/2], rest[len(rest)/2:]
+		for _, b := range left {
+			for _, d := range right {
+				if err := b.Drop(d, hosts.Both); err != nil {
+					return "", err
+				}
+				if err := d.Drop(b, hosts.Both); err != nil {
+					return "", err
+				}
+			}
+		}
+		return fmt.Sprintf("bridge: %s sees all, %s and %s do not see each other", a.Name, names(left), names(right)), nil
+	}},
+	{name: "one-way", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		a := c.pick(rng)
+		for _, b := range c.others(rng, a) {
+			if err := a.Drop(b, hosts.Outbound); err != nil {
+				return "", err
+			}
+		}
+		return a.Name + " hears its peers, they do not hear it", nil
+	}},
+	{name: "loss", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		p := 10 + rng.IntN(15)
+		for _, h := range c.net.Hosts() {
+			if err := h.Loss(p, hosts.Both); err != nil {
+				return "", err
+			}
+		}
+		return fmt.Sprintf("%d %% packet loss each way on every host", p), nil
+	}},
+	{name: "delay", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		d, j := time.Duration(20+rng.IntN(60))*time.Millisecond, time.Duration(50+rng.IntN(150))*time.Millisecond
+		for _, a := range c.net.Hosts() {
+			for _, b := range c.net.Hosts() {
+				if l := c.net.Link(a.Index, b.Index); l != nil {
+					l.Set(hosts.LinkState{Delay: d, Jitter: j})
+				}
+			}
+		}
+		return fmt.Sprintf("proxy delay %v + [0,%v) per connection on every link (reordering across connections)", d, j), nil
+	}},
+	{name: "blackhole", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		a := c.pick(rng)
+		for _, b := range c.others(rng, a) {
+			c.net.Link(a.Index, b.Index).Set(hosts.LinkState{Blackhole: true})
+			c.net.Link(b.Index, a.Index).Set(hosts.LinkState{Blackhole: true})
+		}
+		return "proxy black hole to and from " + a.Name + " (connections held open; gossip still flows)", nil
+	}},
+	{name: "wipe", exclusive: true, apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		h := c.pick(rng)
+		if err := h.Wipe(); err != nil {
+			return "", err
+		}
+		return "kill -9 " + h.Name + ", wipe its data directory, restart it (rebuilt from peers)", h.Restart()
+	}},
+}
+
+func names(hs []*hosts.Host) string {
+	var s []string
+	for _, h := range hs {
+		s = append(s, h.Name)
+	}
+	return "{" + strings.Join(s, ",") + "}"
+}
+
+func faultByName(name string) fault {
+	for _, f := range faults {
+		if f.name == name {
+			return f
+		}
+	}
+	panic("no fault " + name)
+}
+
+// heal undoes every fault: network rules and proxies back to normal, paused nodes
+// resumed, dead nodes restarted; then it waits for every node to be ready.
+func (c *cluster) heal(timeout time.Duration, hist *History) error {
+	err := c.net.HealAll()
+	for _, h := range c.net.Hosts() {
+		if h.Running() {
+			h.Resume()
+			continue
+		}
+		hist.Add(Op{T: time.Now(), Worker: "nemesis", Kind: "restart", Node: h.Name, Value: fmt.Sprint("exited: ", h.ExitErr())})
+		if e := h.Restart(); e != nil && err == nil {
+			err = e
+		}
+	}
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for _, h := range c.net.Hosts() {
+		if err := h.AwaitReady(time.Until(deadline)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxCatchUpLag is how far behind its leader a replica may be and count as caught up:
+// under load a follower is rarely at lag 0, and the entries it misses are newer than
+// the wipe, so they are on a majority anyway.
+const maxCatchUpLag = 50
+
+// caughtUp reports nil once every partition group has a leader and every replica is
+// within maxCatchUpLag of it: after a wiped node is rebuilt. Until then its groups count it as a voter with
+// part of the log, and wiping another of their replicas would wipe a majority, which
+// docs/operations.md forbids (and which loses acknowledged messages, as Raft must).
+func (c *cluster) caughtUp(rng *rand.Rand) error {
+	var ps []partition
+	h := c.pick(rng)
+	if err := c.qbctl(h, &ps, "cluster", "partitions"); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		if p.Leader == "" {
+			return fmt.Errorf("group %d (%s/%d) has no leader", p.Group, p.Entity, p.Partition)
+		}
+		for _, r := range p.Replicas {
+			if r.Lag > maxCatchUpLag || r.LastIndex == 0 {
+				return fmt.Errorf("group %d (%s/%d): %s at index %d, lag %d", p.Group, p.Entity, p.Partition, r.Node, r.LastIndex, r.Lag)
+			}
+		}
+	}
+	return nil
+}
+
+// partition is one row of `qbctl cluster partitions -o json`.
+type partition struct {
+	Entity    string `json:"entity"`
+	Partition int    `json:"partition"`
+	Group     uint32 `json:"group"`
+	Leader    string `json:"leader"`
+	Replicas  []struct {
+		Node      string `json:"node"`
+		Voter     bool   `json:"voter"`
+		LastIndex uint64 `json:"last_index"`
+		Lag       uint64 `json:"lag"`
+		Digest    string `json:"digest"`
+	} `json:"replicas"`
+}
+
+// status is `qbctl cluster status -o json`.
+type status struct {
+	Node           string `json:"node"`
+	MetadataLeader string `json:"metadata_leader"`
+	Members        []struct {
+		ID       string `json:"id"`
+		State    string `json:"state"`
+		Metadata string `json:"metadata"`
+	} `json:"members"`
+}
+
+// qbctl runs qbctl against host h's admin API and decodes its JSON output into out.
+func (c *cluster) qbctl(h *hosts.Host, out any, args ...string) error {
+	e, err := h.Endpoints()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(c.bin, "qbctl"), append([]string{"--admin-addr", e.Admin, "--data", h.DataDir()}, append(args, "-o", "json")...)...)
+	cmd.Env = append(cmd.Environ(), "QUORUMBUS_CONNECTION_STRING=")
+	b, err := runTimeout(cmd, 20*time.Second)
+	if err != nil {
+		return fmt.Errorf("qbctl %v on %s: %v: %s", args, h.Name, err, b)
+	}
+	return json.Unmarshal(b, out)
+}
+
+func runTimeout(cmd *exec.Cmd, d time.Duration) ([]byte, error) {
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+		return out, err
+	case <-time.After(d):
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+		}
+		<-done
+		return out, fmt.Errorf("timed out after %v", d)
+	}
+}
+
+// busiestLeader is the leader of the partition group with the longest log, asked of a
+// random node; a random node when none answers.
+func (c *cluster) busiestLeader(rng *rand.Rand) (*hosts.Host, string) {
+	for _, h := range c.others(rng, nil) {
+		var ps []partition
+		if err := c.qbctl(h, &ps, "cluster", "partitions"); err != nil {
+			continue
+		}
+		var best *partition
+		var bestIdx uint64
+		for i := range ps {
+			for _, r := range ps[i].Replicas {
+				if r.Node == ps[i].Leader && r.LastIndex >= bestIdx && ps[i].Leader != "" {
+					best, bestIdx = &ps[i], r.LastIndex
+				}
+			}
+		}
+		if best == nil {
+			continue
+		}
+		for _, o := range c.net.Hosts() {
+			if o.Name == best.Leader {
+				return o, fmt.Sprintf("leader of %s/%d, index %d", best.Entity, best.Partition, bestIdx)
+			}
+		}
+	}
+	return c.pick(rng), "no leader known: a random node"
+}
+
+// converged reports nil once every replica of every partition group has the same
+// digest with no lag, and every node sees every member alive and one metadata leader.
+func (c *cluster) converged(rng *rand.Rand) error {
+	var ps []partition
+	h := c.pick(rng)
+	if err := c.qbctl(h, &ps, "cluster", "partitions", "--digests"); err != nil {
+		return err
+	}
+	if len(ps) == 0 {
+		return fmt.Errorf("%s lists no partition groups", h.Name)
+	}
+	for _, p := range ps {
+		if p.Leader == "" {
+			return fmt.Errorf("group %d (%s/%d) has no leader", p.Group, p.Entity, p.Partition)
+		}
+		var first string
+		for _, r := range p.Replicas {
+			if r.Digest == "" {
+				return fmt.Errorf("group %d (%s/%d): no digest from %s", p.Group, p.Entity, p.Partition, r.Node)
+			}
+			if first == "" {
+				first = r.Digest
+			}
+			if r.Digest != first || r.Lag != 0 {
+				return fmt.Errorf("group %d (%s/%d) not converged: %+v", p.Group, p.Entity, p.Partition, p.Replicas)
+			}
+		}
+	}
+	leaders := map[string]bool{}
+	for _, h := range c.net.Hosts() {
+		var st status
+		if err := c.qbctl(h, &st, "cluster", "status"); err != nil {
+			return err
+		}
+		alive := 0
+		for _, m := range st.Members {
+			if m.State == "alive" {
+				alive++
+			}
+		}
+		if alive != c.n() || st.MetadataLeader == "" {
+			return fmt.Errorf("%s sees %d of %d members alive, metadata leader %q", h.Name, alive, c.n(), st.MetadataLeader)
+		}
+		leaders[st.MetadataLeader] = true
+	}
+	if len(leaders) != 1 {
+		return fmt.Errorf("nodes disagree on the metadata leader: %v", leaders)
+	}
+	return nil
+}
