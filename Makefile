@@ -135,9 +135,10 @@ image-test:
 	cd deploy/image && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 # The Helm chart: render over a values matrix with the Helm SDK, lint --strict, decode
-# strictly into k8s.io/api types and boot the rendered pods (helm/quorumbus/test); then
+# strictly into k8s.io/api types and boot the rendered pods, each on a test host of its
+# own (helm/quorumbus/test; test/hosts needs iproute2 and nftables, as chaos does); then
 # the API server's own validation of every rendered object (helm/quorumbus/test/apivalidate,
 # which requires k8s.io/kubernetes: slow to build the first time).
-helm-test: image-test
+helm-test: image-test chaos-deps
 	cd helm/quorumbus/test && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 	cd helm/quorumbus/test/apivalidate && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/quorumbus/quorumbus/test/hosts"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -25,14 +27,16 @@ import (
 // the container sees its filesystem (the image's two binaries, the volumes at their
 // mount paths, /etc/hosts as cluster DNS would answer), entered with chroot as the
 // image's user, with the container's args and environment resolved as the kubelet
-// resolves them. Until the chaos suite's network-namespace hosts (test/hosts) are on
-// main, pods share the loopback interface: each pod's IP is its own 127.0.0.x, and the
-// chart binds its listeners to it (listenAddress "$(POD_IP)").
+// resolves them. It runs on a test host of its own (test/hosts: a network namespace
+// with its own address, shared with the chaos suite), or, where those are not
+// available, on loopback with its own 127.0.0.x.
 type pod struct {
 	facts podFacts
 	root  string
 	env   []string
 	vars  map[string]string
+	// host is the test host (network namespace) the pod runs on; nil: loopback.
+	host *hosts.Host
 
 	mu   sync.Mutex
 	log  bytes.Buffer
@@ -48,9 +52,34 @@ func (p *pod) Write(b []byte) (int, error) {
 }
 
 func (p *pod) Log() string {
+	if p.host != nil {
+		b, _ := os.ReadFile(p.host.LogPath())
+		return string(b)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.log.String()
+}
+
+// exited reports whether the broker process has exited, and how.
+func (p *pod) exited() (bool, error) {
+	if p.host != nil {
+		return !p.host.Running(), p.host.ExitErr()
+	}
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// inContainer is argv as the container runs it on a test host: in the host's network
+// namespace, with exactly env, chrooted into the pod's root as the image's user.
+func (p *pod) inContainer(env, argv []string) []string {
+	out := append([]string{"-i"}, env...)
+	out = append(out, "/usr/sbin/chroot", fmt.Sprintf("--userspec=%d:%d", uid, uid), p.root)
+	return append(out, argv...)
 }
 
 // newPodRoot lays out a container root: binaries, passwd, hosts, and the pod's volumes.
@@ -121,6 +150,10 @@ func newPodRoot(t *testing.T, o *objects, spec corev1.PodSpec, c corev1.Containe
 
 // exec runs a container process in the pod's root as the image's user.
 func (p *pod) command(ctx context.Context, argv []string, env []string) *exec.Cmd {
+	if p.host != nil {
+		// hosts.Host.Command, with a context: ip netns exec NS env -i ... chroot ...
+		return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", p.host.NS, "env"}, p.inContainer(env, argv)...)...)
+	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = "/"
@@ -137,6 +170,12 @@ func (p *pod) command(ctx context.Context, argv []string, env []string) *exec.Cm
 func (p *pod) start(t *testing.T, c corev1.Container) {
 	t.Helper()
 	argv := append([]string{"/usr/local/bin/quorumbus"}, expandAll(c.Args, p.vars)...)
+	if p.host != nil {
+		if err := p.host.Launch(nil, "env", p.inContainer(p.env, argv)...); err != nil {
+			t.Fatal(err)
+		}
+		return // hosts.New's cleanup kills it
+	}
 	p.cmd = p.command(context.Background(), argv, p.env)
 	p.cmd.Dir = dataPath // the image's WorkingDir
 	p.cmd.Stdout, p.cmd.Stderr = p, p
@@ -201,6 +240,44 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error
 // grace period while the others keep serving, and serves again once restarted on its
 // volume; scaling to four nodes restarts no pod and the new one joins and serves.
 func TestBootTheRenderedStatefulSet(t *testing.T) {
+	if err := hosts.Available(); err != nil {
+		t.Skipf("%v (TestBootTheRenderedStatefulSetOnLoopback runs without test hosts)", err)
+	}
+	if testing.Short() {
+		t.Skip("boots a 3-node cluster")
+	}
+	// The default values: every pod binds 0.0.0.0 on a network of its own.
+	bootStatefulSet(t, readValues(t, "config-json"), func(o *objects) bootNet {
+		sts := o.sts
+		replicas := int(*sts.Spec.Replicas)
+		n := hosts.New(t, hosts.Config{
+			N:      replicas + 1, // one more, for scaling up
+			Prefix: "qbhelm",
+			Subnet: "10.78.0", // the chaos suite uses 10.77.0
+			Name:   func(i int) string { return fmt.Sprintf("%s-%d", sts.Name, i) },
+			Aliases: func(i int) []string {
+				names := []string{fmt.Sprintf("%s-%d.%s.%s.svc.cluster.local", sts.Name, i, sts.Spec.ServiceName, namespace)}
+				if i == 1 { // the client Service's name, which kube-proxy would balance
+					names = append(names, fmt.Sprintf("%s.%s.svc.cluster.local", sts.Name, namespace))
+				}
+				return names
+			},
+		})
+		hostsFile := func(i int) string {
+			// ip netns exec mounts it over /etc/hosts; the pod's root has its own copy.
+			b, err := os.ReadFile(filepath.Join("/etc/netns", n.Host(i).NS, "hosts"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		return bootNet{ip: func(i int) string { return n.Host(i).IP }, hosts: hostsFile, host: n.Host}
+	})
+}
+
+// On one loopback interface, where test hosts are not available: each pod's IP is its
+// own 127.0.0.x, and the chart binds its listeners to it (listenAddress "$(POD_IP)").
+func TestBootTheRenderedStatefulSetOnLoopback(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: chroot and the image's user, as a container runtime does")
 	}
@@ -208,7 +285,31 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 		t.Skip("boots a 3-node cluster")
 	}
 	vals := readValues(t, "config-json")
-	vals["listenAddress"] = "$(POD_IP)" // pods share loopback here: each binds its own 127.0.0.x
+	vals["listenAddress"] = "$(POD_IP)"
+	bootStatefulSet(t, vals, func(o *objects) bootNet {
+		sts := o.sts
+		ip := func(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }
+		// Cluster DNS: each pod's headless-service name (one more pod than the
+		// StatefulSet has, for scaling up), and the client Service's name (which
+		// kube-proxy would balance; here it names pod 1).
+		var b strings.Builder
+		b.WriteString("127.0.0.1 localhost\n")
+		for i := 0; i <= int(*sts.Spec.Replicas); i++ {
+			fmt.Fprintf(&b, "%s %s-%d.%s.%s.svc.cluster.local\n", ip(i), sts.Name, i, sts.Spec.ServiceName, namespace)
+		}
+		fmt.Fprintf(&b, "%s %s.%s.svc.cluster.local\n", ip(1), sts.Name, namespace)
+		return bootNet{ip: ip, hosts: func(int) string { return b.String() }, host: func(int) *hosts.Host { return nil }}
+	})
+}
+
+// bootNet is where the pods of bootStatefulSet run.
+type bootNet struct {
+	ip    func(i int) string      // pod i's IP
+	hosts func(i int) string      // pod i's /etc/hosts
+	host  func(i int) *hosts.Host // pod i's test host; nil: chrooted on loopback
+}
+
+func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) bootNet) {
 	o := decode(t, render(t, vals))
 	sts, c := o.sts, brokerContainer(t, o)
 	spec := sts.Spec.Template.Spec
@@ -216,21 +317,10 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 	if replicas != 3 {
 		t.Fatalf("replicas %d", replicas)
 	}
-
-	// Cluster DNS: each pod's headless-service name (one more pod than the StatefulSet
-	// has, for scaling up below), and the client Service's name (which kube-proxy would
-	// balance; here it names pod 1).
-	ip := func(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }
-	var hosts strings.Builder
-	hosts.WriteString("127.0.0.1 localhost\n")
-	for i := 0; i <= replicas; i++ {
-		fmt.Fprintf(&hosts, "%s %s-%d.%s.%s.svc.cluster.local\n", ip(i), sts.Name, i, sts.Spec.ServiceName, namespace)
-	}
-	fmt.Fprintf(&hosts, "%s %s.%s.svc.cluster.local\n", ip(1), sts.Name, namespace)
-
+	nw := network(o)
 	newPod := func(i int) *pod {
-		p := &pod{facts: podOf(o, i, ip(i), "zone-"+string(rune('a'+i%3)))}
-		p.root = newPodRoot(t, o, spec, c, hosts.String())
+		p := &pod{facts: podOf(o, i, nw.ip(i), "zone-"+string(rune('a'+i%3))), host: nw.host(i)}
+		p.root = newPodRoot(t, o, spec, c, nw.hosts(i))
 		p.env, p.vars = containerEnv(t, c, p.facts)
 		return p
 	}
@@ -256,10 +346,8 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 		t.Helper()
 		for _, probe := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
 			waitFor(t, budget, p.facts.name+" "+probe.HTTPGet.Path, func() error {
-				select {
-				case <-p.done:
-					t.Fatalf("pod %s exited: %v", p.facts.name, p.err)
-				default:
+				if gone, err := p.exited(); gone {
+					t.Fatalf("pod %s exited: %v", p.facts.name, err)
 				}
 				code, body, err := p.get(containerPort(t, c, probe.HTTPGet.Port.String()).ContainerPort, probe.HTTPGet.Path)
 				if err == nil && code != http.StatusOK {
@@ -322,7 +410,7 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 	test := o.pods[sts.Name+"-test"]
 	tp := &pod{facts: podOf(o, 9, "127.0.0.20", "")}
 	tp.facts.uid = "3f0c1c1e-7a5e-4c55-9d2b-helmtest0001"
-	tp.root = newPodRoot(t, o, test.Spec, corev1.Container{}, hosts.String())
+	tp.root = newPodRoot(t, o, test.Spec, corev1.Container{}, nw.hosts(0))
 	for _, tc := range append(append([]corev1.Container{}, test.Spec.InitContainers...), test.Spec.Containers...) {
 		env, vars := containerEnv(t, tc, tp.facts)
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -343,16 +431,19 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 	if out, err := pods[2].run(t, grace, pre...); err != nil {
 		t.Fatalf("preStop %q: %v\n%s", pre, err, out)
 	}
-	if err := syscall.Kill(pods[2].cmd.Process.Pid, syscall.SIGTERM); err != nil {
+	if h := pods[2].host; h != nil {
+		h.Stop(grace - time.Since(stopStart)) // SIGTERM, then SIGKILL at the deadline
+	} else if err := syscall.Kill(pods[2].cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-pods[2].done:
-		if pods[2].err != nil {
-			t.Errorf("pod 2 exited with %v after SIGTERM", pods[2].err)
+	waitFor(t, grace-time.Since(stopStart), "pod 2 stops after SIGTERM", func() error {
+		if gone, _ := pods[2].exited(); !gone {
+			return errors.New("still running")
 		}
-	case <-time.After(grace - time.Since(stopStart)):
-		t.Fatalf("pod 2 still running after terminationGracePeriodSeconds (%v)", grace)
+		return nil
+	})
+	if _, err := pods[2].exited(); err != nil {
+		t.Errorf("pod 2 exited with %v after SIGTERM (killed at the end of the grace period?)", err)
 	}
 	t.Logf("pod 2 drained and stopped in %v (grace period %v)", time.Since(stopStart).Round(time.Millisecond), grace)
 
@@ -361,7 +452,13 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 
 	// The StatefulSet starts pod 2 again on its volume: same ID, serving again although
 	// it was drained, with what it missed.
-	pods[2].start(t, c)
+	if h := pods[2].host; h != nil {
+		if err := h.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		pods[2].start(t, c)
+	}
 	awaitProbes(pods[2])
 	roundTrip(t, client(pods[0]), client(pods[2]), "queue.1", "after the restart")
 

@@ -7,7 +7,9 @@
 // own loader accepts, ports, PDB, spread, security context, rolling on config changes),
 // and boots the rendered StatefulSet: three quorumbus processes with exactly the
 // rendered args and environment, each in a root of its own laid out like the pod
-// (image, volumes, /etc/hosts carrying the headless-service names).
+// (image, volumes, /etc/hosts carrying the headless-service names) and on a test host
+// of its own (test/hosts, the chaos suite's network namespaces), or on loopback where
+// those are not available.
 //
 // The API server's own validation of the golden files is in apivalidate, a module of
 // its own because it requires k8s.io/kubernetes. `make helm-test` runs both.
