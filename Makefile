@@ -5,7 +5,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster run clean conformance chaos chaos-long chaos-deps chaos-table
+.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test
 
 all: build
 
@@ -115,3 +115,30 @@ run:
 
 clean:
 	rm -rf $(BIN)
+
+# The container image as a `docker save` tarball (docker load, podman load, kind load
+# image-archive, ctr images import), built without Docker by deploy/image, its own module.
+# deploy/Dockerfile builds the same image with Docker.
+# Tagged as the chart's default image (helm/quorumbus: repository quorumbus, tag appVersion).
+IMAGE_VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' helm/quorumbus/Chart.yaml)
+IMAGE_TAG ?= quorumbus:$(IMAGE_VERSION)
+IMAGE_TAR ?= $(BIN)/quorumbus-image.tar
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w" \
+	  -o $(BIN)/linux-$(IMAGE_ARCH)/ ./cmd/quorumbus ./cmd/qbctl
+	cd deploy/image && $(GO) run . -bin ../../$(BIN)/linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
+	  -tag $(IMAGE_TAG) -version $(IMAGE_VERSION) -o ../../$(IMAGE_TAR) -revision "$$(git rev-parse --short HEAD 2>/dev/null)"
+
+# Unpacks the image and runs it as its user in a read-only root (needs root).
+image-test:
+	cd deploy/image && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+# The Helm chart: render over a values matrix with the Helm SDK, lint --strict, decode
+# strictly into k8s.io/api types and boot the rendered pods, each on a test host of its
+# own (helm/quorumbus/test; test/hosts needs iproute2 and nftables, as chaos does); then
+# the API server's own validation of every rendered object (helm/quorumbus/test/apivalidate,
+# which requires k8s.io/kubernetes: slow to build the first time).
+helm-test: image-test chaos-deps
+	cd helm/quorumbus/test && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+	cd helm/quorumbus/test/apivalidate && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...

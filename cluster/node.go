@@ -405,6 +405,33 @@ func (n *Node) LoadEmulatorConfig(ctx context.Context, data []byte) ([]string, e
 	if err != nil {
 		return warnings, err
 	}
+	// Every node of a cluster may load the same file at start-up, all at once: another
+	// node can create an entity between this node's plan and its command (ErrExists), or
+	// commit one whose partitions are not serving yet. A fresh plan leaves out what the
+	// others did, so a failed round is planned again, a few times, before giving up.
+	const rounds = 6
+	for round := 1; ; round++ {
+		err := n.applyEmulatorPlan(ctx, ec)
+		if err == nil {
+			break
+		}
+		if round == rounds || ctx.Err() != nil {
+			return warnings, err
+		}
+		t := time.NewTimer(time.Duration(round) * 500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return warnings, err
+		case <-t.C:
+		}
+	}
+	n.reconcile(ctx)
+	return warnings, nil
+}
+
+// applyEmulatorPlan applies what ec declares beyond the current metadata.
+func (n *Node) applyEmulatorPlan(ctx context.Context, ec *meta.EmulatorConfig) error {
 	var plan []meta.Command
 	n.meta.read(func(s *meta.State) { plan = ec.Plan(s) })
 	for _, cmd := range plan {
@@ -413,11 +440,10 @@ func (n *Node) LoadEmulatorConfig(ctx context.Context, data []byte) ([]string, e
 		}
 		if err := n.Apply(ctx, cmd); err != nil {
 			//lint:ignore ST1005 Config.json is the file's name
-			return warnings, fmt.Errorf("Config.json: %s: %w", cmd.Op(), err)
+			return fmt.Errorf("Config.json: %s: %w", cmd.Op(), err)
 		}
 	}
-	n.reconcile(ctx)
-	return warnings, nil
+	return nil
 }
 
 // Ready reports whether the node can serve: the metadata group has a leader and every

@@ -186,17 +186,29 @@ func (g *globals) nodeCmd(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: node needs a verb: drain or remove", errUsage)
 	}
 	verb := args[0]
-	pos, err := g.clusterFlags("node "+verb, args[1:], nil)
+	var self bool
+	pos, err := g.clusterFlags("node "+verb, args[1:], func(fs *flag.FlagSet) {
+		fs.BoolVar(&self, "self", false, "the node at --admin-addr, whatever its ID (for a Kubernetes preStop hook, which cannot expand $(POD_NAME))")
+	})
 	if err != nil {
 		return err
 	}
 	if verb != "drain" && verb != "remove" {
 		return fmt.Errorf("%w: unknown node verb %q (drain or remove)", errUsage, verb)
 	}
-	if len(pos) != 1 || pos[0] == "" {
-		return fmt.Errorf("%w: node %s takes one node ID", errUsage, verb)
+	if self == (len(pos) == 1) || len(pos) > 1 || (len(pos) == 1 && pos[0] == "") {
+		return fmt.Errorf("%w: node %s takes one node ID, or --self", errUsage, verb)
 	}
-	id := pos[0]
+	var id string
+	if self {
+		var st clusterStatus
+		if err := g.clusterAPI(ctx, http.MethodGet, "/$cluster/status", "node "+verb+" --self", &st); err != nil {
+			return err
+		}
+		id = st.NodeID
+	} else {
+		id = pos[0]
+	}
 	path := "/$cluster/nodes/" + url.PathEscape(id)
 	method, done := http.MethodDelete, "removed from the cluster: its replicas were placed on other nodes"
 	if verb == "drain" {

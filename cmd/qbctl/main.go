@@ -45,11 +45,13 @@ Commands:
   subscription create|list|show|update|delete|purge TOPIC [SUB]
   rule create|list|show|delete TOPIC SUB [RULE]
   peek ENTITY                                browse messages without locking them
+  send QUEUE|TOPIC [--body TEXT] [--create]  send one message
+  receive ENTITY [--count N] [--expect BODY] receive and complete messages
   dlq inspect|purge|resubmit ENTITY          the dead-letter sub-queue of ENTITY
   key list|create|delete [NAME]              namespace shared access keys (create: --rights Send,Listen)
   namespace purge                            every message of every entity (entities stay)
   cluster status|partitions                  members and partition groups of the cluster
-  node drain|remove NODE                     move leaderships away; remove a node for good
+  node drain|remove NODE|--self              move leaderships away; remove a node for good
   partition transfer-leader GROUP [--to NODE] move one group's leadership
 
 ENTITY is QUEUE or TOPIC/Subscriptions/SUB. Run a command with -h for its flags.
@@ -92,6 +94,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return g.ruleCmd(ctx, rest)
 	case "peek":
 		return g.peek(ctx, rest)
+	case "send":
+		return g.send(ctx, rest)
+	case "receive":
+		return g.receive(ctx, rest)
 	case "dlq":
 		return g.dlqCmd(ctx, rest)
 	case "key", "keys":

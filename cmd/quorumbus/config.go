@@ -44,6 +44,10 @@ type Config struct {
 	// nodeIDDefaulted: no source set --node-id, so the host name was taken and the ID
 	// recorded in the data directory wins over it (resolveNodeID).
 	nodeIDDefaulted bool
+	// checkOnly (--check-config): print the effective settings and exit instead of
+	// starting. Deployment tests run the binary with exactly the args and environment a
+	// manifest gives it; operators use it to see what a node would start with.
+	checkOnly bool
 }
 
 // DefaultConfig is a single node on loopback with the official emulator's ports. The
@@ -256,6 +260,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs := flag.NewFlagSet("quorumbus", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	file := fs.String("config", getenv("QUORUMBUS_CONFIG"), "optional JSON config file; keys are the flag names")
+	fs.BoolVar(&c.checkOnly, "check-config", false, "validate the settings, print them as a JSON config file (sas-key redacted) and exit")
 	ss := settings(&c)
 	var fromFlags Config // parsed into a scratch Config, applied last
 	for i, s := range settings(&fromFlags) {
@@ -393,4 +398,26 @@ func applyFile(ss []setting, path string) error {
 		}
 	}
 	return nil
+}
+
+// effectiveJSON is c as a config file (keys are flag names, durations in Go form), with
+// the value of sas-key replaced by "REDACTED" when one is set.
+func (c Config) effectiveJSON() ([]byte, error) {
+	out := map[string]any{}
+	for _, s := range settings(&c) {
+		switch {
+		case s.str != nil:
+			out[s.name] = *s.str
+		case s.num != nil:
+			out[s.name] = *s.num
+		case s.list != nil:
+			out[s.name] = append([]string{}, *s.list...)
+		default:
+			out[s.name] = s.dur.String()
+		}
+	}
+	if c.Key != "" {
+		out["sas-key"] = "REDACTED"
+	}
+	return json.MarshalIndent(out, "", "  ")
 }

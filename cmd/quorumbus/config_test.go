@@ -219,3 +219,38 @@ func TestNodeIDIsRecordedInTheDataDirectory(t *testing.T) {
 		t.Fatalf("recorded %q", b)
 	}
 }
+
+// --check-config prints what the node would start with as a config file that loads back
+// to the same settings (the key redacted); the chart tests rely on it.
+func TestCheckConfigPrintsALoadableConfigFile(t *testing.T) {
+	c, err := loadConfig([]string{"--check-config", "--node-id", "qb-1", "--cluster-addr", "0.0.0.0:5400",
+		"--advertise-addr", "qb-1.qb:5400", "--join", "qb-0.qb:5400,qb-1.qb:5400", "--dead-node-grace", "90s"},
+		env(map[string]string{"QUORUMBUS_SAS_KEY": "secret", "QUORUMBUS_REPLICAS": "2"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.checkOnly {
+		t.Fatal("--check-config not recorded")
+	}
+	b, err := c.effectiveJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "secret") || !strings.Contains(string(b), `"sas-key": "REDACTED"`) {
+		t.Fatalf("key not redacted:\n%s", b)
+	}
+	file := filepath.Join(t.TempDir(), "effective.json")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	back, err := loadConfig([]string{"--config", file}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Key, back.nodeIDDefaulted = c.Key, c.nodeIDDefaulted
+	back.checkOnly = true
+	if back.NodeID != "qb-1" || back.Replicas != 2 || back.DeadNodeGrace != 90*time.Second ||
+		strings.Join(back.Join, ",") != "qb-0.qb:5400,qb-1.qb:5400" || back.AdvertiseAddr != c.AdvertiseAddr {
+		t.Fatalf("round trip:\n%+v\n%+v", back, c)
+	}
+}

@@ -11,6 +11,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "quorumbus:", err)
 		os.Exit(2)
 	}
+	if cfg.checkOnly {
+		b, err := cfg.effectiveJSON()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "quorumbus:", err)
+			os.Exit(1)
+		}
+		fmt.Println(string(b))
+		return
+	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "quorumbus:", err)
 		os.Exit(1)

@@ -200,6 +200,35 @@ func TestRuntimeCounts(t *testing.T) {
 	}
 }
 
+// qbctl send and receive: the smoke test the Helm chart's test pod runs with nothing but
+// the image's binaries (create on first send, --expect skips older messages).
+func TestQbctlSendReceive(t *testing.T) {
+	n := harness.Start(t)
+	qbctl(t, n, "send", "smoke", "--create", "--body", "old")
+	qbctl(t, n, "send", "smoke", "--create", "--body", "run-2", "--message-id", "m2")
+	out := qbctl(t, n, "receive", "smoke", "--expect", "run-2", "--timeout", "30s")
+	if !strings.Contains(out, "old") || !strings.Contains(out, "run-2") || !strings.Contains(out, "m2") {
+		t.Fatalf("receive --expect:\n%s", out)
+	}
+	if out, err := n.Qbctl(t, "receive", "smoke", "--expect", "run-3", "--timeout", "2s"); err == nil ||
+		!strings.Contains(err.Error(), `no message with body "run-3"`) {
+		t.Fatalf("receive of a body never sent: %v\n%s", err, out)
+	}
+	if _, err := n.Qbctl(t, "send", "missing", "--body", "x"); err == nil {
+		t.Fatal("send to a queue that does not exist, without --create, succeeded")
+	}
+
+	// node drain --self drains the node at --admin-addr, whatever its ID.
+	var st map[string]any
+	qbctlJSON(t, n, &st, "node", "drain", "--self")
+	if st["ok"] != true || st["node"] == "" {
+		t.Fatalf("node drain --self: %v", st)
+	}
+	if _, err := n.Qbctl(t, "node", "drain", "--self", "other"); err == nil {
+		t.Fatal("node drain --self with a node ID accepted")
+	}
+}
+
 // qbctl key creates namespace keys with fewer rights; their connection strings work for
 // what they allow and are refused, with Service Bus's words, for the rest.
 func TestQbctlKeys(t *testing.T) {

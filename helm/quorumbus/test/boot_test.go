@@ -1,0 +1,524 @@
+package charttest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/quorumbus/quorumbus/test/hosts"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// pod is one pod of the rendered chart run as a process: a root directory laid out as
+// the container sees its filesystem (the image's two binaries, the volumes at their
+// mount paths, /etc/hosts as cluster DNS would answer), entered with chroot as the
+// image's user, with the container's args and environment resolved as the kubelet
+// resolves them. It runs on a test host of its own (test/hosts: a network namespace
+// with its own address, shared with the chaos suite), or, where those are not
+// available, on loopback with its own 127.0.0.x.
+type pod struct {
+	facts podFacts
+	root  string
+	env   []string
+	vars  map[string]string
+	// host is the test host (network namespace) the pod runs on; nil: loopback.
+	host *hosts.Host
+
+	mu   sync.Mutex
+	log  bytes.Buffer
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // the exit status; written before done is closed
+}
+
+func (p *pod) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.Write(b)
+}
+
+func (p *pod) Log() string {
+	if p.host != nil {
+		b, _ := os.ReadFile(p.host.LogPath())
+		return string(b)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// exited reports whether the broker process has exited, and how.
+func (p *pod) exited() (bool, error) {
+	if p.host != nil {
+		return !p.host.Running(), p.host.ExitErr()
+	}
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// inContainer is argv as the container runs it on a test host: in the host's network
+// namespace, with exactly env, chrooted into the pod's root as the image's user.
+func (p *pod) inContainer(env, argv []string) []string {
+	out := append([]string{"-i"}, env...)
+	out = append(out, "/usr/sbin/chroot", fmt.Sprintf("--userspec=%d:%d", uid, uid), p.root)
+	return append(out, argv...)
+}
+
+// newPodRoot lays out a container root: binaries, passwd, hosts, and the pod's volumes.
+func newPodRoot(t *testing.T, o *objects, spec corev1.PodSpec, c corev1.Container, hosts string) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.Chmod(root, 0o755); err != nil { // a container's / is world-readable
+		t.Fatal(err)
+	}
+	bin := staticBinaries(t)
+	for _, dir := range []string{"usr/local/bin", "etc", "var/lib"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range []string{"quorumbus", "qbctl"} {
+		data, err := os.ReadFile(filepath.Join(bin, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "usr/local/bin", b), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, content string, mode os.FileMode) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(root, "etc/passwd"), "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532::/var/lib/quorumbus:/sbin/nologin\n", 0o644)
+	write(filepath.Join(root, "etc/hosts"), hosts, 0o644)
+	// The image's data directory, which the PersistentVolumeClaim is mounted over.
+	if err := os.MkdirAll(filepath.Join(root, dataPath), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(root, dataPath), uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = v
+	}
+	for _, m := range c.VolumeMounts {
+		v, ok := vols[m.Name]
+		switch {
+		case m.Name == "data":
+			continue // the volumeClaimTemplate: a fresh directory, above
+		case !ok:
+			t.Fatalf("volume mount %s has no volume", m.Name)
+		case v.ConfigMap != nil:
+			cm := o.configMaps[v.ConfigMap.Name]
+			if cm == nil {
+				t.Fatalf("volume %s: no ConfigMap %s rendered", m.Name, v.ConfigMap.Name)
+			}
+			for k, data := range cm.Data {
+				write(filepath.Join(root, m.MountPath, k), data, 0o644)
+			}
+		default:
+			t.Fatalf("volume %s: this test mounts data volumes and ConfigMaps only", m.Name)
+		}
+	}
+	return root
+}
+
+// exec runs a container process in the pod's root as the image's user.
+func (p *pod) command(ctx context.Context, argv []string, env []string) *exec.Cmd {
+	if p.host != nil {
+		// hosts.Host.Command, with a context: ip netns exec NS env -i ... chroot ...
+		return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", p.host.NS, "env"}, p.inContainer(env, argv)...)...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Chroot:     p.root,
+		Credential: &syscall.Credential{Uid: uid, Gid: uid},
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	return cmd
+}
+
+// start runs the broker container: the image's entrypoint with the rendered args.
+func (p *pod) start(t *testing.T, c corev1.Container) {
+	t.Helper()
+	argv := append([]string{"/usr/local/bin/quorumbus"}, expandAll(c.Args, p.vars)...)
+	if p.host != nil {
+		if err := p.host.Launch(nil, "env", p.inContainer(p.env, argv)...); err != nil {
+			t.Fatal(err)
+		}
+		return // hosts.New's cleanup kills it
+	}
+	p.cmd = p.command(context.Background(), argv, p.env)
+	p.cmd.Dir = dataPath // the image's WorkingDir
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.done = make(chan struct{})
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	})
+}
+
+// get asks the pod's IP for path on port, as the kubelet's HTTP probes do.
+func (p *pod) get(port int32, path string) (int, string, error) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Get(fmt.Sprintf("http://%s:%d%s", p.facts.ip, port, path))
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	return resp.StatusCode, string(b), nil
+}
+
+// run runs a command in the pod's root with the container's environment (kubectl exec,
+// a lifecycle hook) and returns its output.
+func (p *pod) run(t *testing.T, timeout time.Duration, argv ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := p.command(ctx, argv, p.env)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// waitFor polls cond until it returns nil or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling other processes
+	}
+}
+
+// The rendered StatefulSet, booted for real: three processes with exactly the rendered
+// args and environment form a cluster through the headless-service names; the probes
+// pass; the Config.json ConfigMap's entities exist; the SDK sends through one pod and
+// receives through another with the key from the rendered Secret; the helm test pod's
+// two containers succeed; the preStop hook drains a pod, which then stops within its
+// grace period while the others keep serving, and serves again once restarted on its
+// volume; scaling to four nodes restarts no pod and the new one joins and serves.
+func TestBootTheRenderedStatefulSet(t *testing.T) {
+	if err := hosts.Available(); err != nil {
+		t.Skipf("%v (TestBootTheRenderedStatefulSetOnLoopback runs without test hosts)", err)
+	}
+	if testing.Short() {
+		t.Skip("boots a 3-node cluster")
+	}
+	// The default values: every pod binds 0.0.0.0 on a network of its own.
+	bootStatefulSet(t, readValues(t, "config-json"), func(o *objects) bootNet {
+		sts := o.sts
+		replicas := int(*sts.Spec.Replicas)
+		n := hosts.New(t, hosts.Config{
+			N:      replicas + 1, // one more, for scaling up
+			Prefix: "qbhelm",
+			Subnet: "10.78.0", // the chaos suite uses 10.77.0
+			Name:   func(i int) string { return fmt.Sprintf("%s-%d", sts.Name, i) },
+			Aliases: func(i int) []string {
+				names := []string{fmt.Sprintf("%s-%d.%s.%s.svc.cluster.local", sts.Name, i, sts.Spec.ServiceName, namespace)}
+				if i == 1 { // the client Service's name, which kube-proxy would balance
+					names = append(names, fmt.Sprintf("%s.%s.svc.cluster.local", sts.Name, namespace))
+				}
+				return names
+			},
+		})
+		hostsFile := func(i int) string {
+			// ip netns exec mounts it over /etc/hosts; the pod's root has its own copy.
+			b, err := os.ReadFile(filepath.Join("/etc/netns", n.Host(i).NS, "hosts"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		return bootNet{ip: func(i int) string { return n.Host(i).IP }, hosts: hostsFile, host: n.Host}
+	})
+}
+
+// On one loopback interface, where test hosts are not available: each pod's IP is its
+// own 127.0.0.x, and the chart binds its listeners to it (listenAddress "$(POD_IP)").
+func TestBootTheRenderedStatefulSetOnLoopback(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: chroot and the image's user, as a container runtime does")
+	}
+	if testing.Short() {
+		t.Skip("boots a 3-node cluster")
+	}
+	vals := readValues(t, "config-json")
+	vals["listenAddress"] = "$(POD_IP)"
+	bootStatefulSet(t, vals, func(o *objects) bootNet {
+		sts := o.sts
+		ip := func(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }
+		// Cluster DNS: each pod's headless-service name (one more pod than the
+		// StatefulSet has, for scaling up), and the client Service's name (which
+		// kube-proxy would balance; here it names pod 1).
+		var b strings.Builder
+		b.WriteString("127.0.0.1 localhost\n")
+		for i := 0; i <= int(*sts.Spec.Replicas); i++ {
+			fmt.Fprintf(&b, "%s %s-%d.%s.%s.svc.cluster.local\n", ip(i), sts.Name, i, sts.Spec.ServiceName, namespace)
+		}
+		fmt.Fprintf(&b, "%s %s.%s.svc.cluster.local\n", ip(1), sts.Name, namespace)
+		return bootNet{ip: ip, hosts: func(int) string { return b.String() }, host: func(int) *hosts.Host { return nil }}
+	})
+}
+
+// bootNet is where the pods of bootStatefulSet run.
+type bootNet struct {
+	ip    func(i int) string      // pod i's IP
+	hosts func(i int) string      // pod i's /etc/hosts
+	host  func(i int) *hosts.Host // pod i's test host; nil: chrooted on loopback
+}
+
+func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) bootNet) {
+	o := decode(t, render(t, vals))
+	sts, c := o.sts, brokerContainer(t, o)
+	spec := sts.Spec.Template.Spec
+	replicas := int(*sts.Spec.Replicas)
+	if replicas != 3 {
+		t.Fatalf("replicas %d", replicas)
+	}
+	nw := network(o)
+	newPod := func(i int) *pod {
+		p := &pod{facts: podOf(o, i, nw.ip(i), "zone-"+string(rune('a'+i%3))), host: nw.host(i)}
+		p.root = newPodRoot(t, o, spec, c, nw.hosts(i))
+		p.env, p.vars = containerEnv(t, c, p.facts)
+		return p
+	}
+	pods := make([]*pod, replicas)
+	for i := range pods {
+		pods[i] = newPod(i)
+	}
+	for _, p := range pods { // Parallel pod management: all at once
+		p.start(t, c)
+	}
+	defer func() {
+		if t.Failed() {
+			for _, p := range pods {
+				t.Logf("pod %s log:\n%s", p.facts.name, tail(p.Log(), 3000))
+			}
+		}
+	}()
+
+	// Probes: startup (/healthz), then readiness (/readyz), within the startup probe's
+	// budget.
+	budget := time.Duration(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold) * time.Second
+	awaitProbes := func(p *pod) {
+		t.Helper()
+		for _, probe := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+			waitFor(t, budget, p.facts.name+" "+probe.HTTPGet.Path, func() error {
+				if gone, err := p.exited(); gone {
+					t.Fatalf("pod %s exited: %v", p.facts.name, err)
+				}
+				code, body, err := p.get(containerPort(t, c, probe.HTTPGet.Port.String()).ContainerPort, probe.HTTPGet.Path)
+				if err == nil && code != http.StatusOK {
+					err = fmt.Errorf("%d %s", code, body)
+				}
+				return err
+			})
+		}
+	}
+	for _, p := range pods {
+		awaitProbes(p)
+	}
+
+	// kubectl exec POD -- qbctl cluster status (what NOTES.txt tells users): every pod
+	// of pods is a member, alive, under its pod name and zone.
+	checkMembers := func(from *pod, pods []*pod) {
+		t.Helper()
+		out, err := from.run(t, time.Minute, "/usr/local/bin/qbctl", "cluster", "status", "-o", "json")
+		if err != nil {
+			t.Fatalf("qbctl cluster status in %s: %v\n%s", from.facts.name, err, out)
+		}
+		var st struct {
+			Node    string `json:"node"`
+			Members []struct {
+				ID, State, Zone string
+			} `json:"members"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if st.Node != from.facts.name || len(st.Members) != len(pods) {
+			t.Fatalf("cluster status: %s", out)
+		}
+		for i, m := range st.Members {
+			if m.ID != pods[i].facts.name || m.State != "alive" || m.Zone != pods[i].facts.labels["topology.kubernetes.io/zone"] {
+				t.Errorf("member %d: %+v, want %s alive in its zone", i, m, pods[i].facts.name)
+			}
+		}
+	}
+	checkMembers(pods[0], pods)
+
+	// The SDK, with the key from the rendered Secret: send through pod 0 to the queue
+	// Config.json declares, receive through pod 2.
+	key := pods[0].vars["QUORUMBUS_SAS_KEY"]
+	keyName := merged(t, vals)["auth"].(map[string]any)["keyName"]
+	client := func(p *pod) *azservicebus.Client {
+		cs := fmt.Sprintf("Endpoint=sb://%s:5672;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true", p.facts.ip, keyName, key)
+		cl, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
+			RetryOptions: azservicebus.RetryOptions{MaxRetries: 5, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close(context.Background()) })
+		return cl
+	}
+	roundTrip(t, client(pods[0]), client(pods[2]), "queue.1", "through the cluster")
+
+	// helm test: the test pod's init container, then its container, each to success.
+	test := o.pods[sts.Name+"-test"]
+	tp := &pod{facts: podOf(o, 9, "127.0.0.20", "")}
+	tp.facts.uid = "3f0c1c1e-7a5e-4c55-9d2b-helmtest0001"
+	tp.root = newPodRoot(t, o, test.Spec, corev1.Container{}, nw.hosts(0))
+	for _, tc := range append(append([]corev1.Container{}, test.Spec.InitContainers...), test.Spec.Containers...) {
+		env, vars := containerEnv(t, tc, tp.facts)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		cmd := tp.command(ctx, append(append([]string{}, tc.Command...), expandAll(tc.Args, vars)...), env)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("helm test container %s: %v\n%s", tc.Name, err, out)
+		}
+		t.Logf("helm test container %s:\n%s", tc.Name, out)
+	}
+
+	// Stopping pod 2 as the kubelet does: the preStop hook within the drain budget,
+	// then SIGTERM, then exit within what remains of the grace period.
+	grace := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
+	stopStart := time.Now()
+	pre := c.Lifecycle.PreStop.Exec.Command
+	if out, err := pods[2].run(t, grace, pre...); err != nil {
+		t.Fatalf("preStop %q: %v\n%s", pre, err, out)
+	}
+	if h := pods[2].host; h != nil {
+		h.Stop(grace - time.Since(stopStart)) // SIGTERM, then SIGKILL at the deadline
+	} else if err := syscall.Kill(pods[2].cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, grace-time.Since(stopStart), "pod 2 stops after SIGTERM", func() error {
+		if gone, _ := pods[2].exited(); !gone {
+			return errors.New("still running")
+		}
+		return nil
+	})
+	if _, err := pods[2].exited(); err != nil {
+		t.Errorf("pod 2 exited with %v after SIGTERM (killed at the end of the grace period?)", err)
+	}
+	t.Logf("pod 2 drained and stopped in %v (grace period %v)", time.Since(stopStart).Round(time.Millisecond), grace)
+
+	// Two of three nodes keep serving: every partition still has a majority.
+	roundTrip(t, client(pods[1]), client(pods[0]), "queue.1", "with one pod stopped")
+
+	// The StatefulSet starts pod 2 again on its volume: same ID, serving again although
+	// it was drained, with what it missed.
+	if h := pods[2].host; h != nil {
+		if err := h.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		pods[2].start(t, c)
+	}
+	awaitProbes(pods[2])
+	roundTrip(t, client(pods[0]), client(pods[2]), "queue.1", "after the restart")
+
+	// Scaling to 4 changes no pod template, so no pod restarts; the new pod joins.
+	scaled := vals
+	scaled["replicaCount"] = 4
+	o4 := decode(t, render(t, scaled))
+	if !reflect.DeepEqual(o4.sts.Spec.Template, sts.Spec.Template) || *o4.sts.Spec.Replicas != 4 {
+		t.Fatal("scaling to 4 changes the pod template")
+	}
+	pods = append(pods, newPod(3))
+	pods[3].start(t, c)
+	awaitProbes(pods[3])
+	waitFor(t, time.Minute, "four members", func() error {
+		out, err := pods[3].run(t, time.Minute, "/usr/local/bin/qbctl", "cluster", "status", "-o", "json")
+		if err != nil || strings.Count(out, `"alive"`) != 4 {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	checkMembers(pods[3], pods)
+	roundTrip(t, client(pods[3]), client(pods[1]), "queue.1", "through the new pod")
+}
+
+func roundTrip(t *testing.T, from, to *azservicebus.Client, queue, body string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s, err := from.NewSender(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
+		t.Fatalf("send %q: %v", body, err)
+	}
+	r, err := to.NewReceiverForQueue(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	for {
+		msgs, err := r.ReceiveMessages(ctx, 1, nil)
+		if err != nil {
+			t.Fatalf("receive %q: %v", body, err)
+		}
+		for _, m := range msgs {
+			if err := r.CompleteMessage(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+			if string(m.Body) == body {
+				return
+			}
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}

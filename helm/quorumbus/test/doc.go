@@ -1,0 +1,16 @@
+// Package charttest tests the Helm chart in helm/quorumbus offline, with no Kubernetes
+// cluster and no registry: it renders the chart in-process with the Helm SDK over a
+// matrix of values files (testdata/values), compares each rendering with its golden file
+// (testdata/golden, regenerated with -update), runs `helm lint --strict` through the
+// SDK, decodes every object strictly into k8s.io/api types, checks what the chart
+// promises (probes on paths a node really serves, args and environment that quorumbus's
+// own loader accepts, ports, PDB, spread, security context, rolling on config changes),
+// and boots the rendered StatefulSet: three quorumbus processes with exactly the
+// rendered args and environment, each in a root of its own laid out like the pod
+// (image, volumes, /etc/hosts carrying the headless-service names) and on a test host
+// of its own (test/hosts, the chaos suite's network namespaces), or on loopback where
+// those are not available.
+//
+// The API server's own validation of the golden files is in apivalidate, a module of
+// its own because it requires k8s.io/kubernetes. `make helm-test` runs both.
+package charttest
