@@ -152,7 +152,6 @@ func names(hs []*hosts.Host) string {
 	return "{" + strings.Join(s, ",") + "}"
 }
 
-
 // heal undoes every fault: network rules and proxies back to normal, paused nodes
 // resumed, dead nodes restarted; then it waits for every node to be ready.
 func (c *cluster) heal(timeout time.Duration, hist *History) error {
