@@ -340,20 +340,8 @@ func (n *Node) replaceDead(ctx context.Context, deadSince map[string]time.Time) 
 // draining and a voter: after a node returns, it leads its share again. At most two
 // transfers per round.
 func (n *Node) balanceLeaders(ctx context.Context) {
-	pref := map[uint32]string{}
-	draining := map[string]bool{}
-	n.meta.read(func(s *meta.State) {
-		for _, nd := range s.Nodes() {
-			draining[nd.ID] = nd.Draining
-		}
-		for _, pl := range s.Placements() {
-			for _, p := range pl.Partitions {
-				if len(p.Replicas) > 0 {
-					pref[p.GroupID] = p.Replicas[0]
-				}
-			}
-		}
-	})
+	v := n.placementView()
+	pref, draining := v.preferred, v.draining
 	moved := 0
 	for id, gs := range n.groupsEverywhere(ctx) {
 		for _, g := range gs {
@@ -375,4 +363,31 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 			moved++
 		}
 	}
+}
+
+// placementView is what the metadata says about the nodes and the replicas on them.
+type placementView struct {
+	draining  map[string]bool   // node ID -> marked draining
+	load      map[string]int    // node ID -> partition replicas placed on it
+	preferred map[uint32]string // group ID -> its preferred leader (first replica)
+}
+
+func (n *Node) placementView() placementView {
+	v := placementView{draining: map[string]bool{}, load: map[string]int{}, preferred: map[uint32]string{}}
+	n.meta.read(func(s *meta.State) {
+		for _, nd := range s.Nodes() {
+			v.draining[nd.ID] = nd.Draining
+		}
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				for i, r := range p.Replicas {
+					v.load[r]++
+					if i == 0 {
+						v.preferred[p.GroupID] = r
+					}
+				}
+			}
+		}
+	})
+	return v
 }

@@ -433,20 +433,8 @@ func (n *Node) replaceNode(ctx context.Context, id string) error {
 // substitute picks a live, not draining node outside have (and not gone), the least
 // loaded; "" when there is none.
 func (n *Node) substitute(have []string, gone string) string {
-	load := map[string]int{}
-	draining := map[string]bool{}
-	n.meta.read(func(s *meta.State) {
-		for _, nd := range s.Nodes() {
-			draining[nd.ID] = nd.Draining
-		}
-		for _, pl := range s.Placements() {
-			for _, p := range pl.Partitions {
-				for _, r := range p.Replicas {
-					load[r]++
-				}
-			}
-		}
-	})
+	v := n.placementView()
+	load, draining := v.load, v.draining
 	best, bestLoad := "", 0
 	for _, m := range n.gossip.members() {
 		if m.ID == gone || draining[m.ID] || containsNode(have, m.ID) || m.State != "alive" {
