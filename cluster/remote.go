@@ -41,6 +41,7 @@ const (
 	opStats
 	opPurge
 	opSyncConfig // push the entity configuration as of metadata index MetaIndex, if not applied yet
+	opLockedWithSalt
 )
 
 // CallReq is one operation on one partition group.
@@ -82,6 +83,7 @@ type CallResp struct {
 	Sessions  []string
 	Stats     fsm.Stats
 	Count     int
+	Tokens    []fsm.LockToken
 
 	err       error
 	tokenErrs []error
@@ -127,6 +129,8 @@ func exec(ctx context.Context, p *partition.Partition, req *CallReq) *CallResp {
 		r.Stats, r.err = p.Stats(ctx)
 	case opPurge:
 		r.Count, r.err = p.Purge(ctx, req.Target)
+	case opLockedWithSalt:
+		r.Tokens, r.err = p.LockedWithSalt(ctx, req.Target, req.Receive.Salt)
 	default:
 		r.err = fmt.Errorf("%w: unknown operation %d", fsm.ErrBadCommand, req.Op)
 	}
@@ -189,7 +193,7 @@ func retriable(o op, err error) bool {
 // ones wait for their locks to expire).
 func repeatable(o op) bool {
 	switch o {
-	case opGetState, opListSessions, opPeek, opStats,
+	case opGetState, opListSessions, opPeek, opStats, opLockedWithSalt,
 		opSettle, opRenewLock, opAcceptSession, opReleaseSession, opRenewSession, opSetState, opSyncConfig, opCancel:
 		return true
 	}

@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/partition"
 )
 
 // gp is one partition group as the router uses it: the partition API, executed on the
@@ -34,11 +36,35 @@ func (p gp) Cancel(ctx context.Context, seqs []int64) error {
 
 // Receive long-polls on the leader. Messages a forwarded peek-lock receive locked after
 // its caller gave up are released at once, not left locked until their lock expires.
+//
+// A receive whose answer was lost (the leader died after committing it: outcome
+// unknown) would leave what it locked locked until the locks, or for a session the
+// session lock, expire, and a session's holder would meanwhile receive later messages
+// first. The receive carries a salt chosen here, which every lock it takes bears, so
+// those locks are found on the new leader and released.
 func (p gp) Receive(ctx context.Context, req fsm.Receive, wait time.Duration) ([]*fsm.Message, error) {
+	if req.Mode == fsm.PeekLock && req.Salt == 0 {
+		req.Salt = uint32(randomID())
+	}
 	r := p.n.call(ctx, p.g, &CallReq{Op: opReceive, Receive: req, Wait: wait}, func(lost *CallResp) {
 		p.release(req.Mode, req.Target, req.SessionID, req.Owner, lost.Msgs)
 	})
+	if r.err != nil && req.Mode == fsm.PeekLock && errors.Is(r.err, partition.ErrOutcomeUnknown) {
+		go p.releaseSalted(req)
+	}
 	return r.Msgs, r.err
+}
+
+// releaseSalted releases what a receive with req's salt locked, once a leader answers.
+func (p gp) releaseSalted(req fsm.Receive) {
+	ctx, cancel := context.WithTimeout(context.Background(), callPatience)
+	defer cancel()
+	r := p.n.call(ctx, p.g, &CallReq{Op: opLockedWithSalt, Target: req.Target, Receive: fsm.Receive{Salt: req.Salt}}, nil)
+	if r.err != nil || len(r.Tokens) == 0 {
+		return
+	}
+	p.n.call(ctx, p.g, &CallReq{Op: opSettle, Settle: fsm.Settle{Target: req.Target, Tokens: r.Tokens,
+		Disposition: fsm.Release, SessionID: req.SessionID, Owner: req.Owner}}, nil)
 }
 
 func (p gp) release(mode fsm.ReceiveMode, t fsm.Target, sessionID, owner string, msgs []*fsm.Message) {

@@ -58,7 +58,9 @@ func (p *Partition) Cancel(ctx context.Context, seqNos []int64) error {
 // chosen here from crypto/rand. In ReceiveAndDelete mode the messages are gone from the
 // partition once this returns, even if ctx ended meanwhile (S-RCV-1: at most once).
 func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Duration) ([]*fsm.Message, error) {
-	req.Salt = salt()
+	if req.Salt == 0 { // a caller may choose it, to find what this receive locked (LockedWithSalt)
+		req.Salt = salt()
+	}
 	var msgs []*fsm.Message
 	err := p.waitLoop(ctx, wait, func() (bool, error) {
 		if p.nothingFor(func(f *fsm.FSM) bool { return f.Receivable(req) }) {

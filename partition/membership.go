@@ -38,3 +38,11 @@ func (p *Partition) TransferLeadershipTo(id, addr string) error {
 // NotLeader is the error a follower answers a leader-only request with (naming the
 // leader when this replica knows it).
 func (p *Partition) NotLeader() error { return p.notLeader(false) }
+
+// LockedWithSalt returns the lock tokens of t's messages locked by a receive that
+// carried salt (leader read; see fsm.FSM.LockedWithSalt).
+func (p *Partition) LockedWithSalt(ctx context.Context, t fsm.Target, salt uint32) ([]fsm.LockToken, error) {
+	var out []fsm.LockToken
+	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.LockedWithSalt(t, salt) })
+	return out, err
+}
