@@ -50,14 +50,16 @@ func (p gp) Receive(ctx context.Context, req fsm.Receive, wait time.Duration) ([
 		p.release(req.Mode, req.Target, req.SessionID, req.Owner, lost.Msgs)
 	})
 	if r.err != nil && req.Mode == fsm.PeekLock && errors.Is(r.err, partition.ErrOutcomeUnknown) {
-		go p.releaseSalted(req)
+		// Before the caller's next receive: a session's holder must get the released
+		// messages first, in order (S-SES-3).
+		p.releaseSalted(req)
 	}
 	return r.Msgs, r.err
 }
 
 // releaseSalted releases what a receive with req's salt locked, once a leader answers.
 func (p gp) releaseSalted(req fsm.Receive) {
-	ctx, cancel := context.WithTimeout(context.Background(), callPatience)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r := p.n.call(ctx, p.g, &CallReq{Op: opLockedWithSalt, Target: req.Target, Receive: fsm.Receive{Salt: req.Salt}}, nil)
 	if r.err != nil || len(r.Tokens) == 0 {
