@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumbus/quorumbus/test/harness"
 	"github.com/quorumbus/quorumbus/test/hosts"
 )
 
@@ -207,19 +208,7 @@ func (c *cluster) caughtUp(rng *rand.Rand) error {
 }
 
 // partition is one row of `qbctl cluster partitions -o json`.
-type partition struct {
-	Entity    string `json:"entity"`
-	Partition int    `json:"partition"`
-	Group     uint32 `json:"group"`
-	Leader    string `json:"leader"`
-	Replicas  []struct {
-		Node      string `json:"node"`
-		Voter     bool   `json:"voter"`
-		LastIndex uint64 `json:"last_index"`
-		Lag       uint64 `json:"lag"`
-		Digest    string `json:"digest"`
-	} `json:"replicas"`
-}
+type partition = harness.PartitionRow
 
 // status is `qbctl cluster status -o json`.
 type status struct {

@@ -26,19 +26,7 @@ type status struct {
 }
 
 // partition is one row of `qbctl cluster partitions -o json`.
-type partition struct {
-	Entity    string `json:"entity"`
-	Partition int    `json:"partition"`
-	Group     uint32 `json:"group"`
-	Leader    string `json:"leader"`
-	Replicas  []struct {
-		Node      string `json:"node"`
-		Voter     bool   `json:"voter"`
-		LastIndex uint64 `json:"last_index"`
-		Lag       uint64 `json:"lag"`
-		Digest    string `json:"digest"` // with --digests; "" when the node did not answer
-	} `json:"replicas"`
-}
+type partition = harness.PartitionRow
 
 // qbctlJSON runs qbctl ARGS -o json on node n and decodes its output into out. A node
 // without a cluster API is a permanent error: waiting cannot give it one.

@@ -180,3 +180,19 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
 	testutil.WaitFor(t, timeout, cond)
 }
+
+// PartitionRow is one row of `qbctl cluster partitions -o json` (with --digests, each
+// replica's state digest), as the multi-node tests read it.
+type PartitionRow struct {
+	Entity    string `json:"entity"`
+	Partition int    `json:"partition"`
+	Group     uint32 `json:"group"`
+	Leader    string `json:"leader"`
+	Replicas  []struct {
+		Node      string `json:"node"`
+		Voter     bool   `json:"voter"`
+		LastIndex uint64 `json:"last_index"`
+		Lag       uint64 `json:"lag"`
+		Digest    string `json:"digest"` // with --digests; "" when the node did not answer
+	} `json:"replicas"`
+}
