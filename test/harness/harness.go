@@ -252,6 +252,36 @@ func (n *Node) Pause() {
 	if err := syscall.Kill(-n.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		n.t.Fatalf("pause %s: %v", n.name(), err)
 	}
+	// SIGSTOP is delivered to each thread asynchronously: until every thread of the node
+	// shows state T (stopped), one may still be answering a request.
+	deadline := time.Now().Add(10 * time.Second)
+	for !allThreadsStopped(n.cmd.Process.Pid) {
+		if time.Now().After(deadline) {
+			n.t.Fatalf("pause %s: its threads did not stop within 10s", n.name())
+		}
+		time.Sleep(time.Millisecond) // polling /proc: the kernel offers no wait for stop
+	}
+}
+
+// allThreadsStopped reports whether every thread of process pid is stopped (state T
+// in /proc/PID/task/TID/stat).
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses and may hold spaces.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
 }
 
 // Resume continues a paused node (SIGCONT).
