@@ -160,7 +160,22 @@ const (
 
 // Command is one replicated operation. Every command is applied by Apply at the time Now
 // of the Entry that carries it.
-type Command interface{ op() Op }
+type Command interface {
+	op() Op
+	// activity is what the command counts as for auto-delete on idle (S-IDLE-1), and on
+	// which target for receiver activity.
+	activity() (activity, Target)
+}
+
+// activity is the kind of use S-IDLE-1 counts.
+type activity uint8
+
+const (
+	noActivity      activity = iota
+	sendActivity             // sends and schedules
+	receiveActivity          // receives, settlements, lock and session operations on a target
+	updateActivity           // entity updates: count as every kind, on every entity
+)
 
 // Op identifies a command kind on the wire. Append only ("ONLY ADD TO THE END").
 type Op uint8
@@ -314,6 +329,25 @@ func (*CancelScheduled) op() Op { return OpCancelScheduled }
 func (*Tick) op() Op            { return OpTick }
 func (*UpdateEntity) op() Op    { return OpUpdateEntity }
 func (*Purge) op() Op           { return OpPurge }
+
+func (*Enqueue) activity() (activity, Target)         { return sendActivity, Target{} }
+func (*Schedule) activity() (activity, Target)        { return sendActivity, Target{} }
+func (*CancelScheduled) activity() (activity, Target) { return sendActivity, Target{} }
+func (*UpdateEntity) activity() (activity, Target)    { return updateActivity, Target{} }
+func (c *Receive) activity() (activity, Target)       { return receiveActivity, c.Target }
+func (c *ReceiveDeferred) activity() (activity, Target) {
+	return receiveActivity, c.Target
+}
+func (c *Settle) activity() (activity, Target)         { return receiveActivity, c.Target }
+func (c *RenewLock) activity() (activity, Target)      { return receiveActivity, c.Target }
+func (c *AcceptSession) activity() (activity, Target)  { return receiveActivity, c.Target }
+func (c *ReleaseSession) activity() (activity, Target) { return receiveActivity, c.Target }
+func (c *RenewSession) activity() (activity, Target)   { return receiveActivity, c.Target }
+func (c *SetSessionState) activity() (activity, Target) {
+	return receiveActivity, c.Target
+}
+func (*Tick) activity() (activity, Target)  { return noActivity, Target{} }
+func (*Purge) activity() (activity, Target) { return noActivity, Target{} }
 
 // Result is the outcome of one command. Err is nil or wraps one of the sentinel errors in
 // errors.go; the other fields are filled as the command kind needs:

@@ -1,0 +1,415 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+)
+
+// ---- attach / detach ----
+
+func (s *session) handleAttach(a *frames.Attach) error {
+	c := s.c
+	if s.links[a.Handle] != nil {
+		return &sessionError{s.errorFor(nil, condHandleInUse, fmt.Sprintf("handle %d is in use", a.Handle))}
+	}
+	if len(s.links) >= c.cfg.MaxLinks || a.Handle >= uint32(c.cfg.MaxLinks) {
+		return &sessionError{s.errorFor(nil, condResourceLimit, "too many links")}
+	}
+	l := &link{s: s, name: a.Name, handle: a.Handle, role: a.Role}
+	l.rcvSecond = a.Role == frames.RoleSender && a.RcvSettleMode != nil && *a.RcvSettleMode == frames.RcvSecond
+	l.ctx, l.cancel = context.WithCancel(c.ctx)
+	s.links[a.Handle] = l
+	// Link stealing (part 2 §2.6.1): a new attach with the name of a live
+	// link takes over; the old one is detached with amqp:link:stolen.
+	key := linkKey{a.Name, a.Role}
+	if old := c.linksByName[key]; old != nil {
+		old.s.detachLink(old, old.s.errorFor(old, condLinkStolen, "link stolen by a new attach with the same name"))
+	}
+	c.linksByName[key] = l
+
+	var address string
+	if a.Role == frames.RoleSender {
+		if a.Target == nil {
+			s.refuse(l, a, s.errorFor(nil, condInvalidField, "attach without a target"))
+			return nil
+		}
+		address = a.Target.Address
+	} else {
+		if a.Source == nil {
+			s.refuse(l, a, s.errorFor(nil, condInvalidField, "attach without a source"))
+			return nil
+		}
+		address = a.Source.Address
+	}
+	lower := strings.ToLower(address)
+	switch {
+	case lower == "$cbs":
+		l.node = nodeCBS
+		s.attachRPC(l, a)
+	case lower == "$management" || strings.HasSuffix(lower, "/$management"):
+		l.node = nodeManagement
+		path := address[:len(address)-len("$management")]
+		path = strings.TrimSuffix(path, "/")
+		ent, sub := parseEntityPath(path)
+		l.addr = Address{Entity: ent, Sub: sub}
+		// Claims are checked on the full path: a dead-letter queue's token covers
+		// "<entity>/$DeadLetterQueue", not the entity itself.
+		l.claimPath = l.addr.String() + "/$management"
+		if ent != "" && !c.hasClaim(l.claimPath, RightListen) && !c.hasClaim(l.claimPath, RightSend) {
+			s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. 'Listen' claim(s) are required to perform this operation. Resource: '%s'.", address)))
+			return nil
+		}
+		s.attachRPC(l, a)
+	default:
+		s.attachEntity(l, a, address)
+	}
+	return nil
+}
+
+// refuse answers an attach with a null terminus and a closing detach
+// carrying e (the way Service Bus refuses links, protocol.md §3, §8).
+func (s *session) refuse(l *link, a *frames.Attach, e *frames.Error) {
+	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
+		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode}
+	if a.Role == frames.RoleSender {
+		reply.Source = a.Source
+	} else {
+		reply.Target = a.Target
+		zero := uint32(0)
+		reply.InitialDeliveryCount = &zero
+	}
+	s.c.send(s.localChannel, reply, nil)
+	s.detachLink(l, e)
+}
+
+// detachLink detaches l from our side with an error.
+func (s *session) detachLink(l *link, e *frames.Error) {
+	if l.detached {
+		return
+	}
+	if e != nil { // every refusal is visible at the default level
+		s.c.log.Info("amqp: detaching link with an error", "link", l.name,
+			"address", l.addr.String(), "condition", string(e.Condition), "description", e.Description)
+	}
+	s.c.send(s.localChannel, &frames.Detach{Handle: l.handle, Closed: true, Error: e}, nil)
+	if release := s.dropLink(l, true); release != nil {
+		s.c.goFunc(release)
+	}
+}
+
+func (s *session) handleDetach(d *frames.Detach) {
+	l := s.links[d.Handle]
+	if l == nil {
+		return // the answer to our own detach
+	}
+	reply := &frames.Detach{Handle: d.Handle, Closed: d.Closed}
+	release := s.dropLink(l, true)
+	if release == nil {
+		s.c.send(s.localChannel, reply, nil)
+		return
+	}
+	// A session receiver's close returns only once its session lock is released
+	// (S-SES-4), so a client that closes and accepts the session again, here or from
+	// another connection, does not race the release.
+	c := s.c
+	c.goFunc(func() {
+		release()
+		c.post(func() {
+			if c.sessions[s.remoteChannel] == s { // not ended meanwhile
+				c.send(s.localChannel, reply, nil)
+			}
+		})
+	})
+}
+
+// dropLink forgets l. explicit is false when the whole connection is going. When l held
+// a session lock, it returns the function that releases it (to run off the owner
+// goroutine); the caller decides whether to wait for it.
+func (s *session) dropLink(l *link, explicit bool) (release func()) {
+	if l.detached {
+		return nil
+	}
+	c := s.c
+	l.detached = true
+	l.cancel()
+	if l.role == frames.RoleSender { // unused credit returns to the pool
+		c.connCredit -= int(l.credit)
+		if l.partial != nil {
+			c.connCredit--
+		}
+		l.credit, l.partial = 0, nil
+	}
+	if s.links[l.handle] == l {
+		delete(s.links, l.handle)
+	}
+	key := linkKey{l.name, l.role}
+	if c.linksByName[key] == l {
+		delete(c.linksByName, key)
+	}
+	if l.replyAddr != "" && c.replyLinks[l.replyAddr] == l {
+		delete(c.replyLinks, l.replyAddr)
+		delete(c.pendingReplies, l.replyAddr)
+	}
+	for id, od := range s.unsettled {
+		if od.l == l {
+			delete(s.unsettled, id) // the lock stays until it expires or is settled by token
+		}
+	}
+	l.unsettled = 0
+	if explicit && l.sessionID != "" && l.attached && c.sessionLockHeld(l) {
+		addr, id := l.addr, l.sessionID
+		return func() {
+			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
+			defer cancel()
+			_ = c.b.ReleaseSession(ctx, addr, id)
+		}
+	}
+	return nil
+}
+
+// attachRPC attaches either side of a $cbs or $management request/response pair.
+func (s *session) attachRPC(l *link, a *frames.Attach) {
+	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
+		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, Source: a.Source, Target: a.Target}
+	if a.Role == frames.RoleReceiver {
+		// The reply address is the target address; the JavaScript SDK attaches its
+		// $cbs reply link with no target and uses the link name as its reply-to, which
+		// Service Bus accepts.
+		l.replyAddr = a.Name
+		if a.Target != nil && a.Target.Address != "" {
+			l.replyAddr = a.Target.Address
+		}
+		if l.replyAddr == "" {
+			s.refuse(l, a, s.errorFor(l, condInvalidField, "a reply link needs a target address or a link name"))
+			return
+		}
+		zero := uint32(0)
+		reply.InitialDeliveryCount = &zero
+		l.settled = true
+		if old := s.c.replyLinks[l.replyAddr]; old != nil && old != l {
+			old.s.detachLink(old, old.s.errorFor(old, condLinkStolen, "reply address reused"))
+		}
+		s.c.replyLinks[l.replyAddr] = l
+		l.attached = true
+		s.c.send(s.localChannel, reply, nil)
+		return
+	}
+	reply.MaxMessageSize = s.c.cfg.MaxMessageSize
+	l.maxMessageSize = s.c.cfg.MaxMessageSize
+	l.attached = true
+	s.c.send(s.localChannel, reply, nil)
+	s.topUp(l) // initial credit
+}
+
+const sessionFilterKey = "com.microsoft:session-filter"
+
+// sessionFilterCode is the descriptor of the session filter value (session_receiver.go).
+const sessionFilterCode = uint64(0x00000137000000C)
+
+// attachEntity attaches a sender to or receiver from a queue, topic or
+// subscription. Lookups and session locking run off the owner goroutine.
+func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
+	c := s.c
+	ent, sub := parseEntityPath(address)
+	l.addr = Address{Entity: ent, Sub: sub}
+	if ent == "" {
+		s.refuse(l, a, s.errorFor(l, condNotFound, fmt.Sprintf("The messaging entity '%s' could not be found.", address)))
+		return
+	}
+	want, claimName := RightListen, "Listen"
+	if a.Role == frames.RoleSender {
+		want, claimName = RightSend, "Send"
+	}
+	// The claim must cover the whole address: the SDK scopes a dead-letter receiver's token
+	// to "<entity>/$DeadLetterQueue", and a claim on the entity covers it by prefix.
+	l.claimPath = l.addr.String() // scheme and host dropped, sub-queue kept
+	if !c.hasClaim(l.claimPath, want) {
+		s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", claimName, c.hostname, address)))
+		return
+	}
+	sessionful := false
+	var wantSession string
+	if a.Role == frames.RoleReceiver && a.Source != nil {
+		if v, ok := a.Source.Filter.GetString(sessionFilterKey); ok {
+			sessionful = true
+			if d, ok := v.(*Described); ok {
+				v = d.Value
+			}
+			if id, ok := v.(string); ok { // null asks for the next available session
+				wantSession = internalSessionID(id)
+			}
+		}
+	}
+	wait := c.cfg.SessionAcceptWait
+	if v, ok := a.Properties.GetString("com.microsoft:timeout"); ok {
+		if ms, ok := toInt64(v); ok && ms >= 0 {
+			wait = time.Duration(ms) * time.Millisecond
+		}
+	}
+	ctx := l.ctx
+	c.goFunc(func() {
+		info, err := c.b.Entity(ctx, ent)
+		var id string
+		var lockedUntil time.Time
+		if err == nil {
+			err = checkAttach(info, a.Role, sub, sessionful)
+		}
+		if err == nil && sessionful {
+			addr := Address{Entity: info.Path, Sub: sub}
+			id, lockedUntil, err = c.b.AcceptSession(ctx, addr, wantSession, wait)
+		}
+		c.post(func() { s.finishEntityAttach(l, a, info, id, lockedUntil, err) })
+	})
+}
+
+// checkAttach validates the entity kind against the link direction.
+func checkAttach(info EntityInfo, role frames.Role, sub SubQueue, sessionful bool) error {
+	if info.Disabled {
+		return ErrEntityDisabled
+	}
+	if role == frames.RoleSender {
+		if info.Kind == KindSubscription || sub != SubQueueNone {
+			return fmt.Errorf("%w: cannot send to a subscription or sub-queue", ErrNotAllowed)
+		}
+		return nil
+	}
+	if info.Kind == KindTopic {
+		return fmt.Errorf("%w: cannot receive from a topic; receive from a subscription", ErrNotAllowed)
+	}
+	if sub == SubQueueNone && info.RequiresSession && !sessionful {
+		return errNonSessionReceiver
+	}
+	if sessionful && !info.RequiresSession {
+		return fmt.Errorf("%w: it is not possible for an entity that does not require sessions to create a sessionful message receiver", ErrNotAllowed)
+	}
+	return nil
+}
+
+var errNonSessionReceiver = fmt.Errorf("%w: It is not possible for an entity that requires sessions to create a non-sessionful message receiver", ErrNotAllowed)
+
+func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo, sessionID string, lockedUntil time.Time, err error) {
+	c := s.c
+	if l.detached {
+		if err == nil && sessionID != "" {
+			addr := Address{Entity: info.Path, Sub: l.addr.Sub}
+			c.goFunc(func() {
+				ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
+				defer cancel()
+				_ = c.b.ReleaseSession(ctx, addr, sessionID)
+			})
+		}
+		return
+	}
+	if err == nil && sessionID != "" {
+		// Session locks are held per connection (ConnectionID), so the Backend gives a
+		// session this connection already holds to a second receiver link of it as well.
+		// Service Bus lets one receiver hold a session (S-SES-2), also within one
+		// connection (the SDK's TestSessionReceiver_acceptSessionButAlreadyLocked). The
+		// lock stays with the first link: nothing is released here.
+		if h := c.sessionHolder(Address{Entity: info.Path, Sub: l.addr.Sub}, sessionID); h != nil && h != l && c.sessionLockHeld(h) {
+			l.entity = info
+			s.refuse(l, a, amqpError(fmt.Errorf("%w: the session '%s' is held by another receiver of this connection",
+				ErrSessionCannotBeLocked, wireSessionID(sessionID)), s.tracker(l), c.now()))
+			return
+		}
+	}
+	if err != nil {
+		l.entity = info
+		var e *frames.Error
+		switch {
+		case errors.Is(err, errNonSessionReceiver):
+			e = s.errorFor(l, condNotAllowed, "It is not possible for an entity that requires sessions to create a non-sessionful message receiver.")
+		case errors.Is(err, ErrNotFound):
+			e = s.errorFor(l, condNotFound, fmt.Sprintf("The messaging entity 'sb://%s/%s' could not be found.", c.hostname, l.addr))
+		case errors.Is(err, ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+			e = s.errorFor(l, condTimeout, "The operation did not complete within the allotted timeout; no session is available.")
+		default:
+			e = amqpError(err, s.tracker(l), c.now())
+		}
+		s.refuse(l, a, e)
+		return
+	}
+	l.entity = info
+	l.addr.Entity = info.Path
+	l.trackerID = s.tracker(l)
+	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
+		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, Source: a.Source, Target: a.Target}
+	if a.Role == frames.RoleSender {
+		mms := info.MaxMessageSize
+		if mms == 0 {
+			mms = c.cfg.MaxMessageSize
+		}
+		l.maxMessageSize = mms
+		reply.MaxMessageSize = mms
+		if reply.Source == nil {
+			reply.Source = &frames.Source{}
+		}
+		l.attached = true
+		c.send(s.localChannel, reply, nil)
+		s.topUp(l) // initial credit
+		return
+	}
+	zero := uint32(0)
+	reply.InitialDeliveryCount = &zero
+	if a.Target == nil {
+		reply.Target = &frames.Target{}
+	}
+	if a.SndSettleMode != nil && *a.SndSettleMode == frames.SndSettled {
+		l.mode, l.settled = ReceiveAndDelete, true
+	}
+	if sessionID != "" {
+		l.sessionID = sessionID
+		l.sessionLockedUntil = lockedUntil
+		src := *a.Source
+		src.Filter = append(Map(nil), a.Source.Filter...)
+		// Echo the accepted session id in the form the client used: described for the
+		// Go and .NET SDKs, a plain string for the JavaScript SDK, which compares the
+		// echoed value with its session id.
+		var echo any = wireSessionID(sessionID)
+		if v, _ := a.Source.Filter.GetString(sessionFilterKey); v != nil {
+			if _, ok := v.(*Described); ok {
+				echo = &Described{Descriptor: sessionFilterCode, Value: wireSessionID(sessionID)}
+			}
+		}
+		src.Filter.Set(Symbol(sessionFilterKey), echo)
+		reply.Source = &src
+		reply.Properties = Map{{Key: Symbol("com.microsoft:locked-until-utc"), Value: dotnetTicks(lockedUntil)}}
+	}
+	l.attached = true
+	c.send(s.localChannel, reply, nil)
+	s.pump(l)
+}
+
+// dotnetTicks converts t to .NET ticks (100 ns since 0001-01-01).
+func dotnetTicks(t time.Time) int64 {
+	return t.UnixMilli()*10000 + 621355968000000000
+}
+
+// parseEntityPath splits "q/$DeadLetterQueue", "t/Subscriptions/s" and so on
+// into the entity path and sub-queue. Scheme and host prefixes are dropped.
+func parseEntityPath(address string) (string, SubQueue) {
+	p := address
+	if i := strings.Index(p, "://"); i >= 0 {
+		p = p[i+3:]
+		if j := strings.IndexByte(p, '/'); j >= 0 {
+			p = p[j+1:]
+		} else {
+			p = ""
+		}
+	}
+	p = strings.Trim(p, "/")
+	lower := strings.ToLower(p)
+	sub := SubQueueNone
+	switch {
+	case strings.HasSuffix(lower, "/$transfer/$deadletterqueue"):
+		p, sub = p[:len(p)-len("/$transfer/$deadletterqueue")], SubQueueTransferDeadLetter
+	case strings.HasSuffix(lower, "/$deadletterqueue"):
+		p, sub = p[:len(p)-len("/$deadletterqueue")], SubQueueDeadLetter
+	}
+	return p, sub
+}

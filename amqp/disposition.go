@@ -1,0 +1,260 @@
+package amqp
+
+import (
+	"fmt"
+
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+)
+
+// ---- dispositions from client receivers ----
+
+func (s *session) handleDisposition(d *frames.Disposition) {
+	if d.Role != frames.RoleReceiver {
+		return // the client settling its own deliveries to us: nothing to do
+	}
+	c := s.c
+	last := d.First
+	if d.Last != nil {
+		last = *d.Last
+	}
+	settlement, ok := settlementFor(d.State)
+	if !ok && d.State != nil {
+		return // a non-terminal state (received): nothing to do yet
+	}
+	span := last - d.First // wraps like delivery numbers do
+	type item struct {
+		id uint32
+		od *outDelivery
+	}
+	var items []item
+	if int64(span) < int64(len(s.unsettled)) {
+		for i := uint32(0); ; i++ {
+			id := d.First + i
+			if od := s.unsettled[id]; od != nil {
+				items = append(items, item{id, od})
+				delete(s.unsettled, id)
+				od.l.unsettled--
+			}
+			if i == span {
+				break
+			}
+		}
+	} else {
+		for id, od := range s.unsettled {
+			if id-d.First <= span {
+				items = append(items, item{id, od})
+				delete(s.unsettled, id)
+				od.l.unsettled--
+			}
+		}
+	}
+	if len(items) == 0 {
+		if !d.Settled {
+			s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: d.First, Last: d.Last, Settled: true,
+				State: &frames.Rejected{Error: s.errorFor(nil, condLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")}}, nil)
+		}
+		return
+	}
+	if !ok { // settled without an outcome: release it
+		settlement = Settlement{Disposition: Release}
+	}
+	for i, it := range items { // room freed: resume receiving
+		if i == 0 || it.od.l != items[i-1].od.l {
+			s.pump(it.od.l)
+		}
+	}
+	batch := make([]Settlement, len(items))
+	var local []error // per item; non-nil entries are answered without the Backend
+	for i, it := range items {
+		batch[i] = settlement
+		batch[i].Address, batch[i].SessionID, batch[i].LockToken = it.od.addr, it.od.sessionID, it.od.token
+		if it.od.sessionID != "" && !c.sessionLockHeld(it.od.l) {
+			if local == nil {
+				local = make([]error, len(items))
+			}
+			local[i] = ErrSessionLockLost
+		}
+	}
+	if local != nil { // keep only the settlements the Backend should see
+		kept := batch[:0:0]
+		for i := range batch {
+			if local[i] == nil {
+				kept = append(kept, batch[i])
+			}
+		}
+		batch = kept
+	}
+	job := settleJob{batch: batch, local: local}
+	if !d.Settled {
+		job.reply = func(errs []error) {
+			allOK := len(items) == int(span)+1
+			for _, err := range errs {
+				allOK = allOK && err == nil
+			}
+			if allOK {
+				s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: d.First, Last: d.Last, Settled: true, State: frames.Accepted{}}, nil)
+				return
+			}
+			for i, it := range items {
+				var st frames.DeliveryState = frames.Accepted{}
+				if errs[i] != nil {
+					st = &frames.Rejected{Error: amqpError(errs[i], s.tracker(it.od.l), c.now())}
+				}
+				s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: it.id, Settled: true, State: st}, nil)
+			}
+		}
+	}
+	c.settleQueue = append(c.settleQueue, job)
+}
+
+// settleJob is one disposition's settlements; reply (nil when the client
+// settled first) runs on the owner with one error per settlement.
+type settleJob struct {
+	batch []Settlement
+	local []error // when set, one entry per item: non-nil items never reached the Backend
+	reply func(errs []error)
+}
+
+// results merges the Backend's errors for batch with the local ones.
+func (j settleJob) results(backend []error) []error {
+	if j.local == nil {
+		return backend
+	}
+	out := make([]error, len(j.local))
+	k := 0
+	for i := range out {
+		if j.local[i] != nil {
+			out[i] = j.local[i]
+		} else {
+			out[i] = backend[k]
+			k++
+		}
+	}
+	return out
+}
+
+// flushSettles hands every disposition read in one reader batch to the
+// Backend as a single Settle call, so the broker can group the writes.
+func (c *conn) flushSettles() {
+	if len(c.settleQueue) == 0 {
+		return
+	}
+	jobs := c.settleQueue
+	c.settleQueue = nil
+	c.goFunc(func() {
+		var all []Settlement
+		if len(jobs) == 1 {
+			all = jobs[0].batch
+		} else {
+			for _, j := range jobs {
+				all = append(all, j.batch...)
+			}
+		}
+		// c.ctx, not a per-call timeout: the Backend bounds its own calls,
+		// and a timer per disposition is measurable at 100k msgs/s.
+		var errs []error
+		if len(all) > 0 {
+			errs = c.b.Settle(c.ctx, all)
+		}
+		if len(errs) != len(all) {
+			errs = make([]error, len(all))
+			for i := range errs {
+				errs[i] = fmt.Errorf("%w: backend returned a wrong number of results", ErrServerBusy)
+			}
+		}
+		replies := false
+		for _, j := range jobs {
+			replies = replies || j.reply != nil
+		}
+		if len(all) == 0 && !replies {
+			return
+		}
+		if !replies {
+			return
+		}
+		c.post(func() {
+			off := 0
+			for _, j := range jobs {
+				if j.reply != nil {
+					j.reply(j.results(errs[off : off+len(j.batch)]))
+				}
+				off += len(j.batch)
+			}
+		})
+	})
+}
+
+// settlementFor maps an outcome to a settlement (protocol.md §6.4).
+func settlementFor(st frames.DeliveryState) (Settlement, bool) {
+	switch x := st.(type) {
+	case frames.Accepted:
+		return Settlement{Disposition: Complete}, true
+	case frames.Released:
+		return Settlement{Disposition: Release}, true
+	case *frames.Modified:
+		if x.UndeliverableHere {
+			return Settlement{Disposition: Defer, PropertiesToModify: propertiesFromMap(x.MessageAnnotations)}, true
+		}
+		return Settlement{Disposition: Abandon, PropertiesToModify: propertiesFromMap(x.MessageAnnotations)}, true
+	case *frames.Rejected:
+		out := Settlement{Disposition: DeadLetter}
+		if x.Error != nil {
+			for _, e := range x.Error.Info {
+				var k string
+				switch kk := e.Key.(type) {
+				case string:
+					k = kk
+				case Symbol:
+					k = string(kk)
+				default:
+					continue
+				}
+				switch k {
+				case "DeadLetterReason":
+					out.DeadLetterReason, _ = e.Value.(string)
+				case "DeadLetterErrorDescription":
+					out.DeadLetterDescription, _ = e.Value.(string)
+				default:
+					out.PropertiesToModify = append(out.PropertiesToModify, Property{Key: k, Value: e.Value})
+				}
+			}
+		}
+		return out, true
+	}
+	return Settlement{}, false
+}
+
+// sessionLockHeld reports whether l's session lock has not yet expired.
+func (c *conn) sessionLockHeld(l *link) bool {
+	return l.sessionID == "" || c.now().Before(l.sessionLockedUntil)
+}
+
+// windowLeft is window minus inFlight, or 0 when more is in flight.
+func windowLeft(window, inFlight uint32) uint32 {
+	if inFlight > window {
+		return 0
+	}
+	return window - inFlight
+}
+
+func toInt64(v any) (int64, bool) {
+	switch x := v.(type) {
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case uint64:
+		return int64(x), x <= 1<<62
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	}
+	return 0, false
+}

@@ -1,0 +1,173 @@
+package fsm
+
+import "slices"
+
+// ---- Queries ----
+
+// Peek returns up to max messages of a target from sequence number fromSeq on, in
+// sequence order, in every state (active, locked, deferred, scheduled), without locking
+// them or changing their delivery count (S-LOCK-11). The results are copies.
+func (f *FSM) Peek(t Target, fromSeq int64, max int) []*Message {
+	_, st, err := f.lookup(t)
+	if err != nil || max <= 0 {
+		return nil
+	}
+	var out []*Message
+	st.idx.Ascend(fromSeq, func(m *msg) bool {
+		out = append(out, f.export(m))
+		return len(out) < max
+	})
+	return out
+}
+
+// Get returns a copy of the message with sequence number seq in target t, or nil.
+func (f *FSM) Get(t Target, seq int64) *Message {
+	_, st, err := f.lookup(t)
+	if err != nil {
+		return nil
+	}
+	if m := st.idx.Get(seq); m != nil {
+		return f.export(m)
+	}
+	return nil
+}
+
+// Receivable reports whether the command req, applied now, could return a message. It is
+// a conservative pre-check that lets the leader skip proposing receives that would find
+// nothing: it is never false when req would return a message at the fsm's current time
+// (Now), and it is true, too, when req would fail (unknown target, receive-disabled
+// entity, session not held by req.Owner, session required or not allowed), so that the
+// caller proposes it and gets the error. It may be true when req then finds nothing (the
+// available messages expire first). Max, Mode and Salt are ignored.
+//
+// Deferred, scheduled and locked messages are not receivable. Deadlines (a message lock
+// or session lock expiring, a scheduled message activating) make messages receivable
+// only once an entry at or after them is applied (every Apply applies the deadlines due
+// at its time first, and the leader proposes a Tick at NextDeadline): a caller that got
+// false waits for the next applied entry and asks again. Receivable does not change the
+// fsm (unlike Receive, which also records receiver activity, S-IDLE-1).
+func (f *FSM) Receivable(req Receive) bool {
+	st, s, err := f.receivable(req.Target, req.SessionID, req.Owner)
+	if err != nil {
+		return true
+	}
+	if s != nil {
+		return !s.avail.empty()
+	}
+	return !st.avail.empty()
+}
+
+// SessionAvailable reports whether AcceptSession with an empty SessionID ("next
+// available", S-SES-2) on t, applied now, could lock a session: some session that nobody
+// holds has an available message. Like Receivable it is conservative: true also when the
+// command would fail (t unknown, not session-enabled, receive-disabled), never false when
+// a session is available at the fsm's current time; a session whose lock expires becomes
+// available with the entry that applies the expiry. It does not change the fsm.
+func (f *FSM) SessionAvailable(t Target) bool {
+	e, err := f.sessionEntity(t)
+	if err != nil || f.receiveDisabled(e) {
+		return true
+	}
+	// Every free session with available messages has an entry in e.free naming its first
+	// available message (offerSession; checkInvariants); stale entries are skipped here,
+	// not popped, so the query leaves the heap as it is.
+	for _, fe := range e.free {
+		if s := fe.s; !s.held && e.sessions[s.id] == s && !s.avail.empty() && s.avail.peek().seq == fe.seq {
+			return true
+		}
+	}
+	return false
+}
+
+// SessionState returns a copy of a session's state, nil when it has none (S-SES-5).
+func (f *FSM) SessionState(t Target, sessionID string) []byte {
+	e, err := f.sessionEntity(t)
+	if err != nil {
+		return nil
+	}
+	if s := e.sessions[sessionID]; s != nil && s.state != nil {
+		return slices.Clone(s.state)
+	}
+	return nil
+}
+
+// ListSessions returns, sorted, the ids of the sessions of a target that have messages
+// or state (S-SES-1).
+func (f *FSM) ListSessions(t Target) []string {
+	e, err := f.sessionEntity(t)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, id := range sortedKeys(e.sessions) {
+		if s := e.sessions[id]; s.count > 0 || s.state != nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// SessionInfo describes a session's lock for the management path.
+type SessionInfo struct {
+	ID          string
+	Held        bool
+	Owner       string
+	LockedUntil int64
+	Messages    int64
+}
+
+// Session returns the lock state of a session, and whether the session exists.
+func (f *FSM) Session(t Target, sessionID string) (SessionInfo, bool) {
+	e, err := f.sessionEntity(t)
+	if err != nil {
+		return SessionInfo{}, false
+	}
+	s := e.sessions[sessionID]
+	if s == nil {
+		return SessionInfo{}, false
+	}
+	return SessionInfo{ID: s.id, Held: s.held, Owner: s.holder, LockedUntil: s.lockedUntil, Messages: s.count}, true
+}
+
+// Stats counts the messages of every target of a partition.
+type Stats struct {
+	Targets  []TargetStats // the queue or each subscription in config order, each main target before its DLQ
+	Bytes    int64         // everything counted toward MaxSizeBytes (messages and session state)
+	LastSeq  int64         // the last sequence number handed out
+	LastSend int64         // S-IDLE-1: fsm time of the last send, schedule, cancel or update; 0 = none
+	Locks    int64         // message locks held
+	Sessions int64         // sessions with messages or state, all targets
+}
+
+// TargetStats counts the messages of one target. Active includes locked messages.
+type TargetStats struct {
+	Target      Target
+	LastReceive int64 // S-IDLE-1: fsm time of the last receiver activity or update on the entity; 0 = none
+	Active      int64
+	Locked      int64
+	Scheduled   int64
+	Deferred    int64
+	Bytes       int64
+}
+
+// Total is every message of the target.
+func (t TargetStats) Total() int64 { return t.Active + t.Scheduled + t.Deferred }
+
+// Stats returns the message counts and sizes of every target. It costs O(targets +
+// sessions).
+func (f *FSM) Stats() Stats {
+	s := Stats{Bytes: f.bytes, LastSeq: f.lastSeq, LastSend: f.lastSend, Locks: int64(len(f.locks))}
+	for _, e := range f.ents {
+		for _, st := range []*store{e.main, e.dlq} {
+			s.Targets = append(s.Targets, TargetStats{Target: Target{Sub: e.name, DLQ: st.dlq}, LastReceive: e.lastReceive,
+				Active: st.nActive, Locked: st.nLocked, Scheduled: st.nScheduled, Deferred: st.nDeferred,
+				Bytes: st.bytes})
+		}
+		for _, ss := range e.sessions {
+			if ss.count > 0 || ss.state != nil {
+				s.Sessions++
+			}
+		}
+	}
+	return s
+}
