@@ -2,10 +2,10 @@ package amqp
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp/internal/encoding"
+	"github.com/quorumbus/quorumbus/internal/sas"
 )
 
 // AMQP value types that appear in Message.ApplicationProperties. They are
@@ -45,23 +45,17 @@ type Backend interface {
 	Sessions
 }
 
-// Rights are the claims a shared access key grants.
-type Rights uint8
+// Rights are the claims a shared access key grants (internal/sas, the one
+// SAS implementation). Has reports whether r includes all of want; Manage
+// implies Send and Listen.
+type Rights = sas.Rights
 
 // Rights bits.
 const (
-	RightSend Rights = 1 << iota
-	RightListen
-	RightManage
+	RightSend   = sas.Send
+	RightListen = sas.Listen
+	RightManage = sas.Manage
 )
-
-// Has reports whether r includes all of want. Manage implies Send and Listen.
-func (r Rights) Has(want Rights) bool {
-	if r&RightManage != 0 {
-		return true
-	}
-	return r&want == want
-}
 
 // SASKey is a shared access authorization rule.
 type SASKey struct {
@@ -365,17 +359,4 @@ func (s SubQueue) String() string {
 		return "$Transfer/$DeadLetterQueue"
 	}
 	return ""
-}
-
-func (r Rights) String() string {
-	var parts []string
-	for _, x := range []struct {
-		r Rights
-		n string
-	}{{RightSend, "Send"}, {RightListen, "Listen"}, {RightManage, "Manage"}} {
-		if r&x.r != 0 {
-			parts = append(parts, x.n)
-		}
-	}
-	return strings.Join(parts, ",")
 }

@@ -2,16 +2,23 @@ package amqp
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quorumbus/quorumbus/internal/sas"
 )
+
+// claim is a CBS authorization held by a connection: what one put-token
+// granted, and the token itself so that a later key change can be checked
+// against it (recheckClaims).
+type claim struct {
+	path    string // lower-case entity path prefix ("" = whole namespace)
+	rights  Rights
+	expires time.Time
+	token   sas.Token // the zero Token for claims made in tests
+}
 
 // putToken validates a SAS token (protocol.md §3) and returns the claim.
 func (c *conn) putToken(ctx context.Context, req *rpcRequest) (rpcResponse, *claim) {
@@ -27,31 +34,30 @@ func (c *conn) putToken(ctx context.Context, req *rpcRequest) (rpcResponse, *cla
 	}
 	token, _ := req.body.(string)
 	audience := propString(req.props, "name")
-	sas, err := parseSAS(token)
+	tok, err := sas.Parse(token)
+	switch {
+	case errors.Is(err, sas.ErrBadExpiry):
+		return unauthorized("InvalidSignature: malformed expiry")
+	case err != nil:
+		return unauthorized("InvalidSignature: " + strings.TrimPrefix(err.Error(), "sas: "))
+	}
+	rule, err := c.lookupRule(ctx, tok.KeyName, tok.Path)
 	if err != nil {
+		return unauthorized(fmt.Sprintf("InvalidSignature: The token has an invalid signature (unknown key '%s')", tok.KeyName))
+	}
+	cl, err := sas.Check(tok, rule, c.now())
+	switch {
+	case errors.Is(err, sas.ErrInvalidSignature):
+		return unauthorized("InvalidSignature: The token has an invalid signature")
+	case errors.Is(err, sas.ErrOutOfScope):
+		return unauthorized(fmt.Sprintf("InvalidAudience: the key '%s' of entity '%s' does not cover '%s'", tok.KeyName, rule.Scope, tok.Path))
+	case errors.Is(err, sas.ErrExpired):
+		return unauthorized(fmt.Sprintf("ExpiredToken: The token is expired. Expiration time: '%s'", tok.Expires.UTC().Format("2006-01-02 15:04:05Z")))
+	case err != nil:
 		return unauthorized("InvalidSignature: " + err.Error())
 	}
-	srPath := resourcePath(sas.srUnescaped)
-	key, scope, err := c.lookupKey(ctx, sas.skn, srPath)
-	if err != nil {
-		return unauthorized(fmt.Sprintf("InvalidSignature: The token has an invalid signature (unknown key '%s')", sas.skn))
-	}
-	if !sasValid(key.Key, sas) && (key.SecondaryKey == "" || !sasValid(key.SecondaryKey, sas)) {
-		return unauthorized("InvalidSignature: The token has an invalid signature")
-	}
-	if scope != "" && srPath != scope && !strings.HasPrefix(srPath, scope+"/") {
-		return unauthorized(fmt.Sprintf("InvalidAudience: the key '%s' of entity '%s' does not cover '%s'", sas.skn, scope, srPath))
-	}
-	se, err := strconv.ParseInt(sas.se, 10, 64)
-	if err != nil {
-		return unauthorized("InvalidSignature: malformed expiry")
-	}
-	expires := time.Unix(se, 0)
-	if c.now().After(expires) {
-		return unauthorized(fmt.Sprintf("ExpiredToken: The token is expired. Expiration time: '%s'", expires.UTC().Format("2006-01-02 15:04:05Z")))
-	}
-	audPath := resourcePath(audience)
-	if audience != "" && srPath != "" && audPath != srPath && !strings.HasPrefix(audPath, srPath+"/") {
+	audPath := sas.ResourcePath(audience)
+	if audience != "" && !tok.Covers(audPath) {
 		return unauthorized("InvalidAudience: The token audience does not cover '" + audience + "'")
 	}
 	ent := strings.TrimSuffix(strings.TrimSuffix(audPath, "$management"), "/")
@@ -59,7 +65,7 @@ func (c *conn) putToken(ctx context.Context, req *rpcRequest) (rpcResponse, *cla
 	// A key without Send or Listen gets its token for a missing entity too: the attach
 	// then answers unauthorized for the claim it lacks before looking the entity up,
 	// as Service Bus does (the SDK's TestClientUnauthorizedCreds uses a missing queue).
-	full := key.Rights.Has(RightSend | RightListen)
+	full := cl.Rights.Has(RightSend | RightListen)
 	if ent != "" && full {
 		if _, err := c.b.Entity(ctx, ent); err != nil {
 			if errors.Is(err, ErrNotFound) {
@@ -68,30 +74,21 @@ func (c *conn) putToken(ctx context.Context, req *rpcRequest) (rpcResponse, *cla
 			return c.errResponse(err, c.cfg.Namespace), nil
 		}
 	}
-	return rpcResponse{status: 202, desc: "Accepted"}, &claim{path: srPath, rights: key.Rights, expires: expires}
+	return rpcResponse{status: 202, desc: "Accepted"}, &claim{path: cl.Path, rights: cl.Rights, expires: cl.Expires, token: tok}
 }
 
-// sasValid checks the token's signature with one key: HMAC-SHA256 over the
-// raw sr, a newline and the raw se, keyed by the key's UTF-8 bytes.
-func sasValid(key string, sas sasToken) bool {
-	mac := hmac.New(sha256.New, []byte(key))
-	mac.Write([]byte(sas.sr + "\n" + sas.se))
-	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	return hmac.Equal([]byte(want), []byte(sas.sig))
-}
-
-// lookupKey finds a namespace key, or else an entity-level rule on the
+// lookupRule finds a namespace key, or else an entity-level rule on the
 // entity the token's resource names (for a subscription, the subscription's
-// rules, then its topic's). scope is the lower-case entity path an entity
-// key is limited to ("" for a namespace key).
-func (c *conn) lookupKey(ctx context.Context, name, srPath string) (SASKey, string, error) {
+// rules, then its topic's). An entity rule's Scope is the lower-case entity
+// path it is limited to ("" for a namespace key).
+func (c *conn) lookupRule(ctx context.Context, name, srPath string) (sas.Rule, error) {
 	key, err := c.b.SASKey(ctx, name)
 	if err == nil {
-		return key, "", nil
+		return ruleOf(key, ""), nil
 	}
 	ea, ok := c.b.(EntityAuthenticator)
 	if !ok || srPath == "" {
-		return SASKey{}, "", err
+		return sas.Rule{}, err
 	}
 	ent, _ := parseEntityPath(strings.TrimSuffix(strings.TrimSuffix(srPath, "$management"), "/"))
 	candidates := []string{ent}
@@ -100,61 +97,12 @@ func (c *conn) lookupKey(ctx context.Context, name, srPath string) (SASKey, stri
 	}
 	for _, p := range candidates {
 		if key, err := ea.EntitySASKey(ctx, p, name); err == nil {
-			return key, strings.ToLower(p), nil
+			return ruleOf(key, strings.ToLower(p)), nil
 		}
 	}
-	return SASKey{}, "", ErrNotFound
+	return sas.Rule{}, ErrNotFound
 }
 
-type sasToken struct {
-	sr, srUnescaped, sig, se, skn string
-}
-
-// parseSAS splits "SharedAccessSignature sr=..&sig=..&se=..&skn=..".
-func parseSAS(token string) (sasToken, error) {
-	var t sasToken
-	rest, ok := strings.CutPrefix(token, "SharedAccessSignature ")
-	if !ok {
-		return t, errors.New("not a SharedAccessSignature token")
-	}
-	for _, part := range strings.Split(rest, "&") {
-		k, v, _ := strings.Cut(part, "=")
-		switch k {
-		case "sr":
-			t.sr = v
-		case "sig":
-			t.sig = v
-		case "se":
-			t.se = v
-		case "skn":
-			t.skn = v
-		}
-	}
-	if t.sr == "" || t.sig == "" || t.se == "" || t.skn == "" {
-		return t, errors.New("token lacks sr, sig, se or skn")
-	}
-	var err error
-	if t.sig, err = url.QueryUnescape(t.sig); err != nil {
-		return t, err
-	}
-	if t.srUnescaped, err = url.QueryUnescape(t.sr); err != nil {
-		return t, err
-	}
-	return t, nil
-}
-
-// resourcePath drops scheme and host from a resource URI and lower-cases the
-// path: "amqp://host:1/Q1/$management" -> "q1/$management". A bare host
-// (namespace-wide token) gives "".
-func resourcePath(uri string) string {
-	p := uri
-	if i := strings.Index(p, "://"); i >= 0 {
-		p = p[i+3:]
-	}
-	if j := strings.IndexByte(p, '/'); j >= 0 {
-		p = p[j+1:]
-	} else {
-		p = ""
-	}
-	return strings.ToLower(strings.Trim(p, "/"))
+func ruleOf(k SASKey, scope string) sas.Rule {
+	return sas.Rule{Name: k.Name, PrimaryKey: k.Key, SecondaryKey: k.SecondaryKey, Rights: k.Rights, Scope: scope}
 }

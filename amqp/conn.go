@@ -23,13 +23,6 @@ type inFrame struct {
 	err     error
 }
 
-// claim is a CBS authorization held by a connection.
-type claim struct {
-	path    string // lower-case entity path prefix ("" = whole namespace)
-	rights  Rights
-	expires time.Time
-}
-
 // conn is one AMQP connection. Goroutines (P2/P4/P5):
 //   - run (the owner) does the handshake, then owns every field marked
 //     "owner" and all sessions and links;

@@ -27,6 +27,8 @@ var depRules = append([]depRule{
 		"dependencies point one way: fsm <- partition <- cluster"},
 	{"cluster", []string{module + "/amqp"},
 		"cluster implements amqp.Backend structurally; cmd wires the two together"},
+	{"internal/sas", []string{module + "/amqp", module + "/cluster", module + "/fsm", module + "/partition", "github.com/hashicorp/", "github.com/Azure/", "golang.org/", "os", "net/http"},
+		"the one SAS implementation is a pure stdlib leaf that amqp and cluster/admin both import"},
 }, testOnly("fsm", "partition", "cluster", "amqp", "cmd")...)
 
 // testOnly keeps the shared test helpers (and with them the testing package) out of

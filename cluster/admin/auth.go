@@ -1,23 +1,14 @@
 package admin
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/internal/sas"
 )
-
-// token is a parsed SharedAccessSignature (protocol.md §3).
-type token struct {
-	sr, sig, se, skn string // raw values, as they appear in the token
-}
 
 // errNoManage: a valid token whose key lacks the Manage right. The handler words it per
 // operation, as Service Bus does.
@@ -27,66 +18,34 @@ var errNoManage = errors.New("Unauthorized: Manage claim(s) are required for thi
 
 var errNoToken = errors.New("missing Authorization header: a SharedAccessSignature token is required")
 
-func parseToken(h string) (token, error) {
+// parseToken parses the Authorization header with internal/sas, the one SAS
+// implementation, and words its errors as the admin API always has.
+func parseToken(h string) (sas.Token, error) {
 	if h == "" {
-		return token{}, errNoToken
+		return sas.Token{}, errNoToken
 	}
-	const prefix = "sharedaccesssignature "
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return token{}, errors.New("MalformedToken: the Authorization header is not a SharedAccessSignature token")
-	}
-	var t token
-	for _, part := range strings.Split(strings.TrimSpace(h[len(prefix):]), "&") {
-		k, v, _ := strings.Cut(part, "=")
-		switch strings.ToLower(k) {
-		case "sr":
-			t.sr = v
-		case "sig":
-			t.sig = v
-		case "se":
-			t.se = v
-		case "skn":
-			t.skn = v
-		}
-	}
-	if t.sr == "" || t.sig == "" || t.se == "" || t.skn == "" {
-		return token{}, errors.New("MalformedToken: the token must carry sr, sig, se and skn")
+	t, err := sas.Parse(h)
+	switch {
+	case errors.Is(err, sas.ErrNotSAS):
+		return t, errors.New("MalformedToken: the Authorization header is not a SharedAccessSignature token")
+	case errors.Is(err, sas.ErrBadExpiry):
+		return t, errors.New("MalformedToken: se is not a number")
+	case errors.Is(err, sas.ErrMissingField):
+		return t, errors.New("MalformedToken: the token must carry sr, sig, se and skn")
+	case err != nil:
+		return t, fmt.Errorf("MalformedToken: %s", strings.TrimPrefix(err.Error(), "sas: "))
 	}
 	return t, nil
 }
 
-// signature returns the base64 HMAC-SHA256 of sr + "\n" + se with the key's raw UTF-8
-// bytes (the key is not base64-decoded, protocol.md §3).
-func signature(key, sr, se string) string {
-	m := hmac.New(sha256.New, []byte(key))
-	m.Write([]byte(sr + "\n" + se))
-	return base64.StdEncoding.EncodeToString(m.Sum(nil))
-}
+// signature returns a token's sig for sr and se (sas.Sign).
+func signature(key, sr, se string) string { return sas.Sign(key, sr, se) }
 
-// resourcePath returns the path a token's sr names, without scheme, host and query,
-// lower-case and without surrounding slashes ("" = the whole namespace).
-func resourcePath(sr string) string {
-	u, err := url.QueryUnescape(sr)
-	if err != nil {
-		u = sr
-	}
-	if i := strings.Index(u, "://"); i >= 0 {
-		u = u[i+3:]
-	}
-	u, _, _ = strings.Cut(u, "?")
-	_, p, _ := strings.Cut(u, "/") // drop the host
-	if up, err := url.PathUnescape(p); err == nil {
-		p = up
-	}
-	return strings.ToLower(strings.Trim(p, "/"))
-}
+// resourcePath returns the path a token's sr names (sas.ResourcePath).
+func resourcePath(sr string) string { return sas.ResourcePath(sr) }
 
-// covers reports whether a token for resource path res may act on path p: res is p or a
-// segment-aligned prefix of it (case-insensitive).
-func covers(res, p string) bool {
-	p = strings.ToLower(strings.Trim(p, "/"))
-	return res == "" || p == res || strings.HasPrefix(p, res+"/")
-}
+// covers reports whether a token for resource path res may act on path p (sas.Covers).
+func covers(res, p string) bool { return sas.Covers(res, p) }
 
 // authorize checks the request's SAS token: a known key (namespace key, or a key of the
 // entity the path belongs to), a valid signature, not expired, a resource that covers the
@@ -97,66 +56,65 @@ func authorize(header string, now time.Time, st *meta.State, path, entity string
 	if err != nil {
 		return err
 	}
-	var keys []meta.SASKey
-	if k, ok := st.SASKey(t.skn); ok {
-		keys = append(keys, k)
+	var rules []sas.Rule
+	if k, ok := st.SASKey(t.KeyName); ok {
+		rules = append(rules, ruleOf(k, ""))
 	}
 	if entity != "" {
-		var rules []meta.SASKey
+		var entRules []meta.SASKey
 		if q, ok := st.Queue(entity); ok {
-			rules = q.Properties.AuthorizationRules
+			entRules = q.Properties.AuthorizationRules
 		} else if tp, ok := st.Topic(entity); ok {
-			rules = tp.Properties.AuthorizationRules
+			entRules = tp.Properties.AuthorizationRules
 		}
-		for _, k := range rules {
-			if strings.EqualFold(k.Name, t.skn) {
-				keys = append(keys, k)
+		for _, k := range entRules {
+			if strings.EqualFold(k.Name, t.KeyName) {
+				// An entity's rule authorizes its own paths only: the token's resource
+				// must lie under the entity (internal/sas).
+				rules = append(rules, ruleOf(k, strings.ToLower(entity)))
 			}
 		}
 	}
-	if len(keys) == 0 {
-		return fmt.Errorf("InvalidSignature: the token's key %q is not known", t.skn)
+	if len(rules) == 0 {
+		return fmt.Errorf("InvalidSignature: the token's key %q is not known", t.KeyName)
 	}
-	// The SDK query-escapes sig; accept a path-escaped or raw base64 one too (a raw '+'
-	// would turn into a space under query unescaping).
-	sigs := []string{t.sig}
-	if u, err := url.QueryUnescape(t.sig); err == nil {
-		sigs = append(sigs, u)
-	}
-	if u, err := url.PathUnescape(t.sig); err == nil {
-		sigs = append(sigs, u)
-	}
-	var key *meta.SASKey
-	for i := range keys {
-		k := &keys[i]
-		for _, secret := range []string{k.PrimaryKey, k.SecondaryKey} {
-			if secret == "" {
-				continue
-			}
-			want := []byte(signature(secret, t.sr, t.se))
-			for _, sig := range sigs {
-				if hmac.Equal(want, []byte(sig)) {
-					key = k
-				}
-			}
+	var cl sas.Claim
+	err = sas.ErrInvalidSignature
+	for _, r := range rules {
+		if c, e := sas.Check(t, r, now); e == nil || errors.Is(err, sas.ErrInvalidSignature) {
+			cl, err = c, e
 		}
 	}
-	if key == nil {
+	switch {
+	case errors.Is(err, sas.ErrInvalidSignature):
 		return errors.New("InvalidSignature: the token has an invalid signature")
+	case errors.Is(err, sas.ErrOutOfScope):
+		return fmt.Errorf("InvalidAudience: the token is for %q, outside the entity whose rule %q signed it", t.Path, t.KeyName)
+	case errors.Is(err, sas.ErrExpired):
+		return fmt.Errorf("ExpiredToken: The token is expired. Expiration time: '%s'", t.Expires.UTC().Format(time.RFC3339))
+	case err != nil:
+		return err
 	}
-	se, err := strconv.ParseInt(t.se, 10, 64)
-	if err != nil {
-		return errors.New("MalformedToken: se is not a number")
+	if !t.Covers(path) {
+		return fmt.Errorf("InvalidAudience: the token is for %q, not %q", t.Path, path)
 	}
-	if now.Unix() > se {
-		return fmt.Errorf("ExpiredToken: The token is expired. Expiration time: '%s'", time.Unix(se, 0).UTC().Format(time.RFC3339))
-	}
-	res := resourcePath(t.sr)
-	if !covers(res, path) {
-		return fmt.Errorf("InvalidAudience: the token is for %q, not %q", res, path)
-	}
-	if !key.Rights.Has(meta.RightManage) {
+	if !cl.Rights.Has(sas.Manage) {
 		return errNoManage
 	}
 	return nil
+}
+
+// ruleOf converts a stored key to the sas package's rule.
+func ruleOf(k meta.SASKey, scope string) sas.Rule {
+	var r sas.Rights
+	if k.Rights.Has(meta.RightSend) {
+		r |= sas.Send
+	}
+	if k.Rights.Has(meta.RightListen) {
+		r |= sas.Listen
+	}
+	if k.Rights.Has(meta.RightManage) {
+		r |= sas.Manage
+	}
+	return sas.Rule{Name: k.Name, PrimaryKey: k.PrimaryKey, SecondaryKey: k.SecondaryKey, Rights: r, Scope: scope}
 }
