@@ -47,6 +47,17 @@ type Config struct {
 	// MaxMessageSize is advertised on sender links when the entity does not
 	// say otherwise (bytes).
 	MaxMessageSize uint64
+	// MaxAppPropertiesSize bounds the encoded application-properties section
+	// of a message (bytes; Service Bus allows 64 KB). A larger one is refused
+	// with amqp:link:message-size-exceeded.
+	MaxAppPropertiesSize int
+	// MaxAppProperties bounds the application properties of a message; the
+	// SDKs cannot decode more than 32,767. More are refused with
+	// amqp:invalid-field.
+	MaxAppProperties int
+	// MaxAppPropertyDepth bounds how deeply an application property's value
+	// nests lists and maps (0: primitives only).
+	MaxAppPropertyDepth int
 	// MaxSessions bounds sessions per connection; MaxLinks links per session.
 	MaxSessions int
 	MaxLinks    int
@@ -95,6 +106,11 @@ func DefaultConfig() *Config {
 		MaxPendingReplies: 1024,
 		RequireAuth:       true,
 		Namespace:         "quorumbus",
+
+		// Limits on what clients send (docs/security.md, "Limits").
+		MaxAppPropertiesSize: 64 << 10,
+		MaxAppProperties:     32767,
+		MaxAppPropertyDepth:  8,
 	}
 }
 
@@ -121,6 +137,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout < 0 || (c.IdleTimeout > 0 && c.IdleTimeout < time.Second) {
 		errs = append(errs, errors.New("IdleTimeout must be 0 or >= 1s"))
+	}
+	if c.MaxAppPropertiesSize <= 0 || c.MaxAppProperties <= 0 || c.MaxAppPropertyDepth < 0 {
+		errs = append(errs, errors.New("MaxAppPropertiesSize and MaxAppProperties must be > 0, MaxAppPropertyDepth >= 0"))
 	}
 	if c.MaxSessions <= 0 || c.MaxLinks <= 0 || c.MaxPendingReplies <= 0 {
 		errs = append(errs, errors.New("MaxSessions, MaxLinks and MaxPendingReplies must be > 0"))

@@ -29,6 +29,10 @@ var (
 	ErrSessionNotFound       = errors.New("amqp: session not found")
 	ErrBadRequest            = errors.New("amqp: bad request")
 	ErrEntityExists          = errors.New("amqp: entity already exists")
+
+	// errInvalidField: a client's frame or message has a field the server
+	// refuses (amqp:invalid-field), such as too many application properties.
+	errInvalidField = errors.New("amqp: invalid field")
 )
 
 // AMQP error conditions used by this package.
@@ -84,6 +88,7 @@ var errorTable = []struct {
 	{ErrNotAllowed, condNotAllowed, 400},
 	{ErrBadRequest, condDecodeError, 400},
 	{ErrEntityExists, condNotAllowed, 409},
+	{errInvalidField, condInvalidField, 400},
 }
 
 // classify returns the condition and RPC status for err.

@@ -175,14 +175,11 @@ func (s *session) sendToEntity(l *link, p *partial) {
 	var msgs []*Message
 	var err error
 	if p.format == batchMessageFormat {
-		msgs, err = splitBatch(p.buf)
+		msgs, err = splitClientBatch(c.cfg, p.buf)
 	} else {
 		var m *Message
-		m, _, err = parseMessage(p.buf)
+		m, err = parseClientMessage(c.cfg, p.buf)
 		msgs = []*Message{m}
-	}
-	for i := 0; err == nil && i < len(msgs); i++ {
-		err = ensureMessageID(msgs[i])
 	}
 	if err != nil {
 		s.settleIncoming(l, p, &frames.Rejected{Error: amqpError(err, s.tracker(l), c.now())})

@@ -211,9 +211,30 @@ func sectionMap(raw []byte) (Map, error) {
 	return nil, fmt.Errorf("%w: section is %T, not a map", ErrBadRequest, v)
 }
 
+// parseClientMessage parses a message a client sends (to an entity, in a batch
+// or to schedule): parseMessage, then the limits of checkMessageLimits, then a
+// message-id for one without.
+func parseClientMessage(cfg *Config, b []byte) (*Message, error) {
+	m, s, err := parseMessage(b)
+	if err == nil && cfg != nil {
+		err = checkMessageLimits(cfg, m, s)
+	}
+	if err == nil {
+		err = ensureMessageID(m)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // splitBatch returns the inner messages of a batch envelope: each data
 // section of the body is one complete encoded message.
-func splitBatch(b []byte) ([]*Message, error) {
+func splitBatch(b []byte) ([]*Message, error) { return splitClientBatch(nil, b) }
+
+// splitClientBatch is splitBatch with the limits of parseClientMessage (none
+// for a nil cfg).
+func splitClientBatch(cfg *Config, b []byte) ([]*Message, error) {
 	s, err := splitSections(b)
 	if err != nil {
 		return nil, err
@@ -223,7 +244,7 @@ func splitBatch(b []byte) ([]*Message, error) {
 	}
 	out := make([]*Message, 0, len(s.bodies))
 	for _, body := range s.bodies {
-		m, _, err := parseMessage(body)
+		m, err := parseClientMessage(cfg, body)
 		if err != nil {
 			return nil, err
 		}

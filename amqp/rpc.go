@@ -413,10 +413,7 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 			if !isBin {
 				return fail(fmt.Errorf("%w: 'message' must be binary", ErrBadRequest))
 			}
-			m, _, err := parseMessage(rb)
-			if err == nil {
-				err = ensureMessageID(m)
-			}
+			m, err := parseClientMessage(c.cfg, rb)
 			if err != nil {
 				return fail(err)
 			}
