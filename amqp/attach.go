@@ -24,6 +24,11 @@ func (s *session) handleAttach(a *frames.Attach) error {
 	l.rcvSecond = a.Role == frames.RoleSender && a.RcvSettleMode != nil && *a.RcvSettleMode == frames.RcvSecond
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
 	s.links[a.Handle] = l
+	c.linkCount++
+	if e := c.linkLimit(); e != nil {
+		s.refuse(l, a, e)
+		return nil
+	}
 	// Link stealing (part 2 §2.6.1): a new attach with the name of a live
 	// link takes over; the old one is detached with amqp:link:stolen.
 	key := linkKey{a.Name, a.Role}
@@ -146,6 +151,7 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 	}
 	if s.links[l.handle] == l {
 		delete(s.links, l.handle)
+		c.linkCount--
 	}
 	key := linkKey{l.name, l.role}
 	if c.linksByName[key] == l {
@@ -225,6 +231,7 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 	if a.Role == frames.RoleSender {
 		want, claimName = RightSend, "Send"
 	}
+	l.want = want
 	// The claim must cover the whole address: the SDK scopes a dead-letter receiver's token
 	// to "<entity>/$DeadLetterQueue", and a claim on the entity covers it by prefix.
 	l.claimPath = l.addr.String() // scheme and host dropped, sub-queue kept

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
 	"github.com/quorumbus/quorumbus/internal/sas"
 )
 
@@ -105,4 +106,143 @@ func (c *conn) lookupRule(ctx context.Context, name, srPath string) (sas.Rule, e
 
 func ruleOf(k SASKey, scope string) sas.Rule {
 	return sas.Rule{Name: k.Name, PrimaryKey: k.Key, SecondaryKey: k.SecondaryKey, Rights: k.Rights, Scope: scope}
+}
+
+// ---- claims over a connection's life ----
+
+// linkLimit refuses a link beyond MaxLinksPerConnection, or beyond
+// MaxUnauthenticatedLinks before the connection authenticated (an anonymous
+// connection could otherwise attach $cbs links without end). The new link is
+// already counted in linkCount.
+func (c *conn) linkLimit() *frames.Error {
+	if c.linkCount > c.cfg.MaxLinksPerConnection {
+		return newError(condResourceLimit, fmt.Sprintf("This connection has reached the limit of %d links; close links or open another connection.",
+			c.cfg.MaxLinksPerConnection), c.cfg.Namespace, c.now())
+	}
+	if c.cfg.RequireAuth && !c.authenticated && c.linkCount > c.cfg.MaxUnauthenticatedLinks {
+		return newError(condUnauthorized, fmt.Sprintf("Unauthorized access. A connection may attach at most %d links before it puts a token on $cbs.",
+			c.cfg.MaxUnauthenticatedLinks), c.cfg.Namespace, c.now())
+	}
+	return nil
+}
+
+// linkAuthorized reports whether l is still covered by the connection's
+// claims: an entity link by the right it attached with, a $management link
+// of an entity by Listen or Send. $cbs links and namespace $management need
+// none.
+func (c *conn) linkAuthorized(l *link) bool {
+	switch l.node {
+	case nodeEntity:
+		return l.want == 0 || c.hasClaim(l.claimPath, l.want)
+	case nodeManagement:
+		return l.addr.Entity == "" || c.hasClaim(l.claimPath, RightListen) || c.hasClaim(l.claimPath, RightSend)
+	}
+	return true
+}
+
+// checkAuth runs every AuthCheckInterval on the owner goroutine. It closes a
+// connection that did not authenticate within UnauthenticatedTimeout, drops
+// expired claims and detaches the links they authorized (Service Bus detaches
+// a link whose token lapsed unrenewed; a put-token before expiry adds a claim
+// that keeps them), and starts a recheck of the claims against the current
+// rules every ClaimRecheckInterval.
+func (c *conn) checkAuth() error {
+	if !c.cfg.RequireAuth {
+		return nil
+	}
+	defer c.s.authChecks.Add(1)
+	now := c.now()
+	if !c.authenticated && now.Sub(c.opened) >= c.cfg.UnauthenticatedTimeout {
+		return &errClose{newError(condUnauthorized, fmt.Sprintf("Unauthorized access. No token was put on $cbs within %v of the connection's open.",
+			c.cfg.UnauthenticatedTimeout), c.cfg.Namespace, now)}
+	}
+	kept, expired := c.claims[:0], false
+	for _, cl := range c.claims {
+		if now.After(cl.expires) {
+			expired = true
+			continue
+		}
+		kept = append(kept, cl)
+	}
+	c.claims = kept
+	if expired {
+		c.detachUnauthorized("Unauthorized access. The token that authorized this link expired and was not renewed; put a new token on $cbs before the old one expires.")
+	}
+	if len(c.claims) > 0 && !c.rechecking && now.Sub(c.lastRecheck) >= c.cfg.ClaimRecheckInterval {
+		c.recheckClaims()
+	}
+	return nil
+}
+
+// detachUnauthorized detaches every link the claims no longer cover with
+// amqp:unauthorized-access.
+func (c *conn) detachUnauthorized(desc string) {
+	for _, s := range c.sessions {
+		for _, l := range s.links {
+			if l.attached && !l.detached && !c.linkAuthorized(l) {
+				s.detachLink(l, s.errorFor(l, condUnauthorized, desc))
+			}
+		}
+	}
+}
+
+// recheckClaims checks each claim's token against the rule that signed it as
+// the Backend has it now, off the owner goroutine. A claim whose rule is gone
+// or whose keys no longer sign its token is dropped; one whose rule lost
+// rights keeps only the rights left. Links the claims then no longer cover
+// are detached. A Backend error other than not-found keeps the claim (a
+// broker that cannot answer does not cut everyone off).
+func (c *conn) recheckClaims() {
+	c.rechecking = true
+	claims := append([]claim(nil), c.claims...)
+	c.goFunc(func() {
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
+		defer cancel()
+		now := c.now()
+		rights := make(map[string]Rights, len(claims)) // by signature: what is left of each claim
+		for _, cl := range claims {
+			if cl.token.KeyName == "" {
+				continue // not from a token (tests)
+			}
+			rule, err := c.lookupRule(ctx, cl.token.KeyName, cl.token.Path)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				continue
+			}
+			had, left := fullRights(cl.rights), Rights(0)
+			if err == nil {
+				if _, err := sas.Check(cl.token, rule, now); err == nil || errors.Is(err, sas.ErrExpired) {
+					left = fullRights(rule.Rights) & had
+				}
+			}
+			if left != had {
+				rights[cl.token.Signature] = left
+			}
+		}
+		c.post(func() {
+			c.rechecking = false
+			c.lastRecheck = c.now()
+			if len(rights) == 0 {
+				return
+			}
+			kept := c.claims[:0]
+			for _, cl := range c.claims {
+				if r, ok := rights[cl.token.Signature]; ok && cl.token.Signature != "" {
+					if cl.rights = r; r == 0 {
+						continue
+					}
+				}
+				kept = append(kept, cl)
+			}
+			c.claims = kept
+			c.detachUnauthorized("Unauthorized access. The shared access rule that authorized this link was removed, lost this right, or its keys changed; put a token signed with a current key on $cbs.")
+		})
+	})
+}
+
+// fullRights spells out what Manage implies.
+func fullRights(r Rights) Rights {
+	if r&RightManage != 0 {
+		return RightManage | RightSend | RightListen
+	}
+	return r
 }

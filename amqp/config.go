@@ -58,6 +58,27 @@ type Config struct {
 	// MaxAppPropertyDepth bounds how deeply an application property's value
 	// nests lists and maps (0: primitives only).
 	MaxAppPropertyDepth int
+	// MaxConnections bounds the connections of this server; one more is
+	// answered with a close carrying amqp:resource-limit-exceeded.
+	MaxConnections int
+	// MaxLinksPerConnection bounds the links of one connection over all its
+	// sessions; MaxUnauthenticatedLinks bounds them while the connection has
+	// no claim yet (no token put on $cbs, no SASL PLAIN login), which is
+	// enough for the $cbs and $management pairs an SDK opens first.
+	MaxLinksPerConnection   int
+	MaxUnauthenticatedLinks int
+	// UnauthenticatedTimeout closes a connection that has not authenticated
+	// (put a token on $cbs or logged in with SASL PLAIN) this long after its
+	// open, with amqp:unauthorized-access. Only with RequireAuth.
+	UnauthenticatedTimeout time.Duration
+	// AuthCheckInterval is how often a connection looks for claims that
+	// expired (their links are detached with amqp:unauthorized-access) and
+	// for the UnauthenticatedTimeout; ClaimRecheckInterval how often it
+	// checks its claims' tokens against the current shared access rules, so
+	// that removing a rule or changing its keys cuts off the links it
+	// authorized within that interval.
+	AuthCheckInterval    time.Duration
+	ClaimRecheckInterval time.Duration
 	// MaxSessions bounds sessions per connection; MaxLinks links per session.
 	MaxSessions int
 	MaxLinks    int
@@ -111,6 +132,13 @@ func DefaultConfig() *Config {
 		MaxAppPropertiesSize: 64 << 10,
 		MaxAppProperties:     32767,
 		MaxAppPropertyDepth:  8,
+
+		MaxConnections:          1000,
+		MaxLinksPerConnection:   1000,
+		MaxUnauthenticatedLinks: 8,
+		UnauthenticatedTimeout:  60 * time.Second,
+		AuthCheckInterval:       time.Second,
+		ClaimRecheckInterval:    30 * time.Second,
 	}
 }
 
@@ -140,6 +168,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxAppPropertiesSize <= 0 || c.MaxAppProperties <= 0 || c.MaxAppPropertyDepth < 0 {
 		errs = append(errs, errors.New("MaxAppPropertiesSize and MaxAppProperties must be > 0, MaxAppPropertyDepth >= 0"))
+	}
+	if c.MaxConnections <= 0 || c.MaxLinksPerConnection <= 0 || c.MaxUnauthenticatedLinks <= 0 {
+		errs = append(errs, errors.New("MaxConnections, MaxLinksPerConnection and MaxUnauthenticatedLinks must be > 0"))
+	}
+	if c.UnauthenticatedTimeout <= 0 || c.AuthCheckInterval <= 0 || c.ClaimRecheckInterval <= 0 {
+		errs = append(errs, errors.New("UnauthenticatedTimeout, AuthCheckInterval and ClaimRecheckInterval must be > 0"))
 	}
 	if c.MaxSessions <= 0 || c.MaxLinks <= 0 || c.MaxPendingReplies <= 0 {
 		errs = append(errs, errors.New("MaxSessions, MaxLinks and MaxPendingReplies must be > 0"))

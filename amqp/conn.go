@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+	"github.com/quorumbus/quorumbus/internal/sas"
 )
 
 // inFrame is what the reader goroutine hands to the owner.
@@ -65,6 +66,12 @@ type conn struct {
 	pendingReplies map[string][][]byte // responses waiting for their reply link
 	claims         []claim
 	loginRights    Rights      // from SASL PLAIN
+	authenticated  bool        // a token was accepted or SASL PLAIN succeeded
+	opened         time.Time   // for UnauthenticatedTimeout
+	linkCount      int         // links over all sessions (MaxLinksPerConnection)
+	lastRecheck    time.Time   // when the claims were last checked against the rules
+	rechecking     bool        // a recheckClaims is running
+	overLimit      bool        // MaxConnections was reached: refuse after open (set before run)
 	settleQueue    []settleJob // dispositions of the current reader batch
 	pendingWrite   bool        // frames queued since the writer was last woken
 	ackSessions    []*session  // sessions with accepted deliveries to confirm (flushAcks)
@@ -82,8 +89,11 @@ func newConn(s *Server, nc net.Conn) *conn {
 	// identity (ConnectionID: the session-lock holder).
 	id := newConnectionID()
 	ctx, cancel := context.WithCancel(WithConnectionID(s.ctx, id))
+	now := s.cfg.now()
 	return &conn{
-		s: s, cfg: s.cfg, b: s.backend, nc: nc,
+		opened:      now,
+		lastRecheck: now,
+		s:           s, cfg: s.cfg, b: s.backend, nc: nc,
 		log:            s.log.With("remote", nc.RemoteAddr().String(), "conn", id),
 		ctx:            ctx,
 		cancel:         cancel,
@@ -133,6 +143,13 @@ func (c *conn) run() {
 	}
 	c.goFunc(func() { c.reader(br) })
 	c.goFunc(c.writer)
+	if c.overLimit {
+		c.log.Info("amqp: connection refused: too many connections", "max", c.cfg.MaxConnections)
+		c.writeDirect(frames.AppendFrame(nil, frames.TypeAMQP, 0, &frames.Close{Error: newError(condResourceLimit,
+			fmt.Sprintf("This node serves at most %d connections; try again later or another node.", c.cfg.MaxConnections),
+			c.cfg.Namespace, c.now())}, nil))
+		return
+	}
 	err := c.loop()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.log.Debug("connection ended", "err", err)
@@ -247,6 +264,7 @@ func (c *conn) sasl(br *frames.Reader) error {
 			code = frames.SASLAuth
 		} else {
 			c.loginRights = rights
+			c.authenticated = true
 		}
 	default:
 		code = frames.SASLAuth
@@ -419,6 +437,8 @@ func (c *conn) heartbeatInterval() time.Duration {
 func (c *conn) loop() error {
 	hb := time.NewTicker(c.heartbeatInterval())
 	defer hb.Stop()
+	auth := time.NewTicker(c.cfg.AuthCheckInterval)
+	defer auth.Stop()
 	for {
 		c.flushAcks()
 		c.kickWriter()
@@ -449,6 +469,11 @@ func (c *conn) loop() error {
 			}
 		case <-hb.C:
 			c.send(0, nil, nil) // empty frame: heartbeat (part 2 §2.4.5)
+		case <-auth.C:
+			if err := c.checkAuth(); err != nil {
+				c.closeWith(err)
+				return err
+			}
 		case <-c.ctx.Done():
 			return c.ctx.Err()
 		}
@@ -598,13 +623,9 @@ func (c *conn) hasClaim(path string, want Rights) bool {
 	if !c.cfg.RequireAuth || c.loginRights.Has(want) {
 		return true
 	}
-	p := strings.ToLower(path)
 	now := c.now()
 	for _, cl := range c.claims {
-		if now.After(cl.expires) || !cl.rights.Has(want) {
-			continue
-		}
-		if cl.path == "" || p == cl.path || strings.HasPrefix(p, cl.path+"/") {
+		if !now.After(cl.expires) && cl.rights.Has(want) && sas.Covers(cl.path, path) {
 			return true
 		}
 	}
@@ -612,6 +633,7 @@ func (c *conn) hasClaim(path string, want Rights) bool {
 }
 
 func (c *conn) addClaim(cl claim) {
+	c.authenticated = true
 	now := c.now()
 	kept := c.claims[:0]
 	for _, old := range c.claims {

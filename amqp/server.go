@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Server accepts AMQP 1.0 connections and serves them from a Backend.
@@ -20,11 +21,18 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops and connections
 
-	mu        sync.Mutex // guards listeners, conns, closed
+	mu        sync.Mutex // guards listeners, conns, refusing, closed
 	listeners []net.Listener
 	conns     map[*conn]struct{}
+	refusing  int // connections being refused for MaxConnections
 	closed    bool
+
+	authChecks atomic.Uint64 // checkAuth runs over all connections (tests wait on it)
 }
+
+// maxRefusing bounds the connections being answered "too many connections"
+// at once (each lives at most HandshakeTimeout).
+const maxRefusing = 64
 
 // New returns a server. cfg nil means DefaultConfig().
 func New(cfg *Config, b Backend) (*Server, error) {
@@ -126,14 +134,31 @@ func (s *Server) ServeConn(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	s.conns[c] = struct{}{}
+	if len(s.conns) >= s.cfg.MaxConnections {
+		// Past the limit a connection gets its open answered with a close that
+		// says why (amqp:resource-limit-exceeded); beyond a further margin of
+		// such refusals in flight, the socket is just closed.
+		if s.refusing >= maxRefusing {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		c.overLimit = true
+		s.refusing++
+	} else {
+		s.conns[c] = struct{}{}
+	}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
 		c.run()
 		s.mu.Lock()
-		delete(s.conns, c)
+		if c.overLimit {
+			s.refusing--
+		} else {
+			delete(s.conns, c)
+		}
 		s.mu.Unlock()
 	}()
 }

@@ -65,6 +65,7 @@ type link struct {
 	entity    EntityInfo
 	trackerID string // SystemTracker for error descriptions, set at attach
 	claimPath string // what CBS claims must cover: "q1/$DeadLetterQueue", "q1/$management"
+	want      Rights // entity links: the right the link needs (Send or Listen)
 	replyAddr string // RPC reply links: the client's target address
 
 	// Credit: for a client sender, what we granted and have not seen used;
