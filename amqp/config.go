@@ -79,7 +79,14 @@ type Config struct {
 	// authorized within that interval.
 	AuthCheckInterval    time.Duration
 	ClaimRecheckInterval time.Duration
-	// MaxSessions bounds sessions per connection; MaxLinks links per session.
+	// MaxSessions bounds sessions per connection (with ChannelMax, the
+	// channel-max advertised in open); MaxLinks links per session (handle-max
+	// is MaxLinks-1). A begin past the first closes the connection, an attach
+	// past the second ends the session, both with amqp:resource-limit-exceeded.
+	//
+	// The defaults protect a node with 2 GiB: at most MaxConnections x
+	// (MaxSessions sessions + MaxLinksPerConnection links), about 1 KiB each,
+	// plus the connection's own buffers (docs/security.md, "Limits").
 	MaxSessions int
 	MaxLinks    int
 	// ReceiveWait is the long-poll duration for a receiver with credit.
@@ -110,15 +117,15 @@ func DefaultConfig() *Config {
 		Addresses:         []string{"127.0.0.1:5672"},
 		ContainerID:       "quorumbus",
 		MaxFrameSize:      65536,
-		ChannelMax:        4095,
+		ChannelMax:        255,
 		IdleTimeout:       60 * time.Second,
 		HeartbeatInterval: 15 * time.Second,
 		LinkCredit:        1000,
 		MaxConnCredit:     20000,
 		SessionWindow:     5000,
 		MaxMessageSize:    262144,
-		MaxSessions:       4096,
-		MaxLinks:          4096,
+		MaxSessions:       256,
+		MaxLinks:          500,
 		ReceiveWait:       60 * time.Second,
 		SessionAcceptWait: 60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -134,7 +141,7 @@ func DefaultConfig() *Config {
 		MaxAppPropertyDepth:  8,
 
 		MaxConnections:          1000,
-		MaxLinksPerConnection:   1000,
+		MaxLinksPerConnection:   500,
 		MaxUnauthenticatedLinks: 8,
 		UnauthenticatedTimeout:  60 * time.Second,
 		AuthCheckInterval:       time.Second,

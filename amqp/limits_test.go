@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
 )
 
 // TestSDKTooManyApplicationProperties: a message with 50,000 small application
@@ -101,4 +103,98 @@ func TestApplicationPropertyCountAndDepth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestManyConnectionsManyLinksBounded: 200 connections that each try to attach
+// 100 links hold at most MaxLinksPerConnection links each; the rest are
+// refused with amqp:resource-limit-exceeded, the heap stays within a coarse
+// bound, and the node keeps serving (issue 14: one connection with a million
+// links took 1 GB).
+func TestManyConnectionsManyLinksBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 200 connections")
+	}
+	const conns, tries, limit = 200, 100, 40
+	srv, _, addr := testServer(t, func(c *Config) { c.MaxLinksPerConnection = limit })
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range conns {
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 100, OutgoingWindow: 100}, nil)
+		rc.next()
+		var b []byte
+		for h := range uint32(tries) {
+			b = frames.AppendFrame(b, frames.TypeAMQP, 0, &frames.Attach{Name: fmt.Sprint("l", h), Handle: h, Role: frames.RoleReceiver,
+				Source: &frames.Source{Address: "$cbs"}, Target: &frames.Target{Address: fmt.Sprint("reply-", h)}}, nil)
+		}
+		rc.write(b)
+		// Each link is answered with an attach; a refused one then with a detach.
+		attaches, refused := 0, 0
+		for attaches < tries || refused < tries-limit {
+			switch f := rc.next().(type) {
+			case *frames.Attach:
+				attaches++
+			case *frames.Detach:
+				if f.Error == nil || f.Error.Condition != condResourceLimit || !strings.Contains(f.Error.Description, "TrackingId:") {
+					t.Fatalf("connection %d: detach %v", i, f.Error)
+				}
+				refused++
+			}
+		}
+	}
+	srv.mu.Lock()
+	n := len(srv.conns)
+	srv.mu.Unlock()
+	if n != conns {
+		t.Fatalf("%d connections served, want %d", n, conns)
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("heap grew %d KiB for %d connections with %d links each (%.1f KiB per connection, client side included)",
+		grown>>10, conns, limit, float64(grown)/1024/conns)
+	if grown > 256<<20 {
+		t.Fatalf("heap grew by %d MiB", grown>>20)
+	}
+	checkHealthy(t, addr)
+}
+
+// TestSessionAndHandleLimits: open advertises channel-max and begin
+// handle-max from the config; a begin past MaxSessions closes the connection
+// and an attach past MaxLinks ends its session, each with
+// amqp:resource-limit-exceeded and a TrackingId, while other connections are
+// served.
+func TestSessionAndHandleLimits(t *testing.T) {
+	_, _, addr := testServer(t, func(c *Config) { c.MaxSessions, c.ChannelMax, c.MaxLinks = 2, 1, 3 })
+	rc := dialRaw(t, addr)
+	rc.write(frames.ProtoAMQP[:])
+	if h, _ := rc.r.ReadProtoHeader(); h != frames.ProtoAMQP {
+		t.Fatalf("header %q", h)
+	}
+	rc.frame(frames.TypeAMQP, 0, &frames.Open{ContainerID: "limits", MaxFrameSize: 65536, ChannelMax: 100}, nil)
+	if o, ok := rc.next().(*frames.Open); !ok || o.ChannelMax != 1 {
+		t.Fatalf("open %v, want channel-max 1", o)
+	}
+	for ch := range uint16(2) {
+		rc.frame(frames.TypeAMQP, ch, &frames.Begin{IncomingWindow: 10, OutgoingWindow: 10}, nil)
+		if b, ok := rc.next().(*frames.Begin); !ok || b.HandleMax != 2 {
+			t.Fatalf("begin %v, want handle-max 2", b)
+		}
+	}
+	// Handle 3 is past handle-max: the session ends.
+	rc.frame(frames.TypeAMQP, 1, &frames.Attach{Name: "x", Handle: 3, Role: frames.RoleReceiver,
+		Source: &frames.Source{Address: "$cbs"}, Target: &frames.Target{Address: "r"}}, nil)
+	if e, ok := rc.next().(*frames.End); !ok || e.Error == nil || e.Error.Condition != condResourceLimit ||
+		!strings.Contains(e.Error.Description, "TrackingId:") {
+		t.Fatalf("want end with resource-limit-exceeded, got %v", e)
+	}
+	// A third session is past the limit: the connection closes.
+	rc.frame(frames.TypeAMQP, 1, &frames.Begin{IncomingWindow: 10, OutgoingWindow: 10}, nil)
+	rc.next() // the begin of the session on channel 1 again (one of two)
+	rc.frame(frames.TypeAMQP, 2, &frames.Begin{IncomingWindow: 10, OutgoingWindow: 10}, nil)
+	rc.expectClose(condResourceLimit)
+	checkHealthy(t, addr)
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quorumbus/quorumbus/amqp"
 )
 
 // Config is everything a node is started with. Every field is a flag (--data), an
@@ -41,6 +43,9 @@ type Config struct {
 	Replicas        int           `json:"replicas"`
 	DeadNodeGrace   time.Duration `json:"dead-node-grace"`
 
+	// AMQP limits (amqp.Config has the meaning of each; docs/security.md, "Limits").
+	AMQPLimits AMQPLimits `json:"-"`
+
 	// nodeIDDefaulted: no source set --node-id, so the host name was taken and the ID
 	// recorded in the data directory wins over it (resolveNodeID).
 	nodeIDDefaulted bool
@@ -68,7 +73,88 @@ func DefaultConfig() Config {
 		BootstrapExpect: 1,
 		Replicas:        3,
 		DeadNodeGrace:   10 * time.Minute,
+		AMQPLimits:      defaultAMQPLimits(),
 	}
+}
+
+// AMQPLimits are the amqp.Config limits an operator sets, each a flag
+// (--amqp-max-connections), environment variable and config file key.
+type AMQPLimits struct {
+	MaxConnections          int
+	MaxSessions             int
+	MaxLinksPerSession      int
+	MaxLinksPerConnection   int
+	MaxUnauthenticatedLinks int
+	MaxFrameSize            int
+	UnauthenticatedTimeout  time.Duration
+	ClaimRecheckInterval    time.Duration
+	MaxAppPropertiesSize    int
+	MaxAppProperties        int
+	MaxAppPropertyDepth     int
+}
+
+// defaultAMQPLimits are amqp.DefaultConfig's, so the defaults live in one place.
+func defaultAMQPLimits() AMQPLimits {
+	d := amqp.DefaultConfig()
+	return AMQPLimits{
+		MaxConnections:          d.MaxConnections,
+		MaxSessions:             d.MaxSessions,
+		MaxLinksPerSession:      d.MaxLinks,
+		MaxLinksPerConnection:   d.MaxLinksPerConnection,
+		MaxUnauthenticatedLinks: d.MaxUnauthenticatedLinks,
+		MaxFrameSize:            int(d.MaxFrameSize),
+		UnauthenticatedTimeout:  d.UnauthenticatedTimeout,
+		ClaimRecheckInterval:    d.ClaimRecheckInterval,
+		MaxAppPropertiesSize:    d.MaxAppPropertiesSize,
+		MaxAppProperties:        d.MaxAppProperties,
+		MaxAppPropertyDepth:     d.MaxAppPropertyDepth,
+	}
+}
+
+// apply sets the limits on an amqp.Config. Sessions set channel-max too: the
+// highest channel number is one less than the number of sessions.
+func (l AMQPLimits) apply(ac *amqp.Config) {
+	ac.MaxConnections = l.MaxConnections
+	ac.MaxSessions = l.MaxSessions
+	ac.ChannelMax = uint16(l.MaxSessions - 1)
+	ac.MaxLinks = l.MaxLinksPerSession
+	ac.MaxLinksPerConnection = l.MaxLinksPerConnection
+	ac.MaxUnauthenticatedLinks = l.MaxUnauthenticatedLinks
+	ac.MaxFrameSize = uint32(l.MaxFrameSize)
+	ac.UnauthenticatedTimeout = l.UnauthenticatedTimeout
+	ac.ClaimRecheckInterval = l.ClaimRecheckInterval
+	ac.MaxAppPropertiesSize = l.MaxAppPropertiesSize
+	ac.MaxAppProperties = l.MaxAppProperties
+	ac.MaxAppPropertyDepth = l.MaxAppPropertyDepth
+}
+
+// validate names the first limit that cannot work.
+func (l AMQPLimits) validate() error {
+	for _, n := range []struct {
+		name      string
+		v, lo, hi int
+	}{
+		{"amqp-max-connections", l.MaxConnections, 1, 1 << 20},
+		{"amqp-max-sessions", l.MaxSessions, 1, 65536},
+		{"amqp-max-links-per-session", l.MaxLinksPerSession, 1, 1 << 20},
+		{"amqp-max-links-per-connection", l.MaxLinksPerConnection, 1, 1 << 20},
+		{"amqp-max-unauthenticated-links", l.MaxUnauthenticatedLinks, 2, 1 << 20},
+		{"amqp-max-frame-size", l.MaxFrameSize, 512, 16 << 20},
+		{"amqp-max-app-properties-size", l.MaxAppPropertiesSize, 1, 1 << 30},
+		{"amqp-max-app-properties", l.MaxAppProperties, 1, 1 << 20},
+		{"amqp-max-app-property-depth", l.MaxAppPropertyDepth, 0, 32},
+	} {
+		if n.v < n.lo || n.v > n.hi {
+			return fmt.Errorf("--%s %d: want %d..%d", n.name, n.v, n.lo, n.hi)
+		}
+	}
+	switch {
+	case l.UnauthenticatedTimeout <= 0:
+		return fmt.Errorf("--amqp-unauthenticated-timeout %v: must be positive", l.UnauthenticatedTimeout)
+	case l.ClaimRecheckInterval <= 0:
+		return fmt.Errorf("--amqp-claim-recheck-interval %v: must be positive", l.ClaimRecheckInterval)
+	}
+	return nil
 }
 
 // defaultNodeID is the host name, or "node-1" when it cannot be read.
@@ -99,6 +185,9 @@ func (c *Config) Validate() error {
 		return errors.New("--shutdown-timeout: must be positive")
 	}
 	if err := c.validateCluster(); err != nil {
+		return err
+	}
+	if err := c.AMQPLimits.validate(); err != nil {
 		return err
 	}
 	switch c.LogLevel {
@@ -249,6 +338,19 @@ func settings(c *Config) []setting {
 		{name: "zone", usage: "failure domain of this node; replicas are spread over zones", str: &c.Zone},
 		{name: "replicas", usage: "replicas of each partition, capped by the node count (default 3)", num: &c.Replicas},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
+
+		// AMQP limits (docs/security.md, "Limits").
+		{name: "amqp-max-connections", usage: "AMQP connections this node serves; one more is closed with amqp:resource-limit-exceeded (default 1000)", num: &c.AMQPLimits.MaxConnections},
+		{name: "amqp-max-sessions", usage: "sessions per AMQP connection, advertised as channel-max (default 256)", num: &c.AMQPLimits.MaxSessions},
+		{name: "amqp-max-links-per-session", usage: "links per AMQP session, advertised as handle-max (default 500)", num: &c.AMQPLimits.MaxLinksPerSession},
+		{name: "amqp-max-links-per-connection", usage: "links per AMQP connection over all its sessions (default 500)", num: &c.AMQPLimits.MaxLinksPerConnection},
+		{name: "amqp-max-unauthenticated-links", usage: "links a connection may attach before it puts a token on $cbs (default 8)", num: &c.AMQPLimits.MaxUnauthenticatedLinks},
+		{name: "amqp-max-frame-size", usage: "largest AMQP frame accepted and advertised, bytes (default 65536)", num: &c.AMQPLimits.MaxFrameSize},
+		{name: "amqp-unauthenticated-timeout", usage: "a connection that has put no token on $cbs this long after open is closed (default 1m)", dur: &c.AMQPLimits.UnauthenticatedTimeout},
+		{name: "amqp-claim-recheck-interval", usage: "how often a connection re-checks its tokens against the shared access rules; a removed rule or changed key cuts links off within it (default 30s)", dur: &c.AMQPLimits.ClaimRecheckInterval},
+		{name: "amqp-max-app-properties-size", usage: "largest application-properties section of a message, bytes (default 65536, as Service Bus)", num: &c.AMQPLimits.MaxAppPropertiesSize},
+		{name: "amqp-max-app-properties", usage: "most application properties in a message (default 32767, what the SDKs decode)", num: &c.AMQPLimits.MaxAppProperties},
+		{name: "amqp-max-app-property-depth", usage: "how deeply an application property may nest lists and maps (default 8)", num: &c.AMQPLimits.MaxAppPropertyDepth},
 	}
 }
 

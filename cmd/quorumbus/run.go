@@ -102,6 +102,7 @@ func run(cfg Config) error {
 	ac.Addresses = []string{amqpLn.Addr().String()}
 	ac.Namespace = node.Namespace()
 	ac.Logger = log
+	cfg.AMQPLimits.apply(ac)
 	srv, err := amqp.New(ac, bridge.New(node))
 	if err != nil {
 		return err
