@@ -342,3 +342,23 @@ func TestMaxConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainLoginWithEitherKey: SASL PLAIN accepts a rule's secondary key as well
+// as its primary one, as put-token does, so clients can move keys during a
+// rotation; a wrong key fails the SASL exchange.
+func TestPlainLoginWithEitherKey(t *testing.T) {
+	_, b, addr := testServer(t, nil)
+	b.mu.Lock()
+	b.keys["app"] = SASKey{Name: "app", Key: "primary", SecondaryKey: "secondary", Rights: RightSend}
+	b.mu.Unlock()
+	for key, ok := range map[string]bool{"primary": true, "secondary": true, "other": false, "": false} {
+		c, err := goamqp.Dial(ctxT(t), "amqp://"+addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain("app", key)})
+		if err == nil {
+			_, err = c.NewSession(ctxT(t), nil)
+			c.Close()
+		}
+		if (err == nil) != ok {
+			t.Errorf("key %q: %v", key, err)
+		}
+	}
+}

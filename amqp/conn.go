@@ -291,7 +291,9 @@ func (c *conn) plainLogin(resp []byte) (Rights, error) {
 	if err != nil {
 		return 0, ErrUnauthorized
 	}
-	if subtle.ConstantTimeCompare([]byte(k.Key), []byte(parts[2])) != 1 {
+	primary := subtle.ConstantTimeCompare([]byte(k.Key), []byte(parts[2]))
+	secondary := subtle.ConstantTimeCompare([]byte(k.SecondaryKey), []byte(parts[2]))
+	if primary != 1 && (k.SecondaryKey == "" || secondary != 1) { // either key, as for tokens (rotation)
 		return 0, ErrUnauthorized
 	}
 	return k.Rights, nil
