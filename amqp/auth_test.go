@@ -122,7 +122,7 @@ func waitChecks(t *testing.T, s *Server) {
 
 // TestExpiredTokenDetachesLinks: when a token expires without renewal, the
 // links it authorized are detached with amqp:unauthorized-access, as Service
-// Bus does; a put-token before expiry keeps them (issue 14: send and receive
+// Bus does; a put-token before expiry keeps them (before the fix send and receive
 // worked 75 s after expiry). The server's clock is a manual one.
 func TestExpiredTokenDetachesLinks(t *testing.T) {
 	clk := &manualClock{t: time.Now()}
@@ -222,7 +222,7 @@ func TestRemovedRuleDetachesLinks(t *testing.T) {
 }
 
 // TestUnauthenticatedLinkLimit: a connection without a claim may attach only
-// MaxUnauthenticatedLinks links (issue 14: a million $cbs links took one
+// MaxUnauthenticatedLinks links (before the fix a million $cbs links took one
 // connection to 1 GB); once it put a token it may attach more, up to
 // MaxLinksPerConnection, past which attaches are refused with
 // amqp:resource-limit-exceeded while the connection keeps working.

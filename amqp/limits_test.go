@@ -16,7 +16,7 @@ import (
 // TestSDKTooManyApplicationProperties: a message with 50,000 small application
 // properties, which the SDK's own receiver could not decode, is refused at send
 // with a clear error carrying a TrackingId, and the queue is not poisoned: a
-// normal message sent after it is received (issue 14). The queue allows 4 MiB
+// normal message sent after it is received. The queue allows 4 MiB
 // messages so that the properties limit, not the message size, refuses it.
 func TestSDKTooManyApplicationProperties(t *testing.T) {
 	_, b, addr := testServer(t, nil)
@@ -108,7 +108,7 @@ func TestApplicationPropertyCountAndDepth(t *testing.T) {
 // TestManyConnectionsManyLinksBounded: 200 connections that each try to attach
 // 100 links hold at most MaxLinksPerConnection links each; the rest are
 // refused with amqp:resource-limit-exceeded, the heap stays within a coarse
-// bound, and the node keeps serving (issue 14: one connection with a million
+// bound, and the node keeps serving (before the limit one connection with a million
 // links took 1 GB).
 func TestManyConnectionsManyLinksBounded(t *testing.T) {
 	if testing.Short() {
