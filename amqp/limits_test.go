@@ -7,10 +7,12 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 // TestSDKTooManyApplicationProperties: a message with 50,000 small application
@@ -197,4 +199,46 @@ func TestSessionAndHandleLimits(t *testing.T) {
 	rc.frame(frames.TypeAMQP, 2, &frames.Begin{IncomingWindow: 10, OutgoingWindow: 10}, nil)
 	rc.expectClose(condResourceLimit)
 	checkHealthy(t, addr)
+}
+
+// TestIdleConnectionsBeyondTheLimit: connections that only send a protocol
+// header cannot pile up: past MaxConnections a connection is still answered
+// (its open gets a close with amqp:resource-limit-exceeded), and past a
+// further margin of such refusals the socket is closed at once. Once the idle
+// ones go, the node serves again.
+func TestIdleConnectionsBeyondTheLimit(t *testing.T) {
+	const max, dials = 20, 200
+	_, _, addr := testServer(t, func(c *Config) { c.MaxConnections = max })
+	var rcs []*rawClient
+	closed := 0
+	for range dials {
+		rc := dialRaw(t, addr)
+		rc.write(frames.ProtoAMQP[:])
+		if _, err := rc.r.ReadProtoHeader(); err != nil {
+			closed++
+			rc.nc.Close()
+			continue
+		}
+		rcs = append(rcs, rc)
+	}
+	if want := dials - max - maxRefusing; closed != want {
+		t.Fatalf("%d connections closed at once, want %d", closed, want)
+	}
+	// The last one answered is over the limit: its open gets the reason.
+	last := rcs[len(rcs)-1]
+	last.frame(frames.TypeAMQP, 0, &frames.Open{ContainerID: "over", MaxFrameSize: 65536}, nil)
+	last.expectClose(condResourceLimit)
+	for _, rc := range rcs {
+		rc.nc.Close()
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		c, err := goamqp.Dial(ctxT(t), "amqp://"+addr, &goamqp.ConnOptions{
+			SASLType: goamqp.SASLTypePlain("RootManageSharedAccessKey", "secret-key")})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.NewSession(ctxT(t), nil)
+		return err
+	})
 }
