@@ -200,11 +200,22 @@ func (c *conn) recheckClaims() {
 		defer cancel()
 		now := c.now()
 		rights := make(map[string]Rights, len(claims)) // by signature: what is left of each claim
+		type found struct {
+			rule sas.Rule
+			err  error
+		}
+		rules := map[[2]string]found{} // one lookup per key name and path, however many claims share them
 		for _, cl := range claims {
 			if cl.token.KeyName == "" {
 				continue // not from a token (tests)
 			}
-			rule, err := c.lookupRule(ctx, cl.token.KeyName, cl.token.Path)
+			k := [2]string{cl.token.KeyName, cl.token.Path}
+			f, ok := rules[k]
+			if !ok {
+				f.rule, f.err = c.lookupRule(ctx, cl.token.KeyName, cl.token.Path)
+				rules[k] = f
+			}
+			rule, err := f.rule, f.err
 			if err != nil && !errors.Is(err, ErrNotFound) {
 				continue
 			}

@@ -20,5 +20,8 @@
 // its result back as a closure the owner executes. Back-pressure: link
 // credit bounds deliveries in flight to the Backend per link, the session
 // window bounds frames, max-frame-size and max-message-size bound buffers;
-// Server.Close cancels everything and waits.
+// Server.Close cancels everything and waits. Every AuthCheckInterval the
+// owner drops expired CBS claims and detaches the links they covered, and
+// every ClaimRecheckInterval it re-checks its tokens against the rules in a
+// goFunc goroutine (cbs.go).
 package amqp
