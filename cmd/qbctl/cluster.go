@@ -20,7 +20,8 @@ import (
 
 // The cluster commands use the node's JSON cluster API (/$cluster/, docs/admin-api.md),
 // which the Service Bus admin client does not know. The types below mirror its JSON; a
-// test checks them against cluster/admin's (qbctl itself imports no broker package).
+// test checks them against cluster/admin's (qbctl imports no broker package but
+// cluster/meta's property table).
 
 type clusterStatus struct {
 	NodeID         string   `json:"nodeId"`

@@ -3,9 +3,10 @@
 // It speaks to a node the way a Service Bus user's code does: entity management goes
 // through the unmodified azservicebus/admin client against the node's admin API
 // (--admin-addr), and peek and dead-letter work go through the azservicebus data-plane
-// client over AMQP. So qbctl exercises exactly the surfaces users rely on, and it never
-// imports the broker's own packages. The cluster, node and partition commands have no
-// Service Bus equivalent: they call the node's JSON cluster API (/$cluster/ on the admin
+// client over AMQP. So qbctl exercises exactly the surfaces users rely on; of the
+// broker's own packages it imports only cluster/meta, for its table of entity properties
+// (which flags exist, for which entity kinds, with which bounds). The cluster, node and
+// partition commands have no Service Bus equivalent: they call the node's JSON cluster API (/$cluster/ on the admin
 // listener, docs/admin-api.md), signing a SAS token from the same connection string.
 //
 // The connection string comes from --connection-string, else QUORUMBUS_CONNECTION_STRING,

@@ -14,6 +14,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/spf13/cobra"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
 )
 
 // propKind is how a property's value is written on the command line and in JSON.
@@ -34,7 +36,8 @@ func (k propKind) typeName() string {
 
 // propSpec is one entity property as qbctl offers it: the field of the SDK's
 // QueueProperties / TopicProperties / SubscriptionProperties it sets (also its JSON key),
-// its flag, and the entity kinds that have it.
+// its flag, and the entity kinds that have it. The specs come from cluster/meta's table
+// of properties (meta.Properties), which drives every surface that reads them.
 type propSpec struct {
 	name  string // SDK field name and JSON key
 	flag  string
@@ -45,32 +48,56 @@ type propSpec struct {
 
 func (s *propSpec) has(k entityKind) bool { return slices.Contains(s.kinds, k) }
 
-var (
-	qts = []entityKind{kindQueue, kindTopic, kindSubscription}
-	qs  = []entityKind{kindQueue, kindSubscription}
-	qt  = []entityKind{kindQueue, kindTopic}
-)
+// sdkTypes are the SDK's properties structs, by entity kind.
+var sdkTypes = map[entityKind]reflect.Type{
+	kindQueue:        reflect.TypeOf(admin.QueueProperties{}),
+	kindTopic:        reflect.TypeOf(admin.TopicProperties{}),
+	kindSubscription: reflect.TypeOf(admin.SubscriptionProperties{}),
+}
 
-// propSpecs is in the order show prints them.
-var propSpecs = []propSpec{
-	{"Status", "status", propStatus, qts, "Active, Disabled, SendDisabled or ReceiveDisabled"},
-	{"LockDuration", "lock-duration", propDuration, qs, "how long a receiver holds a message's lock"},
-	{"MaxDeliveryCount", "max-delivery-count", propInt32, qs, "deliveries before a message is dead-lettered"},
-	{"DefaultMessageTimeToLive", "default-ttl", propDuration, qts, "time to live of messages that set none"},
-	{"DeadLetteringOnMessageExpiration", "dead-letter-on-expiration", propBool, qs, "dead-letter expired messages instead of dropping them"},
-	{"EnableDeadLetteringOnFilterEvaluationExceptions", "dead-letter-on-filter-errors", propBool, []entityKind{kindSubscription}, "dead-letter messages whose rule evaluation fails"},
-	{"RequiresSession", "requires-session", propBool, qs, "sessions (fixed at creation)"},
-	{"RequiresDuplicateDetection", "requires-duplicate-detection", propBool, qt, "duplicate detection by MessageId (fixed at creation)"},
-	{"DuplicateDetectionHistoryTimeWindow", "duplicate-window", propDuration, qt, "how long MessageIds are remembered"},
-	{"MaxSizeInMegabytes", "max-size-mb", propInt32, qt, "capacity in megabytes"},
-	{"MaxMessageSizeInKilobytes", "max-message-size-kb", propInt64, qt, "largest message in kilobytes"},
-	{"EnablePartitioning", "partitioned", propBool, qt, "spread over several partitions (fixed at creation)"},
-	{"SupportOrdering", "support-ordering", propBool, []entityKind{kindTopic}, "keep the send order"},
-	{"EnableBatchedOperations", "enable-batched-operations", propBool, qts, "server-side batching (accepted, no effect)"},
-	{"AutoDeleteOnIdle", "auto-delete-on-idle", propDuration, qts, "delete the entity after this long unused"},
-	{"ForwardTo", "forward-to", propString, qs, "forward every message to this queue or topic"},
-	{"ForwardDeadLetteredMessagesTo", "forward-dlq-to", propString, qs, "forward dead-lettered messages to this queue or topic"},
-	{"UserMetadata", "user-metadata", propString, qts, "free text"},
+var metaKinds = map[entityKind]meta.EntitySet{kindQueue: meta.OnQueue, kindTopic: meta.OnTopic, kindSubscription: meta.OnSubscription}
+
+// propSpecs is in table order, which show prints.
+var propSpecs = specsFrom(meta.Properties)
+
+func specsFrom(props []meta.Property) []propSpec {
+	var out []propSpec
+	for i := range props {
+		p := &props[i]
+		if p.CLI == 0 {
+			continue
+		}
+		s := propSpec{name: p.SDK(), flag: p.Flag, usage: p.Doc}
+		if p.Check != nil && p.Type != meta.TypeDuration {
+			s.usage += "; " + p.Check.Doc
+		}
+		if p.FixedAtCreation {
+			s.usage += " (fixed at creation)"
+		}
+		for _, k := range []entityKind{kindQueue, kindTopic, kindSubscription} {
+			if p.CLI.Has(metaKinds[k]) {
+				s.kinds = append(s.kinds, k)
+			}
+		}
+		switch p.Type {
+		case meta.TypeDuration:
+			s.kind = propDuration
+		case meta.TypeBool:
+			s.kind = propBool
+		case meta.TypeString:
+			s.kind = propString
+		case meta.TypeStatus:
+			s.kind = propStatus
+		case meta.TypeInt32, meta.TypeInt64:
+			// The SDK's width, which may differ from meta's (MaxSizeInMegabytes is int32 there).
+			s.kind = propInt32
+			if f, ok := sdkTypes[s.kinds[0]].FieldByName(s.name); ok && f.Type == reflect.TypeOf((*int64)(nil)) {
+				s.kind = propInt64
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // readOnlyKeys are keys of `show -o json` that --from-file skips: names and counts.
@@ -187,7 +214,11 @@ func (p *props) register(c *cobra.Command, k entityKind) {
 		}
 		usage := s.name + ": " + s.usage
 		if s.kind == propDuration {
-			usage += " (30s, 10m, 336h or ISO 8601 PT30S)"
+			usage += " (30s, 10m, 336h or ISO 8601 PT30S"
+			if p := meta.PropertyNamed(s.name); p != nil && p.Check != nil {
+				usage += "; " + p.Check.Doc
+			}
+			usage += ")"
 		}
 		fs.Var(propFlag{s, p}, s.flag, usage)
 		switch s.kind {
