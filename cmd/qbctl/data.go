@@ -29,6 +29,7 @@ func (g *globals) peekCmd() *cobra.Command {
 			}
 			return g.human(g.browse(c.Context(), e, nil, count, from), e.target())
 		}}
+	c.ValidArgsFunction = g.completeEntityPath(false)
 	c.Flags().IntVar(&count, "count", 20, "how many messages")
 	c.Flags().Int64Var(&from, "from", 0, "first sequence number (0: from the start)")
 	return c
@@ -123,6 +124,7 @@ func (g *globals) dlqCmd() *cobra.Command {
 				return g.human(fn(c.Context(), e, count), e.target())
 			}}
 		c.Flags().IntVar(&count, "count", 0, "at most this many messages (0: all; inspect defaults to 20)")
+		c.ValidArgsFunction = g.completeEntityPath(false)
 		return c
 	}
 	inspect := verb("inspect", "browse dead-lettered messages with their reasons", func(ctx context.Context, e entityPath, n int) error {

@@ -97,6 +97,16 @@ func (g *globals) entityCmd(k entityKind) *cobra.Command {
 			}
 			return g.human(g.purge(c.Context(), path+"/$purge", strings.Join(pos, "/Subscriptions/")), k.target(pos))
 		}}
+	n := len(k.names())
+	for _, v := range []*cobra.Command{create, update, show, del, purge} {
+		v.ValidArgsFunction = g.completeEntityArgs(k, n)
+	}
+	if k == kindSubscription {
+		list.ValidArgsFunction = g.completeEntityArgs(kindTopic, 1)
+	} else {
+		list.ValidArgsFunction = cobra.NoFileCompletions
+	}
+	create.ValidArgsFunction = g.completeEntityArgs(k, n-1) // a new name: only its topic
 	aliases := map[entityKind][]string{kindQueue: {"queues"}, kindTopic: {"topics"}, kindSubscription: {"subscriptions", "sub"}}[k]
 	return group(k.String(), k.String()+"s: create, list, show, update, delete, purge", aliases,
 		create, list, show, update, del, purge)

@@ -25,6 +25,7 @@ func (g *globals) sendCmd() *cobra.Command {
 			}
 			return g.human(g.send(c.Context(), e, &body, &id, &subject, create), e.target())
 		}}
+	c.ValidArgsFunction = g.completeEntityPath(true)
 	fs := c.Flags()
 	fs.StringVar(&body, "body", "", "message body (text)")
 	fs.StringVar(&id, "message-id", "", "message ID (default: the SDK leaves it empty)")
@@ -91,6 +92,7 @@ func (g *globals) receiveCmd() *cobra.Command {
 			}
 			return g.human(g.receive(c.Context(), e, count, timeout, &expect), e.target())
 		}}
+	c.ValidArgsFunction = g.completeEntityPath(false)
 	fs := c.Flags()
 	fs.IntVar(&count, "count", 1, "stop after this many messages")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")

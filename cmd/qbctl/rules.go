@@ -186,6 +186,10 @@ func (g *globals) ruleCmd() *cobra.Command {
 			fmt.Fprintf(g.stdout, "deleted rule %q of %s/Subscriptions/%s\n", pos[2], pos[0], pos[1])
 			return nil
 		})}
+	create.ValidArgsFunction = g.completeRuleArgs(2)
+	list.ValidArgsFunction = g.completeRuleArgs(2)
+	show.ValidArgsFunction = g.completeRuleArgs(3)
+	del.ValidArgsFunction = g.completeRuleArgs(3)
 	return group("rule", "subscription rules: create, list, show, delete", []string{"rules"}, create, list, show, del)
 }
 

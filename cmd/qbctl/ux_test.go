@@ -322,3 +322,43 @@ func TestProgressLinesEndWithANewline(t *testing.T) {
 		}
 	}
 }
+
+// Completion asks the node for entity names.
+func TestCompletionOfEntityNames(t *testing.T) {
+	qb := adminNode(t, nil)
+	for _, args := range [][]string{{"queue", "create", "jobs"}, {"queue", "create", "mail"}, {"topic", "create", "events"},
+		{"subscription", "create", "events", "audit"}, {"rule", "create", "events", "audit", "vip", "--correlation-id", "v"}} {
+		if _, _, err := qb(args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"queue", "show", ""}, "jobs mail"},
+		{[]string{"queue", "delete", "jobs", ""}, ""},
+		{[]string{"queue", "create", ""}, ""},
+		{[]string{"subscription", "show", ""}, "events"},
+		{[]string{"subscription", "show", "events", ""}, "audit"},
+		{[]string{"subscription", "create", "events", ""}, ""},
+		{[]string{"rule", "delete", "events", "audit", ""}, "$Default vip"},
+		{[]string{"peek", ""}, "jobs mail events/Subscriptions/"},
+		{[]string{"dlq", "purge", "events/"}, "events/Subscriptions/audit"},
+		{[]string{"send", ""}, "jobs mail events"},
+	} {
+		out, _, err := qb(append([]string{cobra.ShellCompRequestCmd}, tc.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, l := range strings.Split(out, "\n") {
+			if l != "" && !strings.HasPrefix(l, ":") && !strings.HasPrefix(l, "Completion ended") {
+				got = append(got, l)
+			}
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("complete %q = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
