@@ -89,7 +89,7 @@ func (g *globals) human(err error, t target) error {
 		case azservicebus.CodeUnauthorizedAccess:
 			code = http.StatusUnauthorized
 		case azservicebus.CodeConnectionLost:
-			return withHint(fmt.Errorf("%s: the connection to the node was lost: %v", t, err),
+			return withHint(fmt.Errorf("%s: cannot reach the node over AMQP: %s", t, strings.TrimPrefix(err.Error(), "(connlost): ")),
 				"is the node running and its AMQP port reachable at the connection string's Endpoint? 'qbctl status' checks the node")
 		}
 	}
@@ -114,8 +114,12 @@ func (g *globals) human(err error, t target) error {
 		}
 		return withHint(fmt.Errorf("%s not found (404)", t), hint)
 	case http.StatusConflict:
-		return withHint(fmt.Errorf("%s already exists (409)", t),
-			"change it with 'update' instead, or delete it first")
+		hint := "delete it first, or choose another name"
+		switch t.kind {
+		case "queue", "topic", "subscription":
+			hint = fmt.Sprintf("'qbctl %s update' changes an existing %s; 'qbctl %s show' shows it", t.kind, t.kind, t.kind)
+		}
+		return withHint(fmt.Errorf("%s already exists (409)", t), hint)
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return withHint(fmt.Errorf("%s: not authorized (%d)%s", t, code, with),
 			"this needs a key with the Manage right (Send or Listen for messages); 'qbctl key list' shows the keys")
