@@ -63,6 +63,11 @@ func parseConnString(cs string) (connParts, error) {
 // adminRequest sends a signed request to the node's admin API (for the endpoints the
 // SDK's admin client does not know) and returns the body of a 2xx answer.
 func (g *globals) adminRequest(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	return g.adminDo(ctx, method, path, body, "application/json", nil)
+}
+
+// adminDo is adminRequest with the body's content type and more headers.
+func (g *globals) adminDo(ctx context.Context, method, path string, body []byte, contentType string, header map[string]string) ([]byte, error) {
 	cs, err := g.connectionString()
 	if err != nil {
 		return nil, err
@@ -82,7 +87,10 @@ func (g *globals) adminRequest(ctx context.Context, method, path string, body []
 	}
 	req.Header.Set("Authorization", "SharedAccessSignature sr="+sr+"&sig="+sig+"&se="+se+"&skn="+p.keyName)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {

@@ -188,9 +188,10 @@ func TestShowJSONRoundTrips(t *testing.T) {
 			map[string]any{"DuplicateDetectionHistoryTimeWindow": "PT1M", "RequiresDuplicateDetection": true, "SupportOrdering": false},
 			"UserMetadata", []string{"--user-metadata", "x"}, "x"},
 		{"subscription", []string{"events", "audit"}, []string{"events", "audit2"},
-			[]string{"--lock-duration", "45s", "--dead-letter-on-filter-errors", "true", "--requires-session", "true"},
-			map[string]any{"LockDuration": "PT45S", "EnableDeadLetteringOnFilterEvaluationExceptions": true, "RequiresSession": true, "Topic": "events", "Name": "audit"},
-			"MaxDeliveryCount", []string{"--max-delivery-count", "4"}, 4.0},
+			[]string{"--lock-duration", "45s", "--dead-letter-on-filter-errors", "true", "--requires-session", "true", "--status", "SendDisabled"},
+			map[string]any{"LockDuration": "PT45S", "EnableDeadLetteringOnFilterEvaluationExceptions": true, "RequiresSession": true, "Topic": "events", "Name": "audit",
+				"Status": "SendDisabled"},
+			"Status", []string{"--status", "receivedisabled"}, "ReceiveDisabled"},
 	} {
 		if _, _, err := qb(append(append([]string{tc.kind, "create"}, tc.src...), tc.flags...)...); err != nil {
 			t.Fatalf("%s create: %v", tc.kind, err)
