@@ -133,7 +133,7 @@ func unknownCommand(c *cobra.Command, args []string) error {
 // group makes the parent of verbs (qbctl queue): without a verb, or with one it does not
 // know, it fails with a usage error that lists them.
 func group(use, short string, aliases []string, verbs ...*cobra.Command) *cobra.Command {
-	c := &cobra.Command{Use: use, Short: short, Aliases: aliases}
+	c := &cobra.Command{Use: use + " VERB", Short: short, Aliases: aliases}
 	for _, v := range verbs {
 		c.AddCommand(v)
 	}
