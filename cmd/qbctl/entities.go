@@ -130,6 +130,7 @@ func (g *globals) createEntity(ctx context.Context, ac *admin.Client, k entityKi
 	if err != nil {
 		return err
 	}
+	p.perPartitionSize()
 	switch k {
 	case kindQueue:
 		var q admin.QueueProperties

@@ -332,6 +332,30 @@ func (p *props) load(k entityKind, pos []string) ([]string, error) {
 	return names, nil
 }
 
+// partitionedSizeFactor is how much larger a partitioned entity reports its
+// MaxSizeInMegabytes than the size it was created with (16 partitions, as on Service Bus
+// Standard; docs/admin-api.md).
+const partitionedSizeFactor = 16
+
+// perPartitionSize turns the MaxSizeInMegabytes that show printed for a partitioned
+// entity back into the size to create one with, so that a file written by show creates an
+// entity that shows the same: on create, a file that says EnablePartitioning true gives
+// the whole entity's size. A size given by flag is taken as it is.
+func (p *props) perPartitionSize() {
+	on, ok := p.file["EnablePartitioning"]
+	if f, byFlag := p.flags["EnablePartitioning"]; byFlag {
+		on, ok = f, true
+	}
+	size, sized := p.file["MaxSizeInMegabytes"]
+	if !ok || !sized || !*on.Interface().(*bool) {
+		return
+	}
+	if n := *size.Interface().(*int32); n%partitionedSizeFactor == 0 && n >= partitionedSizeFactor {
+		n /= partitionedSizeFactor
+		p.file["MaxSizeInMegabytes"] = reflect.ValueOf(&n)
+	}
+}
+
 // apply sets the given properties on dst, a pointer to the SDK's QueueProperties,
 // TopicProperties or SubscriptionProperties: the file's first, then the flags'.
 func (p *props) apply(dst any) {
