@@ -3,6 +3,7 @@ package admin
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,6 +89,9 @@ func (f *fields) str(name string, dst *string) {
 }
 
 func (f *fields) status(dst *meta.Status) {
+	if f.err != nil {
+		return
+	}
 	if s, ok := f.get("Status"); ok {
 		st, err := meta.ParseStatus(s)
 		if err != nil {
@@ -165,68 +169,81 @@ func (n *node) childrenNamed(local string) []*node {
 	return out
 }
 
+// props reads every property meta.Properties carries in ATOM for the kind of dst (a
+// pointer to its properties struct) from the description; base is the properties before
+// (create: the defaults; update: the current ones). The first bad element wins.
+// MaxSizeInMegabytes and EnablePartitioning have behaviour of their own (partitioned
+// sizes, partition counts); every other property is read by its type.
+func (f *fields) props(kind meta.EntitySet, dst any, partitioned int32) {
+	var oldSize int64
+	var oldParts int32
+	switch b := dst.(type) {
+	case *meta.QueueProperties:
+		oldSize, oldParts = b.MaxSizeInMegabytes, b.PartitionCount
+	case *meta.TopicProperties:
+		oldSize, oldParts = b.MaxSizeInMegabytes, b.PartitionCount
+	}
+	for i := range meta.Properties {
+		p := &meta.Properties[i]
+		if !p.ATOM.Has(kind) {
+			continue
+		}
+		switch p.Name {
+		case "EnablePartitioning":
+			if parts, ok := partitionCount(dst); ok {
+				f.partitioning(parts, partitioned)
+			}
+			continue
+		}
+		switch ptr := p.Ptr(dst).(type) {
+		case *time.Duration:
+			f.dur(p.Name, ptr)
+		case *int32:
+			f.int32v(p.Name, ptr)
+		case *int64:
+			f.int64v(p.Name, ptr)
+			if p.Name == "MaxSizeInMegabytes" {
+				*ptr = storedMaxSize(*ptr, oldSize, oldParts)
+			}
+		case *bool:
+			f.boolean(p.Name, ptr)
+		case *string:
+			f.str(p.Name, ptr)
+		case *meta.Status:
+			f.status(ptr)
+		default:
+			panic("admin: ATOM property " + p.Name + " has no field")
+		}
+	}
+}
+
+func partitionCount(props any) (*int32, bool) {
+	switch p := props.(type) {
+	case *meta.QueueProperties:
+		return &p.PartitionCount, true
+	case *meta.TopicProperties:
+		return &p.PartitionCount, true
+	}
+	return nil, false
+}
+
 func parseQueue(d *node, p meta.QueueProperties, partitioned int32) (meta.QueueProperties, error) {
 	f := &fields{n: d}
-	f.dur("LockDuration", &p.LockDuration)
-	oldSize, oldParts := p.MaxSizeInMegabytes, p.PartitionCount
-	f.int64v("MaxSizeInMegabytes", &p.MaxSizeInMegabytes)
-	p.MaxSizeInMegabytes = storedMaxSize(p.MaxSizeInMegabytes, oldSize, oldParts)
-	f.boolean("RequiresDuplicateDetection", &p.RequiresDuplicateDetection)
-	f.boolean("RequiresSession", &p.RequiresSession)
-	f.dur("DefaultMessageTimeToLive", &p.DefaultMessageTimeToLive)
-	f.boolean("DeadLetteringOnMessageExpiration", &p.DeadLetteringOnMessageExpiration)
-	f.dur("DuplicateDetectionHistoryTimeWindow", &p.DuplicateDetectionHistoryTimeWindow)
-	f.int32v("MaxDeliveryCount", &p.MaxDeliveryCount)
-	f.boolean("EnableBatchedOperations", &p.EnableBatchedOperations)
-	f.status(&p.Status)
-	f.dur("AutoDeleteOnIdle", &p.AutoDeleteOnIdle)
-	f.partitioning(&p.PartitionCount, partitioned)
-	f.str("ForwardTo", &p.ForwardTo)
-	f.str("ForwardDeadLetteredMessagesTo", &p.ForwardDeadLetteredMessagesTo)
-	f.str("UserMetadata", &p.UserMetadata)
-	f.int64v("MaxMessageSizeInKilobytes", &p.MaxMessageSizeInKilobytes)
-	f.boolean("SupportOrdering", &p.SupportOrdering)
-	f.boolean("EnableExpress", &p.EnableExpress)
+	f.props(meta.OnQueue, &p, partitioned)
 	f.authRules(&p.AuthorizationRules)
 	return p, f.err
 }
 
 func parseTopic(d *node, p meta.TopicProperties, partitioned int32) (meta.TopicProperties, error) {
 	f := &fields{n: d}
-	f.dur("DefaultMessageTimeToLive", &p.DefaultMessageTimeToLive)
-	oldSize, oldParts := p.MaxSizeInMegabytes, p.PartitionCount
-	f.int64v("MaxSizeInMegabytes", &p.MaxSizeInMegabytes)
-	p.MaxSizeInMegabytes = storedMaxSize(p.MaxSizeInMegabytes, oldSize, oldParts)
-	f.boolean("RequiresDuplicateDetection", &p.RequiresDuplicateDetection)
-	f.dur("DuplicateDetectionHistoryTimeWindow", &p.DuplicateDetectionHistoryTimeWindow)
-	f.boolean("EnableBatchedOperations", &p.EnableBatchedOperations)
-	f.boolean("FilteringMessagesBeforePublishing", &p.FilteringMessagesBeforePublishing)
-	f.status(&p.Status)
-	f.str("UserMetadata", &p.UserMetadata)
-	f.boolean("SupportOrdering", &p.SupportOrdering)
-	f.dur("AutoDeleteOnIdle", &p.AutoDeleteOnIdle)
-	f.partitioning(&p.PartitionCount, partitioned)
-	f.boolean("EnableSubscriptionPartitioning", &p.EnableSubscriptionPartitioning)
-	f.boolean("EnableExpress", &p.EnableExpress)
-	f.int64v("MaxMessageSizeInKilobytes", &p.MaxMessageSizeInKilobytes)
+	f.props(meta.OnTopic, &p, partitioned)
 	f.authRules(&p.AuthorizationRules)
 	return p, f.err
 }
 
 func parseSubscription(d *node, p meta.SubscriptionProperties) (meta.SubscriptionProperties, error) {
 	f := &fields{n: d}
-	f.dur("LockDuration", &p.LockDuration)
-	f.boolean("RequiresSession", &p.RequiresSession)
-	f.dur("DefaultMessageTimeToLive", &p.DefaultMessageTimeToLive)
-	f.boolean("DeadLetteringOnMessageExpiration", &p.DeadLetteringOnMessageExpiration)
-	f.boolean("DeadLetteringOnFilterEvaluationExceptions", &p.DeadLetteringOnFilterEvaluationExceptions)
-	f.int32v("MaxDeliveryCount", &p.MaxDeliveryCount)
-	f.boolean("EnableBatchedOperations", &p.EnableBatchedOperations)
-	f.status(&p.Status)
-	f.str("ForwardTo", &p.ForwardTo)
-	f.str("ForwardDeadLetteredMessagesTo", &p.ForwardDeadLetteredMessagesTo)
-	f.str("UserMetadata", &p.UserMetadata)
-	f.dur("AutoDeleteOnIdle", &p.AutoDeleteOnIdle)
+	f.props(meta.OnSubscription, &p, 0)
 	return p, f.err
 }
 
@@ -471,36 +488,95 @@ func (w *xmlWriter) optional(name, v string) {
 
 const descAttrs = ` xmlns="` + nsSB + `" xmlns:i="` + nsXSI + `"`
 
+// The element order of each description, as Service Bus writes it: property names of
+// meta.Properties, and the elements that are not properties (counts, times, rules), which
+// the writer's caller supplies. A property of the kind missing here is written after
+// them, so a new property needs no change here.
+var (
+	queueLayout = []string{"LockDuration", "MaxSizeInMegabytes", "RequiresDuplicateDetection", "RequiresSession",
+		"DefaultMessageTimeToLive", "DeadLetteringOnMessageExpiration", "DuplicateDetectionHistoryTimeWindow",
+		"MaxDeliveryCount", "EnableBatchedOperations", "SizeInBytes", "MessageCount", "IsAnonymousAccessible",
+		"AuthorizationRules", "Status", "ForwardTo", "CreatedAt", "UpdatedAt", "AccessedAt", "SupportOrdering",
+		"CountDetails", "AutoDeleteOnIdle", "EnablePartitioning", "EntityAvailabilityStatus",
+		"ForwardDeadLetteredMessagesTo", "EnableExpress", "UserMetadata", "MaxMessageSizeInKilobytes"}
+	topicLayout = []string{"DefaultMessageTimeToLive", "MaxSizeInMegabytes", "RequiresDuplicateDetection",
+		"DuplicateDetectionHistoryTimeWindow", "EnableBatchedOperations", "SizeInBytes",
+		"FilteringMessagesBeforePublishing", "IsAnonymousAccessible", "AuthorizationRules", "Status", "UserMetadata",
+		"CreatedAt", "UpdatedAt", "AccessedAt", "SupportOrdering", "CountDetails", "SubscriptionCount",
+		"SqlFilterCount", "CorrelationFilterCount", "AutoDeleteOnIdle", "EnablePartitioning",
+		"EntityAvailabilityStatus", "EnableSubscriptionPartitioning", "EnableExpress", "MaxMessageSizeInKilobytes"}
+	subscriptionLayout = []string{"LockDuration", "RequiresSession", "DefaultMessageTimeToLive",
+		"DeadLetteringOnMessageExpiration", "DeadLetteringOnFilterEvaluationExceptions", "MessageCount",
+		"MaxDeliveryCount", "EnableBatchedOperations", "Status", "ForwardTo", "CreatedAt", "UpdatedAt", "AccessedAt",
+		"CountDetails", "UserMetadata", "ForwardDeadLetteredMessagesTo", "AutoDeleteOnIdle", "EntityAvailabilityStatus"}
+)
+
+// description writes the elements of layout: each property of props (a pointer to its
+// properties struct) by its type, each other element by extra.
+func (w *xmlWriter) description(kind meta.EntitySet, layout []string, props any, extra map[string]func()) {
+	write := func(p *meta.Property) {
+		var v string
+		switch p.Name {
+		case "EnablePartitioning":
+			parts, _ := partitionCount(props)
+			v = b2s(*parts > 1)
+		default:
+			switch x := p.Ptr(props).(type) {
+			case *time.Duration:
+				v = meta.FormatISODuration(*x)
+			case *int32:
+				v = i2s(*x)
+			case *int64:
+				v = i2s(*x)
+				if parts, ok := partitionCount(props); ok && p.Name == "MaxSizeInMegabytes" {
+					v = i2s(reportedMaxSize(*x, *parts))
+				}
+			case *bool:
+				v = b2s(*x)
+			case *string:
+				v = *x
+			case *meta.Status:
+				v = x.String()
+			default:
+				panic("admin: ATOM property " + p.Name + " has no field")
+			}
+		}
+		if p.OmitEmpty {
+			w.optional(p.Name, v)
+		} else {
+			w.el(p.Name, v)
+		}
+	}
+	for _, name := range layout {
+		if fn, ok := extra[name]; ok {
+			fn()
+		} else if p := meta.PropertyNamed(name); p != nil && p.ATOM.Has(kind) {
+			write(p)
+		} else {
+			panic("admin: nothing writes the element " + name)
+		}
+	}
+	for i := range meta.Properties {
+		if p := &meta.Properties[i]; p.ATOM.Has(kind) && !slices.Contains(layout, p.Name) {
+			write(p)
+		}
+	}
+}
+
 func writeQueue(w *xmlWriter, q meta.Queue, c RuntimeCounts) {
 	p := q.Properties
 	w.raw(`<QueueDescription` + descAttrs + `>`)
-	w.el("LockDuration", meta.FormatISODuration(p.LockDuration))
-	w.el("MaxSizeInMegabytes", i2s(reportedMaxSize(p.MaxSizeInMegabytes, p.PartitionCount)))
-	w.el("RequiresDuplicateDetection", b2s(p.RequiresDuplicateDetection))
-	w.el("RequiresSession", b2s(p.RequiresSession))
-	w.el("DefaultMessageTimeToLive", meta.FormatISODuration(p.DefaultMessageTimeToLive))
-	w.el("DeadLetteringOnMessageExpiration", b2s(p.DeadLetteringOnMessageExpiration))
-	w.el("DuplicateDetectionHistoryTimeWindow", meta.FormatISODuration(p.DuplicateDetectionHistoryTimeWindow))
-	w.el("MaxDeliveryCount", i2s(p.MaxDeliveryCount))
-	w.el("EnableBatchedOperations", b2s(p.EnableBatchedOperations))
-	w.el("SizeInBytes", i2s(c.SizeBytes))
-	w.el("MessageCount", i2s(total(c)))
-	w.el("IsAnonymousAccessible", "false")
-	w.authRules(p.AuthorizationRules)
-	w.el("Status", p.Status.String())
-	w.optional("ForwardTo", p.ForwardTo)
-	w.el("CreatedAt", atomTime(q.CreatedAt))
-	w.el("UpdatedAt", atomTime(q.UpdatedAt))
-	w.el("AccessedAt", accessedAt(c, q.UpdatedAt, false))
-	w.el("SupportOrdering", b2s(p.SupportOrdering))
-	w.counts(c)
-	w.el("AutoDeleteOnIdle", meta.FormatISODuration(p.AutoDeleteOnIdle))
-	w.el("EnablePartitioning", b2s(p.PartitionCount > 1))
-	w.el("EntityAvailabilityStatus", "Available")
-	w.optional("ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo)
-	w.el("EnableExpress", b2s(p.EnableExpress))
-	w.optional("UserMetadata", p.UserMetadata)
-	w.el("MaxMessageSizeInKilobytes", i2s(p.MaxMessageSizeInKilobytes))
+	w.description(meta.OnQueue, queueLayout, &p, map[string]func(){
+		"SizeInBytes":              func() { w.el("SizeInBytes", i2s(c.SizeBytes)) },
+		"MessageCount":             func() { w.el("MessageCount", i2s(total(c))) },
+		"IsAnonymousAccessible":    func() { w.el("IsAnonymousAccessible", "false") },
+		"AuthorizationRules":       func() { w.authRules(p.AuthorizationRules) },
+		"CreatedAt":                func() { w.el("CreatedAt", atomTime(q.CreatedAt)) },
+		"UpdatedAt":                func() { w.el("UpdatedAt", atomTime(q.UpdatedAt)) },
+		"AccessedAt":               func() { w.el("AccessedAt", accessedAt(c, q.UpdatedAt, false)) },
+		"CountDetails":             func() { w.counts(c) },
+		"EntityAvailabilityStatus": func() { w.el("EntityAvailabilityStatus", "Available") },
+	})
 	w.raw(`</QueueDescription>`)
 }
 
@@ -523,55 +599,33 @@ func writeTopic(w *xmlWriter, t meta.Topic, subs []meta.Subscription, c RuntimeC
 	p := t.Properties
 	sqlN, corrN := filterCounts(subs)
 	w.raw(`<TopicDescription` + descAttrs + `>`)
-	w.el("DefaultMessageTimeToLive", meta.FormatISODuration(p.DefaultMessageTimeToLive))
-	w.el("MaxSizeInMegabytes", i2s(reportedMaxSize(p.MaxSizeInMegabytes, p.PartitionCount)))
-	w.el("RequiresDuplicateDetection", b2s(p.RequiresDuplicateDetection))
-	w.el("DuplicateDetectionHistoryTimeWindow", meta.FormatISODuration(p.DuplicateDetectionHistoryTimeWindow))
-	w.el("EnableBatchedOperations", b2s(p.EnableBatchedOperations))
-	w.el("SizeInBytes", i2s(c.SizeBytes))
-	w.el("FilteringMessagesBeforePublishing", b2s(p.FilteringMessagesBeforePublishing))
-	w.el("IsAnonymousAccessible", "false")
-	w.authRules(p.AuthorizationRules)
-	w.el("Status", p.Status.String())
-	w.optional("UserMetadata", p.UserMetadata)
-	w.el("CreatedAt", atomTime(t.CreatedAt))
-	w.el("UpdatedAt", atomTime(t.UpdatedAt))
-	w.el("AccessedAt", accessedAt(c, t.UpdatedAt, false))
-	w.el("SupportOrdering", b2s(p.SupportOrdering))
-	w.counts(c)
-	w.el("SubscriptionCount", i2s(int64(len(subs))))
-	w.el("SqlFilterCount", i2s(sqlN))
-	w.el("CorrelationFilterCount", i2s(corrN))
-	w.el("AutoDeleteOnIdle", meta.FormatISODuration(p.AutoDeleteOnIdle))
-	w.el("EnablePartitioning", b2s(p.PartitionCount > 1))
-	w.el("EntityAvailabilityStatus", "Available")
-	w.el("EnableSubscriptionPartitioning", b2s(p.EnableSubscriptionPartitioning))
-	w.el("EnableExpress", b2s(p.EnableExpress))
-	w.el("MaxMessageSizeInKilobytes", i2s(p.MaxMessageSizeInKilobytes))
+	w.description(meta.OnTopic, topicLayout, &p, map[string]func(){
+		"SizeInBytes":              func() { w.el("SizeInBytes", i2s(c.SizeBytes)) },
+		"IsAnonymousAccessible":    func() { w.el("IsAnonymousAccessible", "false") },
+		"AuthorizationRules":       func() { w.authRules(p.AuthorizationRules) },
+		"CreatedAt":                func() { w.el("CreatedAt", atomTime(t.CreatedAt)) },
+		"UpdatedAt":                func() { w.el("UpdatedAt", atomTime(t.UpdatedAt)) },
+		"AccessedAt":               func() { w.el("AccessedAt", accessedAt(c, t.UpdatedAt, false)) },
+		"CountDetails":             func() { w.counts(c) },
+		"SubscriptionCount":        func() { w.el("SubscriptionCount", i2s(int64(len(subs)))) },
+		"SqlFilterCount":           func() { w.el("SqlFilterCount", i2s(sqlN)) },
+		"CorrelationFilterCount":   func() { w.el("CorrelationFilterCount", i2s(corrN)) },
+		"EntityAvailabilityStatus": func() { w.el("EntityAvailabilityStatus", "Available") },
+	})
 	w.raw(`</TopicDescription>`)
 }
 
 func writeSubscription(w *xmlWriter, s meta.Subscription, c RuntimeCounts) {
 	p := s.Properties
 	w.raw(`<SubscriptionDescription` + descAttrs + `>`)
-	w.el("LockDuration", meta.FormatISODuration(p.LockDuration))
-	w.el("RequiresSession", b2s(p.RequiresSession))
-	w.el("DefaultMessageTimeToLive", meta.FormatISODuration(p.DefaultMessageTimeToLive))
-	w.el("DeadLetteringOnMessageExpiration", b2s(p.DeadLetteringOnMessageExpiration))
-	w.el("DeadLetteringOnFilterEvaluationExceptions", b2s(p.DeadLetteringOnFilterEvaluationExceptions))
-	w.el("MessageCount", i2s(total(c)))
-	w.el("MaxDeliveryCount", i2s(p.MaxDeliveryCount))
-	w.el("EnableBatchedOperations", b2s(p.EnableBatchedOperations))
-	w.el("Status", p.Status.String())
-	w.optional("ForwardTo", p.ForwardTo)
-	w.el("CreatedAt", atomTime(s.CreatedAt))
-	w.el("UpdatedAt", atomTime(s.UpdatedAt))
-	w.el("AccessedAt", accessedAt(c, s.UpdatedAt, true))
-	w.counts(c)
-	w.optional("UserMetadata", p.UserMetadata)
-	w.optional("ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo)
-	w.el("AutoDeleteOnIdle", meta.FormatISODuration(p.AutoDeleteOnIdle))
-	w.el("EntityAvailabilityStatus", "Available")
+	w.description(meta.OnSubscription, subscriptionLayout, &p, map[string]func(){
+		"MessageCount":             func() { w.el("MessageCount", i2s(total(c))) },
+		"CreatedAt":                func() { w.el("CreatedAt", atomTime(s.CreatedAt)) },
+		"UpdatedAt":                func() { w.el("UpdatedAt", atomTime(s.UpdatedAt)) },
+		"AccessedAt":               func() { w.el("AccessedAt", accessedAt(c, s.UpdatedAt, true)) },
+		"CountDetails":             func() { w.counts(c) },
+		"EntityAvailabilityStatus": func() { w.el("EntityAvailabilityStatus", "Available") },
+	})
 	w.raw(`</SubscriptionDescription>`)
 }
 

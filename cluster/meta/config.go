@@ -480,12 +480,47 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-var queueFields = []string{"DeadLetteringOnMessageExpiration", "DefaultMessageTimeToLive",
-	"DuplicateDetectionHistoryTimeWindow", "ForwardDeadLetteredMessagesTo", "ForwardTo",
-	"LockDuration", "MaxDeliveryCount", "RequiresDuplicateDetection", "RequiresSession",
-	// Service Bus properties beyond the emulator's schema:
-	"MaxSizeInMegabytes", "MaxMessageSizeInKilobytes", "AutoDeleteOnIdle", "Status",
-	"UserMetadata", "EnableBatchedOperations", "PartitionCount"}
+// fields returns the names Config.json accepts in the Properties of an entity of kind k,
+// in table order.
+func fields(k EntitySet) []string {
+	var out []string
+	for i := range Properties {
+		if Properties[i].ConfigJSON.Has(k) {
+			out = append(out, Properties[i].Name)
+		}
+	}
+	return out
+}
+
+// props reads every property Config.json accepts for the kind of dst (a pointer to its
+// properties struct) from o, and returns the first error, in table order.
+func (o *object) props(dst any) error {
+	k := kindOf(dst)
+	var errs []error
+	for i := range Properties {
+		p := &Properties[i]
+		if !p.ConfigJSON.Has(k) {
+			continue
+		}
+		switch ptr := p.Ptr(dst).(type) {
+		case *time.Duration:
+			errs = append(errs, o.duration(p.Name, ptr))
+		case *int32:
+			errs = append(errs, o.int32v(p.Name, ptr))
+		case *int64:
+			errs = append(errs, o.int64v(p.Name, ptr))
+		case *bool:
+			errs = append(errs, o.boolean(p.Name, ptr))
+		case *string:
+			errs = append(errs, o.stringv(p.Name, ptr))
+		case *Status:
+			errs = append(errs, o.status(p.Name, ptr))
+		default:
+			panic("meta: Config.json property " + p.Name + " has no field")
+		}
+	}
+	return firstErr(errs...)
+}
 
 // queue returns the create command (without forwards) and, if forwards are set, the
 // update that sets them.
@@ -499,27 +534,10 @@ func (w *walker) queue(path string, v any) (*CreateQueue, *UpdateQueue, error) {
 		return nil, nil, err
 	}
 	p := DefaultQueueProperties()
-	if po, err := o.child(w, "Properties", queueFields...); err != nil {
+	if po, err := o.child(w, "Properties", fields(OnQueue)...); err != nil {
 		return nil, nil, err
 	} else if po != nil {
-		if err := firstErr(
-			po.boolean("DeadLetteringOnMessageExpiration", &p.DeadLetteringOnMessageExpiration),
-			po.duration("DefaultMessageTimeToLive", &p.DefaultMessageTimeToLive),
-			po.duration("DuplicateDetectionHistoryTimeWindow", &p.DuplicateDetectionHistoryTimeWindow),
-			po.stringv("ForwardDeadLetteredMessagesTo", &p.ForwardDeadLetteredMessagesTo),
-			po.stringv("ForwardTo", &p.ForwardTo),
-			po.duration("LockDuration", &p.LockDuration),
-			po.int32v("MaxDeliveryCount", &p.MaxDeliveryCount),
-			po.boolean("RequiresDuplicateDetection", &p.RequiresDuplicateDetection),
-			po.boolean("RequiresSession", &p.RequiresSession),
-			po.int64v("MaxSizeInMegabytes", &p.MaxSizeInMegabytes),
-			po.int64v("MaxMessageSizeInKilobytes", &p.MaxMessageSizeInKilobytes),
-			po.duration("AutoDeleteOnIdle", &p.AutoDeleteOnIdle),
-			po.status("Status", &p.Status),
-			po.stringv("UserMetadata", &p.UserMetadata),
-			po.boolean("EnableBatchedOperations", &p.EnableBatchedOperations),
-			po.int32v("PartitionCount", &p.PartitionCount),
-		); err != nil {
+		if err := po.props(&p); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -534,11 +552,6 @@ func (w *walker) queue(path string, v any) (*CreateQueue, *UpdateQueue, error) {
 	return create, &UpdateQueue{Name: name, Properties: cloneQueueProps(p)}, nil
 }
 
-var topicFields = []string{"DefaultMessageTimeToLive", "DuplicateDetectionHistoryTimeWindow",
-	"RequiresDuplicateDetection",
-	"MaxSizeInMegabytes", "MaxMessageSizeInKilobytes", "AutoDeleteOnIdle", "Status",
-	"UserMetadata", "EnableBatchedOperations", "SupportOrdering", "PartitionCount"}
-
 func (w *walker) topic(path string, v any) ([]planItem, []planItem, error) {
 	o, err := w.object(path, v, "Name", "Properties", "Subscriptions")
 	if err != nil {
@@ -549,22 +562,10 @@ func (w *walker) topic(path string, v any) ([]planItem, []planItem, error) {
 		return nil, nil, err
 	}
 	p := DefaultTopicProperties()
-	if po, err := o.child(w, "Properties", topicFields...); err != nil {
+	if po, err := o.child(w, "Properties", fields(OnTopic)...); err != nil {
 		return nil, nil, err
 	} else if po != nil {
-		if err := firstErr(
-			po.duration("DefaultMessageTimeToLive", &p.DefaultMessageTimeToLive),
-			po.duration("DuplicateDetectionHistoryTimeWindow", &p.DuplicateDetectionHistoryTimeWindow),
-			po.boolean("RequiresDuplicateDetection", &p.RequiresDuplicateDetection),
-			po.int64v("MaxSizeInMegabytes", &p.MaxSizeInMegabytes),
-			po.int64v("MaxMessageSizeInKilobytes", &p.MaxMessageSizeInKilobytes),
-			po.duration("AutoDeleteOnIdle", &p.AutoDeleteOnIdle),
-			po.status("Status", &p.Status),
-			po.stringv("UserMetadata", &p.UserMetadata),
-			po.boolean("EnableBatchedOperations", &p.EnableBatchedOperations),
-			po.boolean("SupportOrdering", &p.SupportOrdering),
-			po.int32v("PartitionCount", &p.PartitionCount),
-		); err != nil {
+		if err := po.props(&p); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -592,12 +593,6 @@ func (w *walker) topic(path string, v any) ([]planItem, []planItem, error) {
 	return items, fwds, nil
 }
 
-var subscriptionFields = []string{"DeadLetteringOnMessageExpiration", "DefaultMessageTimeToLive",
-	"LockDuration", "MaxDeliveryCount", "ForwardDeadLetteredMessagesTo", "ForwardTo",
-	"RequiresSession",
-	"DeadLetteringOnFilterEvaluationExceptions", "AutoDeleteOnIdle", "Status", "UserMetadata",
-	"EnableBatchedOperations"}
-
 func (w *walker) subscription(path, topic string, v any) (*CreateSubscription, *UpdateSubscription, error) {
 	o, err := w.object(path, v, "Name", "Properties", "Rules")
 	if err != nil {
@@ -608,23 +603,10 @@ func (w *walker) subscription(path, topic string, v any) (*CreateSubscription, *
 		return nil, nil, err
 	}
 	p := DefaultSubscriptionProperties()
-	if po, err := o.child(w, "Properties", subscriptionFields...); err != nil {
+	if po, err := o.child(w, "Properties", fields(OnSubscription)...); err != nil {
 		return nil, nil, err
 	} else if po != nil {
-		if err := firstErr(
-			po.boolean("DeadLetteringOnMessageExpiration", &p.DeadLetteringOnMessageExpiration),
-			po.duration("DefaultMessageTimeToLive", &p.DefaultMessageTimeToLive),
-			po.duration("LockDuration", &p.LockDuration),
-			po.int32v("MaxDeliveryCount", &p.MaxDeliveryCount),
-			po.stringv("ForwardDeadLetteredMessagesTo", &p.ForwardDeadLetteredMessagesTo),
-			po.stringv("ForwardTo", &p.ForwardTo),
-			po.boolean("RequiresSession", &p.RequiresSession),
-			po.boolean("DeadLetteringOnFilterEvaluationExceptions", &p.DeadLetteringOnFilterEvaluationExceptions),
-			po.duration("AutoDeleteOnIdle", &p.AutoDeleteOnIdle),
-			po.status("Status", &p.Status),
-			po.stringv("UserMetadata", &p.UserMetadata),
-			po.boolean("EnableBatchedOperations", &p.EnableBatchedOperations),
-		); err != nil {
+		if err := po.props(&p); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -8,6 +8,12 @@
 // Time enters only as Entry.Now, stamped by the proposer. Commands and snapshots are a
 // versioned wire format (P3): EncodeEntry/DecodeEntry and Snapshot/Restore.
 //
+// Properties (props.go) is the one table of entity properties: name, type, default,
+// bounds, entity kinds and the surfaces that carry each (ATOM, Config.json, qbctl). The
+// defaults, Validate, the fixed-at-creation check and the Config.json loader iterate it
+// here; cluster/admin's ATOM reader and writer and cmd/qbctl's flags and JSON iterate it
+// there; tests hold the properties structs, the SDK's structs and the docs to it.
+//
 // The package also converts an entity partition into the fsm.Config its partition group
 // runs with (PartitionConfig), parses and formats the ISO 8601 durations Service Bus uses,
 // and loads the official emulator's Config.json (LoadEmulatorConfig).

@@ -297,13 +297,7 @@ func (s *State) updateQueue(c *UpdateQueue, now int64) error {
 	}
 	p := cloneQueueProps(c.Properties)
 	old := e.queue.Properties
-	if err := fixed("RequiresSession", old.RequiresSession, p.RequiresSession); err != nil {
-		return err
-	}
-	if err := fixed("RequiresDuplicateDetection", old.RequiresDuplicateDetection, p.RequiresDuplicateDetection); err != nil {
-		return err
-	}
-	if err := fixed("PartitionCount", old.PartitionCount, p.PartitionCount); err != nil {
+	if err := checkFixed(&old, &p); err != nil {
 		return err
 	}
 	if err := s.checkForwards(e.queue.Name, p.ForwardTo, p.ForwardDeadLetteredMessagesTo); err != nil {
@@ -312,13 +306,6 @@ func (s *State) updateQueue(c *UpdateQueue, now int64) error {
 	q := *e.queue
 	q.Properties, q.UpdatedAt = p, now
 	e.queue = &q
-	return nil
-}
-
-func fixed[T comparable](field string, old, new T) error {
-	if old != new {
-		return invalid(field, "cannot be changed after creation (is %v, requested %v)", old, new)
-	}
 	return nil
 }
 
@@ -347,10 +334,7 @@ func (s *State) updateTopic(c *UpdateTopic, now int64) error {
 	}
 	p := cloneTopicProps(c.Properties)
 	old := e.topic.Properties
-	if err := fixed("RequiresDuplicateDetection", old.RequiresDuplicateDetection, p.RequiresDuplicateDetection); err != nil {
-		return err
-	}
-	if err := fixed("PartitionCount", old.PartitionCount, p.PartitionCount); err != nil {
+	if err := checkFixed(&old, &p); err != nil {
 		return err
 	}
 	t := *e.topic
@@ -408,7 +392,7 @@ func (s *State) updateSubscription(c *UpdateSubscription, now int64) error {
 	}
 	p := c.Properties
 	old := t.subs[i]
-	if err := fixed("RequiresSession", old.Properties.RequiresSession, p.RequiresSession); err != nil {
+	if err := checkFixed(&old.Properties, &p); err != nil {
 		return err
 	}
 	if err := s.checkForwards("", p.ForwardTo, p.ForwardDeadLetteredMessagesTo); err != nil {

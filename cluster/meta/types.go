@@ -182,45 +182,27 @@ const (
 	MaxSASKeyLength           = 256
 )
 
-// DefaultQueueProperties returns a queue's properties when nothing is specified.
+// DefaultQueueProperties returns a queue's properties when nothing is specified: the
+// Defaults of Properties.
 func DefaultQueueProperties() QueueProperties {
-	return QueueProperties{
-		LockDuration:                        DefaultLockDuration,
-		MaxSizeInMegabytes:                  DefaultMaxSizeInMegabytes,
-		DefaultMessageTimeToLive:            Never,
-		DuplicateDetectionHistoryTimeWindow: DefaultDuplicateWindow,
-		MaxDeliveryCount:                    DefaultMaxDeliveryCount,
-		EnableBatchedOperations:             true,
-		AutoDeleteOnIdle:                    Never,
-		PartitionCount:                      1,
-		MaxMessageSizeInKilobytes:           DefaultMaxMessageSizeKB,
-	}
+	var p QueueProperties
+	setDefaults(&p)
+	return p
 }
 
 // DefaultTopicProperties returns a topic's properties when nothing is specified.
 func DefaultTopicProperties() TopicProperties {
-	return TopicProperties{
-		DefaultMessageTimeToLive:            Never,
-		MaxSizeInMegabytes:                  DefaultMaxSizeInMegabytes,
-		DuplicateDetectionHistoryTimeWindow: DefaultDuplicateWindow,
-		EnableBatchedOperations:             true,
-		SupportOrdering:                     true,
-		AutoDeleteOnIdle:                    Never,
-		PartitionCount:                      1,
-		MaxMessageSizeInKilobytes:           DefaultMaxMessageSizeKB,
-	}
+	var p TopicProperties
+	setDefaults(&p)
+	return p
 }
 
 // DefaultSubscriptionProperties returns a subscription's properties when nothing is
 // specified.
 func DefaultSubscriptionProperties() SubscriptionProperties {
-	return SubscriptionProperties{
-		LockDuration:             DefaultLockDuration,
-		DefaultMessageTimeToLive: Never,
-		MaxDeliveryCount:         DefaultMaxDeliveryCount,
-		EnableBatchedOperations:  true,
-		AutoDeleteOnIdle:         Never,
-	}
+	var p SubscriptionProperties
+	setDefaults(&p)
+	return p
 }
 
 // Namespace is the one namespace a Quorumbus cluster serves.

@@ -112,124 +112,27 @@ func checkPositiveDuration(field string, d time.Duration) error {
 	return nil
 }
 
-func checkStatus(s Status) error {
-	if s >= statusCount {
-		return invalid("Status", "%d is not a valid status", uint8(s))
-	}
-	return nil
-}
-
-// Validate checks a queue's properties against S-ENT-2.
+// Validate checks a queue's properties against S-ENT-2: the bounds of Properties, then
+// its authorization rules.
 func (p *QueueProperties) Validate() error {
-	if err := checkDuration("LockDuration", p.LockDuration, MinLockDuration, MaxLockDuration); err != nil {
+	if err := validateProps(p); err != nil {
 		return err
-	}
-	if err := checkSize(p.MaxSizeInMegabytes, p.MaxMessageSizeInKilobytes); err != nil {
-		return err
-	}
-	if err := checkPositiveDuration("DefaultMessageTimeToLive", p.DefaultMessageTimeToLive); err != nil {
-		return err
-	}
-	if err := checkDuration("DuplicateDetectionHistoryTimeWindow", p.DuplicateDetectionHistoryTimeWindow, MinDuplicateWindow, MaxDuplicateWindow); err != nil {
-		return err
-	}
-	if p.MaxDeliveryCount < 1 {
-		return invalid("MaxDeliveryCount", "%d is below the minimum 1", p.MaxDeliveryCount)
-	}
-	if err := checkStatus(p.Status); err != nil {
-		return err
-	}
-	if err := checkDuration("AutoDeleteOnIdle", p.AutoDeleteOnIdle, MinAutoDeleteOnIdle, 0); err != nil {
-		return err
-	}
-	if err := checkPartitions(p.PartitionCount); err != nil {
-		return err
-	}
-	if err := checkForward("ForwardTo", p.ForwardTo); err != nil {
-		return err
-	}
-	if err := checkForward("ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo); err != nil {
-		return err
-	}
-	if len(p.UserMetadata) > MaxUserMetadataLength {
-		return invalid("UserMetadata", "is longer than %d characters", MaxUserMetadataLength)
 	}
 	return checkKeys("AuthorizationRules", p.AuthorizationRules)
 }
 
-// Validate checks a topic's properties against S-ENT-2.
+// Validate checks a topic's properties against S-ENT-2: the bounds of Properties, then
+// its authorization rules.
 func (p *TopicProperties) Validate() error {
-	if err := checkPositiveDuration("DefaultMessageTimeToLive", p.DefaultMessageTimeToLive); err != nil {
+	if err := validateProps(p); err != nil {
 		return err
-	}
-	if err := checkSize(p.MaxSizeInMegabytes, p.MaxMessageSizeInKilobytes); err != nil {
-		return err
-	}
-	if err := checkDuration("DuplicateDetectionHistoryTimeWindow", p.DuplicateDetectionHistoryTimeWindow, MinDuplicateWindow, MaxDuplicateWindow); err != nil {
-		return err
-	}
-	if err := checkStatus(p.Status); err != nil {
-		return err
-	}
-	if err := checkDuration("AutoDeleteOnIdle", p.AutoDeleteOnIdle, MinAutoDeleteOnIdle, 0); err != nil {
-		return err
-	}
-	if err := checkPartitions(p.PartitionCount); err != nil {
-		return err
-	}
-	if len(p.UserMetadata) > MaxUserMetadataLength {
-		return invalid("UserMetadata", "is longer than %d characters", MaxUserMetadataLength)
 	}
 	return checkKeys("AuthorizationRules", p.AuthorizationRules)
 }
 
-// Validate checks a subscription's properties against S-ENT-2.
+// Validate checks a subscription's properties against the bounds of Properties (S-ENT-2).
 func (p *SubscriptionProperties) Validate() error {
-	if err := checkDuration("LockDuration", p.LockDuration, MinLockDuration, MaxLockDuration); err != nil {
-		return err
-	}
-	if err := checkPositiveDuration("DefaultMessageTimeToLive", p.DefaultMessageTimeToLive); err != nil {
-		return err
-	}
-	if p.MaxDeliveryCount < 1 {
-		return invalid("MaxDeliveryCount", "%d is below the minimum 1", p.MaxDeliveryCount)
-	}
-	if err := checkStatus(p.Status); err != nil {
-		return err
-	}
-	if err := checkDuration("AutoDeleteOnIdle", p.AutoDeleteOnIdle, MinAutoDeleteOnIdle, 0); err != nil {
-		return err
-	}
-	if err := checkForward("ForwardTo", p.ForwardTo); err != nil {
-		return err
-	}
-	if err := checkForward("ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo); err != nil {
-		return err
-	}
-	if len(p.UserMetadata) > MaxUserMetadataLength {
-		return invalid("UserMetadata", "is longer than %d characters", MaxUserMetadataLength)
-	}
-	return nil
-}
-
-func checkSize(mb, kb int64) error {
-	if mb < 1 || mb > MaxMaxSizeInMegabytes {
-		return invalid("MaxSizeInMegabytes", "%d is outside 1..%d", mb, MaxMaxSizeInMegabytes)
-	}
-	if kb < 1 {
-		return invalid("MaxMessageSizeInKilobytes", "%d is below the minimum 1", kb)
-	}
-	if kb > MaxMaxMessageSizeKB {
-		return invalid("MaxMessageSizeInKilobytes", "%d is above the maximum %d", kb, MaxMaxMessageSizeKB)
-	}
-	return nil
-}
-
-func checkPartitions(n int32) error {
-	if n < 1 || n > MaxPartitionCount {
-		return invalid("PartitionCount", "%d is outside 1..%d", n, MaxPartitionCount)
-	}
-	return nil
+	return validateProps(p)
 }
 
 func checkForward(field, to string) error {

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,11 +14,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // The cluster commands use the node's JSON cluster API (/$cluster/, docs/admin-api.md),
 // which the Service Bus admin client does not know. The types below mirror its JSON; a
-// test checks them against cluster/admin's (qbctl itself imports no broker package).
+// test checks them against cluster/admin's (qbctl imports no broker package but
+// cluster/meta's property table).
 
 type clusterStatus struct {
 	NodeID         string   `json:"nodeId"`
@@ -61,51 +63,13 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-// clusterFlags parses the flags of a cluster, node or partition command: --output (also
-// -o) may follow the command, as in `qbctl cluster status -o json`.
-func (g *globals) clusterFlags(name string, args []string, register func(fs *flag.FlagSet)) ([]string, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	fs.StringVar(&g.output, "output", g.output, "table or json")
-	fs.StringVar(&g.output, "o", g.output, "table or json (short for --output)")
-	if register != nil {
-		register(fs)
-	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return nil, err
-	}
-	if g.output != "table" && g.output != "json" {
-		return nil, fmt.Errorf("%w: --output must be table or json", errUsage)
-	}
-	return pos, nil
-}
-
-func (g *globals) clusterCmd(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: cluster needs a verb: status or partitions", errUsage)
-	}
-	verb := args[0]
-	var register func(fs *flag.FlagSet)
-	if verb == "partitions" {
-		register = func(fs *flag.FlagSet) {
-			fs.BoolVar(&g.digests, "digests", false, "also show each replica's state digest (equal digests: converged replicas)")
-		}
-	}
-	pos, err := g.clusterFlags("cluster "+verb, args[1:], register)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return fmt.Errorf("%w: cluster %s takes no arguments", errUsage, verb)
-	}
-	switch verb {
-	case "status":
-		return g.clusterStatus(ctx)
-	case "partitions":
-		return g.clusterPartitions(ctx)
-	}
-	return fmt.Errorf("%w: unknown cluster verb %q (status or partitions)", errUsage, verb)
+func (g *globals) clusterCmd() *cobra.Command {
+	status := &cobra.Command{Use: "status", Short: "the members of the cluster and the metadata leader", Args: nArgs(),
+		RunE: func(c *cobra.Command, _ []string) error { return g.clusterStatus(c.Context()) }}
+	partitions := &cobra.Command{Use: "partitions", Short: "every partition group: leader, replicas and their lag", Args: nArgs(),
+		RunE: func(c *cobra.Command, _ []string) error { return g.clusterPartitions(c.Context()) }}
+	partitions.Flags().BoolVar(&g.digests, "digests", false, "also show each replica's state digest (equal digests: converged replicas)")
+	return group("cluster", "members and partition groups of the cluster: status, partitions", nil, status, partitions)
 }
 
 func (g *globals) clusterStatus(ctx context.Context) error {
@@ -181,24 +145,26 @@ func replicaCell(p partitionStatus) string {
 	return strings.Join(cells, ", ")
 }
 
-func (g *globals) nodeCmd(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: node needs a verb: drain or remove", errUsage)
+func (g *globals) nodeCmd() *cobra.Command {
+	verb := func(name, short string) *cobra.Command {
+		var self bool
+		c := &cobra.Command{Use: name + " NODE|--self", Short: short,
+			Args: func(c *cobra.Command, pos []string) error {
+				if self == (len(pos) == 1) || len(pos) > 1 || (len(pos) == 1 && pos[0] == "") {
+					return usageErr(c.CommandPath(), "node %s takes one node ID, or --self", name)
+				}
+				return nil
+			},
+			RunE: func(c *cobra.Command, pos []string) error { return g.nodeVerb(c.Context(), name, self, pos) }}
+		c.Flags().BoolVar(&self, "self", false, "the node at --admin-addr, whatever its ID (for a Kubernetes preStop hook, which cannot expand $(POD_NAME))")
+		return c
 	}
-	verb := args[0]
-	var self bool
-	pos, err := g.clusterFlags("node "+verb, args[1:], func(fs *flag.FlagSet) {
-		fs.BoolVar(&self, "self", false, "the node at --admin-addr, whatever its ID (for a Kubernetes preStop hook, which cannot expand $(POD_NAME))")
-	})
-	if err != nil {
-		return err
-	}
-	if verb != "drain" && verb != "remove" {
-		return fmt.Errorf("%w: unknown node verb %q (drain or remove)", errUsage, verb)
-	}
-	if self == (len(pos) == 1) || len(pos) > 1 || (len(pos) == 1 && pos[0] == "") {
-		return fmt.Errorf("%w: node %s takes one node ID, or --self", errUsage, verb)
-	}
+	return group("node", "cluster members: drain, remove", []string{"nodes"},
+		verb("drain", "move every leadership away from a node and stop new placements on it"),
+		verb("remove", "remove a node for good: its replicas are placed on other nodes first"))
+}
+
+func (g *globals) nodeVerb(ctx context.Context, verb string, self bool, pos []string) error {
 	var id string
 	if self {
 		var st clusterStatus
@@ -225,29 +191,28 @@ func (g *globals) nodeCmd(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (g *globals) partitionCmd(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "transfer-leader" {
-		return fmt.Errorf("%w: partition needs a verb: transfer-leader GROUP [--to NODE]", errUsage)
-	}
+func (g *globals) partitionCmd() *cobra.Command {
 	var to string
-	pos, err := g.clusterFlags("partition transfer-leader", args[1:], func(fs *flag.FlagSet) {
-		fs.StringVar(&to, "to", "", "the node to lead the group (default: any other voter)")
-	})
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return fmt.Errorf("%w: partition transfer-leader takes one GROUP (see qbctl cluster partitions)", errUsage)
-	}
-	group, err := strconv.ParseUint(pos[0], 10, 32)
-	if err != nil {
-		return fmt.Errorf("%w: GROUP %q is not a partition group number (see the GROUP column of qbctl cluster partitions)", errUsage, pos[0])
-	}
-	path := "/$cluster/partitions/" + strconv.FormatUint(group, 10) + "/transfer-leader"
+	transfer := &cobra.Command{Use: "transfer-leader GROUP [--to NODE]", Short: "move one partition group's leadership",
+		Args: nArgs("GROUP"),
+		RunE: func(c *cobra.Command, pos []string) error {
+			group, err := strconv.ParseUint(pos[0], 10, 32)
+			if err != nil {
+				return withHint(fmt.Errorf("%w: GROUP %q is not a partition group number", errUsage, pos[0]),
+					"the GROUP column of 'qbctl cluster partitions' lists them")
+			}
+			return g.transferLeader(c.Context(), uint32(group), to)
+		}}
+	transfer.Flags().StringVar(&to, "to", "", "the node to lead the group (default: any other voter)")
+	return group("partition", "partition groups: transfer-leader", []string{"partitions"}, transfer)
+}
+
+func (g *globals) transferLeader(ctx context.Context, group uint32, to string) error {
+	path := "/$cluster/partitions/" + strconv.FormatUint(uint64(group), 10) + "/transfer-leader"
 	if to != "" {
 		path += "?to=" + url.QueryEscape(to)
 	}
-	if err := g.clusterAPI(ctx, http.MethodPost, path, "transfer-leader of group "+pos[0], nil); err != nil {
+	if err := g.clusterAPI(ctx, http.MethodPost, path, "transfer-leader of group "+strconv.FormatUint(uint64(group), 10), nil); err != nil {
 		return err
 	}
 	if g.output == "json" {

@@ -116,6 +116,16 @@ func (f *fakeCluster) TransferLeader(_ context.Context, g uint32, to string) err
 // returns a qbctl runner pointed at it.
 func clusterNode(t *testing.T, c admin.Cluster) func(args ...string) (string, error) {
 	t.Helper()
+	qb := adminNode(t, c)
+	return func(args ...string) (string, error) {
+		out, _, err := qb(args...)
+		return out, err
+	}
+}
+
+// adminNode is clusterNode's runner that also returns what qbctl wrote to stderr.
+func adminNode(t *testing.T, c admin.Cluster) func(args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	st := &stateStore{st: meta.New()}
 	for _, cmd := range []meta.Command{
 		&meta.SetNamespace{Name: "quorumbus"},
@@ -135,10 +145,10 @@ func clusterNode(t *testing.T, c admin.Cluster) func(args ...string) (string, er
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	return func(args ...string) (string, error) {
+	return func(args ...string) (string, string, error) {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append([]string{"--admin-addr", addr, "--connection-string", testConnStr}, args...), &out, &errOut)
-		return out.String(), err
+		return out.String(), errOut.String(), err
 	}
 }
 

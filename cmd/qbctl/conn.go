@@ -86,6 +86,14 @@ func parseEntity(s string) (entityPath, error) {
 	return entityPath{}, errors.New("entity must be QUEUE or TOPIC/Subscriptions/SUB, got " + fmt.Sprintf("%q", s))
 }
 
+// target names e in error messages.
+func (e entityPath) target() target {
+	if e.queue != "" {
+		return target{kind: "queue", name: e.queue, list: "qbctl queue list"}
+	}
+	return target{kind: "subscription", name: e.String(), list: "qbctl subscription list " + e.topic}
+}
+
 func (e entityPath) String() string {
 	if e.queue != "" {
 		return e.queue

@@ -3,36 +3,36 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/spf13/cobra"
 )
 
 // receiveRoundTimeout bounds one receive round of purge and resubmit; a round that gets
 // nothing within it ends the loop (the sub-queue is drained as far as this client sees).
 const receiveRoundTimeout = 3 * time.Second
 
-func (g *globals) peek(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("qbctl peek", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	count := fs.Int("count", 20, "how many messages")
-	from := fs.Int64("from", 0, "first sequence number (0: from the start)")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return fmt.Errorf("%w: peek takes ENTITY", errUsage)
-	}
-	e, err := parseEntity(pos[0])
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return g.browse(ctx, e, nil, *count, *from)
+func (g *globals) peekCmd() *cobra.Command {
+	var count int
+	var from int64
+	c := &cobra.Command{Use: "peek ENTITY", Short: "browse messages without locking them", Args: nArgs("ENTITY"),
+		Long: "Browse the messages of a queue or subscription (ENTITY: QUEUE or TOPIC/Subscriptions/SUB) without locking or removing them.",
+		RunE: func(c *cobra.Command, pos []string) error {
+			e, err := parseEntity(pos[0])
+			if err != nil {
+				return usageErr(c.CommandPath(), "%v", err)
+			}
+			return g.human(g.browse(c.Context(), e, nil, count, from), e.target())
+		}}
+	c.ValidArgsFunction = g.completeEntityPath(false)
+	c.Flags().IntVar(&count, "count", 20, "how many messages")
+	c.Flags().Int64Var(&from, "from", 0, "first sequence number (0: from the start)")
+	return c
 }
 
 func (g *globals) browse(ctx context.Context, e entityPath, opts *azservicebus.ReceiverOptions, count int, from int64) error {
@@ -111,43 +111,61 @@ func bodyPreview(b []byte) string {
 	return s
 }
 
-func (g *globals) dlqCmd(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: dlq needs a verb: inspect, purge or resubmit", errUsage)
-	}
-	verb := args[0]
-	fs := flag.NewFlagSet("qbctl dlq "+verb, flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	count := fs.Int("count", 0, "at most this many messages (0: all; inspect defaults to 20)")
-	pos, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return fmt.Errorf("%w: dlq %s takes ENTITY", errUsage, verb)
-	}
-	e, err := parseEntity(pos[0])
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
+func (g *globals) dlqCmd() *cobra.Command {
 	dlqOpts := &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}
-	switch verb {
-	case "inspect":
-		n := *count
+	verb := func(use, short string, fn func(ctx context.Context, e entityPath, count int) error) *cobra.Command {
+		var count int
+		c := &cobra.Command{Use: use + " ENTITY", Short: short, Args: nArgs("ENTITY"),
+			RunE: func(c *cobra.Command, pos []string) error {
+				e, err := parseEntity(pos[0])
+				if err != nil {
+					return usageErr(c.CommandPath(), "%v", err)
+				}
+				return g.human(fn(c.Context(), e, count), e.target())
+			}}
+		c.Flags().IntVar(&count, "count", 0, "at most this many messages (0: all; inspect defaults to 20)")
+		c.ValidArgsFunction = g.completeEntityPath(false)
+		return c
+	}
+	inspect := verb("inspect", "browse dead-lettered messages with their reasons", func(ctx context.Context, e entityPath, n int) error {
 		if n == 0 {
 			n = 20
 		}
 		return g.browse(ctx, e, dlqOpts, n, 0)
-	case "purge":
-		n, err := g.drainDLQ(ctx, e, *count)
+	})
+	purge := verb("purge", "remove dead-lettered messages", func(ctx context.Context, e entityPath, limit int) error {
+		n, err := g.drainDLQ(ctx, e, limit)
+		if err != nil {
+			if n > 0 {
+				return fmt.Errorf("after purging %d message(s) from %s/$DeadLetterQueue: %w", n, e, err)
+			}
+			return err
+		}
+		if g.output == "json" {
+			return g.printJSON(map[string]any{"entity": e.String(), "purged": n})
+		}
 		fmt.Fprintf(g.stdout, "purged %d message(s) from %s/$DeadLetterQueue\n", n, e)
-		return err
-	case "resubmit":
-		n, err := g.resubmit(ctx, e, *count)
+		return nil
+	})
+	resubmit := verb("resubmit", "move dead-lettered messages back to their entity", func(ctx context.Context, e entityPath, limit int) error {
+		n, err := g.resubmit(ctx, e, limit)
+		if err != nil {
+			if n > 0 {
+				return fmt.Errorf("after resubmitting %d message(s) from %s/$DeadLetterQueue to %s: %w", n, e, e.sendTarget(), err)
+			}
+			return err
+		}
+		if g.output == "json" {
+			return g.printJSON(map[string]any{"entity": e.String(), "to": e.sendTarget(), "resubmitted": n})
+		}
 		fmt.Fprintf(g.stdout, "resubmitted %d message(s) from %s/$DeadLetterQueue to %s\n", n, e, e.sendTarget())
-		return err
-	}
-	return fmt.Errorf("%w: unknown dlq verb %q", errUsage, verb)
+		return nil
+	})
+	resubmit.Long = `Move dead-lettered messages back: each is sent as a copy to the queue (or, for a
+subscription, to its topic) and only then completed in the dead-letter queue, so an
+interruption leaves a message in both places, never in neither. Without --count it moves
+at most what the dead-letter queue held when it started. Progress goes to standard error.`
+	return group("dlq", "the dead-letter sub-queue of ENTITY: inspect, purge, resubmit", nil, inspect, purge, resubmit)
 }
 
 // sendTarget is where resubmitted messages go: the queue itself, or the subscription's
@@ -159,8 +177,33 @@ func (e entityPath) sendTarget() string {
 	return e.topic
 }
 
+// deadLetterCount asks the admin API how many messages e's dead-letter queue holds, and
+// so whether e exists: a command on a missing entity fails before it prints anything.
+func (g *globals) deadLetterCount(ctx context.Context, e entityPath) (int, error) {
+	ac, err := g.adminClient()
+	if err != nil {
+		return 0, err
+	}
+	notFound := withHint(fmt.Errorf("%s not found", e.target()), "'"+e.target().list+"' lists them")
+	if e.queue != "" {
+		rt, err := ac.GetQueueRuntimeProperties(ctx, e.queue, nil)
+		if err != nil || rt == nil {
+			return 0, firstNonNil(err, notFound)
+		}
+		return int(rt.DeadLetterMessageCount), nil
+	}
+	rt, err := ac.GetSubscriptionRuntimeProperties(ctx, e.topic, e.sub, nil)
+	if err != nil || rt == nil {
+		return 0, firstNonNil(err, notFound)
+	}
+	return int(rt.DeadLetterMessageCount), nil
+}
+
 // drainDLQ removes up to limit (0: all) dead-lettered messages in ReceiveAndDelete mode.
 func (g *globals) drainDLQ(ctx context.Context, e entityPath, limit int) (int, error) {
+	if _, err := g.deadLetterCount(ctx, e); err != nil {
+		return 0, err
+	}
 	c, err := g.dataClient()
 	if err != nil {
 		return 0, err
@@ -217,14 +260,12 @@ func receiveRound(ctx context.Context, r *azservicebus.Receiver, want int) ([]*a
 // that fail again meanwhile are not chased round in a loop.
 func (g *globals) resubmit(ctx context.Context, e entityPath, limit int) (int, error) {
 	total := limit
-	if ac, err := g.adminClient(); err == nil && total == 0 {
-		if e.queue != "" {
-			if rt, err := ac.GetQueueRuntimeProperties(ctx, e.queue, nil); err == nil && rt != nil {
-				total = int(rt.DeadLetterMessageCount)
-			}
-		} else if rt, err := ac.GetSubscriptionRuntimeProperties(ctx, e.topic, e.sub, nil); err == nil && rt != nil {
-			total = int(rt.DeadLetterMessageCount)
-		}
+	n, err := g.deadLetterCount(ctx, e)
+	if err != nil {
+		return 0, err
+	}
+	if total == 0 {
+		total = n
 	}
 	c, err := g.dataClient()
 	if err != nil {
@@ -305,34 +346,63 @@ func resubmitCopy(m *azservicebus.ReceivedMessage) *azservicebus.AMQPAnnotatedMe
 	return out
 }
 
-// progress draws a one-line bar on a terminal-ish writer: [#####.....] 500/1000.
+// progress reports how far a long operation got, on standard error. On a terminal it
+// redraws one bar ([#####.....] 500/1000) and ends it with a newline; elsewhere (a log, a
+// pipe) it writes a whole line at every tenth of the way, so every line ends in a newline.
 type progress struct {
 	w     io.Writer
+	tty   bool
 	total int
-	last  int
+	last  int // the last step drawn: bar cells on a terminal, tenths elsewhere; -1: none
 }
 
-func newProgress(w io.Writer, total int) *progress { return &progress{w: w, total: total, last: -1} }
+func newProgress(w io.Writer, total int) *progress {
+	return &progress{w: w, tty: isTerminal(w), total: total, last: -1}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
 
 func (p *progress) set(n int) {
 	const width = 30
-	if p.total <= 0 {
-		if n-p.last >= 100 || p.last < 0 {
+	if p.total <= 0 { // unknown total: a count every 100 messages
+		if n/100 == p.last && p.last >= 0 {
+			return
+		}
+		p.last = n / 100
+		if p.tty {
 			fmt.Fprintf(p.w, "\r%d", n)
-			p.last = n
+		} else {
+			fmt.Fprintf(p.w, "%d\n", n)
 		}
 		return
 	}
 	filled := min(width, n*width/p.total)
-	if filled == p.last && n != p.total {
+	step := filled
+	if !p.tty {
+		step = min(10, n*10/p.total)
+	}
+	if step == p.last && n != p.total {
 		return
 	}
-	p.last = filled
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, p.total)
+	p.last = step
+	bar := fmt.Sprintf("[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, p.total)
+	if p.tty {
+		fmt.Fprint(p.w, "\r"+bar)
+	} else {
+		fmt.Fprintln(p.w, bar)
+	}
 }
 
+// finish ends a terminal's bar with a newline.
 func (p *progress) finish() {
-	if p.last >= 0 {
+	if p.tty && p.last >= 0 {
 		fmt.Fprintln(p.w)
 	}
 }

@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/spf13/cobra"
 )
 
 type entityKind int
@@ -24,246 +23,235 @@ func (k entityKind) String() string {
 	return [...]string{"queue", "topic", "subscription"}[k]
 }
 
-// props collects the property flags a user actually passed; nil means "not given".
-type props struct {
-	lockDuration, defaultTTL, dupWindow, autoDelete        *string
-	maxDelivery, maxSizeMB                                 *int32
-	maxMsgKB                                               *int64
-	requiresSession, requiresDup, dlqOnExpiry, dlqOnFilter *bool
-	partitioned, supportOrdering                           *bool
-	status                                                 *admin.EntityStatus
-	forwardTo, forwardDLQTo, userMetadata                  *string
+// names are the positional arguments that name one entity of the kind.
+func (k entityKind) names() []string {
+	if k == kindSubscription {
+		return []string{"TOPIC", "SUB"}
+	}
+	return []string{"NAME"}
 }
 
-func (p *props) register(fs *flag.FlagSet, k entityKind) {
-	dur := func(dst **string, name, usage string) {
-		fs.Func(name, usage+" (Go duration, e.g. 30s, 10m, 336h)", func(v string) error {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return err
-			}
-			s := isoDuration(d)
-			*dst = &s
-			return nil
+func (k entityKind) target(pos []string) target {
+	t := target{kind: k.String(), name: strings.Join(pos, "/"), list: "qbctl " + k.String() + " list"}
+	if k == kindSubscription && len(pos) > 0 {
+		t.list = "qbctl subscription list " + pos[0]
+		if len(pos) == 2 {
+			t.name = pos[0] + "/Subscriptions/" + pos[1]
+		}
+	}
+	return t
+}
+
+// entityCmd is `qbctl queue|topic|subscription VERB`.
+func (g *globals) entityCmd(k entityKind) *cobra.Command {
+	names := strings.Join(k.names(), " ")
+	parent := ""
+	if k == kindSubscription {
+		parent = " TOPIC"
+	}
+	verb := func(use, short string, args cobra.PositionalArgs, fn func(ctx context.Context, ac *admin.Client, pos []string) error) *cobra.Command {
+		return &cobra.Command{Use: use, Short: short, Args: args,
+			RunE: func(c *cobra.Command, pos []string) error {
+				ac, err := g.adminClient()
+				if err != nil {
+					return err
+				}
+				return g.human(fn(c.Context(), ac, pos), k.target(pos))
+			}}
+	}
+	var p props
+	create := verb("create "+names+" [property flags]", "create a "+k.String(), nil,
+		func(ctx context.Context, ac *admin.Client, pos []string) error {
+			return g.createEntity(ctx, ac, k, pos, &p)
 		})
-	}
-	i32 := func(dst **int32, name, usage string) {
-		fs.Func(name, usage, func(v string) error {
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil {
-				return err
-			}
-			x := int32(n)
-			*dst = &x
-			return nil
+	create.Args = g.nameArgs(k, &p)
+	create.Long = "Create a " + k.String() + ". Properties not given take Service Bus's defaults.\n\n" + fromFileHelp(k, "create")
+	p.register(create, k)
+	var up props
+	update := verb("update "+names+" [property flags]", "change properties of a "+k.String(), nil,
+		func(ctx context.Context, ac *admin.Client, pos []string) error {
+			return g.updateEntity(ctx, ac, k, pos, &up)
 		})
-	}
-	boolean := func(dst **bool, name, usage string) {
-		fs.Func(name, usage+" (true or false)", func(v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return err
-			}
-			*dst = &b
-			return nil
+	update.Args = g.nameArgs(k, &up)
+	update.Long = "Read the " + k.String() + ", change only the properties given, and write it back.\n\n" + fromFileHelp(k, "update")
+	up.register(update, k)
+	show := verb("show "+names, "show a "+k.String()+"'s properties and counts", nArgs(k.names()...),
+		func(ctx context.Context, ac *admin.Client, pos []string) error { return g.showEntity(ctx, ac, k, pos) })
+	del := verb("delete "+names, "delete a "+k.String()+" and its messages", nArgs(k.names()...),
+		func(ctx context.Context, ac *admin.Client, pos []string) error {
+			return g.deleteEntity(ctx, ac, k, pos)
 		})
-	}
-	str := func(dst **string, name, usage string) {
-		fs.Func(name, usage, func(v string) error { *dst = &v; return nil })
-	}
-	dur(&p.defaultTTL, "default-ttl", "DefaultMessageTimeToLive")
-	dur(&p.autoDelete, "auto-delete-on-idle", "AutoDeleteOnIdle")
-	str(&p.userMetadata, "user-metadata", "UserMetadata")
-	fs.Func("status", "Active, Disabled, SendDisabled or ReceiveDisabled", func(v string) error {
-		s := admin.EntityStatus(v)
-		p.status = &s
-		return nil
-	})
-	if k != kindTopic {
-		dur(&p.lockDuration, "lock-duration", "LockDuration")
-		i32(&p.maxDelivery, "max-delivery-count", "MaxDeliveryCount")
-		boolean(&p.requiresSession, "requires-session", "RequiresSession (fixed at creation)")
-		boolean(&p.dlqOnExpiry, "dead-letter-on-expiration", "DeadLetteringOnMessageExpiration")
-		str(&p.forwardTo, "forward-to", "ForwardTo")
-		str(&p.forwardDLQTo, "forward-dlq-to", "ForwardDeadLetteredMessagesTo")
-	}
-	if k != kindSubscription {
-		i32(&p.maxSizeMB, "max-size-mb", "MaxSizeInMegabytes")
-		boolean(&p.requiresDup, "requires-duplicate-detection", "RequiresDuplicateDetection (fixed at creation)")
-		dur(&p.dupWindow, "duplicate-window", "DuplicateDetectionHistoryTimeWindow")
-		boolean(&p.partitioned, "partitioned", "EnablePartitioning")
-		fs.Func("max-message-size-kb", "MaxMessageSizeInKilobytes", func(v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			p.maxMsgKB = &n
-			return err
+	listArgs := k.names()[:len(k.names())-1]
+	list := verb("list"+parent, "list "+k.String()+"s with their message counts", nArgs(listArgs...),
+		func(ctx context.Context, ac *admin.Client, pos []string) error {
+			return g.listEntities(ctx, ac, k, pos)
 		})
-	}
+	purgeShort := "remove every message of a " + k.String() + " (the entity stays)"
 	if k == kindTopic {
-		boolean(&p.supportOrdering, "support-ordering", "SupportOrdering")
+		purgeShort = "remove every message of every subscription of a topic"
+	}
+	purge := &cobra.Command{Use: "purge " + names, Short: purgeShort, Args: nArgs(k.names()...),
+		RunE: func(c *cobra.Command, pos []string) error {
+			path := "/" + url.PathEscape(pos[0])
+			if k == kindSubscription {
+				path += "/Subscriptions/" + url.PathEscape(pos[1])
+			}
+			return g.human(g.purge(c.Context(), path+"/$purge", strings.Join(pos, "/Subscriptions/")), k.target(pos))
+		}}
+	n := len(k.names())
+	for _, v := range []*cobra.Command{create, update, show, del, purge} {
+		v.ValidArgsFunction = g.completeEntityArgs(k, n)
 	}
 	if k == kindSubscription {
-		boolean(&p.dlqOnFilter, "dead-letter-on-filter-errors", "EnableDeadLetteringOnFilterEvaluationExceptions")
+		list.ValidArgsFunction = g.completeEntityArgs(kindTopic, 1)
+	} else {
+		list.ValidArgsFunction = cobra.NoFileCompletions
 	}
+	create.ValidArgsFunction = g.completeEntityArgs(k, n-1) // a new name: only its topic
+	aliases := map[entityKind][]string{kindQueue: {"queues"}, kindTopic: {"topics"}, kindSubscription: {"subscriptions", "sub"}}[k]
+	return group(k.String(), k.String()+"s: create, list, show, update, delete, purge", aliases,
+		create, list, show, update, del, purge)
 }
 
-func set[T any](dst **T, v *T) {
-	if v != nil {
-		*dst = v
-	}
-}
-
-func (p *props) applyQueue(q *admin.QueueProperties) {
-	set(&q.LockDuration, p.lockDuration)
-	set(&q.DefaultMessageTimeToLive, p.defaultTTL)
-	set(&q.DuplicateDetectionHistoryTimeWindow, p.dupWindow)
-	set(&q.AutoDeleteOnIdle, p.autoDelete)
-	set(&q.MaxDeliveryCount, p.maxDelivery)
-	set(&q.MaxSizeInMegabytes, p.maxSizeMB)
-	set(&q.MaxMessageSizeInKilobytes, p.maxMsgKB)
-	set(&q.RequiresSession, p.requiresSession)
-	set(&q.RequiresDuplicateDetection, p.requiresDup)
-	set(&q.DeadLetteringOnMessageExpiration, p.dlqOnExpiry)
-	set(&q.EnablePartitioning, p.partitioned)
-	set(&q.Status, p.status)
-	set(&q.ForwardTo, p.forwardTo)
-	set(&q.ForwardDeadLetteredMessagesTo, p.forwardDLQTo)
-	set(&q.UserMetadata, p.userMetadata)
-}
-
-func (p *props) applyTopic(t *admin.TopicProperties) {
-	set(&t.DefaultMessageTimeToLive, p.defaultTTL)
-	set(&t.DuplicateDetectionHistoryTimeWindow, p.dupWindow)
-	set(&t.AutoDeleteOnIdle, p.autoDelete)
-	set(&t.MaxSizeInMegabytes, p.maxSizeMB)
-	set(&t.MaxMessageSizeInKilobytes, p.maxMsgKB)
-	set(&t.RequiresDuplicateDetection, p.requiresDup)
-	set(&t.EnablePartitioning, p.partitioned)
-	set(&t.SupportOrdering, p.supportOrdering)
-	set(&t.Status, p.status)
-	set(&t.UserMetadata, p.userMetadata)
-}
-
-func (p *props) applySubscription(s *admin.SubscriptionProperties) {
-	set(&s.LockDuration, p.lockDuration)
-	set(&s.DefaultMessageTimeToLive, p.defaultTTL)
-	set(&s.AutoDeleteOnIdle, p.autoDelete)
-	set(&s.MaxDeliveryCount, p.maxDelivery)
-	set(&s.RequiresSession, p.requiresSession)
-	set(&s.DeadLetteringOnMessageExpiration, p.dlqOnExpiry)
-	set(&s.EnableDeadLetteringOnFilterEvaluationExceptions, p.dlqOnFilter)
-	set(&s.Status, p.status)
-	set(&s.ForwardTo, p.forwardTo)
-	set(&s.ForwardDeadLetteredMessagesTo, p.forwardDLQTo)
-	set(&s.UserMetadata, p.userMetadata)
-}
-
-// isoDuration renders d as the ISO-8601 duration the admin API carries (P1DT2H3M4.5S).
-func isoDuration(d time.Duration) string {
-	if d <= 0 {
-		return "PT0S"
-	}
-	days := d / (24 * time.Hour)
-	d -= days * 24 * time.Hour
-	h := d / time.Hour
-	d -= h * time.Hour
-	m := d / time.Minute
-	d -= m * time.Minute
-	s := "P"
-	if days > 0 {
-		s += strconv.FormatInt(int64(days), 10) + "D"
-	}
-	if h == 0 && m == 0 && d == 0 {
-		if days == 0 {
-			return "PT0S"
+// nameArgs accepts the entity's name(s), which create and update may leave to the Name
+// (and Topic) of --from-file.
+func (g *globals) nameArgs(k entityKind, p *props) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		want := len(k.names())
+		if len(args) == want || (p.fromFile != "" && len(args) == 0) {
+			return nil
 		}
-		return s
+		return usageErr(c.CommandPath(), "%s %s takes %s, got %d argument(s)", k, c.Name(), strings.Join(k.names(), " "), len(args))
 	}
-	s += "T"
-	if h > 0 {
-		s += strconv.FormatInt(int64(h), 10) + "H"
-	}
-	if m > 0 {
-		s += strconv.FormatInt(int64(m), 10) + "M"
-	}
-	if d > 0 {
-		s += strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S"
-	}
-	return s
 }
 
-func (g *globals) entityCmd(ctx context.Context, k entityKind, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: %s needs a verb: create, list, show, update, delete or purge", errUsage, k)
-	}
-	verb := args[0]
-	fs := flag.NewFlagSet("qbctl "+k.String()+" "+verb, flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	var p props
-	if verb == "create" || verb == "update" {
-		p.register(fs, k)
-	}
-	pos, err := parseInterleaved(fs, args[1:])
+func (g *globals) createEntity(ctx context.Context, ac *admin.Client, k entityKind, pos []string, p *props) error {
+	pos, err := p.load(k, pos)
 	if err != nil {
 		return err
 	}
-	want := map[entityKind]int{kindQueue: 1, kindTopic: 1, kindSubscription: 2}[k]
-	if verb == "list" {
-		want--
-	}
-	if len(pos) != want {
-		return fmt.Errorf("%w: %s %s takes %d argument(s), got %d", errUsage, k, verb, want, len(pos))
-	}
-	if verb == "purge" {
-		path := "/" + url.PathEscape(pos[0])
-		if k == kindSubscription {
-			path += "/Subscriptions/" + url.PathEscape(pos[1])
-		}
-		return g.purge(ctx, path+"/$purge", strings.Join(pos, "/Subscriptions/"))
-	}
-	ac, err := g.adminClient()
-	if err != nil {
-		return err
-	}
+	p.perPartitionSize()
 	switch k {
 	case kindQueue:
-		return g.queueVerb(ctx, ac, verb, pos, &p)
+		var q admin.QueueProperties
+		p.apply(&q)
+		_, err = ac.CreateQueue(ctx, pos[0], &admin.CreateQueueOptions{Properties: &q})
 	case kindTopic:
-		return g.topicVerb(ctx, ac, verb, pos, &p)
+		var t admin.TopicProperties
+		p.apply(&t)
+		_, err = ac.CreateTopic(ctx, pos[0], &admin.CreateTopicOptions{Properties: &t})
 	default:
-		return g.subscriptionVerb(ctx, ac, verb, pos, &p)
+		var s admin.SubscriptionProperties
+		p.apply(&s)
+		_, err = ac.CreateSubscription(ctx, pos[0], pos[1], &admin.CreateSubscriptionOptions{Properties: &s})
+		if err == nil {
+			err = g.setSubscriptionStatus(ctx, pos, s.Status)
+		}
 	}
+	if err != nil {
+		return g.human(err, k.target(pos))
+	}
+	return g.showEntity(ctx, ac, k, pos)
 }
 
-func (g *globals) queueVerb(ctx context.Context, ac *admin.Client, verb string, pos []string, p *props) error {
-	switch verb {
-	case "create":
-		var q admin.QueueProperties
-		p.applyQueue(&q)
-		if _, err := ac.CreateQueue(ctx, pos[0], &admin.CreateQueueOptions{Properties: &q}); err != nil {
-			return err
-		}
-		return g.showQueue(ctx, ac, pos[0])
-	case "update":
+func (g *globals) updateEntity(ctx context.Context, ac *admin.Client, k entityKind, pos []string, p *props) error {
+	pos, err := p.load(k, pos)
+	if err != nil {
+		return err
+	}
+	notFound := withHint(fmt.Errorf("%s not found", k.target(pos)), "'"+k.target(pos).list+"' lists them; 'create' makes a new one")
+	switch k {
+	case kindQueue:
 		cur, err := ac.GetQueue(ctx, pos[0], nil)
+		if err != nil || cur == nil {
+			return firstNonNil(err, notFound)
+		}
+		q := cur.QueueProperties
+		p.apply(&q)
+		_, err = ac.UpdateQueue(ctx, pos[0], q, nil)
 		if err != nil {
 			return err
 		}
-		if cur == nil {
-			return fmt.Errorf("queue %q not found", pos[0])
+	case kindTopic:
+		cur, err := ac.GetTopic(ctx, pos[0], nil)
+		if err != nil || cur == nil {
+			return firstNonNil(err, notFound)
 		}
-		q := cur.QueueProperties
-		p.applyQueue(&q)
-		if _, err := ac.UpdateQueue(ctx, pos[0], q, nil); err != nil {
+		t := cur.TopicProperties
+		p.apply(&t)
+		if _, err = ac.UpdateTopic(ctx, pos[0], t, nil); err != nil {
 			return err
 		}
-		return g.showQueue(ctx, ac, pos[0])
-	case "show":
-		return g.showQueue(ctx, ac, pos[0])
-	case "delete":
-		_, err := ac.DeleteQueue(ctx, pos[0], nil)
+	default:
+		cur, err := ac.GetSubscription(ctx, pos[0], pos[1], nil)
+		if err != nil || cur == nil {
+			return firstNonNil(err, notFound)
+		}
+		s := cur.SubscriptionProperties
+		p.apply(&s)
+		if _, err = ac.UpdateSubscription(ctx, pos[0], pos[1], s, nil); err != nil {
+			return err
+		}
+		if s.Status != nil && (cur.Status == nil || *cur.Status != *s.Status) {
+			if err := g.setSubscriptionStatus(ctx, pos, s.Status); err != nil {
+				return err
+			}
+		}
+	}
+	return g.showEntity(ctx, ac, k, pos)
+}
+
+// setSubscriptionStatus sets a subscription's Status, which the Go SDK's admin client
+// leaves out of the descriptions it sends: an update whose description carries only the
+// Status element (the admin API changes only the elements present). Nil or Active on a
+// new subscription needs nothing.
+func (g *globals) setSubscriptionStatus(ctx context.Context, pos []string, st *admin.EntityStatus) error {
+	if st == nil {
+		return nil
+	}
+	body := `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
+		`<SubscriptionDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect">` +
+		`<Status>` + string(*st) + `</Status></SubscriptionDescription></content></entry>`
+	path := "/" + url.PathEscape(pos[0]) + "/Subscriptions/" + url.PathEscape(pos[1])
+	_, err := g.adminDo(ctx, http.MethodPut, path, []byte(body), "application/atom+xml;type=entry;charset=utf-8",
+		map[string]string{"If-Match": "*"})
+	return err
+}
+
+func firstNonNil(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func (g *globals) deleteEntity(ctx context.Context, ac *admin.Client, k entityKind, pos []string) error {
+	var err error
+	switch k {
+	case kindQueue:
+		_, err = ac.DeleteQueue(ctx, pos[0], nil)
+	case kindTopic:
+		_, err = ac.DeleteTopic(ctx, pos[0], nil)
+	default:
+		_, err = ac.DeleteSubscription(ctx, pos[0], pos[1], nil)
+	}
+	if err != nil {
 		return err
-	case "list":
-		t := &table{header: []string{"NAME", "ACTIVE", "DEAD-LETTER", "SCHEDULED", "SIZE"}}
+	}
+	if g.output == "json" {
+		return g.printJSON(map[string]any{"deleted": k.target(pos).name, "kind": k.String()})
+	}
+	fmt.Fprintf(g.stdout, "deleted %s\n", k.target(pos))
+	return nil
+}
+
+func (g *globals) listEntities(ctx context.Context, ac *admin.Client, k entityKind, pos []string) error {
+	switch k {
+	case kindQueue:
+		t := &table{header: []string{"NAME", "ACTIVE", "DEAD-LETTER", "SCHEDULED", "SIZE"},
+			jsonKeys: []string{"Name", "ActiveMessageCount", "DeadLetterMessageCount", "ScheduledMessageCount", "SizeInBytes"}}
 		pager := ac.NewListQueuesRuntimePropertiesPager(nil)
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
@@ -275,69 +263,9 @@ func (g *globals) queueVerb(ctx context.Context, ac *admin.Client, verb string, 
 			}
 		}
 		return g.print(t)
-	}
-	return fmt.Errorf("%w: unknown queue verb %q", errUsage, verb)
-}
-
-func (g *globals) showQueue(ctx context.Context, ac *admin.Client, name string) error {
-	q, err := ac.GetQueue(ctx, name, nil)
-	if err != nil {
-		return err
-	}
-	if q == nil {
-		return fmt.Errorf("queue %q not found", name)
-	}
-	rt, err := ac.GetQueueRuntimeProperties(ctx, name, nil)
-	if err != nil {
-		return err
-	}
-	keys := []string{"Name", "Status", "LockDuration", "MaxDeliveryCount", "DefaultMessageTimeToLive",
-		"DeadLetteringOnMessageExpiration", "RequiresSession", "RequiresDuplicateDetection",
-		"DuplicateDetectionHistoryTimeWindow", "MaxSizeInMegabytes", "MaxMessageSizeInKilobytes",
-		"EnablePartitioning", "AutoDeleteOnIdle", "ForwardTo", "ForwardDeadLetteredMessagesTo", "UserMetadata"}
-	vals := []any{q.QueueName, q.Status, q.LockDuration, q.MaxDeliveryCount, q.DefaultMessageTimeToLive,
-		q.DeadLetteringOnMessageExpiration, q.RequiresSession, q.RequiresDuplicateDetection,
-		q.DuplicateDetectionHistoryTimeWindow, q.MaxSizeInMegabytes, q.MaxMessageSizeInKilobytes,
-		q.EnablePartitioning, q.AutoDeleteOnIdle, q.ForwardTo, q.ForwardDeadLetteredMessagesTo, q.UserMetadata}
-	if rt != nil {
-		keys = append(keys, "ActiveMessageCount", "DeadLetterMessageCount", "ScheduledMessageCount",
-			"TotalMessageCount", "SizeInBytes", "CreatedAt", "UpdatedAt", "AccessedAt")
-		vals = append(vals, rt.ActiveMessageCount, rt.DeadLetterMessageCount, rt.ScheduledMessageCount,
-			rt.TotalMessageCount, rt.SizeInBytes, rt.CreatedAt, rt.UpdatedAt, rt.AccessedAt)
-	}
-	return g.printKV(keys, vals)
-}
-
-func (g *globals) topicVerb(ctx context.Context, ac *admin.Client, verb string, pos []string, p *props) error {
-	switch verb {
-	case "create":
-		var t admin.TopicProperties
-		p.applyTopic(&t)
-		if _, err := ac.CreateTopic(ctx, pos[0], &admin.CreateTopicOptions{Properties: &t}); err != nil {
-			return err
-		}
-		return g.showTopic(ctx, ac, pos[0])
-	case "update":
-		cur, err := ac.GetTopic(ctx, pos[0], nil)
-		if err != nil {
-			return err
-		}
-		if cur == nil {
-			return fmt.Errorf("topic %q not found", pos[0])
-		}
-		t := cur.TopicProperties
-		p.applyTopic(&t)
-		if _, err := ac.UpdateTopic(ctx, pos[0], t, nil); err != nil {
-			return err
-		}
-		return g.showTopic(ctx, ac, pos[0])
-	case "show":
-		return g.showTopic(ctx, ac, pos[0])
-	case "delete":
-		_, err := ac.DeleteTopic(ctx, pos[0], nil)
-		return err
-	case "list":
-		t := &table{header: []string{"NAME", "SUBSCRIPTIONS", "SCHEDULED", "SIZE"}}
+	case kindTopic:
+		t := &table{header: []string{"NAME", "SUBSCRIPTIONS", "SCHEDULED", "SIZE"},
+			jsonKeys: []string{"Name", "SubscriptionCount", "ScheduledMessageCount", "SizeInBytes"}}
 		pager := ac.NewListTopicsRuntimePropertiesPager(nil)
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
@@ -350,100 +278,73 @@ func (g *globals) topicVerb(ctx context.Context, ac *admin.Client, verb string, 
 		}
 		return g.print(t)
 	}
-	return fmt.Errorf("%w: unknown topic verb %q", errUsage, verb)
-}
-
-func (g *globals) showTopic(ctx context.Context, ac *admin.Client, name string) error {
-	t, err := ac.GetTopic(ctx, name, nil)
-	if err != nil {
-		return err
-	}
-	if t == nil {
-		return fmt.Errorf("topic %q not found", name)
-	}
-	rt, err := ac.GetTopicRuntimeProperties(ctx, name, nil)
-	if err != nil {
-		return err
-	}
-	keys := []string{"Name", "Status", "DefaultMessageTimeToLive", "RequiresDuplicateDetection",
-		"DuplicateDetectionHistoryTimeWindow", "MaxSizeInMegabytes", "MaxMessageSizeInKilobytes",
-		"EnablePartitioning", "SupportOrdering", "AutoDeleteOnIdle", "UserMetadata"}
-	vals := []any{t.TopicName, t.Status, t.DefaultMessageTimeToLive, t.RequiresDuplicateDetection,
-		t.DuplicateDetectionHistoryTimeWindow, t.MaxSizeInMegabytes, t.MaxMessageSizeInKilobytes,
-		t.EnablePartitioning, t.SupportOrdering, t.AutoDeleteOnIdle, t.UserMetadata}
-	if rt != nil {
-		keys = append(keys, "SubscriptionCount", "ScheduledMessageCount", "SizeInBytes", "CreatedAt", "UpdatedAt", "AccessedAt")
-		vals = append(vals, rt.SubscriptionCount, rt.ScheduledMessageCount, rt.SizeInBytes, rt.CreatedAt, rt.UpdatedAt, rt.AccessedAt)
-	}
-	return g.printKV(keys, vals)
-}
-
-func (g *globals) subscriptionVerb(ctx context.Context, ac *admin.Client, verb string, pos []string, p *props) error {
-	switch verb {
-	case "create":
-		var s admin.SubscriptionProperties
-		p.applySubscription(&s)
-		if _, err := ac.CreateSubscription(ctx, pos[0], pos[1], &admin.CreateSubscriptionOptions{Properties: &s}); err != nil {
-			return err
+	t := &table{header: []string{"NAME", "ACTIVE", "DEAD-LETTER", "TOTAL"},
+		jsonKeys: []string{"Name", "ActiveMessageCount", "DeadLetterMessageCount", "TotalMessageCount"}}
+	pager := ac.NewListSubscriptionsRuntimePropertiesPager(pos[0], nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return g.human(err, target{kind: "topic", name: pos[0], list: "qbctl topic list"})
 		}
-		return g.showSubscription(ctx, ac, pos[0], pos[1])
-	case "update":
-		cur, err := ac.GetSubscription(ctx, pos[0], pos[1], nil)
+		for _, x := range page.SubscriptionRuntimeProperties {
+			t.add(x.SubscriptionName, x.ActiveMessageCount, x.DeadLetterMessageCount, x.TotalMessageCount)
+		}
+	}
+	return g.print(t)
+}
+
+// showEntity prints every property of the entity under the SDK's names (a JSON file of
+// it is what --from-file reads), then its runtime counts.
+func (g *globals) showEntity(ctx context.Context, ac *admin.Client, k entityKind, pos []string) error {
+	notFound := withHint(fmt.Errorf("%s not found", k.target(pos)), "'"+k.target(pos).list+"' lists them")
+	var o object
+	switch k {
+	case kindQueue:
+		q, err := ac.GetQueue(ctx, pos[0], nil)
+		if err != nil || q == nil {
+			return firstNonNil(err, notFound)
+		}
+		o.add("Name", q.QueueName)
+		o.addProps(k, &q.QueueProperties)
+		rt, err := ac.GetQueueRuntimeProperties(ctx, pos[0], nil)
 		if err != nil {
 			return err
 		}
-		if cur == nil {
-			return fmt.Errorf("subscription %s/%s not found", pos[0], pos[1])
+		if rt != nil {
+			o.add("ActiveMessageCount", rt.ActiveMessageCount).add("DeadLetterMessageCount", rt.DeadLetterMessageCount).
+				add("ScheduledMessageCount", rt.ScheduledMessageCount).add("TotalMessageCount", rt.TotalMessageCount).
+				add("SizeInBytes", rt.SizeInBytes).add("CreatedAt", rt.CreatedAt).add("UpdatedAt", rt.UpdatedAt).add("AccessedAt", rt.AccessedAt)
 		}
-		s := cur.SubscriptionProperties
-		p.applySubscription(&s)
-		if _, err := ac.UpdateSubscription(ctx, pos[0], pos[1], s, nil); err != nil {
+	case kindTopic:
+		t, err := ac.GetTopic(ctx, pos[0], nil)
+		if err != nil || t == nil {
+			return firstNonNil(err, notFound)
+		}
+		o.add("Name", t.TopicName)
+		o.addProps(k, &t.TopicProperties)
+		rt, err := ac.GetTopicRuntimeProperties(ctx, pos[0], nil)
+		if err != nil {
 			return err
 		}
-		return g.showSubscription(ctx, ac, pos[0], pos[1])
-	case "show":
-		return g.showSubscription(ctx, ac, pos[0], pos[1])
-	case "delete":
-		_, err := ac.DeleteSubscription(ctx, pos[0], pos[1], nil)
-		return err
-	case "list":
-		t := &table{header: []string{"NAME", "ACTIVE", "DEAD-LETTER", "TOTAL"}}
-		pager := ac.NewListSubscriptionsRuntimePropertiesPager(pos[0], nil)
-		for pager.More() {
-			page, err := pager.NextPage(ctx)
-			if err != nil {
-				return err
-			}
-			for _, x := range page.SubscriptionRuntimeProperties {
-				t.add(x.SubscriptionName, x.ActiveMessageCount, x.DeadLetterMessageCount, x.TotalMessageCount)
-			}
+		if rt != nil {
+			o.add("SubscriptionCount", rt.SubscriptionCount).add("ScheduledMessageCount", rt.ScheduledMessageCount).
+				add("SizeInBytes", rt.SizeInBytes).add("CreatedAt", rt.CreatedAt).add("UpdatedAt", rt.UpdatedAt).add("AccessedAt", rt.AccessedAt)
 		}
-		return g.print(t)
+	default:
+		s, err := ac.GetSubscription(ctx, pos[0], pos[1], nil)
+		if err != nil || s == nil {
+			return firstNonNil(err, notFound)
+		}
+		o.add("Topic", s.TopicName).add("Name", s.SubscriptionName)
+		o.addProps(k, &s.SubscriptionProperties)
+		rt, err := ac.GetSubscriptionRuntimeProperties(ctx, pos[0], pos[1], nil)
+		if err != nil {
+			return err
+		}
+		if rt != nil {
+			o.add("ActiveMessageCount", rt.ActiveMessageCount).add("DeadLetterMessageCount", rt.DeadLetterMessageCount).
+				add("TotalMessageCount", rt.TotalMessageCount).add("CreatedAt", rt.CreatedAt).add("UpdatedAt", rt.UpdatedAt).add("AccessedAt", rt.AccessedAt)
+		}
 	}
-	return fmt.Errorf("%w: unknown subscription verb %q", errUsage, verb)
-}
-
-func (g *globals) showSubscription(ctx context.Context, ac *admin.Client, topic, name string) error {
-	s, err := ac.GetSubscription(ctx, topic, name, nil)
-	if err != nil {
-		return err
-	}
-	if s == nil {
-		return fmt.Errorf("subscription %s/%s not found", topic, name)
-	}
-	rt, err := ac.GetSubscriptionRuntimeProperties(ctx, topic, name, nil)
-	if err != nil {
-		return err
-	}
-	keys := []string{"Topic", "Name", "Status", "LockDuration", "MaxDeliveryCount", "DefaultMessageTimeToLive",
-		"DeadLetteringOnMessageExpiration", "EnableDeadLetteringOnFilterEvaluationExceptions", "RequiresSession",
-		"AutoDeleteOnIdle", "ForwardTo", "ForwardDeadLetteredMessagesTo", "UserMetadata"}
-	vals := []any{s.TopicName, s.SubscriptionName, s.Status, s.LockDuration, s.MaxDeliveryCount, s.DefaultMessageTimeToLive,
-		s.DeadLetteringOnMessageExpiration, s.EnableDeadLetteringOnFilterEvaluationExceptions, s.RequiresSession,
-		s.AutoDeleteOnIdle, s.ForwardTo, s.ForwardDeadLetteredMessagesTo, s.UserMetadata}
-	if rt != nil {
-		keys = append(keys, "ActiveMessageCount", "DeadLetterMessageCount", "TotalMessageCount", "CreatedAt", "UpdatedAt", "AccessedAt")
-		vals = append(vals, rt.ActiveMessageCount, rt.DeadLetterMessageCount, rt.TotalMessageCount, rt.CreatedAt, rt.UpdatedAt, rt.AccessedAt)
-	}
-	return g.printKV(keys, vals)
+	return g.printObject(&o)
 }

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // keyDescription is the JSON of the admin API's /$keys (docs/admin-api.md).
@@ -62,6 +63,11 @@ func parseConnString(cs string) (connParts, error) {
 // adminRequest sends a signed request to the node's admin API (for the endpoints the
 // SDK's admin client does not know) and returns the body of a 2xx answer.
 func (g *globals) adminRequest(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	return g.adminDo(ctx, method, path, body, "application/json", nil)
+}
+
+// adminDo is adminRequest with the body's content type and more headers.
+func (g *globals) adminDo(ctx context.Context, method, path string, body []byte, contentType string, header map[string]string) ([]byte, error) {
 	cs, err := g.connectionString()
 	if err != nil {
 		return nil, err
@@ -81,7 +87,10 @@ func (g *globals) adminRequest(ctx context.Context, method, path string, body []
 	}
 	req.Header.Set("Authorization", "SharedAccessSignature sr="+sr+"&sig="+sig+"&se="+se+"&skn="+p.keyName)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
@@ -90,75 +99,72 @@ func (g *globals) adminRequest(ctx context.Context, method, path string, body []
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+		return nil, &statusError{code: resp.StatusCode, detail: atomDetail(string(b))}
 	}
 	return b, nil
 }
 
 // keyCmd: qbctl key list | create NAME --rights Send,Listen [--key K] | delete NAME.
-func (g *globals) keyCmd(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: key needs a verb: list, create or delete", errUsage)
+func (g *globals) keyCmd() *cobra.Command {
+	keyTarget := func(pos []string) target {
+		t := target{kind: "key", list: "qbctl key list"}
+		if len(pos) > 0 {
+			t.name = pos[0]
+		}
+		return t
 	}
-	verb := args[0]
-	fs := flag.NewFlagSet("qbctl key "+verb, flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	rights := fs.String("rights", "Send,Listen", "comma-separated rights: Manage, Send, Listen")
-	key := fs.String("key", "", "the primary key (default: generated)")
-	pos, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		return err
-	}
-	switch verb {
-	case "list":
-		b, err := g.adminRequest(ctx, http.MethodGet, "/$keys", nil)
-		if err != nil {
-			return err
-		}
-		var keys []keyDescription
-		if err := json.Unmarshal(b, &keys); err != nil {
-			return err
-		}
-		t := &table{header: []string{"NAME", "RIGHTS"}}
-		for _, k := range keys {
-			t.add(k.Name, strings.Join(k.Rights, ","))
-		}
-		return g.print(t)
-	case "create", "update":
-		if len(pos) != 1 {
-			return fmt.Errorf("%w: key %s takes NAME", errUsage, verb)
-		}
-		d := keyDescription{PrimaryKey: *key}
-		for _, r := range strings.Split(*rights, ",") {
-			if r = strings.TrimSpace(r); r != "" {
-				d.Rights = append(d.Rights, r)
+	list := &cobra.Command{Use: "list", Short: "list the namespace's shared access keys", Args: nArgs(),
+		RunE: func(c *cobra.Command, _ []string) error {
+			b, err := g.adminRequest(c.Context(), http.MethodGet, "/$keys", nil)
+			if err != nil {
+				return g.human(err, target{kind: "keys", name: "/$keys"})
 			}
-		}
-		body, _ := json.Marshal(d)
-		b, err := g.adminRequest(ctx, http.MethodPut, "/$keys/"+url.PathEscape(pos[0]), body)
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(b, &d); err != nil {
-			return err
-		}
-		cs, _ := g.connectionString()
-		p, _ := parseConnString(cs)
-		conn := "Endpoint=sb://" + p.endpoint + ";SharedAccessKeyName=" + d.Name + ";SharedAccessKey=" + d.PrimaryKey
-		if p.emulator {
-			conn += ";UseDevelopmentEmulator=true"
-		}
-		return g.printKV([]string{"NAME", "RIGHTS", "PRIMARY KEY", "CONNECTION STRING"},
-			[]any{d.Name, strings.Join(d.Rights, ","), d.PrimaryKey, conn})
-	case "delete":
-		if len(pos) != 1 {
-			return fmt.Errorf("%w: key delete takes NAME", errUsage)
-		}
-		if _, err := g.adminRequest(ctx, http.MethodDelete, "/$keys/"+url.PathEscape(pos[0]), nil); err != nil {
-			return err
-		}
-		fmt.Fprintf(g.stdout, "deleted key %s\n", pos[0])
-		return nil
-	}
-	return fmt.Errorf("%w: unknown key verb %q", errUsage, verb)
+			var keys []keyDescription
+			if err := json.Unmarshal(b, &keys); err != nil {
+				return err
+			}
+			t := &table{header: []string{"NAME", "RIGHTS"}}
+			for _, k := range keys {
+				t.add(k.Name, strings.Join(k.Rights, ","))
+			}
+			return g.print(t)
+		}}
+	var rights, key string
+	create := &cobra.Command{Use: "create NAME [--rights Send,Listen] [--key KEY]", Aliases: []string{"update"},
+		Short: "create or replace a shared access key and print its connection string", Args: nArgs("NAME"),
+		RunE: func(c *cobra.Command, pos []string) error {
+			d := keyDescription{PrimaryKey: key}
+			for _, r := range strings.Split(rights, ",") {
+				if r = strings.TrimSpace(r); r != "" {
+					d.Rights = append(d.Rights, r)
+				}
+			}
+			body, _ := json.Marshal(d)
+			b, err := g.adminRequest(c.Context(), http.MethodPut, "/$keys/"+url.PathEscape(pos[0]), body)
+			if err != nil {
+				return g.human(err, keyTarget(pos))
+			}
+			if err := json.Unmarshal(b, &d); err != nil {
+				return err
+			}
+			cs, _ := g.connectionString()
+			p, _ := parseConnString(cs)
+			conn := "Endpoint=sb://" + p.endpoint + ";SharedAccessKeyName=" + d.Name + ";SharedAccessKey=" + d.PrimaryKey
+			if p.emulator {
+				conn += ";UseDevelopmentEmulator=true"
+			}
+			return g.printKV([]string{"NAME", "RIGHTS", "PRIMARY KEY", "CONNECTION STRING"},
+				[]any{d.Name, strings.Join(d.Rights, ","), d.PrimaryKey, conn})
+		}}
+	create.Flags().StringVar(&rights, "rights", "Send,Listen", "comma-separated rights: Manage, Send, Listen")
+	create.Flags().StringVar(&key, "key", "", "the primary key (default: generated)")
+	del := &cobra.Command{Use: "delete NAME", Short: "delete a shared access key", Args: nArgs("NAME"),
+		RunE: func(c *cobra.Command, pos []string) error {
+			if _, err := g.adminRequest(c.Context(), http.MethodDelete, "/$keys/"+url.PathEscape(pos[0]), nil); err != nil {
+				return g.human(err, keyTarget(pos))
+			}
+			fmt.Fprintf(g.stdout, "deleted key %s\n", pos[0])
+			return nil
+		}}
+	return group("key", "namespace shared access keys: list, create, delete", []string{"keys"}, list, create, del)
 }

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 type globals struct {
@@ -26,7 +28,7 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "qbctl:", err)
+		printError(os.Stderr, err)
 		if errors.Is(err, errUsage) {
 			os.Exit(2)
 		}
@@ -34,85 +36,136 @@ func main() {
 	}
 }
 
+// printError writes "qbctl: what went wrong" and, when the error carries one, a line
+// saying what to do about it.
+func printError(w io.Writer, err error) {
+	fmt.Fprintln(w, "qbctl:", err)
+	if h := hintOf(err); h != "" {
+		fmt.Fprintln(w, "hint:", h)
+	}
+}
+
+// errUsage marks errors in how qbctl was called (exit status 2).
 var errUsage = errors.New("usage")
 
-const usage = `Usage: qbctl [global flags] COMMAND ...
+// usageErr is a usage error of the command at path ("qbctl queue create"): its hint
+// points at that command's help.
+func usageErr(path, format string, args ...any) error {
+	return withHint(fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...),
+		fmt.Sprintf("run '%s --help' for its usage", path))
+}
 
-Commands:
-  status                                     node health and namespace
-  queue create|list|show|update|delete|purge queues
-  topic create|list|show|update|delete|purge topics (purge: every subscription)
-  subscription create|list|show|update|delete|purge TOPIC [SUB]
-  rule create|list|show|delete TOPIC SUB [RULE]
-  peek ENTITY                                browse messages without locking them
-  send QUEUE|TOPIC [--body TEXT] [--create]  send one message
-  receive ENTITY [--count N] [--expect BODY] receive and complete messages
-  dlq inspect|purge|resubmit ENTITY          the dead-letter sub-queue of ENTITY
-  key list|create|delete [NAME]              namespace shared access keys (create: --rights Send,Listen)
-  namespace purge                            every message of every entity (entities stay)
-  cluster status|partitions                  members and partition groups of the cluster
-  node drain|remove NODE|--self              move leaderships away; remove a node for good
-  partition transfer-leader GROUP [--to NODE] move one group's leadership
-
-ENTITY is QUEUE or TOPIC/Subscriptions/SUB. Run a command with -h for its flags.
-
-Global flags:
-`
-
+// run parses args and runs the command they name, writing to stdout and stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	g := &globals{stdout: stdout, stderr: stderr}
-	fs := flag.NewFlagSet("qbctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&g.connStr, "connection-string", "", "Service Bus connection string (env QUORUMBUS_CONNECTION_STRING)")
-	fs.StringVar(&g.adminAddr, "admin-addr", envOr("QUORUMBUS_ADMIN_ADDR", "127.0.0.1:5300"), "the node's admin API, HOST:PORT (env QUORUMBUS_ADMIN_ADDR)")
-	fs.StringVar(&g.data, "data", envOr("QUORUMBUS_DATA", "./data"), "the node's data directory, read for its connection-string file (env QUORUMBUS_DATA)")
-	fs.StringVar(&g.output, "output", "table", "table or json")
-	fs.StringVar(&g.output, "o", "table", "short for --output")
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return errUsage
+	root := g.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	return root.ExecuteContext(ctx)
+}
+
+const rootLong = `qbctl operates a Quorumbus node: entities, messages, dead letters, keys and the cluster.
+
+Entity management goes through the official azservicebus/admin client against the node's
+admin API (--admin-addr); peek, send, receive and dead-letter work go through the official
+azservicebus client over AMQP. ENTITY is QUEUE or TOPIC/Subscriptions/SUB.
+
+The connection string comes from --connection-string, else QUORUMBUS_CONNECTION_STRING,
+else the file connection-string in the node's data directory (--data), which quorumbus
+writes at start-up: next to a node started with 'make run' no flag is needed.`
+
+func (g *globals) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "qbctl",
+		Short:         "Operate a Quorumbus node",
+		Long:          rootLong,
+		SilenceErrors: true, // main prints them, with their hint
+		SilenceUsage:  true, // a usage error says where the help is instead
+		Args:          unknownCommand,
+		RunE: func(c *cobra.Command, args []string) error {
+			return usageErr("qbctl", "a command is needed")
+		},
+		PersistentPreRunE: func(c *cobra.Command, args []string) error {
+			if g.output != "table" && g.output != "json" {
+				return usageErr(c.CommandPath(), "--output must be table or json, not %q", g.output)
+			}
+			return nil
+		},
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
 	}
-	if g.output != "table" && g.output != "json" {
-		return fmt.Errorf("%w: --output must be table or json", errUsage)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.connStr, "connection-string", "", "Service Bus connection string (env QUORUMBUS_CONNECTION_STRING; default: the connection-string file in --data)")
+	pf.StringVar(&g.adminAddr, "admin-addr", envOr("QUORUMBUS_ADMIN_ADDR", "127.0.0.1:5300"), "the node's admin API, HOST:PORT (env QUORUMBUS_ADMIN_ADDR)")
+	pf.StringVar(&g.data, "data", envOr("QUORUMBUS_DATA", "./data"), "the node's data directory, read for its connection-string file (env QUORUMBUS_DATA)")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageErr(c.CommandPath(), "%v", err)
+	})
+	root.AddGroup(&cobra.Group{ID: "entities", Title: "Entities:"},
+		&cobra.Group{ID: "messages", Title: "Messages:"},
+		&cobra.Group{ID: "namespace", Title: "Namespace and cluster:"})
+	add := func(group string, cs ...*cobra.Command) {
+		for _, c := range cs {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
 	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		fs.Usage()
-		return errUsage
+	add("entities", g.entityCmd(kindQueue), g.entityCmd(kindTopic), g.entityCmd(kindSubscription), g.ruleCmd())
+	add("messages", g.peekCmd(), g.sendCmd(), g.receiveCmd(), g.dlqCmd())
+	add("namespace", g.statusCmd(), g.keyCmd(), g.namespaceCmd(), g.clusterCmd(), g.nodeCmd(), g.partitionCmd())
+	return root
+}
+
+// unknownCommand rejects a word that names no command, suggesting the nearest one.
+func unknownCommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
 	}
-	cmd, rest := rest[0], rest[1:]
-	switch cmd {
-	case "status":
-		return g.status(ctx, rest)
-	case "queue", "queues":
-		return g.entityCmd(ctx, kindQueue, rest)
-	case "topic", "topics":
-		return g.entityCmd(ctx, kindTopic, rest)
-	case "subscription", "subscriptions", "sub":
-		return g.entityCmd(ctx, kindSubscription, rest)
-	case "rule", "rules":
-		return g.ruleCmd(ctx, rest)
-	case "peek":
-		return g.peek(ctx, rest)
-	case "send":
-		return g.send(ctx, rest)
-	case "receive":
-		return g.receive(ctx, rest)
-	case "dlq":
-		return g.dlqCmd(ctx, rest)
-	case "key", "keys":
-		return g.keyCmd(ctx, rest)
-	case "namespace":
-		return g.namespaceCmd(ctx, rest)
-	case "cluster":
-		return g.clusterCmd(ctx, rest)
-	case "node", "nodes":
-		return g.nodeCmd(ctx, rest)
-	case "partition", "partitions":
-		return g.partitionCmd(ctx, rest)
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		return withHint(fmt.Errorf("%w: %s", errUsage, msg), "did you mean "+strings.Join(s, " or ")+"?")
 	}
-	fs.Usage()
-	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	return usageErr(c.CommandPath(), "%s", msg)
+}
+
+// group makes the parent of verbs (qbctl queue): without a verb, or with one it does not
+// know, it fails with a usage error that lists them.
+func group(use, short string, aliases []string, verbs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use + " VERB", Short: short, Aliases: aliases}
+	for _, v := range verbs {
+		c.AddCommand(v)
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, args []string) error {
+		names := make([]string, 0, len(c.Commands()))
+		for _, v := range c.Commands() {
+			if v.IsAvailableCommand() {
+				names = append(names, v.Name())
+			}
+		}
+		list := strings.Join(names, ", ")
+		if len(args) == 0 {
+			return usageErr(c.CommandPath(), "%s needs a verb: %s", c.Name(), list)
+		}
+		return usageErr(c.CommandPath(), "unknown %s verb %q (%s)", c.Name(), args[0], list)
+	}
+	return c
+}
+
+// nArgs accepts exactly the named positional arguments.
+func nArgs(names ...string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return nil
+		}
+		if len(names) == 0 {
+			return usageErr(c.CommandPath(), "%s takes no arguments, got %d", c.Name(), len(args))
+		}
+		return usageErr(c.CommandPath(), "%s takes %s, got %d argument(s)", strings.TrimPrefix(c.CommandPath(), "qbctl "),
+			strings.Join(names, " "), len(args))
+	}
 }
 
 func envOr(name, def string) string {
@@ -120,21 +173,4 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// parseInterleaved parses flags that may appear before, between or after positional
-// arguments (qbctl queue create q1 --lock-duration 30s).
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }

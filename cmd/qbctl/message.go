@@ -3,36 +3,39 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/spf13/cobra"
 )
 
 // send and receive exist so that a smoke test (the Helm chart's test pod, a user
 // checking a fresh install) can prove the data path end to end with nothing but the
 // image's own binaries: the image has no shell and no SDK.
 
-func (g *globals) send(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("qbctl send", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	body := fs.String("body", "", "message body (text)")
-	id := fs.String("message-id", "", "message ID (default: the SDK leaves it empty)")
-	subject := fs.String("subject", "", "message subject (label)")
-	create := fs.Bool("create", false, "create ENTITY as a queue with default properties when it does not exist")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return fmt.Errorf("%w: send takes QUEUE or TOPIC", errUsage)
-	}
-	e, err := parseEntity(pos[0])
-	if err != nil || e.queue == "" {
-		return fmt.Errorf("%w: send takes QUEUE or TOPIC, got %q", errUsage, pos[0])
-	}
-	if *create {
+func (g *globals) sendCmd() *cobra.Command {
+	var body, id, subject string
+	var create bool
+	c := &cobra.Command{Use: "send QUEUE|TOPIC", Short: "send one message", Args: nArgs("QUEUE|TOPIC"),
+		RunE: func(c *cobra.Command, pos []string) error {
+			e, err := parseEntity(pos[0])
+			if err != nil || e.queue == "" {
+				return usageErr(c.CommandPath(), "send takes QUEUE or TOPIC, got %q", pos[0])
+			}
+			return g.human(g.send(c.Context(), e, &body, &id, &subject, create), e.target())
+		}}
+	c.ValidArgsFunction = g.completeEntityPath(true)
+	fs := c.Flags()
+	fs.StringVar(&body, "body", "", "message body (text)")
+	fs.StringVar(&id, "message-id", "", "message ID (default: the SDK leaves it empty)")
+	fs.StringVar(&subject, "subject", "", "message subject (label)")
+	fs.BoolVar(&create, "create", false, "create ENTITY as a queue with default properties when it does not exist")
+	return c
+}
+
+func (g *globals) send(ctx context.Context, e entityPath, body, id, subject *string, create bool) error {
+	if create {
 		ac, err := g.adminClient()
 		if err != nil {
 			return err
@@ -74,23 +77,31 @@ func (g *globals) send(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (g *globals) receive(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("qbctl receive", flag.ContinueOnError)
-	fs.SetOutput(g.stderr)
-	count := fs.Int("count", 1, "stop after this many messages")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	expect := fs.String("expect", "", "keep receiving until a message with this body arrives (other messages are completed too); fail if none does within --timeout")
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 || *count < 1 {
-		return fmt.Errorf("%w: receive takes ENTITY and --count of at least 1", errUsage)
-	}
-	e, err := parseEntity(pos[0])
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
+func (g *globals) receiveCmd() *cobra.Command {
+	var count int
+	var timeout time.Duration
+	var expect string
+	c := &cobra.Command{Use: "receive ENTITY", Short: "receive and complete messages", Args: nArgs("ENTITY"),
+		RunE: func(c *cobra.Command, pos []string) error {
+			if count < 1 {
+				return usageErr(c.CommandPath(), "--count must be at least 1")
+			}
+			e, err := parseEntity(pos[0])
+			if err != nil {
+				return usageErr(c.CommandPath(), "%v", err)
+			}
+			return g.human(g.receive(c.Context(), e, count, timeout, &expect), e.target())
+		}}
+	c.ValidArgsFunction = g.completeEntityPath(false)
+	fs := c.Flags()
+	fs.IntVar(&count, "count", 1, "stop after this many messages")
+	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
+	fs.StringVar(&expect, "expect", "", "keep receiving until a message with this body arrives (other messages are completed too); fail if none does within --timeout")
+	return c
+}
+
+func (g *globals) receive(ctx context.Context, e entityPath, n int, timeout time.Duration, expect *string) error {
+	count := &n
 	c, err := g.dataClient()
 	if err != nil {
 		return err
@@ -101,7 +112,7 @@ func (g *globals) receive(ctx context.Context, args []string) error {
 		return err
 	}
 	defer r.Close(context.Background())
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	t := &table{header: []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "SUBJECT", "BODY"}}
@@ -140,9 +151,9 @@ func (g *globals) receive(ctx context.Context, args []string) error {
 	}
 	switch {
 	case *expect != "" && !found:
-		return fmt.Errorf("receive %s: no message with body %q within %v (%d other messages received)", e, *expect, *timeout, got)
+		return fmt.Errorf("receive %s: no message with body %q within %v (%d other messages received)", e, *expect, timeout, got)
 	case *expect == "" && got == 0:
-		return fmt.Errorf("receive %s: no message within %v", e, *timeout)
+		return fmt.Errorf("receive %s: no message within %v", e, timeout)
 	}
 	return nil
 }

@@ -11,11 +11,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 )
 
-// table is what every command prints: rows under a header, or the same as JSON objects
-// keyed by the header names (lower-cased) when --output json.
+// table is what most commands print: rows under a header, or the same as JSON objects
+// keyed by jsonKeys, or else by the header names (lower-cased), when --output json.
 type table struct {
-	header []string
-	rows   [][]any
+	header   []string
+	jsonKeys []string // the SDK's names for the columns of entity lists
+	rows     [][]any
 }
 
 func (t *table) add(cells ...any) { t.rows = append(t.rows, cells) }
@@ -33,7 +34,11 @@ func (t *table) jsonRows() []map[string]any {
 	for _, r := range t.rows {
 		m := make(map[string]any, len(r))
 		for i, c := range r {
-			m[jsonKey(t.header[i])] = jsonValue(c)
+			k := jsonKey(t.header[i])
+			if t.jsonKeys != nil {
+				k = t.jsonKeys[i]
+			}
+			m[k] = jsonValue(c)
 		}
 		out = append(out, m)
 	}
@@ -64,6 +69,51 @@ func (g *globals) printKV(keys []string, values []any) error {
 	return w.Flush()
 }
 
+// object is one entity or rule: keys in the order they print, named as the SDK names
+// them (in JSON too, unlike printKV's lower-cased keys).
+type object struct {
+	keys []string
+	vals []any
+}
+
+func (o *object) add(k string, v any) *object {
+	o.keys = append(o.keys, k)
+	o.vals = append(o.vals, v)
+	return o
+}
+
+// MarshalJSON writes the keys in order.
+func (o *object) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(jsonValue(o.vals[i]))
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return []byte(b.String()), nil
+}
+
+func (g *globals) printObject(o *object) error {
+	if g.output == "json" {
+		return g.printJSON(o)
+	}
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	for i, k := range o.keys {
+		fmt.Fprintf(w, "%s\t%s\n", k, cellString(o.vals[i]))
+	}
+	return w.Flush()
+}
+
 func writeTable(out io.Writer, t *table) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, strings.Join(t.header, "\t"))
@@ -88,6 +138,8 @@ func jsonValue(c any) any {
 			return nil
 		}
 		return v.UTC().Format(time.RFC3339Nano)
+	case *object:
+		return v
 	}
 	return deref(c)
 }

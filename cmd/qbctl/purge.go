@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/spf13/cobra"
 )
 
 // purge drives the admin API's POST .../$purge (docs/admin-api.md) and reports the count.
@@ -19,14 +21,18 @@ func (g *globals) purge(ctx context.Context, path, what string) error {
 	if err := json.Unmarshal(b, &res); err != nil {
 		return err
 	}
+	if g.output == "json" {
+		return g.printJSON(map[string]any{"entity": what, "purged": res.Purged})
+	}
 	fmt.Fprintf(g.stdout, "purged %d message(s) from %s\n", res.Purged, what)
 	return nil
 }
 
 // namespaceCmd: qbctl namespace purge.
-func (g *globals) namespaceCmd(ctx context.Context, args []string) error {
-	if len(args) != 1 || args[0] != "purge" {
-		return fmt.Errorf("%w: namespace takes one verb: purge", errUsage)
-	}
-	return g.purge(ctx, "/$purge", "the namespace")
+func (g *globals) namespaceCmd() *cobra.Command {
+	purge := &cobra.Command{Use: "purge", Short: "remove every message of every entity (entities stay)", Args: nArgs(),
+		RunE: func(c *cobra.Command, _ []string) error {
+			return g.human(g.purge(c.Context(), "/$purge", "the namespace"), target{kind: "namespace", name: "the namespace"})
+		}}
+	return group("namespace", "the namespace: purge", nil, purge)
 }

@@ -7,12 +7,16 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
-func (g *globals) status(ctx context.Context, args []string) error {
-	if len(args) != 0 {
-		return fmt.Errorf("%w: status takes no arguments", errUsage)
-	}
+func (g *globals) statusCmd() *cobra.Command {
+	return &cobra.Command{Use: "status", Short: "node health and namespace", Args: nArgs(),
+		RunE: func(c *cobra.Command, _ []string) error { return g.status(c.Context()) }}
+}
+
+func (g *globals) status(ctx context.Context) error {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	probe := func(path string) string {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.adminAddr+path, nil)

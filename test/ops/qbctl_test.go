@@ -48,13 +48,13 @@ func TestQbctl(t *testing.T) {
 		"--default-ttl", "2s", "--dead-letter-on-expiration", "true")
 	var q map[string]any
 	qbctlJSON(t, n, &q, "queue", "show", "jobs")
-	if q["lockduration"] != "PT30S" || q["maxdeliverycount"] != float64(3) || q["deadletteringonmessageexpiration"] != true {
+	if q["LockDuration"] != "PT30S" || q["MaxDeliveryCount"] != float64(3) || q["DeadLetteringOnMessageExpiration"] != true {
 		t.Fatalf("queue show: %v", q)
 	}
 	qbctl(t, n, "queue", "create", "scratch")
 	var list []map[string]any
 	qbctlJSON(t, n, &list, "queue", "list")
-	if len(list) != 2 || list[0]["name"] != "jobs" || list[1]["name"] != "scratch" {
+	if len(list) != 2 || list[0]["Name"] != "jobs" || list[1]["Name"] != "scratch" {
 		t.Fatalf("queue list: %v", list)
 	}
 	qbctl(t, n, "queue", "delete", "scratch")
@@ -69,15 +69,20 @@ func TestQbctl(t *testing.T) {
 	qbctl(t, n, "rule", "create", "events", "eu", "region", "--sql", "region = 'eu'", "--action", "SET routed = true")
 	qbctl(t, n, "rule", "create", "events", "eu", "vip", "--correlation-id", "vip", "--property", "tier=1")
 	qbctl(t, n, "rule", "delete", "events", "eu", "$Default")
-	var rules []map[string]any
+	var rules []struct {
+		Name   string
+		Filter map[string]any
+		Action map[string]any
+	}
 	qbctlJSON(t, n, &rules, "rule", "list", "events", "eu")
-	if len(rules) != 2 || rules[0]["filter"] != "SqlFilter: region = 'eu'" || rules[0]["action"] != "SET routed = true" ||
-		!strings.HasPrefix(rules[1]["filter"].(string), "CorrelationFilter: CorrelationId=vip, tier=1") {
-		t.Fatalf("rule list: %v", rules)
+	if len(rules) != 2 || rules[0].Filter["Type"] != "SqlFilter" || rules[0].Filter["Expression"] != "region = 'eu'" ||
+		rules[0].Action["Expression"] != "SET routed = true" || rules[1].Filter["Type"] != "CorrelationFilter" ||
+		rules[1].Filter["CorrelationID"] != "vip" || rules[1].Filter["ApplicationProperties"].(map[string]any)["tier"] != float64(1) {
+		t.Fatalf("rule list: %+v", rules)
 	}
 	var subs []map[string]any
 	qbctlJSON(t, n, &subs, "subscription", "list", "events")
-	if len(subs) != 1 || subs[0]["name"] != "eu" {
+	if len(subs) != 1 || subs[0]["Name"] != "eu" {
 		t.Fatalf("subscription list: %v", subs)
 	}
 
