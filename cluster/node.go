@@ -39,6 +39,9 @@ type Node struct {
 	rpc    *rpcLayer
 	adv    string // advertised cluster address
 	inc    string // incarnation of the data directory
+	// metrics: the node's Prometheus registry and histograms (metrics.go); set by Start
+	// before anything that records into it starts.
+	metrics *metrics
 
 	// mu guards parts. Lock order: mu is never held across a call into a partition, the
 	// metadata group or the network (calls happen after copying what is needed).
@@ -103,6 +106,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.clock == nil {
 		n.clock = realClock{}
 	}
+	n.metrics = newMetrics(n)
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -672,6 +676,9 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
 	pc.NoSync = n.cfg.Raft.NoSync
 	pc.Logger = n.raftLogger(fmt.Sprintf("%s.%d", d.entity, d.index))
+	if n.metrics != nil {
+		pc.Observer = n.metrics
+	}
 	p, err := partition.Open(pc)
 	if err != nil {
 		layer.Close()
