@@ -52,8 +52,8 @@ func newMetrics(n *Node) *metrics {
 			Buckets: prometheus.ExponentialBuckets(256, 4, 9), // 256 B .. 16 MiB
 		}),
 		commitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "quorumbus_partition_commit_duration_seconds",
-			Help: "Time from handing an entry to Raft to its being committed on a quorum (each fsynced) and applied on this leader, by result (ok, error).",
+			Name:    "quorumbus_partition_commit_duration_seconds",
+			Help:    "Time from handing an entry to Raft to its being committed on a quorum (each fsynced) and applied on this leader, by result (ok, error).",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"result"}),
 	}
