@@ -24,6 +24,7 @@ func (s *session) handleAttach(a *frames.Attach) error {
 	l.rcvSecond = a.Role == frames.RoleSender && a.RcvSettleMode != nil && *a.RcvSettleMode == frames.RcvSecond
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
 	s.links[a.Handle] = l
+	l.countLink()
 	// Link stealing (part 2 §2.6.1): a new attach with the name of a live
 	// link takes over; the old one is detached with amqp:link:stolen.
 	key := linkKey{a.Name, a.Role}
@@ -93,8 +94,7 @@ func (s *session) detachLink(l *link, e *frames.Error) {
 		return
 	}
 	if e != nil { // every refusal is visible at the default level
-		s.c.log.Info("amqp: detaching link with an error", "link", l.name,
-			"address", l.addr.String(), "condition", string(e.Condition), "description", e.Description)
+		s.c.refused("amqp: detaching link with an error", e, "link", l.name, "address", l.addr.String())
 	}
 	s.c.send(s.localChannel, &frames.Detach{Handle: l.handle, Closed: true, Error: e}, nil)
 	if release := s.dropLink(l, true); release != nil {
@@ -137,6 +137,7 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 	c := s.c
 	l.detached = true
 	l.cancel()
+	defer l.uncountLink()
 	if l.role == frames.RoleSender { // unused credit returns to the pool
 		c.connCredit -= int(l.credit)
 		if l.partial != nil {

@@ -24,6 +24,8 @@ type Server struct {
 	listeners []net.Listener
 	conns     map[*conn]struct{}
 	closed    bool
+
+	stats serverStats // Stats
 }
 
 // New returns a server. cfg nil means DefaultConfig().
@@ -129,8 +131,10 @@ func (s *Server) ServeConn(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	s.stats.conns.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.stats.conns.Add(-1)
 		c.run()
 		s.mu.Lock()
 		delete(s.conns, c)
