@@ -141,3 +141,71 @@ func TestMetricsPerEntityAndPartition(t *testing.T) {
 		t.Error("the second node reports the first node's queue")
 	}
 }
+
+// histogramCount is the _count of the histogram series name{labels}.
+func histogramCount(reg *prometheus.Registry, name string, labels ...string) uint64 {
+	mfs, _ := reg.Gather()
+	var total uint64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if got[labels[i]] != labels[i+1] {
+					continue next
+				}
+			}
+			total += m.GetHistogram().GetSampleCount()
+		}
+	}
+	return total
+}
+
+// TestHealthCaughtUpAsksTheLeaders: on two nodes replicating a queue, CaughtUp (what
+// /readyz answers) holds on both once the follower has applied the leader's log, and the
+// follower got there by asking the leader's node for its log index (one GroupStatus
+// call, visible in the RPC latency histogram).
+func TestHealthCaughtUpAsksTheLeaders(t *testing.T) {
+	nodes := startCluster(t, 2, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "replicated", Properties: queueProps(1)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := nodes[0].Send(ctx, "replicated", []*fsm.Message{{Payload: []byte{byte(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		waitFor(t, 30*time.Second, func() error { return n.CaughtUp(ctx) })
+	}
+	asked := 0
+	for _, n := range nodes {
+		if histogramCount(n.Registry(), "quorumbus_cluster_rpc_duration_seconds", "method", "GroupStatus", "result", "ok") > 0 {
+			asked++
+		}
+	}
+	if asked == 0 {
+		t.Error("no node asked a leader for its log index")
+	}
+}
+
+// TestHealthDefaultLag: a lone node, which follows nobody, is caught up as soon as it
+// is ready, with the default lag bound.
+func TestHealthDefaultLag(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	t.Cleanup(func() { n.Close() })
+	if n.cfg.ReadyMaxLag != DefaultReadyMaxLag {
+		t.Errorf("ReadyMaxLag %d, want the default %d", n.cfg.ReadyMaxLag, DefaultReadyMaxLag)
+	}
+	if err := n.CaughtUp(context.Background()); err != nil {
+		t.Errorf("a single node is not caught up: %v", err)
+	}
+}
