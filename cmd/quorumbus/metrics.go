@@ -11,7 +11,9 @@ import (
 
 // amqpCollector exports the AMQP listener's Stats at scrape time. It lives here, in
 // the wiring, because package amqp imports no metrics library.
-type amqpCollector struct{ srv interface{ Stats() amqp.Stats } }
+type amqpCollector struct {
+	srv interface{ Stats() amqp.Stats }
+}
 
 var (
 	descConns  = prometheus.NewDesc("quorumbus_amqp_connections", "Open AMQP connections on this node.", nil, nil)
