@@ -103,6 +103,23 @@ func (l *link) uncountLink() {
 	l.counted, l.reported = false, 0
 }
 
+// condOf is the condition of a refused request: its own, or for a $cbs answer, which
+// carries only a status code, the condition errorTable gives that status.
+func condOf(r rpcResponse) string {
+	if r.cond != "" {
+		return r.cond
+	}
+	for _, e := range errorTable {
+		if e.status == r.status {
+			return e.condition
+		}
+	}
+	if r.status == 408 {
+		return condTimeout
+	}
+	return condInternal
+}
+
 // refused logs an AMQP error sent to the client at the default level, with its
 // condition and TrackingId as their own attributes, and counts it by condition.
 func (c *conn) refused(msg string, e *frames.Error, attrs ...any) {
