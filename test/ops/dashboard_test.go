@@ -37,7 +37,7 @@ func exprsOf(v any, out *[]string) {
 	}
 }
 
-// TestMetricsDashboardAndAlertsMatchAScrape (issue 15): every metric the Grafana
+// TestMetricsDashboardAndAlertsMatchAScrape: every metric the Grafana
 // dashboard (deploy/grafana/quorumbus.json) and the alert rules (deploy/prometheus and
 // the chart's copy) query is in a scrape of a real two-node cluster after a little
 // traffic, so neither can silently rot when a series is renamed; and the chart ships

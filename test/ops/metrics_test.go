@@ -77,7 +77,7 @@ next:
 	return sum, nil
 }
 
-// TestMetricsAfterKnownWorkload (issue 15, "Metrics and health"): a real node, a known
+// TestMetricsAfterKnownWorkload: a real node, a known
 // workload through the official SDK (send 10; receive 6, complete 3, dead-letter 2,
 // abandon 1; leave the rest), then /metrics shows exactly those counts and counters for
 // the queue, the node's AMQP connection and the error a refused receive caused, and the
