@@ -21,4 +21,10 @@
 // credit bounds deliveries in flight to the Backend per link, the session
 // window bounds frames, max-frame-size and max-message-size bound buffers;
 // Server.Close cancels everything and waits.
+//
+// Monitoring: Server.Stats (stats.go) reads atomics that each connection's owner
+// goroutine updates as links attach, detach and change credit; every AMQP error sent to a
+// client passes through conn.refused, which counts it by condition and logs it with its
+// TrackingId. cmd/quorumbus exports Stats to Prometheus; this package imports no metrics
+// library.
 package amqp
