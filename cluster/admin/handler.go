@@ -830,16 +830,19 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rt route, e
 	}
 	now := h.cfg.Now().UTC()
 	tracker := r.Host + ":" + strings.Trim(r.URL.Path, "/")
+	tid := trackingID()
 	detail := fmt.Sprintf("%s. TrackingId:%s, SystemTracker:%s, Timestamp:%s",
-		strings.TrimSuffix(err.Error(), "."), trackingID(), tracker, now.Format(time.RFC3339))
+		strings.TrimSuffix(err.Error(), "."), tid, tracker, now.Format(time.RFC3339))
+	// The TrackingId the client sees in the error's Detail is in the log line too.
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "code", code, "err", err, "tracking_id", tid}
 	switch {
 	case code >= 500:
-		h.log.Error("admin: request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		h.log.Error("admin: request failed", attrs...)
 	case code == http.StatusNotFound && r.Method == http.MethodGet, code == 499:
 		// The SDKs' Get* ask whether an entity exists; a client gone is nobody's refusal.
-		h.log.Debug("admin: request rejected", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		h.log.Debug("admin: request rejected", attrs...)
 	default: // every refusal is visible at the default level
-		h.log.Info("admin: request rejected", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		h.log.Info("admin: request rejected", attrs...)
 	}
 	x := &xmlWriter{}
 	x.raw(`<Error><Code>` + strconv.Itoa(code) + `</Code><Detail>`)

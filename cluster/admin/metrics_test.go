@@ -3,8 +3,11 @@ package admin_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +64,28 @@ func TestMetricsAndDebugEndpoints(t *testing.T) {
 	}
 	if c, b := get(on, "/metrics", "SharedAccessSignature sr=x&sig=y&se=1&skn=k"); c == 200 || b == "metrics here" {
 		t.Errorf("/metrics with a token is not the entity path: %d %q", c, b)
+	}
+}
+
+// TestHealthRefusalLogCarriesTrackingId: a refused admin request is logged with the
+// TrackingId its error Detail shows the client, as an attribute of its own.
+func TestHealthRefusalLogCarriesTrackingId(t *testing.T) {
+	store := &memStore{st: meta.New(), now: time.Now, counts: map[admin.Entity]admin.RuntimeCounts{}}
+	var logs strings.Builder
+	cfg := admin.DefaultConfig()
+	cfg.Store = store
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	h, err := admin.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, "/q1", strings.NewReader("<entry/>"))) // no token: 401
+	m := regexp.MustCompile(`TrackingId:([0-9a-f-]+)`).FindStringSubmatch(rec.Body.String())
+	if rec.Code != http.StatusUnauthorized || m == nil {
+		t.Fatalf("answer %d %s", rec.Code, rec.Body.String())
+	}
+	if !strings.Contains(logs.String(), `"tracking_id":"`+m[1]+`"`) {
+		t.Errorf("log lacks tracking_id %s:\n%s", m[1], logs.String())
 	}
 }
