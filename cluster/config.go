@@ -92,6 +92,10 @@ type Config struct {
 	Raft   RaftTiming
 	Clock  Clock        // nil: real clock
 	Logger *slog.Logger // nil: slog.Default()
+	// LogJSON makes hashicorp/raft's own log lines JSON objects, matching a Logger
+	// with a JSON handler (cmd/quorumbus sets it for --log-format json); memberlist's
+	// go through Logger itself.
+	LogJSON bool
 }
 
 // DefaultReadyMaxLag is Config.ReadyMaxLag's default. An entry is a group-committed

@@ -204,14 +204,15 @@ func (n *Node) raftLogger(name string) hclog.Logger {
 	if n.log.Enabled(context.Background(), slog.LevelDebug) {
 		level = hclog.Debug
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "raft." + name, Level: level, Output: os.Stderr})
+	return hclog.New(&hclog.LoggerOptions{Name: "raft." + name, Level: level, Output: os.Stderr, JSONFormat: n.cfg.LogJSON})
 }
 
 // memberlistLogger passes memberlist's log lines on at debug level only (it reports
 // every failed probe of a stopped peer).
 func (n *Node) memberlistLogger() *log.Logger {
 	if n.log.Enabled(context.Background(), slog.LevelDebug) {
-		return log.New(os.Stderr, "memberlist ", log.LstdFlags)
+		// Through the node's handler, so the lines follow --log-format.
+		return slog.NewLogLogger(n.log.With("component", "memberlist").Handler(), slog.LevelDebug)
 	}
 	return log.New(io.Discard, "", 0)
 }

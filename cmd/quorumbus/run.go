@@ -80,6 +80,7 @@ func run(cfg Config) error {
 
 	cc := clusterConfig(cfg, amqpLn.Addr(), adminLn.Addr())
 	cc.Logger = log
+	cc.LogJSON = cfg.LogFormat == "json"
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	node, err := cluster.Start(startCtx, cc)
 	cancel()

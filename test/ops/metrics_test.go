@@ -224,3 +224,41 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 }
 
 func toPtr[T any](v T) *T { return &v }
+
+// TestHealthJSONLogs: with --log-format json every log line the node writes is a JSON
+// object, hashicorp/raft's (hclog) and memberlist's included, so a log pipeline can
+// parse all of them; only the start-up banner on stdout is plain text.
+func TestHealthJSONLogs(t *testing.T) {
+	n := harness.Start(t, "--log-format", "json", "--log-level", "debug")
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := n.AdminClient(t).CreateQueue(ctx, "logged", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	banner := []string{"Quorumbus is running", "  AMQP ", "  admin API ", "Connection string:", "Endpoint="}
+	raft, own := 0, 0
+lines:
+	for _, line := range strings.Split(strings.TrimSpace(n.Log()), "\n") {
+		for _, b := range banner {
+			if strings.HasPrefix(line, b) {
+				continue lines
+			}
+		}
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Errorf("not a JSON object: %q", line)
+			continue
+		}
+		switch {
+		case obj["@module"] != nil:
+			raft++
+		case obj["msg"] != nil && obj["level"] != nil:
+			own++
+		}
+	}
+	if raft == 0 || own == 0 {
+		t.Errorf("%d raft and %d node JSON lines at debug level, want some of each:\n%s", raft, own, n.Log())
+	}
+}
