@@ -137,7 +137,7 @@ var (
 	descMembers    = prometheus.NewDesc("quorumbus_cluster_members", "Cluster nodes by state as this node sees them: alive (gossip reaches them) or failed (registered in the metadata but not alive).", []string{"state"}, nil)
 	descHealth     = prometheus.NewDesc("quorumbus_memberlist_health_score", "memberlist's awareness score of this node: 0 is healthy, higher means it is slow to answer probes.", nil, nil)
 	descReplicas   = prometheus.NewDesc("quorumbus_node_replicas", "Partition replicas this node runs.", nil, nil)
-	descReady      = prometheus.NewDesc("quorumbus_node_ready", "1 when /readyz answers 200: metadata reachable and every local replica has a leader and has caught up.", nil, nil)
+	descReady      = prometheus.NewDesc("quorumbus_node_ready", "1 when /readyz answers 200 (Node.CaughtUp): the metadata group and every local replica have a leader, and every local replica is within ReadyMaxLag entries of its leader.", nil, nil)
 )
 
 // nodeCollector reads the node's state at scrape time. Entity series come from the
@@ -267,5 +267,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMembers, float64(failed), "failed")
 		gauge(descHealth, float64(n.gossip.ml.GetHealthScore()))
 	}
-	gauge(descReady, b2f(n.Ready() == nil))
+	// The same check as /readyz: on a node that follows others, one GroupStatus call per
+	// leading node, bounded so that an unreachable peer cannot stall the scrape.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	gauge(descReady, b2f(n.CaughtUp(ctx) == nil))
 }
