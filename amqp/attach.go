@@ -25,6 +25,7 @@ func (s *session) handleAttach(a *frames.Attach) error {
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
 	s.links[a.Handle] = l
 	c.linkCount++
+	l.countLink()
 	if e := c.linkLimit(); e != nil {
 		s.refuse(l, a, e)
 		return nil
@@ -98,8 +99,7 @@ func (s *session) detachLink(l *link, e *frames.Error) {
 		return
 	}
 	if e != nil { // every refusal is visible at the default level
-		s.c.log.Info("amqp: detaching link with an error", "link", l.name,
-			"address", l.addr.String(), "condition", string(e.Condition), "description", e.Description)
+		s.c.refused("amqp: detaching link with an error", e, "link", l.name, "address", l.addr.String())
 	}
 	s.c.send(s.localChannel, &frames.Detach{Handle: l.handle, Closed: true, Error: e}, nil)
 	if release := s.dropLink(l, true); release != nil {
@@ -142,6 +142,7 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 	c := s.c
 	l.detached = true
 	l.cancel()
+	defer l.uncountLink()
 	if l.role == frames.RoleSender { // unused credit returns to the pool
 		c.connCredit -= int(l.credit)
 		if l.partial != nil {

@@ -508,8 +508,7 @@ func (c *conn) closeWith(err error) {
 	}
 	c.closeSent = true
 	if e != nil { // every refusal is visible at the default level
-		c.log.Info("amqp: closing connection with an error",
-			"condition", string(e.Condition), "description", e.Description)
+		c.refused("amqp: closing connection with an error", e)
 	}
 	c.send(0, &frames.Close{Error: e}, nil)
 }
@@ -606,8 +605,7 @@ func (c *conn) endSession(s *session, e *frames.Error) {
 	delete(c.sessions, s.remoteChannel)
 	delete(c.localChannels, s.localChannel)
 	if e != nil {
-		c.log.Info("amqp: ending session with an error",
-			"condition", string(e.Condition), "description", e.Description)
+		c.refused("amqp: ending session with an error", e)
 	}
 	c.send(s.localChannel, &frames.End{Error: e}, nil)
 }

@@ -50,8 +50,10 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 	}
 	if len(items) == 0 {
 		if !d.Settled {
+			e := s.errorFor(nil, condLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")
+			s.c.refused("amqp: rejecting a settlement", e)
 			s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: d.First, Last: d.Last, Settled: true,
-				State: &frames.Rejected{Error: s.errorFor(nil, condLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")}}, nil)
+				State: &frames.Rejected{Error: e}}, nil)
 		}
 		return
 	}
@@ -98,7 +100,9 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 			for i, it := range items {
 				var st frames.DeliveryState = frames.Accepted{}
 				if errs[i] != nil {
-					st = &frames.Rejected{Error: amqpError(errs[i], s.tracker(it.od.l), c.now())}
+					e := amqpError(errs[i], s.tracker(it.od.l), c.now())
+					c.refused("amqp: rejecting a settlement", e, "link", it.od.l.name)
+					st = &frames.Rejected{Error: e}
 				}
 				s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: it.id, Settled: true, State: st}, nil)
 			}

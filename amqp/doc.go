@@ -24,4 +24,10 @@
 // owner drops expired CBS claims and detaches the links they covered, and
 // every ClaimRecheckInterval it re-checks its tokens against the rules in a
 // goFunc goroutine (cbs.go).
+//
+// Monitoring: Server.Stats (stats.go) reads atomics that each connection's owner
+// goroutine updates as links attach, detach and change credit; every AMQP error sent to a
+// client passes through conn.refused, which counts it by condition and logs it with its
+// TrackingId. cmd/quorumbus exports Stats to Prometheus; this package imports no metrics
+// library.
 package amqp

@@ -63,6 +63,7 @@ func (s *session) handleFlow(f *frames.Flow) error {
 				rdc = *f.DeliveryCount
 			}
 			l.credit = windowLeft(*f.LinkCredit, l.deliveryCount-rdc)
+			l.syncCredit()
 		}
 		if f.Drain {
 			l.drain = true
@@ -93,6 +94,7 @@ func (s *session) handleFlow(f *frames.Flow) error {
 func (s *session) finishDrain(l *link) {
 	l.deliveryCount += l.credit
 	l.credit = 0
+	l.syncCredit()
 	l.drain = false
 	f := s.linkFlow(l)
 	f.Drain = true

@@ -39,6 +39,7 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 			return nil
 		}
 		l.credit--
+		l.syncCredit()
 		l.deliveryCount++
 		p = &partial{id: *t.DeliveryID, tag: t.DeliveryTag, settled: t.Settled}
 		if t.MessageFormat != nil {
@@ -85,8 +86,7 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 // settleIncoming confirms a client's delivery with a settled disposition.
 func (s *session) settleIncoming(l *link, p *partial, st frames.DeliveryState) {
 	if r, ok := st.(*frames.Rejected); ok && r.Error != nil {
-		s.c.log.Info("amqp: rejecting a message", "link", l.name,
-			"address", l.addr.String(), "condition", string(r.Error.Condition), "description", r.Error.Description)
+		s.c.refused("amqp: rejecting a message", r.Error, "link", l.name, "address", l.addr.String())
 	}
 	if p.settled || l.detached {
 		return
@@ -159,6 +159,7 @@ func (s *session) topUp(l *link) {
 		return
 	}
 	l.credit += uint32(add)
+	l.syncCredit()
 	c.connCredit += add
 	s.sendLinkFlow(l)
 }

@@ -21,6 +21,7 @@ func (s *session) sendDelivery(l *link, tag []byte, payload []byte, settled bool
 	id := s.nextDeliveryID
 	s.nextDeliveryID++
 	l.credit--
+	l.syncCredit()
 	l.deliveryCount++
 	s.queue = append(s.queue, &pendingDelivery{l: l, id: id, tag: tag, payload: payload, settled: settled})
 	s.flush()

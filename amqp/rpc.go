@@ -210,8 +210,8 @@ func (s *session) rpcRequest(l *link, p *partial) {
 		// Every refusal is visible at the default level; 204 (nothing to list) and a
 		// 404 for a message looked up by sequence number are answers, not refusals.
 		if resp.status >= 400 && resp.cond != condMessageNotFound {
-			c.log.Info("amqp: request refused", "operation", req.operation,
-				"address", addr.String(), "status", resp.status, "description", resp.desc)
+			c.refused("amqp: request refused", &frames.Error{Condition: Symbol(condOf(resp)), Description: resp.desc},
+				"operation", req.operation, "address", addr.String(), "status", resp.status)
 		}
 		msg := encodeRPCResponse(req.messageID, resp)
 		c.post(func() {

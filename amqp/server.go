@@ -28,6 +28,7 @@ type Server struct {
 	closed    bool
 
 	authChecks atomic.Uint64 // checkAuth runs over all connections (tests wait on it)
+	stats serverStats // Stats
 }
 
 // maxRefusing bounds the connections being answered "too many connections"
@@ -150,8 +151,10 @@ func (s *Server) ServeConn(nc net.Conn) {
 	}
 	s.wg.Add(1)
 	s.mu.Unlock()
+	s.stats.conns.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.stats.conns.Add(-1)
 		c.run()
 		s.mu.Lock()
 		if c.overLimit {

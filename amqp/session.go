@@ -72,6 +72,9 @@ type link struct {
 	// for a client receiver, what the client granted (part 2 §2.6.7).
 	credit        uint32
 	deliveryCount uint32
+	// counted: the link is in the server's Stats; reported is the credit they hold for it.
+	counted  bool
+	reported uint32
 
 	// Client sender.
 	rcvSecond      bool // rcv-settle-mode second: we confirm unsettled, the client settles (part 2 §2.8.3)

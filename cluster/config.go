@@ -84,10 +84,24 @@ type Config struct {
 	DefaultKeyName string
 	DefaultKey     string
 
+	// ReadyMaxLag is how many log entries a replica on this node may be behind its
+	// leader's log for CaughtUp (GET /readyz) to still count it as caught up. 0 means
+	// DefaultReadyMaxLag.
+	ReadyMaxLag uint64
+
 	Raft   RaftTiming
 	Clock  Clock        // nil: real clock
 	Logger *slog.Logger // nil: slog.Default()
+	// LogJSON makes hashicorp/raft's own log lines JSON objects, matching a Logger
+	// with a JSON handler (cmd/quorumbus sets it for --log-format json); memberlist's
+	// go through Logger itself.
+	LogJSON bool
 }
+
+// DefaultReadyMaxLag is Config.ReadyMaxLag's default. An entry is a group-committed
+// batch, so under load a healthy follower is a few entries behind; one that is
+// thousands behind is still replaying a log or a snapshot.
+const DefaultReadyMaxLag = 1000
 
 // DefaultConfig is a single node on loopback.
 func DefaultConfig() Config {

@@ -34,8 +34,16 @@
 // only through metadata commands proposed by the metadata leader, never straight from a
 // gossip event, and a node is never removed automatically.
 //
+// Metrics (metrics.go): Node.Registry is a Prometheus registry of the node's own. Its
+// collector runs on the scraping goroutine and reads, one at a time, the metadata
+// (metaGroup.read), a copy of the parts map (Node.mu, released at once) and each
+// replica's partition.Metrics and Stats; histograms are fed by the RPC layer and, as
+// partition.Observer, by the partitions. CaughtUp (GET /readyz) asks leading nodes
+// for their log index over the RPC.
+//
 // Imports: partition, partition/transport, fsm, cluster/meta, cluster/admin (for its
-// Store and Cluster types), hashicorp raft and memberlist. Never amqp:
+// Store and Cluster types), hashicorp raft and memberlist, prometheus/client_golang.
+// Never amqp:
 // cmd/internal/bridge adapts the router to amqp.Backend.
 //
 // Goroutines, all tracked by Node.wg and stopped by Close (closing is closed first):

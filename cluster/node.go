@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,9 @@ type Node struct {
 	rpc    *rpcLayer
 	adv    string // advertised cluster address
 	inc    string // incarnation of the data directory
+	// metrics: the node's Prometheus registry and histograms (metrics.go); set by Start
+	// before anything that records into it starts.
+	metrics *metrics
 
 	// mu guards parts. Lock order: mu is never held across a call into a partition, the
 	// metadata group or the network (calls happen after copying what is needed).
@@ -84,6 +88,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.DeadNodeGrace == 0 {
 		cfg.DeadNodeGrace = 10 * time.Minute
 	}
+	if cfg.ReadyMaxLag == 0 {
+		cfg.ReadyMaxLag = DefaultReadyMaxLag
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -103,6 +110,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.clock == nil {
 		n.clock = realClock{}
 	}
+	n.metrics = newMetrics(n)
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -196,14 +204,15 @@ func (n *Node) raftLogger(name string) hclog.Logger {
 	if n.log.Enabled(context.Background(), slog.LevelDebug) {
 		level = hclog.Debug
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "raft." + name, Level: level, Output: os.Stderr})
+	return hclog.New(&hclog.LoggerOptions{Name: "raft." + name, Level: level, Output: os.Stderr, JSONFormat: n.cfg.LogJSON})
 }
 
 // memberlistLogger passes memberlist's log lines on at debug level only (it reports
 // every failed probe of a stopped peer).
 func (n *Node) memberlistLogger() *log.Logger {
 	if n.log.Enabled(context.Background(), slog.LevelDebug) {
-		return log.New(os.Stderr, "memberlist ", log.LstdFlags)
+		// Through the node's handler, so the lines follow --log-format.
+		return slog.NewLogLogger(n.log.With("component", "memberlist").Handler(), slog.LevelDebug)
 	}
 	return log.New(io.Discard, "", 0)
 }
@@ -473,6 +482,66 @@ func (n *Node) Ready() error {
 	return nil
 }
 
+// CaughtUp reports whether this node serves current state (GET /readyz): Ready holds,
+// and every replica it runs, the metadata one included, is within Config.ReadyMaxLag
+// entries of its leader's log. Ready alone says only that every group has a leader; a
+// node restarted or added may hold followers that are still replaying thousands of
+// entries, and its answers to reads forwarded elsewhere are fine but a failover to it
+// would stall. It asks each other node that leads a replica here once (GroupStatus),
+// so it costs one RPC per such node and none on a single node.
+func (n *Node) CaughtUp(ctx context.Context) error {
+	if err := n.Ready(); err != nil {
+		return err
+	}
+	type local struct {
+		name    string
+		applied uint64
+	}
+	mine := map[uint32]local{}
+	byLeader := map[string][]uint32{}
+	if !n.meta.isLeader() {
+		l := n.meta.leader()
+		byLeader[l] = append(byLeader[l], metaGroupID)
+		mine[metaGroupID] = local{"the metadata group", n.meta.appliedIndex()}
+	}
+	n.mu.RLock()
+	for id, r := range n.parts {
+		l, _ := r.p.Leader()
+		if l == n.cfg.NodeID || l == "" { // a local leader is Ready's concern
+			continue
+		}
+		byLeader[l] = append(byLeader[l], id)
+		mine[id] = local{fmt.Sprintf("partition %d of %s", r.index, r.entity), r.p.AppliedIndex()}
+	}
+	n.mu.RUnlock()
+	leaders := make([]string, 0, len(byLeader))
+	for l := range byLeader {
+		leaders = append(leaders, l)
+	}
+	sort.Strings(leaders)
+	for _, l := range leaders {
+		addr := n.addrOf(l)
+		if addr == "" {
+			return fmt.Errorf("node %s, which leads a replica here, has no known address", l)
+		}
+		var gs []GroupInfo
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err := n.rpc.call(cctx, addr, "GroupStatus", byLeader[l], &gs, nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("cannot ask node %s how far its logs are: %v", l, err)
+		}
+		for _, g := range gs {
+			m, ok := mine[g.Group]
+			if ok && g.IsLeader && g.LastIndex > m.applied+n.cfg.ReadyMaxLag {
+				return fmt.Errorf("%s is catching up: %d entries behind its leader %s (at most %d allowed)",
+					m.name, g.LastIndex-m.applied, l, n.cfg.ReadyMaxLag)
+			}
+		}
+	}
+	return nil
+}
+
 // changed runs on the metadata group's apply goroutine and memberlist's event
 // goroutine; it must not block.
 func (n *Node) changed() {
@@ -672,6 +741,9 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
 	pc.NoSync = n.cfg.Raft.NoSync
 	pc.Logger = n.raftLogger(fmt.Sprintf("%s.%d", d.entity, d.index))
+	if n.metrics != nil {
+		pc.Observer = n.metrics
+	}
 	p, err := partition.Open(pc)
 	if err != nil {
 		layer.Close()

@@ -113,7 +113,11 @@ func (l *rpcLayer) drop(addr string, c *rpc.Client) {
 // call invokes method on the peer at addr and waits for its reply or ctx. When ctx ends
 // first, the call goes on and abandoned (if set) receives its reply, so a caller can undo
 // what the peer did on its behalf (release locks nobody will settle).
-func (l *rpcLayer) call(ctx context.Context, addr, method string, args, reply any, abandoned func()) error {
+func (l *rpcLayer) call(ctx context.Context, addr, method string, args, reply any, abandoned func()) (err error) {
+	if m := l.n.metrics; m != nil {
+		start := time.Now()
+		defer func() { m.observeRPC(method, time.Since(start), err) }()
+	}
 	c, err := l.client(addr)
 	if err != nil {
 		return err

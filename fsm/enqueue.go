@@ -236,6 +236,7 @@ func (f *FSM) enqueue(ms []*Message, r *Result) {
 	// Commit: from here on nothing fails (S-SEND-5: all or nothing).
 	f.lastSeq = seq
 	for _, pl := range plan {
+		pl.st.ev.Incoming++
 		f.insert(pl.st, pl.m)
 	}
 	if dedupe {

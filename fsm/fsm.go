@@ -70,6 +70,11 @@ type store struct {
 	avail availQ // available messages (non-session stores only)
 
 	nActive, nLocked, nScheduled, nDeferred, bytes int64
+	// ev counts what happened to the target's messages since this replica started or
+	// last restored a snapshot. It is derived from the applied commands like the counts
+	// above, but it is not part of the replicated state: Snapshot and Digest leave it
+	// out, so it starts from zero after a restore (a counter reset, for Prometheus).
+	ev Counters
 }
 
 // session is one session of a session-enabled queue or subscription (S-SES-*).

@@ -193,6 +193,7 @@ func (f *FSM) requeue(m *msg, counted bool) {
 
 // expire applies S-TTL-4 to an unlocked message of a main store.
 func (f *FSM) expire(m *msg) {
+	m.st.ev.Expired++
 	if m.flags&fSession != 0 {
 		if s := f.session(m); s != nil && f.lastSeq > s.expireThrough {
 			s.expireThrough = f.lastSeq // S-TTL-5
@@ -210,6 +211,7 @@ func (f *FSM) expire(m *msg) {
 // DeadLetterReason and DeadLetterErrorDescription, as Service Bus stores them.
 func (f *FSM) deadLetter(m *msg, reason, desc string, props []rule.Property) {
 	e := m.st.ent
+	m.st.ev.DeadLettered++
 	f.remove(m)
 	p := rule.Properties{App: m.app}
 	for _, pr := range props {

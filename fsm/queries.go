@@ -148,6 +148,24 @@ type TargetStats struct {
 	Scheduled   int64
 	Deferred    int64
 	Bytes       int64
+	// Oldest is the EnqueuedTime (ms) of the target's message with the lowest sequence
+	// number, any state; 0 when the target is empty.
+	Oldest int64
+	// Counters counts events since this replica started or restored a snapshot.
+	Counters Counters
+}
+
+// Counters counts what happened to one target's messages. They are kept by every
+// replica as it applies commands (so every replica of a partition agrees on them for
+// the same log), but they are not replicated state: a snapshot does not carry them, so
+// they restart from zero when a replica restores one or restarts.
+type Counters struct {
+	Incoming     int64 // messages stored by a send or schedule (a topic's copies count per subscription)
+	Outgoing     int64 // deliveries: peek-lock locks and receive-and-delete removals
+	Completed    int64 // settled with Complete
+	Abandoned    int64 // settled with Abandon (lock expiry is not counted here)
+	DeadLettered int64 // moved to the dead-letter sub-queue, for any reason (counted on the main target)
+	Expired      int64 // expired by their time to live (also counted as DeadLettered when dead-lettered on expiry)
 }
 
 // Total is every message of the target.
@@ -159,9 +177,11 @@ func (f *FSM) Stats() Stats {
 	s := Stats{Bytes: f.bytes, LastSeq: f.lastSeq, LastSend: f.lastSend, Locks: int64(len(f.locks))}
 	for _, e := range f.ents {
 		for _, st := range []*store{e.main, e.dlq} {
-			s.Targets = append(s.Targets, TargetStats{Target: Target{Sub: e.name, DLQ: st.dlq}, LastReceive: e.lastReceive,
+			ts := TargetStats{Target: Target{Sub: e.name, DLQ: st.dlq}, LastReceive: e.lastReceive,
 				Active: st.nActive, Locked: st.nLocked, Scheduled: st.nScheduled, Deferred: st.nDeferred,
-				Bytes: st.bytes})
+				Bytes: st.bytes, Counters: st.ev}
+			st.idx.Ascend(0, func(m *msg) bool { ts.Oldest = m.enq; return false })
+			s.Targets = append(s.Targets, ts)
 		}
 		for _, ss := range e.sessions {
 			if ss.count > 0 || ss.state != nil {

@@ -18,6 +18,7 @@ func (f *FSM) token(m *msg) LockToken {
 
 // deliver hands m (already out of the available heap) to a receiver.
 func (f *FSM) deliver(m *msg, mode ReceiveMode, salt uint32, s *session) *Message {
+	m.st.ev.Outgoing++
 	if m.flags&fSkipCount != 0 {
 		m.flags &^= fSkipCount
 	} else {

@@ -71,8 +71,10 @@ func (f *FSM) settle(c *Settle, r *Result) {
 		}
 		switch c.Disposition {
 		case Complete: // S-LOCK-2
+			st.ev.Completed++
 			f.remove(m)
 		case Abandon: // S-LOCK-3
+			st.ev.Abandoned++
 			setProps(m, c.Properties)
 			f.unlock(m)
 			f.requeue(m, true)

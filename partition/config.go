@@ -57,6 +57,8 @@ type Config struct {
 
 	Clock  Clock        // nil: real clock
 	Logger hclog.Logger // nil: warnings and errors to stderr
+	// Observer, when set, receives batch sizes and commit latencies (metrics.go).
+	Observer Observer
 
 	// Raft timing (hashicorp/raft semantics; docs/design-notes.md §4).
 	HeartbeatTimeout   time.Duration

@@ -6,6 +6,10 @@
 // sessions, Stats, UpdateEntity, Purge) and does the leader-only work the pure fsm cannot:
 // reading the clock, choosing lock-token salt, and proposing ticks.
 //
+// Monitoring (metrics.go): Metrics reads raft's indexes and the replica's atomic
+// counters (commands, entries, snapshots); Config.Observer receives each entry's batch
+// size and commit latency. No metrics library is imported here.
+//
 // Imports: fsm, hashicorp/raft, raft-boltdb/v2 (and bbolt for its open options), and
 // partition/transport in tests. Never amqp or cluster.
 //

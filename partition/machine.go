@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -23,6 +24,11 @@ type machine struct {
 	// applied is called after every batch, outside mu, on raft's FSM goroutine: wake says
 	// a receive or session waiter may now succeed.
 	applied func(wake bool)
+
+	// ctr and clock measure snapshots (set once by Open, before raft starts; nil in
+	// tests that build a machine alone).
+	ctr   *counters
+	clock Clock
 }
 
 var _ raft.BatchingFSM = (*machine)(nil)
@@ -88,7 +94,11 @@ func wakes(e *fsm.Entry) bool {
 func (m *machine) Snapshot() (raft.FSMSnapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return &snapshot{v: m.f.Freeze()}, nil
+	s := &snapshot{v: m.f.Freeze(), ctr: m.ctr, clock: m.clock}
+	if m.clock != nil {
+		s.start = m.clock.Now()
+	}
+	return s, nil
 }
 
 // Restore replaces the fsm with a snapshot (on start, and when a leader installs one).
@@ -118,14 +128,28 @@ func (m *machine) read(fn func(f *fsm.FSM)) {
 }
 
 // snapshot is a frozen fsm that Persist encodes straight into raft's sink.
-type snapshot struct{ v *fsm.Frozen }
+type snapshot struct {
+	v     *fsm.Frozen
+	ctr   *counters // nil: not measured
+	clock Clock
+	start time.Time // when Snapshot froze the fsm
+}
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.v.WriteTo(sink); err != nil {
+	n, err := s.v.WriteTo(sink)
+	if err != nil {
 		sink.Cancel()
 		return fmt.Errorf("partition: snapshot: %w", err)
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	if s.ctr != nil && s.clock != nil {
+		s.ctr.snapshots.Add(1)
+		s.ctr.snapshotNanos.Add(int64(s.clock.Now().Sub(s.start)))
+		s.ctr.snapshotBytes.Store(n)
+	}
+	return nil
 }
 
 func (s *snapshot) Release() { s.v = nil }

@@ -35,6 +35,7 @@ type Partition struct {
 	notifyCh   chan bool      // raft -> leader loop: leadership changes
 	deadlineCh chan struct{}  // fsm goroutine -> leader loop: next deadline changed (cap 1)
 
+	ctr   counters     // for Metrics
 	avail signal       // woken after entries that may make messages or sessions available
 	ready atomic.Bool  // leader, and a Barrier in this term has completed (reads allowed)
 	armed atomic.Int64 // deadline the leader timer is armed for; -1 when none (leader loop writes)
@@ -117,6 +118,7 @@ func Open(cfg *Config) (*Partition, error) {
 		Logger:                p.logger.Named("net"),
 	})
 	p.m = newMachine(base, p.applied)
+	p.m.ctr, p.m.clock = &p.ctr, p.clock
 	r, err := raft.NewRaft(cfg.raftConfig(p.notifyCh, p.logger.Named("raft")), p.m, logs, store, snaps, p.trans)
 	if err != nil {
 		p.trans.Close()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -29,6 +30,7 @@ type proposal struct {
 type inflight struct {
 	f     raft.ApplyFuture
 	props []*proposal
+	start time.Time // when it was given to raft, for Observer.Committed
 }
 
 // propose hands cmd to the group-commit proposer and waits until its entry is committed
@@ -184,8 +186,14 @@ func (p *Partition) runProposer() {
 			e.Cmds[i] = pr.cmd
 		}
 		data := fsm.AppendEntry(make([]byte, 0, size+64), &e)
+		p.ctr.entries.Add(1)
+		p.ctr.proposals.Add(uint64(len(live)))
+		if o := p.cfg.Observer; o != nil {
+			o.Batched(len(live), len(data))
+		}
+		start := p.clock.Now()
 		f := p.raft.Apply(data, 0)
-		p.inflightCh <- inflight{f: f, props: live}
+		p.inflightCh <- inflight{f: f, props: live, start: start}
 	}
 }
 
@@ -209,6 +217,9 @@ func (p *Partition) runCompleter() {
 			}
 		} else {
 			err = p.raftErr(err)
+		}
+		if o := p.cfg.Observer; o != nil {
+			o.Committed(p.clock.Now().Sub(in.start), err == nil)
 		}
 		for i, pr := range in.props {
 			if err != nil {

@@ -1,8 +1,10 @@
 // Package admin serves the Azure Service Bus management API (ATOM/XML over HTTP) that the
 // unmodified azservicebus/admin client speaks: queues, topics, subscriptions and rules
 // (create, get, update, delete, list), runtime properties, namespace properties
-// (protocol.md §10), plus /healthz and /readyz for operators, and the JSON cluster API
-// under /$cluster/ (clusterapi.go) over the Cluster interface the node implements.
+// (protocol.md §10), plus /healthz, /readyz, the emulator's /health, /metrics and (with
+// --pprof) /debug/pprof/ for operators (unauthenticated GETs; handlers given in Config,
+// docs/observability.md), and the JSON cluster API under /$cluster/ (clusterapi.go)
+// over the Cluster interface the node implements.
 //
 // The handler owns no state. It reads and changes the metadata through the small Store
 // interface defined here (P9: the consumer owns it), which package cluster implements

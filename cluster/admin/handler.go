@@ -21,8 +21,13 @@ import (
 type Config struct {
 	// Store reads and changes the metadata. Required.
 	Store Store
-	// Ready reports whether the node can serve (GET /readyz); nil means always ready.
+	// Ready reports whether the node can serve (GET /readyz, and the official
+	// emulator's GET /health); nil means always ready.
 	Ready func() error
+	// Metrics, when set, serves GET /metrics (the Prometheus exposition).
+	Metrics http.Handler
+	// Debug, when set, serves everything under /debug/pprof/ (cmd/quorumbus --pprof).
+	Debug http.Handler
 	// Now is the clock for token expiry and error timestamps; nil means time.Now.
 	Now func() time.Time
 	// Logger receives request errors; nil discards them.
@@ -184,10 +189,19 @@ func parseRoute(path string) (route, error) {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Health endpoints answer unauthenticated requests only, so that an entity named
-	// "healthz" stays reachable through the management API.
+	// Health, metrics and debug endpoints answer unauthenticated requests only, so that
+	// an entity named "healthz" or "metrics" stays reachable through the management API.
 	if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
+		if h.cfg.Debug != nil && strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			h.cfg.Debug.ServeHTTP(w, r)
+			return
+		}
 		switch r.URL.Path {
+		case "/metrics":
+			if h.cfg.Metrics != nil {
+				h.cfg.Metrics.ServeHTTP(w, r)
+				return
+			}
 		case "/healthz":
 			writeHealth(w, nil)
 			return
@@ -816,16 +830,19 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rt route, e
 	}
 	now := h.cfg.Now().UTC()
 	tracker := r.Host + ":" + strings.Trim(r.URL.Path, "/")
+	tid := trackingID()
 	detail := fmt.Sprintf("%s. TrackingId:%s, SystemTracker:%s, Timestamp:%s",
-		strings.TrimSuffix(err.Error(), "."), trackingID(), tracker, now.Format(time.RFC3339))
+		strings.TrimSuffix(err.Error(), "."), tid, tracker, now.Format(time.RFC3339))
+	// The TrackingId the client sees in the error's Detail is in the log line too.
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "code", code, "err", err, "tracking_id", tid}
 	switch {
 	case code >= 500:
-		h.log.Error("admin: request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		h.log.Error("admin: request failed", attrs...)
 	case code == http.StatusNotFound && r.Method == http.MethodGet, code == 499:
 		// The SDKs' Get* ask whether an entity exists; a client gone is nobody's refusal.
-		h.log.Debug("admin: request rejected", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		h.log.Debug("admin: request rejected", attrs...)
 	default: // every refusal is visible at the default level
-		h.log.Info("admin: request rejected", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		h.log.Info("admin: request rejected", attrs...)
 	}
 	x := &xmlWriter{}
 	x.raw(`<Error><Code>` + strconv.Itoa(code) + `</Code><Detail>`)

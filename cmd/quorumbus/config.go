@@ -32,6 +32,8 @@ type Config struct {
 	Key         string `json:"sas-key"`
 	LogLevel    string `json:"log-level"`
 	LogFormat   string `json:"log-format"`
+	// Pprof serves Go's profiler under /debug/pprof/ on the admin port.
+	Pprof bool `json:"pprof"`
 	// ShutdownTimeout bounds a graceful stop (SIGTERM) before the node exits anyway.
 	ShutdownTimeout time.Duration `json:"shutdown-timeout"`
 
@@ -263,6 +265,7 @@ type setting struct {
 	dur  *time.Duration
 	num  *int
 	list *[]string // comma-separated in flags and the environment
+	b    *bool     // true/false (also 1/0) in flags, the environment and the file
 }
 
 func (s setting) envName() string {
@@ -281,6 +284,12 @@ func (s setting) set(v string) error {
 		*s.num = n
 	case s.list != nil:
 		*s.list = splitList(v)
+	case s.b != nil:
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		*s.b = b
 	default:
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -313,6 +322,8 @@ func (s setting) copyTo(o setting) {
 		*o.num = *s.num
 	case s.list != nil:
 		*o.list = *s.list
+	case s.b != nil:
+		*o.b = *s.b
 	default:
 		*o.dur = *s.dur
 	}
@@ -331,6 +342,7 @@ func settings(c *Config) []setting {
 		{name: "sas-key", usage: "value of the default key; generated and kept in --data when empty", str: &c.Key},
 		{name: "log-level", usage: "debug, info, warn or error", str: &c.LogLevel},
 		{name: "log-format", usage: "text or json", str: &c.LogFormat},
+		{name: "pprof", usage: "serve Go's profiler under /debug/pprof/ on the admin port (off by default: it exposes internals to anyone who reaches the port)", b: &c.Pprof},
 		{name: "shutdown-timeout", usage: "how long a graceful stop may take", dur: &c.ShutdownTimeout},
 		{name: "advertise-addr", usage: "HOST:PORT peers dial to reach --cluster-addr (required when it is a wildcard such as 0.0.0.0:5400)", str: &c.AdvertiseAddr},
 		{name: "join", usage: "cluster addresses of nodes to join, HOST:PORT[,HOST:PORT...]; names are re-resolved on every try", list: &c.Join},
@@ -374,6 +386,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 			fs.IntVar(s.num, s.name, 0, usage)
 		case s.list != nil:
 			fs.Func(s.name, usage, func(v string) error { *s.list = splitList(v); return nil })
+		case s.b != nil:
+			fs.BoolVar(s.b, s.name, false, usage)
 		default:
 			fs.DurationVar(s.dur, s.name, 0, usage)
 		}
@@ -483,6 +497,11 @@ func applyFile(ss []setting, path string) error {
 			*s.list = list
 			continue
 		}
+		var b bool
+		if s.b != nil && json.Unmarshal(raw[k], &b) == nil {
+			*s.b = b
+			continue
+		}
 		if err := json.Unmarshal(raw[k], &v); err != nil {
 			var n json.Number
 			if json.Unmarshal(raw[k], &n) != nil {
@@ -514,6 +533,8 @@ func (c Config) effectiveJSON() ([]byte, error) {
 			out[s.name] = *s.num
 		case s.list != nil:
 			out[s.name] = append([]string{}, *s.list...)
+		case s.b != nil:
+			out[s.name] = *s.b
 		default:
 			out[s.name] = s.dur.String()
 		}

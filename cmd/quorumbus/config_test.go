@@ -254,3 +254,39 @@ func TestCheckConfigPrintsALoadableConfigFile(t *testing.T) {
 		t.Fatalf("round trip:\n%+v\n%+v", back, c)
 	}
 }
+
+// TestHealthObservabilitySettings: --pprof is off by default and, like --log-format and
+// --log-level, comes from a flag, QUORUMBUS_<NAME> or a config-file key; an explicit
+// --pprof=false beats the environment; a value that is not a boolean names its source.
+func TestHealthObservabilitySettings(t *testing.T) {
+	c, err := loadConfig(nil, env(nil), io.Discard)
+	if err != nil || c.Pprof || c.LogFormat != "text" || c.LogLevel != "info" {
+		t.Fatalf("defaults: pprof %v format %q level %q (%v)", c.Pprof, c.LogFormat, c.LogLevel, err)
+	}
+	file := filepath.Join(t.TempDir(), "qb.json")
+	if err := os.WriteFile(file, []byte(`{"pprof": true, "log-format": "json", "log-level": "debug"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = loadConfig([]string{"--config", file}, env(nil), io.Discard)
+	if err != nil || !c.Pprof || c.LogFormat != "json" || c.LogLevel != "debug" {
+		t.Errorf("from the file: pprof %v format %q level %q (%v)", c.Pprof, c.LogFormat, c.LogLevel, err)
+	}
+	c, err = loadConfig(nil, env(map[string]string{"QUORUMBUS_PPROF": "true", "QUORUMBUS_LOG_FORMAT": "json"}), io.Discard)
+	if err != nil || !c.Pprof || c.LogFormat != "json" {
+		t.Errorf("from the environment: pprof %v format %q (%v)", c.Pprof, c.LogFormat, err)
+	}
+	c, err = loadConfig([]string{"--pprof=false"}, env(map[string]string{"QUORUMBUS_PPROF": "true"}), io.Discard)
+	if err != nil || c.Pprof {
+		t.Errorf("--pprof=false over the environment: pprof %v (%v)", c.Pprof, err)
+	}
+	if c, err = loadConfig([]string{"--pprof"}, env(nil), io.Discard); err != nil || !c.Pprof {
+		t.Errorf("--pprof: %v (%v)", c.Pprof, err)
+	}
+	if _, err := loadConfig(nil, env(map[string]string{"QUORUMBUS_PPROF": "maybe"}), io.Discard); err == nil || !strings.Contains(err.Error(), "QUORUMBUS_PPROF") {
+		t.Errorf("QUORUMBUS_PPROF=maybe: %v", err)
+	}
+	b, err := Config{Pprof: true}.effectiveJSON()
+	if err != nil || !strings.Contains(string(b), `"pprof": true`) {
+		t.Errorf("effective config %s (%v)", b, err)
+	}
+}

@@ -9,5 +9,8 @@
 // wins over the file.
 //
 // This package is wiring only: configuration, logging, the real clock, listeners and
-// signals. It imports amqp and cluster and is imported by nothing.
+// signals, and the admin port's operator endpoints (metrics.go: /metrics from the node's
+// registry plus a collector over amqp.Server.Stats, /debug/pprof/ with --pprof;
+// /readyz from cluster.Node.CaughtUp). It imports amqp and cluster and is imported by
+// nothing.
 package main

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/quorumbus/quorumbus/amqp"
 	"github.com/quorumbus/quorumbus/cluster"
 	"github.com/quorumbus/quorumbus/cluster/admin"
@@ -27,6 +29,7 @@ func run(cfg Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := newLogger(cfg)
+	slog.SetDefault(log) // libraries that log through slog's default follow --log-format
 	if err := os.MkdirAll(cfg.Data, 0o750); err != nil {
 		return err
 	}
@@ -77,6 +80,7 @@ func run(cfg Config) error {
 
 	cc := clusterConfig(cfg, amqpLn.Addr(), adminLn.Addr())
 	cc.Logger = log
+	cc.LogJSON = cfg.LogFormat == "json"
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	node, err := cluster.Start(startCtx, cc)
 	cancel()
@@ -108,12 +112,28 @@ func run(cfg Config) error {
 		return err
 	}
 	defer srv.Close()
+	if err := node.Registry().Register(amqpCollector{srv}); err != nil {
+		return err
+	}
 	amqpErr := make(chan error, 1)
 	go func() { amqpErr <- srv.Serve(amqpLn) }() // ends when srv.Close closes amqpLn
 
 	hc := admin.DefaultConfig()
 	hc.Store = node
-	hc.Ready = node.Ready
+	// Ready for traffic: the metadata group and every local replica have a leader, and
+	// every local replica is within reach of its leader's log (cluster.Node.CaughtUp).
+	hc.Ready = func() error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		return node.CaughtUp(ctx)
+	}
+	hc.Metrics = promhttp.HandlerFor(node.Registry(), promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError,
+	})
+	if cfg.Pprof {
+		hc.Debug = pprofHandler()
+		log.Warn("--pprof: Go's profiler is served under /debug/pprof/ on the admin port", "admin", adminLn.Addr().String())
+	}
 	hc.Logger = log
 	hc.PartitionCount = 4
 	// The node serves the cluster API once it implements admin.Cluster; until then

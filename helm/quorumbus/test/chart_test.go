@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -249,6 +252,26 @@ func TestRenderedObjects(t *testing.T) {
 				t.Error("ServiceMonitor rendered while disabled")
 			}
 
+			// PrometheusRule: the groups of deploy/prometheus/alerts.yaml, unchanged.
+			if pr, _ := vals["prometheusRule"].(map[string]any); pr["enabled"] == true {
+				if o.rule == nil {
+					t.Fatal("no PrometheusRule")
+				}
+				b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "prometheus", "alerts.yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want map[string]any
+				if err := yaml.Unmarshal(b, &want); err != nil {
+					t.Fatal(err)
+				}
+				if got := o.rule.Object["spec"]; !reflect.DeepEqual(got, want) {
+					t.Errorf("PrometheusRule spec is not deploy/prometheus/alerts.yaml:\n%v", got)
+				}
+			} else if o.rule != nil {
+				t.Error("PrometheusRule rendered while disabled")
+			}
+
 			// The helm test pod: restricted too, and it runs qbctl against the client Service.
 			test := o.pods[sts.Name+"-test"]
 			if test == nil || test.Annotations["helm.sh/hook"] != "test" {
@@ -476,7 +499,7 @@ func TestBadValuesAreRefused(t *testing.T) {
 }
 
 // NOTES.txt tells the user how to build the connection string from the Secret the pods
-// really read, and says plainly what TLS and the ServiceMonitor do not do yet.
+// really read, says plainly what TLS does not do yet, and what the ServiceMonitor scrapes.
 func TestNotesTellHowToConnect(t *testing.T) {
 	for _, tc := range []struct {
 		values string
@@ -487,7 +510,7 @@ func TestNotesTellHowToConnect(t *testing.T) {
 			"port-forward svc/quorumbus 5672 5300", "exec quorumbus-0 -- qbctl cluster status", "helm test quorumbus"}},
 		{"existing-secret", []string{"get secret my-sas-key -o jsonpath='{.data.primary}'", "SharedAccessKeyName=AppKey;"}},
 		{"tls", []string{"does not\nterminate TLS yet"}},
-		{"service-monitor", []string{"does not export Prometheus metrics yet"}},
+		{"service-monitor", []string{"Prometheus scrapes /metrics on port 5300", "deploy/grafana/quorumbus.json"}},
 	} {
 		_, notes, err := renderRelease(readValues(t, tc.values))
 		if err != nil {

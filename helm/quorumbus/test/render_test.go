@@ -183,6 +183,7 @@ type objects struct {
 	pdb        *policyv1.PodDisruptionBudget
 	netpol     *networkingv1.NetworkPolicy
 	monitor    *unstructured.Unstructured
+	rule       *unstructured.Unstructured
 	count      int
 }
 
@@ -244,6 +245,12 @@ func decode(t *testing.T, manifest string) *objects {
 		case "networking.k8s.io/v1 NetworkPolicy":
 			o.netpol = &networkingv1.NetworkPolicy{}
 			strict(o.netpol)
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			// Not in k8s.io/api either: chart_test checks its groups against the rule file.
+			o.rule = &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &o.rule.Object); err != nil {
+				t.Fatal(err)
+			}
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			// Not in k8s.io/api: the fields the Prometheus Operator reads are checked by hand.
 			o.monitor = &unstructured.Unstructured{}

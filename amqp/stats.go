@@ -1,0 +1,153 @@
+package amqp
+
+import (
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+)
+
+// Stats is a point-in-time view of the server for monitoring (cmd/quorumbus exports it
+// to Prometheus; this package imports no metrics library). Links and credit are named
+// from the client's side, as operators think of them.
+type Stats struct {
+	Connections int64 // open connections
+	// SenderLinks are client senders (we receive on them), ReceiverLinks client
+	// receivers, $management and $cbs links included.
+	SenderLinks, ReceiverLinks int64
+	// SenderCredit is the credit granted to client senders and not yet used;
+	// ReceiverCredit the credit client receivers granted us that no delivery has used.
+	SenderCredit, ReceiverCredit int64
+	// Errors counts the AMQP errors sent to clients by condition ("amqp:not-found",
+	// "com.microsoft:message-lock-lost", ...): link detaches, session ends, connection
+	// closes, rejected deliveries and dispositions, and refused $management and $cbs
+	// requests. The conditions are the package's fixed set, so the map stays small.
+	Errors map[string]uint64
+}
+
+// serverStats is the server's running totals. Connection owner goroutines update
+// them; Stats reads them from any goroutine.
+type serverStats struct {
+	conns  atomic.Int64
+	links  [2]atomic.Int64 // by client role: 0 sender, 1 receiver
+	credit [2]atomic.Int64
+	errMu  sync.Mutex
+	errs   map[string]uint64 // owner: errMu
+}
+
+// Stats returns the server's current counts.
+func (s *Server) Stats() Stats {
+	st := &s.stats
+	out := Stats{
+		Connections:    st.conns.Load(),
+		SenderLinks:    st.links[0].Load(),
+		ReceiverLinks:  st.links[1].Load(),
+		SenderCredit:   st.credit[0].Load(),
+		ReceiverCredit: st.credit[1].Load(),
+	}
+	st.errMu.Lock()
+	out.Errors = maps.Clone(st.errs)
+	st.errMu.Unlock()
+	if out.Errors == nil {
+		out.Errors = map[string]uint64{}
+	}
+	return out
+}
+
+func (st *serverStats) noteError(cond string) {
+	st.errMu.Lock()
+	if st.errs == nil {
+		st.errs = map[string]uint64{}
+	}
+	st.errs[cond]++
+	st.errMu.Unlock()
+}
+
+// roleIndex is the stats slot of a link by our role on it: a client sender is our
+// receiver.
+func roleIndex(r frames.Role) int {
+	if r == frames.RoleSender { // the client's role on the attach
+		return 0
+	}
+	return 1
+}
+
+// syncCredit reports l's credit change since the last call to the server's totals.
+// Owner goroutine only; call after every change of l.credit.
+func (l *link) syncCredit() {
+	if l.counted {
+		l.s.c.s.stats.credit[roleIndex(l.role)].Add(int64(l.credit) - int64(l.reported))
+		l.reported = l.credit
+	}
+}
+
+// countLink adds l to the server's totals (at attach).
+func (l *link) countLink() {
+	l.counted = true
+	l.s.c.s.stats.links[roleIndex(l.role)].Add(1)
+	l.syncCredit()
+}
+
+// uncountLink removes l and its unused credit from the server's totals (when dropped).
+func (l *link) uncountLink() {
+	if !l.counted {
+		return
+	}
+	st := &l.s.c.s.stats
+	i := roleIndex(l.role)
+	st.links[i].Add(-1)
+	st.credit[i].Add(-int64(l.reported))
+	l.counted, l.reported = false, 0
+}
+
+// condOf is the condition of a refused request: its own, or for a $cbs answer, which
+// carries only a status code, the condition errorTable gives that status.
+func condOf(r rpcResponse) string {
+	if r.cond != "" {
+		return r.cond
+	}
+	for _, e := range errorTable {
+		if e.status == r.status {
+			return e.condition
+		}
+	}
+	if r.status == 408 {
+		return condTimeout
+	}
+	return condInternal
+}
+
+// refused logs an AMQP error sent to the client at the default level, with its
+// condition and TrackingId as their own attributes, and counts it by condition.
+func (c *conn) refused(msg string, e *frames.Error, attrs ...any) {
+	c.s.stats.noteError(string(e.Condition))
+	attrs = append(attrs, "condition", string(e.Condition), "description", e.Description)
+	if id := trackingOf(e.Description); id != "" {
+		attrs = append(attrs, "tracking_id", id)
+	}
+	c.log.LogAttrs(c.ctx, slog.LevelInfo, msg, argsToAttrs(attrs)...)
+}
+
+func argsToAttrs(args []any) []slog.Attr {
+	var r slog.Record
+	r.Add(args...)
+	out := make([]slog.Attr, 0, r.NumAttrs())
+	r.Attrs(func(a slog.Attr) bool { out = append(out, a); return true })
+	return out
+}
+
+// trackingOf extracts the TrackingId from a description written by trackingID.
+func trackingOf(desc string) string {
+	i := strings.Index(desc, "TrackingId:")
+	if i < 0 {
+		return ""
+	}
+	id := desc[i+len("TrackingId:"):]
+	if j := strings.IndexAny(id, ", "); j >= 0 {
+		id = id[:j]
+	}
+	return id
+}

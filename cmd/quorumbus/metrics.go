@@ -1,0 +1,53 @@
+package main
+
+import (
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quorumbus/quorumbus/amqp"
+)
+
+// amqpCollector exports the AMQP listener's Stats at scrape time. It lives here, in
+// the wiring, because package amqp imports no metrics library.
+type amqpCollector struct {
+	srv interface{ Stats() amqp.Stats }
+}
+
+var (
+	descConns  = prometheus.NewDesc("quorumbus_amqp_connections", "Open AMQP connections on this node.", nil, nil)
+	descLinks  = prometheus.NewDesc("quorumbus_amqp_links", "Attached AMQP links on this node by the client's role (sender, receiver), $management and $cbs links included.", []string{"role"}, nil)
+	descCredit = prometheus.NewDesc("quorumbus_amqp_link_credit", "Link credit outstanding on this node: for senders, granted by the node and not yet used; for receivers, granted by clients and not yet used by a delivery.", []string{"role"}, nil)
+	descErrors = prometheus.NewDesc("quorumbus_amqp_errors_total", "AMQP errors this node sent to clients (detach, end, close, rejected deliveries and settlements, refused $management and $cbs requests), by condition.", []string{"condition"}, nil)
+)
+
+func (c amqpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descConns
+	ch <- descLinks
+	ch <- descCredit
+	ch <- descErrors
+}
+
+func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.srv.Stats()
+	ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(st.Connections))
+	ch <- prometheus.MustNewConstMetric(descLinks, prometheus.GaugeValue, float64(st.SenderLinks), "sender")
+	ch <- prometheus.MustNewConstMetric(descLinks, prometheus.GaugeValue, float64(st.ReceiverLinks), "receiver")
+	ch <- prometheus.MustNewConstMetric(descCredit, prometheus.GaugeValue, float64(st.SenderCredit), "sender")
+	ch <- prometheus.MustNewConstMetric(descCredit, prometheus.GaugeValue, float64(st.ReceiverCredit), "receiver")
+	for cond, n := range st.Errors {
+		ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(n), cond)
+	}
+}
+
+// pprofHandler serves net/http/pprof's pages under /debug/pprof/ (--pprof).
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}

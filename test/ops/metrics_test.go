@@ -1,0 +1,264 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/harness"
+)
+
+// scrape reads a node's /metrics and parses the Prometheus text format.
+func scrape(t *testing.T, n *harness.Node) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + n.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	return mfs
+}
+
+// value is the gauge or counter value of name{labels...}, summed over the series that
+// match (a queue's partitions), or an error when none does.
+func value(mfs map[string]*dto.MetricFamily, name string, labels ...string) (float64, error) {
+	mf := mfs[name]
+	if mf == nil {
+		return 0, fmt.Errorf("no metric %s", name)
+	}
+	sum, found := 0.0, false
+next:
+	for _, m := range mf.GetMetric() {
+		got := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			got[lp.GetName()] = lp.GetValue()
+		}
+		for i := 0; i+1 < len(labels); i += 2 {
+			if got[labels[i]] != labels[i+1] {
+				continue next
+			}
+		}
+		found = true
+		switch {
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Untyped != nil:
+			sum += m.GetUntyped().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("no series %s%v", name, labels)
+	}
+	return sum, nil
+}
+
+// TestMetricsAfterKnownWorkload: a real node, a known
+// workload through the official SDK (send 10; receive 6, complete 3, dead-letter 2,
+// abandon 1; leave the rest), then /metrics shows exactly those counts and counters for
+// the queue, the node's AMQP connection and the error a refused receive caused, and the
+// health endpoints answer in the shapes operators and the emulator's users expect.
+func TestMetricsAfterKnownWorkload(t *testing.T) {
+	n := harness.Start(t, "--pprof")
+	ctx := ctxT(t, 90*time.Second)
+	ac := n.AdminClient(t)
+	const q = "metered"
+	if _, err := ac.CreateQueue(ctx, q, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := n.Client(t)
+	const sent, completed, deadLettered, abandoned = 10, 3, 2, 1
+	sendN(t, c, q, sent, func(i int) *azservicebus.Message {
+		return &azservicebus.Message{Body: []byte(fmt.Sprintf("m%02d", i))}
+	})
+	r, err := c.NewReceiverForQueue(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	var got []*azservicebus.ReceivedMessage
+	for len(got) < completed+deadLettered+abandoned {
+		ms, err := r.ReceiveMessages(ctx, completed+deadLettered+abandoned-len(got), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ms...)
+	}
+	for i, m := range got {
+		switch {
+		case i < completed:
+			err = r.CompleteMessage(ctx, m, nil)
+		case i < completed+deadLettered:
+			err = r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: toPtr("metrics-test")})
+		default:
+			err = r.AbandonMessage(ctx, m, nil)
+		}
+		if err != nil {
+			t.Fatalf("settle %d: %v", i, err)
+		}
+	}
+	// A refused receive: the entity does not exist (amqp:not-found).
+	bad, err := c.NewReceiverForQueue("no-such-queue", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.ReceiveMessages(ctx, 1, nil); err == nil {
+		t.Fatal("receive from a missing queue succeeded")
+	}
+	_ = bad.Close(ctx)
+
+	want := []struct {
+		name string
+		want float64
+	}{
+		{"quorumbus_entity_active_messages", sent - completed - deadLettered},
+		{"quorumbus_entity_dead_letter_messages", deadLettered},
+		{"quorumbus_entity_scheduled_messages", 0},
+		{"quorumbus_entity_deferred_messages", 0},
+		{"quorumbus_entity_incoming_messages_total", sent},
+		{"quorumbus_entity_outgoing_messages_total", completed + deadLettered + abandoned},
+		{"quorumbus_entity_completed_messages_total", completed},
+		{"quorumbus_entity_abandoned_messages_total", abandoned},
+		{"quorumbus_entity_dead_lettered_messages_total", deadLettered},
+		{"quorumbus_entity_expired_messages_total", 0},
+	}
+	// The SDK may return from a settlement before the broker applied it (a disposition
+	// it sends settled), so the counts are awaited rather than read once.
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		mfs := scrape(t, n)
+		var errs []error
+		for _, w := range want {
+			if v, err := value(mfs, w.name, "entity", q); err != nil || v != w.want {
+				errs = append(errs, fmt.Errorf("%s{entity=%q} = %v (%v), want %v", w.name, q, v, err, w.want))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	mfs := scrape(t, n)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		min    float64
+	}{
+		{"quorumbus_entity_size_bytes", []string{"entity", q}, 1},
+		{"quorumbus_entity_oldest_message_age_seconds", []string{"entity", q}, 0},
+		{"quorumbus_partition_is_leader", []string{"entity", q}, 1},
+		{"quorumbus_partition_proposals_total", []string{"entity", q}, 1},
+		{"quorumbus_partition_applied_index", []string{"entity", q}, 1},
+		{"quorumbus_partition_batch_commands_count", nil, 1},
+		{"quorumbus_amqp_connections", nil, 1},
+		{"quorumbus_amqp_links", []string{"role", "receiver"}, 1},
+		{"quorumbus_amqp_errors_total", []string{"condition", "amqp:not-found"}, 1},
+		{"quorumbus_cluster_members", []string{"state", "alive"}, 1},
+		{"quorumbus_node_ready", nil, 1},
+		{"go_goroutines", nil, 1},
+		{"quorumbus_process_resident_memory_bytes", nil, 1},
+	} {
+		v, err := value(mfs, strings.TrimSuffix(c.name, "_count"), c.labels...)
+		if err != nil || v < c.min {
+			t.Errorf("%s%v = %v (%v), want at least %v", c.name, c.labels, v, err, c.min)
+		}
+	}
+	for name, mf := range mfs {
+		if !strings.HasPrefix(name, "quorumbus_") && !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "promhttp_") {
+			t.Errorf("series %s is outside the quorumbus_ namespace", name)
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if l := lp.GetName(); l == "lock_token" || l == "message_id" || l == "sequence_number" {
+					t.Errorf("%s has a per-message label %s", name, l)
+				}
+			}
+		}
+	}
+
+	// Health: process alive, ready, the emulator's /health shape, and pprof (--pprof).
+	for _, h := range []struct {
+		path, body string
+	}{
+		{"/healthz", `"status":"healthy"`},
+		{"/readyz", `"status":"healthy"`},
+		{"/health", `{"message":"Service is healthy.","status":"healthy"}`},
+		{"/debug/pprof/", "goroutine"},
+	} {
+		resp, err := http.Get("http://" + n.Admin + h.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), h.body) {
+			t.Errorf("GET %s: %d %.200s, want 200 with %s", h.path, resp.StatusCode, b, h.body)
+		}
+		if h.path == "/health" {
+			var body map[string]string
+			if err := json.Unmarshal(b, &body); err != nil || len(body) != 2 {
+				t.Errorf("/health body %s is not the emulator's two fields", b)
+			}
+		}
+	}
+}
+
+func toPtr[T any](v T) *T { return &v }
+
+// TestHealthJSONLogs: with --log-format json every log line the node writes is a JSON
+// object, hashicorp/raft's (hclog) and memberlist's included, so a log pipeline can
+// parse all of them; only the start-up banner on stdout is plain text.
+func TestHealthJSONLogs(t *testing.T) {
+	n := harness.Start(t, "--log-format", "json", "--log-level", "debug")
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := n.AdminClient(t).CreateQueue(ctx, "logged", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	banner := []string{"Quorumbus is running", "  AMQP ", "  admin API ", "Connection string:", "Endpoint="}
+	raft, own := 0, 0
+lines:
+	for _, line := range strings.Split(strings.TrimSpace(n.Log()), "\n") {
+		for _, b := range banner {
+			if strings.HasPrefix(line, b) {
+				continue lines
+			}
+		}
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(line), &obj); err != nil {
+			t.Errorf("not a JSON object: %q", line)
+			continue
+		}
+		switch {
+		case obj["@module"] != nil:
+			raft++
+		case obj["msg"] != nil && obj["level"] != nil:
+			own++
+		}
+	}
+	if raft == 0 || own == 0 {
+		t.Errorf("%d raft and %d node JSON lines at debug level, want some of each:\n%s", raft, own, n.Log())
+	}
+}
