@@ -28,7 +28,7 @@ type Server struct {
 	closed    bool
 
 	authChecks atomic.Uint64 // checkAuth runs over all connections (tests wait on it)
-	stats serverStats // Stats
+	stats      serverStats   // Stats
 }
 
 // maxRefusing bounds the connections being answered "too many connections"
