@@ -41,6 +41,10 @@ var managementOps = map[string]mgmtOp{
 	"com.microsoft:get-session-state":          {claim: RightListen, sessionScoped: true, run: (*conn).mgmtGetSessionState},
 	"com.microsoft:set-session-state":          {claim: RightListen, sessionScoped: true, run: (*conn).mgmtSetSessionState},
 	"com.microsoft:get-message-sessions":       {claim: RightListen, run: (*conn).mgmtGetMessageSessions},
+	// The SDKs' rule managers need only Listen (ServiceBusRuleManager's documentation).
+	"com.microsoft:add-rule":        {claim: RightListen, run: (*conn).mgmtAddRule},
+	"com.microsoft:remove-rule":     {claim: RightListen, run: (*conn).mgmtRemoveRule},
+	"com.microsoft:enumerate-rules": {claim: RightListen, run: (*conn).mgmtEnumerateRules},
 }
 
 // managementClaim is the claim operation op needs.
