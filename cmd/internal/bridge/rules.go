@@ -31,7 +31,7 @@ func (b *Backend) AddRule(ctx context.Context, subscription string, r amqp.RuleD
 	if err != nil {
 		return err
 	}
-	return metaErr(b.n.Apply(ctx, &meta.CreateRule{Topic: topic, Subscription: sub, Rule: ruleSpec(r)}))
+	return metaErr(b.n.Apply(ctx, &meta.CreateRule{Topic: topic, Subscription: sub, Rule: ruleSpec(r)}), subscription)
 }
 
 // RemoveRule implements amqp.RuleManager, as the administration API's DELETE of a rule.
@@ -40,7 +40,7 @@ func (b *Backend) RemoveRule(ctx context.Context, subscription, name string) err
 	if err != nil {
 		return err
 	}
-	return metaErr(b.n.Apply(ctx, &meta.DeleteRule{Topic: topic, Subscription: sub, Name: name}))
+	return metaErr(b.n.Apply(ctx, &meta.DeleteRule{Topic: topic, Subscription: sub, Name: name}), subscription+"/Rules/"+name)
 }
 
 // Rules implements amqp.RuleManager from this node's metadata replica.
@@ -59,10 +59,10 @@ func (b *Backend) Rules(ctx context.Context, subscription string) ([]amqp.RuleDe
 			}
 		}
 	}); err != nil {
-		return nil, metaErr(err)
+		return nil, metaErr(err, subscription)
 	}
 	if !found {
-		return nil, fmt.Errorf("%w: subscription %q", amqp.ErrNotFound, subscription)
+		return nil, metaErr(meta.ErrNotFound, subscription)
 	}
 	return out, nil
 }
@@ -114,15 +114,16 @@ func ruleDescription(r meta.Rule) amqp.RuleDescription {
 }
 
 // metaErr maps a metadata change's outcome to amqp's sentinels, as the administration
-// API maps it to HTTP statuses (409, 404, 400, 503).
-func metaErr(err error) error {
+// API maps it to HTTP statuses (409, 404, 400, 503). A missing entity is described in
+// Service Bus's words, which the JavaScript SDK recognizes as MessagingEntityNotFound.
+func metaErr(err error, path string) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, meta.ErrExists):
 		return fmt.Errorf("%w: %v", amqp.ErrEntityExists, err)
 	case errors.Is(err, meta.ErrNotFound):
-		return fmt.Errorf("%w: %v", amqp.ErrNotFound, err)
+		return fmt.Errorf("%w: the messaging entity '%s' could not be found (%v)", amqp.ErrNotFound, path, err)
 	case errors.Is(err, meta.ErrInvalid):
 		return fmt.Errorf("%w: %v", amqp.ErrBadRequest, err)
 	case errors.Is(err, admin.ErrUnavailable):
