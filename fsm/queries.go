@@ -153,6 +153,16 @@ type TargetStats struct {
 // Total is every message of the target.
 func (t TargetStats) Total() int64 { return t.Active + t.Scheduled + t.Deferred }
 
+// LastReceive returns the fsm time of the last receiver activity (S-IDLE-1) on the
+// entity of target t (its main queue and DLQ share it); 0 when none or t is unknown.
+func (f *FSM) LastReceive(t Target) int64 {
+	e, _, err := f.lookup(t)
+	if err != nil {
+		return 0
+	}
+	return e.lastReceive
+}
+
 // Stats returns the message counts and sizes of every target. It costs O(targets +
 // sessions).
 func (f *FSM) Stats() Stats {
