@@ -672,6 +672,9 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
 	pc.NoSync = n.cfg.Raft.NoSync
 	pc.Logger = n.raftLogger(fmt.Sprintf("%s.%d", d.entity, d.index))
+	if c, ok := n.clock.(partition.Clock); ok {
+		pc.Clock = c // a test clock that also arms timers drives the partitions too
+	}
 	p, err := partition.Open(pc)
 	if err != nil {
 		layer.Close()

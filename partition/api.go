@@ -217,11 +217,28 @@ func (p *Partition) Purge(ctx context.Context, t fsm.Target) (int, error) {
 
 // Peek returns up to max messages from sequence number fromSeq on, without locking them
 // (S-LOCK-11).
+//
+// A peek counts as receiver activity for auto-delete on idle (S-IDLE-1): when the target's
+// recorded activity is older than PeekActivityGranularity, the leader proposes an
+// fsm.Touch. A peek succeeds even when that proposal fails.
 func (p *Partition) Peek(ctx context.Context, t fsm.Target, fromSeq int64, max int) ([]*fsm.Message, error) {
 	var out []*fsm.Message
-	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.Peek(t, fromSeq, max) })
+	var last int64
+	known := false
+	err := p.leaderRead(ctx, func(f *fsm.FSM) {
+		out = f.Peek(t, fromSeq, max)
+		last, known = f.LastReceive(t)
+	})
+	if err == nil && known && p.clock.Now().UnixMilli()-last >= PeekActivityGranularity.Milliseconds() {
+		_, _ = p.propose(ctx, &fsm.Touch{Target: t})
+	}
 	return out, err
 }
+
+// PeekActivityGranularity bounds how often peeks write their activity (one fsm.Touch per
+// target and interval at most): the recorded activity of an entity that is only peeked
+// lags by up to this much, which the idle check allows for.
+const PeekActivityGranularity = 30 * time.Second
 
 // SessionState returns a session's state, nil when it has none (S-SES-5).
 func (p *Partition) SessionState(ctx context.Context, t fsm.Target, sessionID string) ([]byte, error) {
