@@ -25,7 +25,8 @@ func (c *offsetClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 // S-IDLE-1: entities idle for their AutoDeleteOnIdle are deleted by the metadata leader,
 // through the same command as an administrative delete; what counts as activity keeps
 // the others: a send keeps a queue, a peek keeps a queue or a subscription, activity on a
-// subscription keeps its topic, and an entity without AutoDeleteOnIdle stays.
+// subscription keeps its topic, a receive that finds nothing keeps a queue, and an
+// entity without AutoDeleteOnIdle stays.
 func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 	clock := &offsetClock{}
 	cfg := testConfig(t.TempDir())
@@ -58,6 +59,7 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 		&meta.CreateQueue{Name: "q-idle", Properties: qp(idle)},
 		&meta.CreateQueue{Name: "q-sent", Properties: qp(idle)},
 		&meta.CreateQueue{Name: "q-peeked", Properties: qp(idle)},
+		&meta.CreateQueue{Name: "q-polled", Properties: qp(idle)},
 		&meta.CreateQueue{Name: "q-never", Properties: qp(meta.Never)},
 		&meta.CreateTopic{Name: "t-idle", Properties: tp(idle)},
 		&meta.CreateSubscription{Topic: "t-idle", Name: "s", Properties: sp(meta.Never)},
@@ -104,6 +106,10 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 	if err := n.Send(ctx, "q-sent", []*fsm.Message{{Payload: []byte("m")}}); err != nil {
 		t.Fatal(err)
 	}
+	// A receive that finds nothing is receiver activity too.
+	if ms, err := n.Receive(ctx, Address{Entity: "q-polled"}, "", "", fsm.PeekLock, 1, 0); err != nil || len(ms) != 0 {
+		t.Fatalf("empty receive: %v %v", ms, err)
+	}
 	for _, a := range []Address{{Entity: "q-peeked"}, {Entity: "t-subbusy", Subscription: "s"}, {Entity: "t-subs", Subscription: "peeked"}} {
 		if _, err := n.Peek(ctx, a, "", 0, 10); err != nil {
 			t.Fatalf("peek %v: %v", a, err)
@@ -118,7 +124,7 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 		return nil
 	})
 	n.deleteIdle(ctx)
-	want("q-sent", "q-peeked", "q-never", "t-subbusy", "t-subbusy/s", "t-subs", "t-subs/peeked")
+	want("q-sent", "q-peeked", "q-polled", "q-never", "t-subbusy", "t-subbusy/s", "t-subs", "t-subs/peeked")
 	if _, err := n.Peek(ctx, Address{Entity: "q-idle"}, "", 0, 1); err == nil {
 		t.Error("the deleted queue still answers")
 	}

@@ -54,13 +54,17 @@ func (p *Partition) Cancel(ctx context.Context, seqNos []int64) error {
 // a message available (enqueue, abandon, lock expiry, scheduled activation, ...) until
 // wait has passed, then returns no messages and no error. A try proposes a command only
 // when the leader's fsm says a message may be receivable (fsm.Receivable, read under the
-// machine's lock), so an empty receive or long-poll costs no Raft entry. req.Salt is
+// machine's lock), so an empty receive or long-poll costs no Raft entry beyond the
+// fsm.Touch that records it as receiver activity at most once per
+// PeekActivityGranularity (S-IDLE-1). req.Salt is
 // chosen here from crypto/rand. In ReceiveAndDelete mode the messages are gone from the
 // partition once this returns, even if ctx ended meanwhile (S-RCV-1: at most once).
 func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Duration) ([]*fsm.Message, error) {
 	if req.Salt == 0 { // a caller may choose it, to find what this receive locked (LockedWithSalt)
 		req.Salt = salt()
 	}
+	// A receive that finds nothing proposes nothing; it still counts as receiver activity.
+	p.touchIfStale(ctx, req.Target)
 	var msgs []*fsm.Message
 	err := p.waitLoop(ctx, wait, func() (bool, error) {
 		if p.nothingFor(func(f *fsm.FSM) bool { return f.Receivable(req) }) {
@@ -223,21 +227,31 @@ func (p *Partition) Purge(ctx context.Context, t fsm.Target) (int, error) {
 // fsm.Touch. A peek succeeds even when that proposal fails.
 func (p *Partition) Peek(ctx context.Context, t fsm.Target, fromSeq int64, max int) ([]*fsm.Message, error) {
 	var out []*fsm.Message
-	var last int64
-	known := false
-	err := p.leaderRead(ctx, func(f *fsm.FSM) {
-		out = f.Peek(t, fromSeq, max)
-		last, known = f.LastReceive(t)
-	})
-	if err == nil && known && p.clock.Now().UnixMilli()-last >= PeekActivityGranularity.Milliseconds() {
-		_, _ = p.propose(ctx, &fsm.Touch{Target: t})
+	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.Peek(t, fromSeq, max) })
+	if err == nil {
+		p.touchIfStale(ctx, t)
 	}
 	return out, err
 }
 
-// PeekActivityGranularity bounds how often peeks write their activity (one fsm.Touch per
-// target and interval at most): the recorded activity of an entity that is only peeked
-// lags by up to this much, which the idle check allows for.
+// touchIfStale records receiver activity on t (fsm.Touch) when what the fsm holds is
+// older than PeekActivityGranularity. Failures are ignored: the read or receive that
+// asked goes on.
+func (p *Partition) touchIfStale(ctx context.Context, t fsm.Target) {
+	var last int64
+	known := false
+	if err := p.leaderRead(ctx, func(f *fsm.FSM) { last, known = f.LastReceive(t) }); err != nil || !known {
+		return
+	}
+	if p.clock.Now().UnixMilli()-last >= PeekActivityGranularity.Milliseconds() {
+		_, _ = p.propose(ctx, &fsm.Touch{Target: t})
+	}
+}
+
+// PeekActivityGranularity bounds how often peeks and receive attempts that find nothing
+// write their activity (one fsm.Touch per target and interval at most): the recorded
+// activity of an entity that is only peeked or polled lags by up to this much, which the
+// idle check allows for.
 const PeekActivityGranularity = 30 * time.Second
 
 // SessionState returns a session's state, nil when it has none (S-SES-5).
