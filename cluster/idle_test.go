@@ -139,3 +139,61 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 	n.deleteIdle(ctx)
 	want("q-never", "t-subs")
 }
+
+// S-IDLE-1 across nodes: the metadata leader reads the activity of partitions other nodes
+// lead, and a peek through a node that hosts no replica keeps its queue.
+func TestS_IDLE_1_AcrossNodes(t *testing.T) {
+	clock := &offsetClock{}
+	nodes := startClusterWith(t, 3, 1, func(c *Config) { c.Clock = clock })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var leader, other *Node
+	for _, nd := range nodes {
+		if nd.meta.isLeader() {
+			leader = nd
+		} else {
+			other = nd
+		}
+	}
+	if leader == nil {
+		t.Fatal("no metadata leader")
+	}
+	p := queueProps(3) // three partitions, one replica each: spread over the nodes
+	p.AutoDeleteOnIdle = 5 * time.Minute
+	for _, q := range []string{"idle", "peeked"} {
+		if err := other.Apply(ctx, &meta.CreateQueue{Name: q, Properties: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Peek only a partition that lives on another node than the metadata leader.
+	e, err := other.resolve("peeked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var remote *group
+	for i, g := range e.parts {
+		if !containsNode(g.replicas, leader.cfg.NodeID) {
+			remote = &e.parts[i]
+		}
+	}
+	if remote == nil {
+		t.Fatalf("every partition of peeked is on the metadata leader")
+	}
+	clock.advance(4 * time.Minute)
+	if _, err := other.on(*remote).Peek(ctx, fsm.Target{}, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(2 * time.Minute)
+	waitFor(t, 20*time.Second, func() error {
+		if _, err := leader.resolve("idle"); err == nil {
+			return fmt.Errorf("idle still exists")
+		}
+		return nil
+	})
+	leader.deleteIdle(ctx)
+	for _, nd := range nodes {
+		if _, err := nd.resolve("peeked"); err != nil {
+			t.Errorf("peeked through %s: %v", nd.cfg.NodeID, err)
+		}
+	}
+}
