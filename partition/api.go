@@ -63,13 +63,26 @@ func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Dura
 	if req.Salt == 0 { // a caller may choose it, to find what this receive locked (LockedWithSalt)
 		req.Salt = salt()
 	}
-	// A receive that finds nothing proposes nothing; it still counts as receiver activity.
-	p.touchIfStale(ctx, req.Target)
 	var msgs []*fsm.Message
+	first := true
 	err := p.waitLoop(ctx, wait, func() (bool, error) {
-		if p.nothingFor(func(f *fsm.FSM) bool { return f.Receivable(req) }) {
+		var last int64
+		known := false
+		if p.nothingFor(func(f *fsm.FSM) bool {
+			if first {
+				last, known = f.LastReceive(req.Target)
+			}
+			return f.Receivable(req)
+		}) {
+			// A receive that finds nothing proposes nothing; it still counts as
+			// receiver activity (S-IDLE-1).
+			if first && known && p.clock.Now().UnixMilli()-last >= PeekActivityGranularity.Milliseconds() {
+				_, _ = p.propose(ctx, &fsm.Touch{Target: req.Target})
+			}
+			first = false
 			return false, nil
 		}
+		first = false
 		r := req // each proposal gets its own command value
 		res, err := p.propose(ctx, &r)
 		if err != nil {
