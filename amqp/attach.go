@@ -215,6 +215,37 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 
 const sessionFilterKey = "com.microsoft:session-filter"
 
+// Vendor link properties: the batch limit the broker advertises on a sender's attach, and
+// the entity kind a client may declare on its attach.
+const (
+	maxBatchSizeKey = "com.microsoft:max-message-batch-size"
+	entityTypeKey   = "com.microsoft:entity-type"
+)
+
+// declaredKind reads the entity kind an attach declares in com.microsoft:entity-type:
+// the MessagingEntityType number of the older .NET client (0 queue, 1 topic,
+// 2 subscription). Other values, such as the "entity-mgmt" the current .NET SDK puts on
+// its $management links, declare nothing (0).
+func declaredKind(props Map) EntityKind {
+	v, ok := props.GetString(entityTypeKey)
+	if !ok {
+		return 0
+	}
+	n, ok := toInt64(v)
+	if !ok {
+		return 0
+	}
+	switch n {
+	case 0:
+		return KindQueue
+	case 1:
+		return KindTopic
+	case 2:
+		return KindSubscription
+	}
+	return 0
+}
+
 // sessionFilterCode is the descriptor of the session filter value (session_receiver.go).
 const sessionFilterCode = uint64(0x00000137000000C)
 
@@ -259,6 +290,7 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 			wait = time.Duration(ms) * time.Millisecond
 		}
 	}
+	declared := declaredKind(a.Properties)
 	ctx := l.ctx
 	c.goFunc(func() {
 		info, err := c.b.Entity(ctx, ent)
@@ -266,6 +298,9 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 		var lockedUntil time.Time
 		if err == nil {
 			err = checkAttach(info, a.Role, sub, sessionful)
+		}
+		if err == nil && declared != 0 && declared != info.Kind {
+			err = fmt.Errorf("%w: the link declares com.microsoft:entity-type %s but '%s' is a %s", ErrNotAllowed, declared, info.Path, info.Kind)
 		}
 		if err == nil && sessionful {
 			addr := Address{Entity: info.Path, Sub: sub}
@@ -354,6 +389,10 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 		}
 		l.maxMessageSize = mms
 		reply.MaxMessageSize = mms
+		// Service Bus advertises the largest batch apart from max-message-size (they differ
+		// on Premium's large-message entities); the Go SDK sizes NewMessageBatch by it. A
+		// batch is one transfer here, so the two limits are the same.
+		reply.Properties = Map{{Key: Symbol(maxBatchSizeKey), Value: mms}}
 		if reply.Source == nil {
 			reply.Source = &frames.Source{}
 		}

@@ -360,3 +360,55 @@ func (s SubQueue) String() string {
 	}
 	return ""
 }
+
+// RuleManager is an optional Backend capability: a subscription's rules managed over
+// its $management link (com.microsoft:add-rule, remove-rule, enumerate-rules, what the
+// SDKs' ServiceBusRuleManager sends). A Backend without it answers those operations 501.
+// The Backend validates a rule as its administration API does.
+type RuleManager interface {
+	// AddRule creates rule r on the subscription at path ("t1/Subscriptions/s1"). A
+	// rule of that name gives ErrEntityExists, an invalid rule ErrBadRequest with the
+	// reason, a missing subscription ErrNotFound.
+	AddRule(ctx context.Context, subscription string, r RuleDescription) error
+	// RemoveRule deletes the rule named name (case-insensitively); ErrNotFound when
+	// there is none.
+	RemoveRule(ctx context.Context, subscription, name string) error
+	// Rules lists the subscription's rules in creation order.
+	Rules(ctx context.Context, subscription string) ([]RuleDescription, error)
+}
+
+// RuleFilterKind is the kind of a rule's filter.
+type RuleFilterKind uint8
+
+// Rule filter kinds.
+const (
+	RuleFilterTrue RuleFilterKind = iota + 1
+	RuleFilterFalse
+	RuleFilterSQL
+	RuleFilterCorrelation
+)
+
+// RuleFilter is a rule's filter. SQL is set for RuleFilterSQL; the correlation fields
+// (each empty when not matched on) and Properties for RuleFilterCorrelation.
+type RuleFilter struct {
+	Kind RuleFilterKind
+	SQL  string
+
+	CorrelationID    string
+	MessageID        string
+	To               string
+	ReplyTo          string
+	Subject          string // "label" on the wire
+	SessionID        string
+	ReplyToSessionID string
+	ContentType      string
+	Properties       []Property
+}
+
+// RuleDescription is a subscription rule: a name, a filter and an optional SQL action.
+type RuleDescription struct {
+	Name      string
+	Filter    RuleFilter
+	Action    string    // SQL rule action; "" for none
+	CreatedAt time.Time // set by the Backend; zero on AddRule
+}

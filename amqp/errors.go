@@ -63,6 +63,7 @@ const (
 	condDeadLetter          = "com.microsoft:dead-letter"
 	condMessageNotFound     = "com.microsoft:message-not-found"
 	condSessionNotFound     = "com.microsoft:session-not-found"
+	condEntityExists        = "com.microsoft:entity-already-exists"
 )
 
 // errorTable is the one mapping from sentinel errors to AMQP conditions and
@@ -87,8 +88,9 @@ var errorTable = []struct {
 	{ErrServerBusy, condServerBusy, 503},
 	{ErrNotAllowed, condNotAllowed, 400},
 	{ErrBadRequest, condDecodeError, 400},
-	{ErrEntityExists, condNotAllowed, 409},
 	{errInvalidField, condInvalidField, 400},
+	{ErrEntityExists, condEntityExists, 409},
+	{errNotImplemented, condNotImplemented, 501},
 }
 
 // classify returns the condition and RPC status for err.
@@ -105,6 +107,9 @@ func classify(err error) (string, int32) {
 }
 
 var errContextDone = errors.New("amqp: context done")
+
+// errNotImplemented answers an operation the Backend has no capability for.
+var errNotImplemented = errors.New("amqp: not implemented")
 
 var trackingGen atomic.Uint64
 

@@ -10,7 +10,9 @@ import (
 )
 
 // Clock is the time source of the node's own decisions (timestamps proposed to the
-// metadata group). Nil in Config means the real clock.
+// metadata group, the auto-delete-on-idle check). Nil in Config means the real clock. A
+// Clock that also implements partition.Clock (AfterFunc) is the partitions' clock too,
+// so that a test can move every timestamp the node writes.
 type Clock interface {
 	Now() time.Time
 }

@@ -28,7 +28,8 @@
 //     the network (WireErr).
 //   - store.go: the admin API's store (metadata writes forwarded to the metadata leader,
 //     read-your-writes, runtime counts); ops.go: the operator surface (admin.Cluster) and
-//     the graceful stop; forward.go: auto-forwarding (S-FWD-1).
+//     the graceful stop; forward.go: auto-forwarding (S-FWD-1); idle.go: auto-delete on
+//     idle (S-IDLE-1), run by the metadata leader.
 //
 // Gossip suggests, the metadata group decides: placement and Raft membership change
 // only through metadata commands proposed by the metadata leader, never straight from a

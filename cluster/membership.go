@@ -40,8 +40,9 @@ func (n *Node) register(ctx context.Context, m member) error {
 	return n.meta.propose(ctx, &meta.PutNode{Node: want})
 }
 
-// metaLoop runs the metadata leader's duties: register live nodes, and grow the
-// metadata group (non-voters first, promoted once caught up) up to maxMetaVoters voters.
+// metaLoop runs the metadata leader's duties: register live nodes, grow the metadata
+// group (non-voters first, promoted once caught up) up to maxMetaVoters voters, and
+// delete entities idle for their AutoDeleteOnIdle (idle.go).
 func (n *Node) metaLoop() {
 	defer n.wg.Done()
 	t := time.NewTicker(reconcileInterval)
@@ -60,6 +61,7 @@ func (n *Node) metaLoop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		n.reconcileMeta(ctx)
 		n.replaceDead(ctx, deadSince)
+		n.deleteIdle(ctx)
 		if round++; round%5 == 0 {
 			n.balanceLeaders(ctx)
 		}

@@ -744,6 +744,9 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	if n.metrics != nil {
 		pc.Observer = n.metrics
 	}
+	if c, ok := n.clock.(partition.Clock); ok {
+		pc.Clock = c // a test clock that also arms timers drives the partitions too
+	}
 	p, err := partition.Open(pc)
 	if err != nil {
 		layer.Close()

@@ -196,6 +196,7 @@ const (
 	OpTick
 	OpUpdateEntity
 	OpPurge
+	OpTouch
 )
 
 // Entry is the unit the partition layer replicates: the leader's time and a batch of
@@ -315,6 +316,12 @@ type Purge struct {
 	Target Target
 }
 
+// Touch records receiver activity on a target without changing a message: the
+// partition proposes it for peeks, which are reads, so that they count toward S-IDLE-1.
+type Touch struct {
+	Target Target
+}
+
 func (*Enqueue) op() Op         { return OpEnqueue }
 func (*Receive) op() Op         { return OpReceive }
 func (*ReceiveDeferred) op() Op { return OpReceiveDeferred }
@@ -329,6 +336,7 @@ func (*CancelScheduled) op() Op { return OpCancelScheduled }
 func (*Tick) op() Op            { return OpTick }
 func (*UpdateEntity) op() Op    { return OpUpdateEntity }
 func (*Purge) op() Op           { return OpPurge }
+func (*Touch) op() Op           { return OpTouch }
 
 func (*Enqueue) activity() (activity, Target)         { return sendActivity, Target{} }
 func (*Schedule) activity() (activity, Target)        { return sendActivity, Target{} }
@@ -346,8 +354,9 @@ func (c *RenewSession) activity() (activity, Target)   { return receiveActivity,
 func (c *SetSessionState) activity() (activity, Target) {
 	return receiveActivity, c.Target
 }
-func (*Tick) activity() (activity, Target)  { return noActivity, Target{} }
-func (*Purge) activity() (activity, Target) { return noActivity, Target{} }
+func (*Tick) activity() (activity, Target)    { return noActivity, Target{} }
+func (*Purge) activity() (activity, Target)   { return noActivity, Target{} }
+func (c *Touch) activity() (activity, Target) { return receiveActivity, c.Target }
 
 // Result is the outcome of one command. Err is nil or wraps one of the sentinel errors in
 // errors.go; the other fields are filled as the command kind needs:

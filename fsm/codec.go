@@ -101,6 +101,8 @@ func appendCommand(b []byte, c Command) []byte {
 		b = appendConfig(b, &c.Config)
 	case *Purge:
 		b = appendTarget(b, c.Target)
+	case *Touch:
+		b = appendTarget(b, c.Target)
 	default:
 		panic(fmt.Sprintf("fsm: AppendEntry: unknown command %T", c))
 	}
@@ -166,6 +168,8 @@ func (d *dec) command() Command {
 		return c
 	case OpPurge:
 		return &Purge{Target: d.target()}
+	case OpTouch:
+		return &Touch{Target: d.target()}
 	}
 	d.failf("unknown opcode %d", op)
 	return nil

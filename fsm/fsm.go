@@ -304,6 +304,10 @@ func (f *FSM) apply(c Command, r *Result) {
 		f.updateEntity(c)
 	case *Purge:
 		f.purge(c, r)
+	case *Touch:
+		if _, _, err := f.lookup(c.Target); err != nil {
+			r.Err = err
+		}
 	case nil:
 		r.Err = fmt.Errorf("%w: nil command", ErrBadCommand)
 		return
@@ -317,7 +321,7 @@ func (f *FSM) apply(c Command, r *Result) {
 // noteActivity records the activity S-IDLE-1 counts: sends and schedules (Enqueue,
 // Schedule, CancelScheduled), receiver activity on an entity (receives, settlements,
 // lock and session operations, on the entity or its DLQ), and updates (everything).
-// Peeks are queries, not commands: the layer above counts them.
+// Peeks are queries, not commands: the partition counts them by proposing Touch.
 func (f *FSM) noteActivity(c Command, r *Result) {
 	kind, t := c.activity()
 	switch kind {

@@ -42,7 +42,7 @@ func seedEntries() []*Entry {
 			&ReleaseSession{Target: q, SessionID: "s", Owner: "o"}, &RenewSession{Target: q, SessionID: "s", Owner: "o"},
 			&SetSessionState{Target: q, SessionID: "s", State: []byte{1, 2}}}},
 		{Now: t0 + 4, Cmds: []Command{&Schedule{Messages: []*Message{full}}, &CancelScheduled{SeqNos: []int64{4}},
-			&Tick{}, &Purge{Target: dlq}}},
+			&Tick{}, &Purge{Target: dlq}, &Touch{Target: q}}},
 		{Now: t0 + 5, Cmds: []Command{&UpdateEntity{Config: tc}}},
 		{Now: -1},
 	}

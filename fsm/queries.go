@@ -171,6 +171,17 @@ type Counters struct {
 // Total is every message of the target.
 func (t TargetStats) Total() int64 { return t.Active + t.Scheduled + t.Deferred }
 
+// LastReceive returns the fsm time of the last receiver activity (S-IDLE-1) on the
+// entity of target t (its main queue and DLQ share it), 0 when none; false when t is
+// unknown.
+func (f *FSM) LastReceive(t Target) (int64, bool) {
+	e, _, err := f.lookup(t)
+	if err != nil {
+		return 0, false
+	}
+	return e.lastReceive, true
+}
+
 // Stats returns the message counts and sizes of every target. It costs O(targets +
 // sessions).
 func (f *FSM) Stats() Stats {

@@ -359,6 +359,15 @@ func TestS_IDLE_1_Activity(t *testing.T) {
 		t.Fatalf("activity: send %d, a %d, a/dlq %d, b %d", st.LastSend-t0, st.Targets[0].LastReceive-t0,
 			st.Targets[1].LastReceive-t0, st.Targets[2].LastReceive)
 	}
+	// The partition counts a peek by proposing Touch: receiver activity on that target only.
+	x.advance(1000)
+	x.one(&Touch{Target: Target{Sub: "b", DLQ: true}})
+	b, okB := x.f.LastReceive(Target{Sub: "b"})
+	a, _ := x.f.LastReceive(Target{Sub: "a"})
+	if _, known := x.f.LastReceive(Target{Sub: "nope"}); b != x.now || !okB || a != t0+2000 || known {
+		t.Fatalf("touch: b %d, a %d, unknown target known %v", b-t0, a-t0, known)
+	}
+	wantErr(t, x.one(&Touch{Target: Target{Sub: "nope"}}).Err, ErrNotFound)
 	x.one(&UpdateEntity{Config: topicCfg("a", "b")})
 	if st := x.f.Stats(); st.LastSend != x.now || st.Targets[2].LastReceive != x.now {
 		t.Fatalf("update is not activity: %+v", st)

@@ -54,7 +54,9 @@ func (p *Partition) Cancel(ctx context.Context, seqNos []int64) error {
 // a message available (enqueue, abandon, lock expiry, scheduled activation, ...) until
 // wait has passed, then returns no messages and no error. A try proposes a command only
 // when the leader's fsm says a message may be receivable (fsm.Receivable, read under the
-// machine's lock), so an empty receive or long-poll costs no Raft entry. req.Salt is
+// machine's lock), so an empty receive or long-poll costs no Raft entry beyond the
+// fsm.Touch that records it as receiver activity at most once per
+// PeekActivityGranularity (S-IDLE-1). req.Salt is
 // chosen here from crypto/rand. In ReceiveAndDelete mode the messages are gone from the
 // partition once this returns, even if ctx ended meanwhile (S-RCV-1: at most once).
 func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Duration) ([]*fsm.Message, error) {
@@ -62,10 +64,25 @@ func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Dura
 		req.Salt = salt()
 	}
 	var msgs []*fsm.Message
+	first := true
 	err := p.waitLoop(ctx, wait, func() (bool, error) {
-		if p.nothingFor(func(f *fsm.FSM) bool { return f.Receivable(req) }) {
+		var last int64
+		known := false
+		if p.nothingFor(func(f *fsm.FSM) bool {
+			if first {
+				last, known = f.LastReceive(req.Target)
+			}
+			return f.Receivable(req)
+		}) {
+			// A receive that finds nothing proposes nothing; it still counts as
+			// receiver activity (S-IDLE-1).
+			if first && known && p.clock.Now().UnixMilli()-last >= PeekActivityGranularity.Milliseconds() {
+				_, _ = p.propose(ctx, &fsm.Touch{Target: req.Target})
+			}
+			first = false
 			return false, nil
 		}
+		first = false
 		r := req // each proposal gets its own command value
 		res, err := p.propose(ctx, &r)
 		if err != nil {
@@ -217,11 +234,38 @@ func (p *Partition) Purge(ctx context.Context, t fsm.Target) (int, error) {
 
 // Peek returns up to max messages from sequence number fromSeq on, without locking them
 // (S-LOCK-11).
+//
+// A peek counts as receiver activity for auto-delete on idle (S-IDLE-1): when the target's
+// recorded activity is older than PeekActivityGranularity, the leader proposes an
+// fsm.Touch. A peek succeeds even when that proposal fails.
 func (p *Partition) Peek(ctx context.Context, t fsm.Target, fromSeq int64, max int) ([]*fsm.Message, error) {
 	var out []*fsm.Message
 	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.Peek(t, fromSeq, max) })
+	if err == nil {
+		p.touchIfStale(ctx, t)
+	}
 	return out, err
 }
+
+// touchIfStale records receiver activity on t (fsm.Touch) when what the fsm holds is
+// older than PeekActivityGranularity. Failures are ignored: the read or receive that
+// asked goes on.
+func (p *Partition) touchIfStale(ctx context.Context, t fsm.Target) {
+	var last int64
+	known := false
+	if err := p.leaderRead(ctx, func(f *fsm.FSM) { last, known = f.LastReceive(t) }); err != nil || !known {
+		return
+	}
+	if p.clock.Now().UnixMilli()-last >= PeekActivityGranularity.Milliseconds() {
+		_, _ = p.propose(ctx, &fsm.Touch{Target: t})
+	}
+}
+
+// PeekActivityGranularity bounds how often peeks and receive attempts that find nothing
+// write their activity (one fsm.Touch per target and interval at most): the recorded
+// activity of an entity that is only peeked or polled lags by up to this much, which the
+// idle check allows for.
+const PeekActivityGranularity = 30 * time.Second
 
 // SessionState returns a session's state, nil when it has none (S-SES-5).
 func (p *Partition) SessionState(ctx context.Context, t fsm.Target, sessionID string) ([]byte, error) {

@@ -36,9 +36,10 @@ func lastIndex(p *Partition) (last, applied uint64) {
 }
 
 // TestEmptyReceiveCostsNoEntry: an empty long-poll receive, and a next-available accept
-// with no free session, append nothing to the Raft log; both still wake for a message
-// enqueued during the wait and return it. Available and SessionAvailable answer the same
-// on the leader and ErrNotLeader on a follower.
+// with no free session, append nothing to the Raft log beyond the one fsm.Touch per
+// PeekActivityGranularity that records receive attempts as activity (S-IDLE-1); both
+// still wake for a message enqueued during the wait and return it. Available and
+// SessionAvailable answer the same on the leader and ErrNotLeader on a follower.
 func TestEmptyReceiveCostsNoEntry(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.addGroup(testQueue(1, 30*time.Second))
@@ -48,7 +49,15 @@ func TestEmptyReceiveCostsNoEntry(t *testing.T) {
 	li, lp := c.leader(1, 20*time.Second)
 	_, sp := c.leader(2, 20*time.Second)
 
+	// The first receive attempt on the new queue records its activity: one entry.
+	first, _ := lastIndex(lp)
+	if ms, err := lp.Receive(ctxT(t, 5*time.Second), fsm.Receive{Max: 1}, 0); err != nil || len(ms) != 0 {
+		t.Fatalf("first empty receive: %v %v", ms, err)
+	}
 	last0, applied0 := lastIndex(lp)
+	if last0 != first+1 {
+		t.Fatalf("the first empty receive moved the log from %d to %d, want one Touch", first, last0)
+	}
 	if ms, err := lp.Receive(ctxT(t, 5*time.Second), fsm.Receive{Max: 1}, 300*time.Millisecond); err != nil || len(ms) != 0 {
 		t.Fatalf("empty long-poll: %v %v", ms, err)
 	}

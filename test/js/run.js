@@ -356,6 +356,58 @@ test("topics with SQL and correlation rules", async () => {
   }
 });
 
+test("rule manager: createRule, listRules, deleteRule over AMQP", async () => {
+  const t = name("rulemgr");
+  await admin.createTopic(t);
+  try {
+    await admin.createSubscription(t, "s");
+    const rm = client.createRuleManager(t, "s");
+    await rm.deleteRule("$Default");
+    await rm.createRule("sql", { sqlExpression: "color = 'red'" }, { sqlExpression: "SET seen = 'yes'" });
+    await rm.createRule("corr", { correlationId: "cid", subject: "lbl", applicationProperties: { kind: "k" } });
+    await rm.createRule("all", { sqlExpression: "1=1" });
+    let dup;
+    try {
+      await rm.createRule("sql", { sqlExpression: "1=1" });
+    } catch (e) {
+      dup = e;
+    }
+    check(dup && dup.code === "MessagingEntityAlreadyExists", `duplicate rule: ${dup && dup.code} ${dup && dup.message}`);
+    const rules = [];
+    for await (const r of rm.listRules()) rules.push(r);
+    check(rules.map((r) => r.name).join() === "sql,corr,all", `listRules: ${rules.map((r) => r.name)}`);
+    check(rules[0].filter.sqlExpression === "color = 'red'" && rules[0].action.sqlExpression === "SET seen = 'yes'",
+      `sql rule: ${JSON.stringify(rules[0])}`);
+    check(rules[1].filter.correlationId === "cid" && rules[1].filter.subject === "lbl" &&
+      rules[1].filter.applicationProperties.kind === "k", `correlation rule: ${JSON.stringify(rules[1])}`);
+    check(rules[2].filter.sqlExpression === "1=1", `true rule: ${JSON.stringify(rules[2])}`);
+    const viaAdmin = await admin.getRule(t, "s", "corr");
+    check(viaAdmin.filter.correlationId === "cid", `admin sees: ${JSON.stringify(viaAdmin)}`);
+    await rm.deleteRule("all");
+    await rm.deleteRule("corr");
+    let missing;
+    try {
+      await rm.deleteRule("corr");
+    } catch (e) {
+      missing = e;
+    }
+    check(missing && missing.code === "MessagingEntityNotFound", `delete missing rule: ${missing && missing.code} ${missing && missing.message}`);
+    const s = client.createSender(t);
+    await s.sendMessages([
+      { body: "blue", applicationProperties: { color: "blue" } },
+      { body: "red", applicationProperties: { color: "red" } },
+    ]);
+    const r = client.createReceiver(t, "s", { receiveMode: "receiveAndDelete" });
+    const got = await receiveN(r, 1);
+    check(got.length === 1 && got[0].body === "red" && got[0].applicationProperties.seen === "yes",
+      `filtered by the AMQP rule: ${JSON.stringify(got.map((m) => [m.body, m.applicationProperties]))}`);
+    await r.close();
+    await s.close();
+  } finally {
+    await admin.deleteTopic(t).catch(() => {});
+  }
+});
+
 test("subscribe() streaming receive", async () => {
   await withQueue({}, async (q) => {
     const s = client.createSender(q);
