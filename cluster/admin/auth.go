@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -159,4 +160,19 @@ func authorize(header string, now time.Time, st *meta.State, path, entity string
 		return errNoManage
 	}
 	return nil
+}
+
+// Authorize checks r's SAS token as the namespace-level admin API does (a known key, a
+// valid unexpired signature whose resource covers r's path, and the Manage right). The
+// explorer web UI (cmd/internal/explorer) serves its own JSON endpoints on the admin
+// port and guards them with this, so they accept exactly the tokens the admin API does.
+// The error text says why; the caller answers 401 with it.
+func (h *Handler) Authorize(r *http.Request) error {
+	var authErr error
+	if err := h.cfg.Store.Read(r.Context(), func(s *meta.State) {
+		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, "")
+	}); err != nil {
+		return err
+	}
+	return authErr
 }

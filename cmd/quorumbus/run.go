@@ -20,6 +20,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
+	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
 )
 
 // run starts the node and blocks until SIGTERM or SIGINT, then stops it gracefully.
@@ -124,7 +125,18 @@ func run(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// The explorer web UI shares the admin port: its page at "/", its assets and JSON
+	// API under /$ui/; every other path goes on to the admin API unchanged.
+	xc := explorer.DefaultConfig()
+	xc.AMQPAddr = amqpLn.Addr().String()
+	xc.Authorize = handler.Authorize
+	xc.Next = handler
+	xc.Logger = log
+	ui, err := explorer.New(xc)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: ui, ReadHeaderTimeout: 10 * time.Second}
 	adminErr := make(chan error, 1)
 	go func() { adminErr <- hs.Serve(adminLn) }()
 
@@ -135,7 +147,7 @@ func run(cfg Config) error {
 		return err
 	}
 	fmt.Printf("Quorumbus is running (node %s, namespace %s, data %s)\n", cfg.NodeID, node.Namespace(), cfg.Data)
-	fmt.Printf("  AMQP      %s\n  admin API http://%s\n", amqpAddr, adminLn.Addr())
+	fmt.Printf("  AMQP      %s\n  admin API http://%s\n  explorer  http://%s/\n", amqpAddr, adminLn.Addr(), adminLn.Addr())
 	fmt.Printf("Connection string:\n%s\n", connStr)
 
 	select {

@@ -1,0 +1,25 @@
+// Package explorer serves Quorumbus's web UI on the admin port: a single page at "/"
+// with its assets under /$ui/ (plain HTML, CSS and JavaScript embedded in the binary
+// with embed, so it works offline and the build needs no node), and the small JSON API
+// under /$ui/api/ that the page uses for what the admin API does not offer: peeking
+// messages with their properties and body, sending a test message, and resubmitting or
+// purging dead-lettered messages with progress. Everything else (entities, runtime
+// counts, purge, the cluster view) the page reads from the admin API itself: the ATOM
+// management API and the JSON cluster API under /$cluster/.
+//
+// "$" cannot start an entity name, so /$ui/ never hides a queue or topic, as /$cluster/
+// does not. Every /$ui/api/ request carries the same SAS token the admin API accepts
+// (Config.Authorize: a key with the Manage right); the page signs it in the browser
+// from the key the operator logs in with, and the key never leaves the browser.
+//
+// Message operations go through the official Go SDK (azservicebus) to the node's own
+// AMQP listener, authenticated with the caller's token: the broker then applies its
+// usual rights, settlement and routing, and the UI shares qbctl's semantics (peek,
+// resubmit as a copy without the dead-letter properties, then complete).
+//
+// Imports: the standard library, azservicebus. Never cluster or amqp: cmd wires it.
+//
+// Goroutines: none of its own. net/http calls ServeHTTP concurrently; a long redrive
+// runs on its request's goroutine and streams its progress as NDJSON, and it stops when
+// the client goes away or the server shuts down (the request context).
+package explorer

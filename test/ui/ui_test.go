@@ -1,0 +1,242 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/chromedp"
+
+	"github.com/quorumbus/quorumbus/test/harness"
+)
+
+// browser starts headless Chromium for t and returns its context; every console error,
+// uncaught exception and browser log error (a failed request included) fails the test
+// at its end.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if os.Getenv("QUORUMBUS_UI") != "1" {
+		t.Skip("browser test: run with QUORUMBUS_UI=1 (make ui-test)")
+	}
+	bin := os.Getenv("QUORUMBUS_UI_CHROMIUM")
+	if bin == "" {
+		bin = "chromium"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		t.Fatalf("no browser %q: install Debian's chromium (make ui-test does) or set QUORUMBUS_UI_CHROMIUM: %v", bin, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 800), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		cancelCtx()
+		cancelAlloc()
+		t.Fatalf("start chromium: %v", err)
+	}
+	var mu sync.Mutex
+	var problems []string
+	var wg sync.WaitGroup
+	messages := chromedp.Console(ctx)
+	wg.Go(func() {
+		for m, err := range messages {
+			if err != nil {
+				return // the browser is closing
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				mu.Lock()
+				problems = append(problems, fmt.Sprintf("%s (%s:%d)", m, m.URL, m.Line))
+				mu.Unlock()
+			}
+		}
+	})
+	t.Cleanup(func() {
+		cancelCtx() // closes the browser and ends the console subscription
+		cancelAlloc()
+		wg.Wait()
+		for _, p := range problems {
+			t.Errorf("browser console: %s", p)
+		}
+	})
+	return ctx
+}
+
+// artifacts is where screenshots go: QUORUMBUS_UI_ARTIFACTS or a temporary directory.
+func artifacts(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("QUORUMBUS_UI_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// until waits until the JavaScript expression is true in the page, or fails saying what
+// it waited for and what the page showed.
+func until(expr, what string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond),
+			chromedp.WithPollingTimeout(20*time.Second))(ctx, tg)
+		if err != nil {
+			body, _ := chromedp.Evaluate[string](`document.querySelector('main').innerText`)(ctx, tg)
+			return fmt.Errorf("waiting until %s (%s): %w\npage:\n%s", what, expr, err, body)
+		}
+		return nil
+	})
+}
+
+func screenshot(dir, name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		png, err := chromedp.CaptureScreenshot()(ctx, tg)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+	})
+}
+
+func text(sel string) string {
+	return fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? '')`, sel)
+}
+
+func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
+
+func visible(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(sel))
+}
+
+func set(sel, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.SetValue(chromedp.CSS(sel), v)
+}
+
+// A user logs in with the connection string, looks at the namespace and the cluster,
+// creates a queue and sends a message to it from the UI, and peeks it (the JSON body
+// pretty-printed). An SDK consumer dead-letters it; the user sees it with its reason in
+// the dead-letter view and resubmits it, and the SDK receives it again, without the
+// dead-letter reason. No page logs a console error.
+func TestExplorerInBrowser(t *testing.T) {
+	ctx := browser(t)
+	dir := artifacts(t)
+	node := harness.Start(t)
+	base := "http://" + node.Admin + "/"
+	const queue = "orders"
+
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := chromedp.Do(actx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	run("log in",
+		chromedp.Navigate(base),
+		visible(`#login-submit`),
+		screenshot(dir, "login"),
+		set(`textarea[name="cs"]`, node.ConnectionString),
+		click(`#login-submit`),
+		until(`location.hash === '#/overview' && !!document.querySelector('#ns-h')`, "the overview shows"),
+		until(text(`.cards`)+`.includes('Nodes alive1 / 1')`, "the overview counts the node"),
+		screenshot(dir, "overview"))
+
+	run("create a queue",
+		click(`#nav a[href="#/entities"]`),
+		visible(`#new-queue-name`),
+		set(`#new-queue-name`, queue),
+		set(`#new-queue-MaxDeliveryCount`, "5"),
+		click(`form[aria-label="Create queue"] button[type="submit"]`),
+		until(`location.hash === '#/q/`+queue+`' && `+text(`main h2`)+`.startsWith('`+queue+`')`, "the new queue's page shows"))
+	props, err := node.AdminClient(t).GetQueue(context.Background(), queue, nil)
+	if err != nil || props == nil || props.MaxDeliveryCount == nil || *props.MaxDeliveryCount != 5 {
+		t.Fatalf("the queue the UI created: %+v, %v; want MaxDeliveryCount 5", props, err)
+	}
+
+	run("cluster view",
+		click(`#nav a[href="#/cluster"]`),
+		until(text(`#nodes-h`)+` === 'Nodes (1)'`, "the cluster view lists the node"),
+		until(text(`#parts-h`)+` !== 'Partitions (0)' && `+text(`#parts-h`)+` !== ''`, "the cluster view lists the queue's partitions"),
+		screenshot(dir, "cluster"))
+
+	run("send a message",
+		click(`#nav a[href="#/entities"]`),
+		click(`#queues a[href="#/q/`+queue+`"]`),
+		click(`a[href="#/q/`+queue+`/send"]`),
+		visible(`#send-body`),
+		set(`#send-body`, `{"order":42,"item":"tea"}`),
+		set(`#send-subject`, "new-order"),
+		set(`#send-properties`, "region=eu"),
+		click(`#send`),
+		until(text(`#send-status`)+` === 'Sent to `+queue+`.'`, "the UI says the message was sent"))
+
+	run("peek it",
+		click(`a[href="#/q/`+queue+`/messages"]`),
+		visible(`#peek`),
+		click(`#peek`),
+		until(`document.querySelectorAll('#messages tbody tr').length === 1`, "the peek lists one message"),
+		click(`#messages tbody button`),
+		until(text(`#message-body`)+` === '{\n  "order": 42,\n  "item": "tea"\n}'`, "the body shows as pretty-printed JSON"),
+		until(text(`.detail`)+`.includes('new-order') && `+text(`.detail`)+`.includes('"eu"')`, "subject and properties show"),
+		screenshot(dir, "messages"))
+
+	// An SDK consumer dead-letters it.
+	client := node.Client(t)
+	rcv, err := client.NewReceiverForQueue(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close(context.Background())
+	sdkCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msgs, err := rcv.ReceiveMessages(sdkCtx, 1, nil)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("the SDK receives the UI's message: %d messages, %v", len(msgs), err)
+	}
+	if string(msgs[0].Body) != `{"order":42,"item":"tea"}` || msgs[0].ApplicationProperties["region"] != "eu" {
+		t.Fatalf("the SDK got body %q, properties %v", msgs[0].Body, msgs[0].ApplicationProperties)
+	}
+	reason := "ui-test-reason"
+	if err := rcv.DeadLetterMessage(sdkCtx, msgs[0], &azservicebus.DeadLetterOptions{Reason: &reason}); err != nil {
+		t.Fatal(err)
+	}
+
+	run("see it dead-lettered and resubmit it",
+		click(`a[href="#/q/`+queue+`/deadletter"]`),
+		visible(`#dlq-peek`),
+		click(`#dlq-peek`),
+		until(`document.querySelectorAll('#dlq-messages tbody tr').length === 1 && `+text(`#dlq-messages`)+`.includes('`+reason+`')`,
+			"the dead-letter view shows the message and its reason"),
+		screenshot(dir, "deadletter"),
+		click(`#resubmit`),
+		until(text(`#redrive-status`)+` === 'Resubmitted 1 message(s) to the queue `+queue+`.'`, "the UI reports the resubmit"),
+		until(`document.querySelector('#redrive-progress').value === 1`, "the progress bar is full"))
+
+	msgs, err = rcv.ReceiveMessages(sdkCtx, 1, nil)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("the SDK receives the resubmitted message: %d messages, %v", len(msgs), err)
+	}
+	if m := msgs[0]; string(m.Body) != `{"order":42,"item":"tea"}` || m.DeadLetterReason != nil || m.Subject == nil || *m.Subject != "new-order" {
+		t.Fatalf("resubmitted message: body %q, dead-letter reason %v, subject %v", m.Body, m.DeadLetterReason, m.Subject)
+	}
+	if err := rcv.CompleteMessage(sdkCtx, msgs[0], nil); err != nil {
+		t.Fatal(err)
+	}
+
+	run("entities with live counts",
+		click(`#nav a[href="#/entities"]`),
+		until(`!!document.querySelector('#queues a[href="#/q/`+queue+`"]')`, "the entities page lists the queue"),
+		screenshot(dir, "entities"))
+	t.Logf("screenshots in %s", dir)
+}
