@@ -21,6 +21,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
+	"github.com/quorumbus/quorumbus/fsm"
 )
 
 // run starts the node and blocks until SIGTERM or SIGINT, then stops it gracefully.
@@ -131,6 +132,7 @@ func run(cfg Config) error {
 	xc.AMQPAddr = amqpLn.Addr().String()
 	xc.Authorize = handler.Authorize
 	xc.Next = handler
+	xc.Sessions = explorerSessions{node}
 	xc.Logger = log
 	ui, err := explorer.New(xc)
 	if err != nil {
@@ -254,4 +256,26 @@ func newLogger(cfg Config) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// explorerSessions lets the explorer list a node's sessions and read their state.
+type explorerSessions struct{ n *cluster.Node }
+
+var _ explorer.Sessions = explorerSessions{}
+
+func (s explorerSessions) ListSessions(ctx context.Context, t explorer.Target) ([]string, error) {
+	ids, err := s.n.ListSessions(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription})
+	return ids, notFound(err)
+}
+
+func (s explorerSessions) SessionState(ctx context.Context, t explorer.Target, id string) ([]byte, error) {
+	st, err := s.n.SessionState(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription}, id)
+	return st, notFound(err)
+}
+
+func notFound(err error) error {
+	if errors.Is(err, fsm.ErrNotFound) || errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: %v", explorer.ErrNotFound, err)
+	}
+	return err
 }

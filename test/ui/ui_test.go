@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/chromedp/cdproto/cdp"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
@@ -122,6 +124,29 @@ func set(sel, v string) chromedp.Action[chromedp.Void] {
 	return chromedp.SetValue(chromedp.CSS(sel), v)
 }
 
+// runner runs browser steps, failing t with what they were for.
+func runner(t *testing.T, ctx context.Context) func(what string, actions ...chromedp.Action[chromedp.Void]) {
+	return func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := chromedp.Do(actx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// login opens the page and logs in with a connection string.
+func login(base, connStr, dir string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Navigate(base),
+		visible(`#login-submit`),
+		screenshot(dir, "login"),
+		set(`textarea[name="cs"]`, connStr),
+		click(`#login-submit`),
+		until(`location.hash === '#/overview' && !!document.querySelector('#ns-h')`, "the overview shows"))
+}
+
 // A user logs in with the connection string, looks at the namespace and the cluster,
 // creates a queue and sends a message to it from the UI, and peeks it (the JSON body
 // pretty-printed). An SDK consumer dead-letters it; the user sees it with its reason in
@@ -134,21 +159,9 @@ func TestExplorerInBrowser(t *testing.T) {
 	base := "http://" + node.Admin + "/"
 	const queue = "orders"
 
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		actx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		if err := chromedp.Do(actx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	run := runner(t, ctx)
 	run("log in",
-		chromedp.Navigate(base),
-		visible(`#login-submit`),
-		screenshot(dir, "login"),
-		set(`textarea[name="cs"]`, node.ConnectionString),
-		click(`#login-submit`),
-		until(`location.hash === '#/overview' && !!document.querySelector('#ns-h')`, "the overview shows"),
+		login(base, node.ConnectionString, dir),
 		until(text(`.cards`)+`.includes('Nodes alive1 / 1')`, "the overview counts the node"),
 		screenshot(dir, "overview"))
 
@@ -239,4 +252,119 @@ func TestExplorerInBrowser(t *testing.T) {
 		until(`!!document.querySelector('#queues a[href="#/q/`+queue+`"]')`, "the entities page lists the queue"),
 		screenshot(dir, "entities"))
 	t.Logf("screenshots in %s", dir)
+}
+
+// A user creates a topic, a session-enabled subscription and a rule, edits the rule and
+// the subscription, deletes the default rule, sends a message to the topic that the rule
+// routes, sees its session and the state a consumer set, and deletes the topic; the
+// admin SDK sees each change.
+func TestExplorerTopicsRulesAndSessions(t *testing.T) {
+	ctx := browser(t)
+	dir := artifacts(t)
+	node := harness.Start(t)
+	adm := node.AdminClient(t)
+	bg, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := runner(t, ctx)
+	run("log in", login("http://"+node.Admin+"/", node.ConnectionString, dir))
+
+	run("create a topic and a subscription",
+		click(`#nav a[href="#/entities"]`),
+		set(`#new-topic-name`, "events"),
+		click(`form[aria-label="Create topic"] button[type="submit"]`),
+		until(`location.hash === '#/t/events'`, "the topic's page shows"),
+		visible(`#new-subscription-name`),
+		set(`#new-subscription-name`, "audit"),
+		click(`#new-subscription-RequiresSession`),
+		click(`form[aria-label="Create subscription"] button[type="submit"]`),
+		until(`location.hash === '#/t/events/s/audit'`, "the subscription's page shows"))
+	if sp, err := adm.GetSubscription(bg, "events", "audit", nil); err != nil || sp == nil || sp.RequiresSession == nil || !*sp.RequiresSession {
+		t.Fatalf("the subscription the UI created: %+v, %v; want RequiresSession", sp, err)
+	}
+
+	run("create, edit and delete rules",
+		click(`a[href="#/t/events/s/audit/rules"]`),
+		until(`document.querySelectorAll('#rules tbody tr').length === 1`, "the default rule shows"),
+		set(`#rule-name`, "blue"),
+		set(`#rule-sql`, "color = 'red'"),
+		click(`form[aria-label="Create or update a rule"] button[type="submit"]`),
+		until(`document.querySelectorAll('#rules tbody tr').length === 2`, "the new rule shows"),
+		click(`button[aria-label="Edit rule blue"]`),
+		set(`#rule-sql`, "color = 'blue'"),
+		click(`form[aria-label="Create or update a rule"] button[type="submit"]`),
+		until(text(`#rules`)+`.includes("color = 'blue'")`, "the edited rule shows"),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('#rules tbody tr')].find((r) => r.querySelector('th').textContent === '$Default').querySelector('button.danger').id = 'del-default'`),
+		click(`#del-default`),
+		click(`#del-default`),
+		until(`document.querySelectorAll('#rules tbody tr').length === 1`, "the default rule is gone"),
+		screenshot(dir, "rules"))
+	var rules []string
+	pager := adm.NewListRulesPager("events", "audit", nil)
+	for pager.More() {
+		page, err := pager.NextPage(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Rules {
+			f, _ := r.Filter.(*admin.SQLFilter)
+			if f == nil {
+				t.Fatalf("rule %s: filter %#v, want SQL", r.Name, r.Filter)
+			}
+			rules = append(rules, r.Name+": "+f.Expression)
+		}
+	}
+	if strings.Join(rules, ";") != "blue: color = 'blue'" {
+		t.Fatalf("rules after the UI's changes: %q", rules)
+	}
+
+	run("update the subscription",
+		click(`a[href="#/t/events/s/audit/properties"]`),
+		set(`#edit-subscription-MaxDeliveryCount`, "7"),
+		click(`form[aria-label="Update subscription"] button[type="submit"]`),
+		until(`document.querySelector('#status').textContent === 'Saved'`, "the UI says it saved"))
+	if sp, err := adm.GetSubscription(bg, "events", "audit", nil); err != nil || sp == nil || *sp.MaxDeliveryCount != 7 || !*sp.RequiresSession {
+		t.Fatalf("the subscription after the update: %+v, %v", sp, err)
+	}
+
+	run("send to the topic",
+		click(`#nav a[href="#/entities"]`),
+		click(`#topics a[href="#/t/events"]`),
+		click(`a[href="#/t/events/send"]`),
+		set(`#send-body`, "checkout"),
+		set(`#send-content-type`, "text/plain"),
+		set(`#send-session-id`, "cart-7"),
+		set(`#send-properties`, "color=blue"),
+		click(`#send`),
+		until(text(`#send-status`)+` === 'Sent to events.'`, "the UI says the message was sent"))
+	sr, err := node.Client(t).AcceptSessionForSubscription(bg, "events", "audit", "cart-7", nil)
+	if err != nil {
+		t.Fatalf("the rule routed the message to the subscription's session: %v", err)
+	}
+	if err := sr.SetSessionState(bg, []byte(`{"step":2}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	run("see the session and its state, while the consumer holds it",
+		click(`#nav a[href="#/entities"]`),
+		click(`#topics a[href="#/t/events/s/audit"]`),
+		click(`a[href="#/t/events/s/audit/sessions"]`),
+		until(text(`#sessions tbody`)+`.startsWith('cart-7')`, "the session shows"),
+		click(`#sessions tbody button`),
+		until(text(`#session-state`)+` === '{\n  "step": 2\n}'`, "its state shows as JSON"),
+		screenshot(dir, "sessions"))
+	if err := sr.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+
+	run("delete the topic",
+		click(`a[href="#/t/events"]`),
+		click(`a[href="#/t/events/properties"]`),
+		until(`[...document.querySelectorAll('button.danger')].some((b) => b.textContent === 'Delete topic')`, "the danger zone shows"),
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('button.danger')].find((b) => b.textContent === 'Delete topic').id = 'del-topic'`),
+		click(`#del-topic`),
+		click(`#del-topic`),
+		until(`location.hash === '#/entities' && !!document.querySelector('#topics-h')`, "the entities page shows"),
+		until(text(`#topics-h`)+` === 'Topics (0)'`, "the topic is gone"))
+	if tp, err := adm.GetTopic(bg, "events", nil); err != nil || tp != nil {
+		t.Fatalf("the topic after the UI deleted it: %+v, %v", tp, err)
+	}
 }

@@ -19,6 +19,7 @@ import (
 //	POST /$ui/api/send                  SendRequest    -> {"sent": 1, "sequenceNumber": N (scheduled only)}
 //	POST /$ui/api/deadletter/resubmit   RedriveRequest -> NDJSON Progress lines
 //	POST /$ui/api/deadletter/purge      RedriveRequest -> NDJSON Progress lines
+//	POST /$ui/api/sessions              SessionsRequest -> {"sessions": [Session...]}
 //
 // Errors are {"code": HTTP status, "message": "..."}. A redrive streams one Progress
 // line per message moved (at most every 100 ms) and a last one with "finished": true and,
@@ -124,7 +125,7 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) apiRequest(w http.ResponseWriter, r *http.Request) error {
 	op := strings.TrimPrefix(r.URL.Path, apiPrefix)
 	switch op {
-	case "peek", "send", "deadletter/resubmit", "deadletter/purge":
+	case "peek", "send", "deadletter/resubmit", "deadletter/purge", "sessions":
 	default:
 		return errorf(http.StatusNotFound, "unknown explorer API path %s", r.URL.Path)
 	}
@@ -147,6 +148,12 @@ func (h *Handler) apiRequest(w http.ResponseWriter, r *http.Request) error {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
 		return nil
+	case "sessions":
+		var req SessionsRequest
+		if err := h.decode(w, r, &req); err != nil {
+			return err
+		}
+		return h.sessions(w, r, req)
 	case "send":
 		var req SendRequest
 		if err := h.decode(w, r, &req); err != nil {
@@ -506,6 +513,52 @@ func resubmitCopy(m *azservicebus.ReceivedMessage) *azservicebus.AMQPAnnotatedMe
 	return out
 }
 
+// SessionsRequest asks for a page of a queue's or subscription's sessions.
+type SessionsRequest struct {
+	Target
+	Skip int `json:"skip,omitempty"`
+	// Top is how many at most (1..maxSessions; 0 means 100).
+	Top int `json:"top,omitempty"`
+}
+
+const maxSessions = 1000
+
+// Session is one session with its state (base64 in JSON; absent when none).
+type Session struct {
+	SessionID string `json:"sessionId"`
+	State     []byte `json:"state,omitempty"`
+}
+
+func (h *Handler) sessions(w http.ResponseWriter, r *http.Request, req SessionsRequest) error {
+	switch {
+	case h.cfg.Sessions == nil:
+		return errorf(http.StatusNotImplemented, "this node does not list sessions")
+	case req.Skip < 0:
+		return errorf(http.StatusBadRequest, `"skip" %d is negative`, req.Skip)
+	case req.Top == 0:
+		req.Top = 100
+	case req.Top < 0 || req.Top > maxSessions:
+		return errorf(http.StatusBadRequest, `"top" %d is outside 1..%d`, req.Top, maxSessions)
+	}
+	ids, err := h.cfg.Sessions.ListSessions(r.Context(), req.Target)
+	if err != nil {
+		return err
+	}
+	total := len(ids)
+	ids = ids[min(req.Skip, len(ids)):]
+	ids = ids[:min(req.Top, len(ids))]
+	out := make([]Session, 0, len(ids))
+	for _, id := range ids {
+		st, err := h.cfg.Sessions.SessionState(r.Context(), req.Target, id)
+		if err != nil {
+			return fmt.Errorf("the state of session %q: %w", id, err)
+		}
+		out = append(out, Session{SessionID: id, State: st})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": out, "total": total})
+	return nil
+}
+
 // statusOf maps an error to its HTTP status: the explorer's own, or an SDK error by
 // its code (a missing entity, a refused token).
 func statusOf(err error) int {
@@ -514,6 +567,8 @@ func statusOf(err error) int {
 	switch {
 	case errors.As(err, &he):
 		return he.code
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
 	case errors.As(err, &se):
 		switch se.Code {
 		case azservicebus.CodeNotFound:

@@ -1,6 +1,7 @@
 package explorer
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,9 @@ type Config struct {
 	Authorize func(*http.Request) error
 	// Next serves every request that is not the explorer's: the admin API. Required.
 	Next http.Handler
+	// Sessions lists sessions and reads their state for the session list; nil answers
+	// /$ui/api/sessions with 501.
+	Sessions Sessions
 	// Logger receives request errors; nil discards them.
 	Logger *slog.Logger
 	// MaxBodyBytes bounds /$ui/api/ request bodies (a test message body included).
@@ -34,6 +38,21 @@ type Config struct {
 	// gets nothing within it ends the operation.
 	ReceiveRoundTimeout time.Duration
 }
+
+// Sessions is what the session list needs from the node (P9: the consumer owns it).
+// Errors wrapping ErrNotFound answer 404.
+type Sessions interface {
+	// ListSessions lists the sessions of a queue or subscription that have messages or
+	// state, sorted.
+	ListSessions(ctx context.Context, t Target) ([]string, error)
+	// SessionState returns a session's state, nil when it has none. It reads the
+	// state as an operator does, without taking the session's lock (which AMQP
+	// clients need), so a consumer holding the session is not disturbed.
+	SessionState(ctx context.Context, t Target, sessionID string) ([]byte, error)
+}
+
+// ErrNotFound marks a Sessions error for a missing entity or session.
+var ErrNotFound = errors.New("explorer: not found")
 
 // DefaultConfig returns the defaults; AMQPAddr, Authorize and Next must still be set.
 func DefaultConfig() *Config {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,6 +27,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
+	"github.com/quorumbus/quorumbus/fsm"
 )
 
 // env is one real node wired as run.go wires it: AMQP listener, admin API, and the
@@ -80,6 +82,7 @@ func start(t *testing.T) *env {
 	xc.Authorize = h.Authorize
 	xc.Next = h
 	xc.ReceiveRoundTimeout = 500 * time.Millisecond
+	xc.Sessions = sessions{node}
 	x, err := explorer.New(xc)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +97,26 @@ func start(t *testing.T) *env {
 	}
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return &env{t: t, url: hs.URL, node: node, client: c, keyName: name, key: key}
+}
+
+// sessions is run.go's explorerSessions (package main cannot be imported).
+type sessions struct{ n *cluster.Node }
+
+func (s sessions) ListSessions(ctx context.Context, t explorer.Target) ([]string, error) {
+	ids, err := s.n.ListSessions(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription})
+	return ids, notFound(err)
+}
+
+func (s sessions) SessionState(ctx context.Context, t explorer.Target, id string) ([]byte, error) {
+	st, err := s.n.SessionState(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription}, id)
+	return st, notFound(err)
+}
+
+func notFound(err error) error {
+	if errors.Is(err, fsm.ErrNotFound) || errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: %v", explorer.ErrNotFound, err)
+	}
+	return err
 }
 
 // token signs a SAS token for the whole namespace, as the page does.
@@ -420,6 +443,55 @@ func TestResubmitAndPurgeDeadLetters(t *testing.T) {
 	e.call("/$ui/api/peek", explorer.PeekRequest{Target: explorer.Target{Entity: "orders"}}, 200, &p)
 	if len(p.Messages) != 0 {
 		t.Fatalf("the queue holds %d active messages, want 0", len(p.Messages))
+	}
+}
+
+// The session list shows each session with messages or state, and its state, read
+// without taking the session from a consumer.
+func TestSessions(t *testing.T) {
+	e := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	qp := meta.DefaultQueueProperties()
+	qp.RequiresSession = true
+	if err := e.node.Apply(ctx, &meta.CreateQueue{Name: "carts", Properties: qp}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"b", "a"} {
+		e.call("/$ui/api/send", explorer.SendRequest{Target: explorer.Target{Entity: "carts"}, Body: "x", SessionID: id}, 200, nil)
+	}
+	sr, err := e.client.AcceptSessionForQueue(ctx, "carts", "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sr.Close(ctx)
+	if err := sr.SetSessionState(ctx, []byte("step 2"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The consumer still holds session a while the list reads its state.
+	var got struct {
+		Sessions []explorer.Session `json:"sessions"`
+		Total    int                `json:"total"`
+	}
+	e.call("/$ui/api/sessions", explorer.SessionsRequest{Target: explorer.Target{Entity: "carts"}}, 200, &got)
+	if got.Total != 2 || len(got.Sessions) != 2 || got.Sessions[0].SessionID != "a" || string(got.Sessions[0].State) != "step 2" ||
+		got.Sessions[1].SessionID != "b" || got.Sessions[1].State != nil {
+		t.Fatalf("sessions: %+v", got)
+	}
+	e.call("/$ui/api/sessions", explorer.SessionsRequest{Target: explorer.Target{Entity: "carts"}, Skip: 1, Top: 1}, 200, &got)
+	if len(got.Sessions) != 1 || got.Sessions[0].SessionID != "b" {
+		t.Fatalf("sessions skip 1 top 1: %+v", got)
+	}
+	if err := sr.SetSessionState(ctx, []byte("step 3"), nil); err != nil {
+		t.Fatalf("the consumer lost its session to the listing: %v", err)
+	}
+	resp := e.do(http.MethodPost, "/$ui/api/sessions", e.auth(), map[string]any{"entity": "nosuch"})
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("sessions of a missing queue: %d %s", resp.StatusCode, b)
+	}
+	resp = e.do(http.MethodPost, "/$ui/api/sessions", e.auth(), map[string]any{"entity": "carts", "top": 1001})
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("top 1001: %d %s", resp.StatusCode, b)
 	}
 }
 

@@ -498,9 +498,9 @@ async function renderEntity(draw, view, t, tab) {
   if (!d) throw new Error(`${path} is not a ${t.kind}`);
   const base = t.kind === 'queue' ? `#/q/${enc(t.entity)}` : t.kind === 'topic' ? `#/t/${enc(t.entity)}` : `#/t/${enc(t.entity)}/s/${enc(t.sub)}`;
   const tabs = {
-    queue: [['messages', 'Messages'], ['deadletter', 'Dead letters'], ['send', 'Send'], ['properties', 'Properties']],
+    queue: [['messages', 'Messages'], ['deadletter', 'Dead letters'], ['sessions', 'Sessions'], ['send', 'Send'], ['properties', 'Properties']],
     topic: [['subscriptions', 'Subscriptions'], ['send', 'Send'], ['properties', 'Properties']],
-    subscription: [['messages', 'Messages'], ['deadletter', 'Dead letters'], ['rules', 'Rules'], ['properties', 'Properties']],
+    subscription: [['messages', 'Messages'], ['deadletter', 'Dead letters'], ['sessions', 'Sessions'], ['rules', 'Rules'], ['properties', 'Properties']],
   }[t.kind];
   const cardsEl = h('dl', { class: 'cards', 'aria-label': 'Message counts' });
   const paintCounts = (dd) => {
@@ -513,7 +513,8 @@ async function renderEntity(draw, view, t, tab) {
   const title = t.kind === 'subscription' ? `${t.entity} / ${t.sub}` : t.entity;
   const body = h('div');
   draw(
-    h('p', { class: 'crumbs' }, h('a', { href: '#/entities' }, 'Entities'), ' / ', t.kind),
+    h('p', { class: 'crumbs' }, h('a', { href: '#/entities' }, 'Entities'), ' / ',
+      t.kind === 'subscription' ? [h('a', { href: `#/t/${enc(t.entity)}` }, `topic ${t.entity}`), ' / subscription'] : t.kind),
     h('h2', {}, title, ' ', h('span', { class: 'badge' }, val(d, 'Status'))),
     cardsEl,
     h('nav', { 'aria-label': `${t.kind} sections` }, h('ul', { class: 'tabs' }, tabs.map(([k, label]) =>
@@ -527,6 +528,7 @@ async function renderEntity(draw, view, t, tab) {
     case 'messages': body.append(messagesPanel(t, false)); break;
     case 'deadletter': body.append(messagesPanel(t, true), redrivePanel(t)); break;
     case 'send': body.append(sendPanel(t)); break;
+    case 'sessions': body.append(sessionsPanel(t, val(d, 'RequiresSession') === 'true')); break;
     case 'subscriptions': body.append(await subscriptionsPanel(t)); break;
     case 'rules': body.append(await rulesPanel(t)); break;
     case 'properties': body.append(propertiesPanel(t, d)); break;
@@ -631,7 +633,6 @@ function messagesPanel(t, dlq) {
   const filter = h('select', { id: 'peek-state' }, ['All', 'Active', 'Scheduled', 'Deferred'].map((s) => h('option', { value: s }, s)));
   const out = h('div', { 'aria-live': 'polite' });
   const detail = h('div');
-  const sessions = h('div');
   const peek = async () => {
     out.replaceChildren(h('p', { class: 'note' }, 'Peeking…'));
     detail.replaceChildren();
@@ -656,18 +657,6 @@ function messagesPanel(t, dlq) {
             return h('tr', {}, h('td', { class: 'num' }, m.sequenceNumber), h('td', { class: 'mono' }, m.messageId),
               cells.map((c) => h('td', {}, c === undefined ? '' : String(c))), h('td', { class: 'mono' }, preview(m)), h('td', {}, view));
           })))));
-      if (!dlq) {
-        const by = new Map();
-        for (const m of r.messages) if (m.sessionId) {
-          const s = by.get(m.sessionId) || { n: 0, states: new Set() };
-          s.n++; s.states.add(m.state); by.set(m.sessionId, s);
-        }
-        sessions.replaceChildren(by.size === 0 ? '' : h('section', { 'aria-labelledby': 'sess-h' },
-          h('h3', { id: 'sess-h' }, `Sessions in these messages (${by.size})`),
-          h('table', { id: 'sessions' }, h('thead', {}, h('tr', {}, ['Session', 'Messages', 'States'].map((c) => h('th', { scope: 'col' }, c)))),
-            h('tbody', {}, [...by].map(([id, s]) => h('tr', {}, h('th', { scope: 'row', class: 'mono' }, id),
-              h('td', { class: 'num' }, s.n), h('td', {}, [...s.states].join(', '))))))));
-      }
     } catch (e) {
       out.replaceChildren(errorBox(e));
     }
@@ -680,7 +669,7 @@ function messagesPanel(t, dlq) {
     h('h3', { id: dlq ? 'dlq-h' : 'msgs-h' }, dlq ? 'Dead-lettered messages' : 'Messages'),
     h('p', { class: 'note' }, dlq ? 'The dead-letter sub-queue, with the reason each message was dead-lettered.'
       : 'Active, scheduled and deferred messages, in sequence order. Peeking locks nothing.'),
-    form, out, detail, sessions);
+    form, out, detail);
 }
 
 function redrivePanel(t) {
@@ -740,6 +729,45 @@ function redrivePanel(t) {
       field('Resubmit to (empty: the source)', to), field('At most (empty: all)', limit),
       h('div', { class: 'actions' }, resubmit, confirmButton('Purge dead letters', 'Press again to purge', go(true)))),
     h('div', { class: 'actions' }, bar, msg), err);
+}
+
+function sessionsPanel(t, enabled) {
+  const out = h('div', { 'aria-live': 'polite' });
+  const detail = h('div');
+  const load = async () => {
+    out.replaceChildren(h('p', { class: 'note' }, 'Loading…'));
+    detail.replaceChildren();
+    try {
+      const r = await json('POST', '/$ui/api/sessions', { entity: t.entity, subscription: t.sub || undefined, top: 1000 });
+      out.replaceChildren(r.sessions.length === 0 ? h('p', { class: 'note', id: 'sessions-empty' }, 'No session has messages or state.') :
+        h('div', { class: 'scroll' }, h('table', { id: 'sessions' },
+          h('caption', { class: 'note' }, `${r.sessions.length} of ${r.total} session(s) with messages or state`),
+          h('thead', {}, h('tr', {}, ['Session', 'State', ''].map((c) => h('th', { scope: 'col' }, c)))),
+          h('tbody', {}, r.sessions.map((s) => {
+            const m = { body: s.state || '', bodyType: 'data' };
+            const view = s.state ? h('button', { type: 'button', class: 'small secondary', 'aria-label': `View the state of session ${s.sessionId}` }, 'View state') : '';
+            if (view) view.addEventListener('click', () => {
+              const pre = h('pre', { class: 'body', id: 'session-state', tabindex: '0', 'aria-label': `State of session ${s.sessionId}` }, bodyText(m, 'auto').text);
+              detail.replaceChildren(h('section', { class: 'detail', 'aria-label': `Session ${s.sessionId}` },
+                h('h3', {}, `State of session ${s.sessionId}`), pre));
+              pre.focus();
+            });
+            return h('tr', {}, h('th', { scope: 'row', class: 'mono' }, s.sessionId),
+              h('td', { class: 'mono' }, s.state ? `${preview(m)} (${atob(s.state).length} bytes)` : h('span', { class: 'note' }, 'none')),
+              h('td', {}, view));
+          })))));
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    }
+  };
+  const refresh = h('button', { type: 'button', id: 'sessions-load' }, 'Refresh');
+  refresh.addEventListener('click', load);
+  if (enabled) load();
+  return h('section', { class: 'panel', 'aria-labelledby': 'sessions-h' },
+    h('h3', { id: 'sessions-h' }, 'Sessions'),
+    h('p', { class: 'note' }, enabled ? 'Sessions with messages or state. Reading the state takes no lock: consumers keep their sessions.'
+      : `This ${t.kind} does not require sessions, so its messages belong to none.`),
+    h('div', { class: 'actions' }, refresh), out, detail);
 }
 
 function sendPanel(t) {
