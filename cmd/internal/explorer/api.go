@@ -19,7 +19,8 @@ import (
 //	POST /$ui/api/send                  SendRequest    -> {"sent": 1, "sequenceNumber": N (scheduled only)}
 //	POST /$ui/api/deadletter/resubmit   RedriveRequest -> NDJSON Progress lines
 //	POST /$ui/api/deadletter/purge      RedriveRequest -> NDJSON Progress lines
-//	POST /$ui/api/sessions              SessionsRequest -> {"sessions": [Session...]}
+//	POST /$ui/api/sessions              SessionsRequest -> {"sessions": [Session...], "total": N}
+//	POST /$ui/api/scheduled/cancel      CancelRequest  -> {"cancelled": N}
 //
 // Errors are {"code": HTTP status, "message": "..."}. A redrive streams one Progress
 // line per message moved (at most every 100 ms) and a last one with "finished": true and,
@@ -125,7 +126,7 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) apiRequest(w http.ResponseWriter, r *http.Request) error {
 	op := strings.TrimPrefix(r.URL.Path, apiPrefix)
 	switch op {
-	case "peek", "send", "deadletter/resubmit", "deadletter/purge", "sessions":
+	case "peek", "send", "deadletter/resubmit", "deadletter/purge", "sessions", "scheduled/cancel":
 	default:
 		return errorf(http.StatusNotFound, "unknown explorer API path %s", r.URL.Path)
 	}
@@ -154,6 +155,12 @@ func (h *Handler) apiRequest(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		return h.sessions(w, r, req)
+	case "scheduled/cancel":
+		var req CancelRequest
+		if err := h.decode(w, r, &req); err != nil {
+			return err
+		}
+		return h.cancelScheduled(w, r, req)
 	case "send":
 		var req SendRequest
 		if err := h.decode(w, r, &req); err != nil {
@@ -511,6 +518,37 @@ func resubmitCopy(m *azservicebus.ReceivedMessage) *azservicebus.AMQPAnnotatedMe
 		out.MessageAnnotations = map[any]any{"x-opt-partition-key": v}
 	}
 	return out
+}
+
+// CancelRequest cancels scheduled messages of a queue or topic by sequence number.
+type CancelRequest struct {
+	Target
+	SequenceNumbers []int64 `json:"sequenceNumbers"`
+}
+
+func (h *Handler) cancelScheduled(w http.ResponseWriter, r *http.Request, req CancelRequest) error {
+	switch {
+	case req.Subscription != "":
+		return errorf(http.StatusBadRequest, "scheduled messages belong to the topic %q, not to one of its subscriptions", req.Entity)
+	case len(req.SequenceNumbers) == 0:
+		return errorf(http.StatusBadRequest, `"sequenceNumbers" is empty`)
+	}
+	ctx := r.Context()
+	c, err := h.client(r)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	s, err := c.NewSender(req.Entity, nil)
+	if err != nil {
+		return err
+	}
+	defer s.Close(context.WithoutCancel(ctx))
+	if err := s.CancelScheduledMessages(ctx, req.SequenceNumbers, nil); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"cancelled": len(req.SequenceNumbers)})
+	return nil
 }
 
 // SessionsRequest asks for a page of a queue's or subscription's sessions.

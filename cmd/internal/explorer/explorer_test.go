@@ -242,6 +242,7 @@ func TestAPIRefusals(t *testing.T) {
 		{"missing queue", http.MethodPost, "/$ui/api/peek", e.auth(), map[string]any{"entity": "nosuch"}, 404, "nosuch"},
 		{"bad schedule", http.MethodPost, "/$ui/api/send", e.auth(), map[string]any{"entity": "q", "scheduledEnqueueTime": "tomorrow"}, 400, "RFC 3339"},
 		{"send to a subscription", http.MethodPost, "/$ui/api/send", e.auth(), map[string]any{"entity": "t", "subscription": "s"}, 400, "send to the topic"},
+		{"cancel nothing", http.MethodPost, "/$ui/api/scheduled/cancel", e.auth(), map[string]any{"entity": "q"}, 400, `"sequenceNumbers" is empty`},
 		{"negative limit", http.MethodPost, "/$ui/api/deadletter/resubmit", e.auth(), map[string]any{"entity": "q", "limit": -1}, 400, "negative"},
 		{"resubmit from a missing queue", http.MethodPost, "/$ui/api/deadletter/resubmit", e.auth(), map[string]any{"entity": "nosuch"}, 404, "nosuch"},
 	} {
@@ -325,7 +326,16 @@ func TestSendAndPeek(t *testing.T) {
 	}
 	e.call("/$ui/api/peek", explorer.PeekRequest{Target: explorer.Target{Entity: "orders"}, FromSequenceNumber: p.Messages[1].SequenceNumber, Count: 1}, 200, &p)
 	if len(p.Messages) != 1 || p.Messages[0].State != "Scheduled" {
-		t.Errorf("peek from the second sequence number, count 1: %+v", p.Messages)
+		t.Fatalf("peek from the second sequence number, count 1: %+v", p.Messages)
+	}
+
+	// Cancelling the scheduled message removes it; the others stay.
+	var cancelled map[string]int
+	e.call("/$ui/api/scheduled/cancel", explorer.CancelRequest{Target: explorer.Target{Entity: "orders"},
+		SequenceNumbers: []int64{p.Messages[0].SequenceNumber}}, 200, &cancelled)
+	e.call("/$ui/api/peek", explorer.PeekRequest{Target: explorer.Target{Entity: "orders"}}, 200, &p)
+	if cancelled["cancelled"] != 1 || len(p.Messages) != 2 || p.Messages[0].State != "Active" || p.Messages[1].State != "Deferred" {
+		t.Errorf("after cancelling the scheduled message (%v): %+v", cancelled, p.Messages)
 	}
 }
 

@@ -242,7 +242,15 @@ async function route() {
     else a.removeAttribute('aria-current');
   }
   const main = $('#view');
-  const draw = (...nodes) => { if (view === state.view) main.replaceChildren(...nodes); };
+  let first = true;
+  const draw = (...nodes) => {
+    if (view !== state.view) return;
+    main.replaceChildren(...nodes);
+    // After a navigation, keyboard and screen-reader users start at the new page's
+    // content; a refresh of the same page leaves the focus where it is.
+    if (first && state.navigated) main.focus({ preventScroll: true });
+    first = false;
+  };
   try {
     switch (parts[0]) {
       case 'login': location.hash = '#/overview'; break;
@@ -274,7 +282,16 @@ async function loadEntities() {
   return { queues, topics };
 }
 
-async function renderOverview(draw) {
+async function renderOverview(draw, view) {
+  const box = h('div');
+  await paintOverview(box);
+  draw(box, h('p', {}, h('a', { href: '#/entities' }, 'Browse entities'), ' · ', h('a', { href: '#/cluster' }, 'Cluster view')));
+  if (view === state.view) poll(() => paintOverview(box).catch(() => {}));
+}
+
+// paintOverview fills box with the namespace's totals (nothing in it takes focus, so a
+// refresh moves no one's focus).
+async function paintOverview(box) {
   const [nsDoc, ents, cl] = await Promise.all([atom('/$namespaceinfo'), loadEntities(),
     json('GET', '/$cluster/status').catch((e) => ({ error: e }))]);
   const ns = nsDoc.getElementsByTagNameNS('*', 'NamespaceInfo')[0];
@@ -285,7 +302,7 @@ async function renderOverview(draw) {
   for (const t of ents.topics) subs += t.subs.length;
   const card = (label, value) => h('div', { class: 'card' }, h('dt', {}, label), h('dd', {}, String(value)));
   const alive = cl.members ? cl.members.filter((m) => m.state === 'alive').length : 0;
-  draw(
+  box.replaceChildren(
     h('h2', {}, 'Namespace ', h('span', { class: 'mono' }, val(ns, 'Name'))),
     h('dl', { class: 'cards', 'aria-label': 'Namespace totals' },
       card('Queues', ents.queues.length), card('Topics', ents.topics.length), card('Subscriptions', subs),
@@ -298,8 +315,7 @@ async function renderOverview(draw) {
         h('dt', {}, 'SKU'), h('dd', {}, val(ns, 'MessagingSKU')),
         h('dt', {}, 'Created'), h('dd', {}, fmtTime(val(ns, 'CreatedTime'))),
         h('dt', {}, 'Answered by node'), h('dd', {}, cl.nodeId || ''),
-        h('dt', {}, 'Metadata leader'), h('dd', {}, cl.metadataLeader || (cl.error ? String(cl.error.message) : 'none')))),
-    h('p', {}, h('a', { href: '#/entities' }, 'Browse entities'), ' · ', h('a', { href: '#/cluster' }, 'Cluster view')));
+        h('dt', {}, 'Metadata leader'), h('dd', {}, cl.metadataLeader || (cl.error ? String(cl.error.message) : 'none')))));
 }
 
 // ---- cluster
@@ -356,6 +372,8 @@ async function renderEntities(draw, view) {
   const tables = h('div');
   const paint = async () => {
     const ents = await loadEntities();
+    // A refresh would take the focus from a keyboard user on one of the entity links.
+    if (tables.contains(document.activeElement)) return;
     const head = (first) => h('thead', {}, h('tr', {}, [first, 'Status', 'Active', 'Scheduled', 'Dead-lettered', 'Size']
       .map((c, i) => h('th', { scope: 'col', class: i >= 2 ? 'num' : null }, c))));
     tables.replaceChildren(
@@ -595,7 +613,7 @@ function preview(m) {
   return s.length > 60 ? s.slice(0, 60) + '…' : s;
 }
 
-function messageDetail(m, dlq) {
+function messageDetail(m, dlq, t, onChange) {
   const props = [['Sequence number', m.sequenceNumber], ['Message ID', m.messageId], ['State', m.state],
     ['Enqueued', fmtTime(m.enqueuedTime)], ['Scheduled for', fmtTime(m.scheduledEnqueueTime)],
     ['Expires', fmtTime(m.expiresAt)], ['Delivery count', m.deliveryCount], ['Subject', m.subject],
@@ -615,8 +633,19 @@ function messageDetail(m, dlq) {
   mode.addEventListener('change', paint);
   paint();
   const app = Object.entries(m.applicationProperties || {});
+  let cancel = null;
+  if (m.state === 'Scheduled' && t) {
+    const err = h('span');
+    cancel = h('div', { class: 'actions' }, confirmButton('Cancel this scheduled message', 'Press again to cancel it', async () => {
+      try {
+        await json('POST', '/$ui/api/scheduled/cancel', { entity: t.entity, sequenceNumbers: [m.sequenceNumber] });
+        status(`Scheduled message ${m.sequenceNumber} cancelled`);
+        if (onChange) onChange();
+      } catch (e) { err.replaceChildren(errorBox(e)); }
+    }), err);
+  }
   return h('section', { class: 'detail', 'aria-label': `Message ${m.sequenceNumber}`, tabindex: '-1' },
-    h('h3', {}, `Message ${m.sequenceNumber}`),
+    h('h3', {}, `Message ${m.sequenceNumber}`), cancel,
     h('dl', { class: 'props' }, props.filter(([, v]) => v !== '' && v !== undefined && v !== null)
       .flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, String(v))])),
     h('h3', {}, 'Application properties'),
@@ -649,7 +678,7 @@ function messagesPanel(t, dlq) {
           h('tbody', {}, msgs.map((m) => {
             const view = h('button', { type: 'button', class: 'small secondary', 'aria-label': `View message ${m.sequenceNumber}` }, 'View');
             view.addEventListener('click', () => {
-              detail.replaceChildren(messageDetail(m, dlq));
+              detail.replaceChildren(messageDetail(m, dlq, t.sub ? null : t, peek));
               detail.firstChild.focus();
             });
             const cells = dlq ? [m.deadLetterReason, m.deadLetterErrorDescription, fmtTime(m.enqueuedTime), m.subject]
@@ -911,7 +940,7 @@ async function rulesPanel(t) {
 
 // ---- start
 
-window.addEventListener('hashchange', route);
+window.addEventListener('hashchange', () => { state.navigated = true; route(); });
 window.addEventListener('DOMContentLoaded', () => {
   $('#logout').addEventListener('click', () => { logout(); location.hash = '#/login'; });
   try { state.cred = JSON.parse(sessionStorage.getItem('qb.cred') || 'null'); } catch (_) { state.cred = null; }
