@@ -340,7 +340,7 @@ async function renderCluster(draw, view) {
         h('h3', { id: 'parts-h' }, `Partitions (${parts.length})`),
         h('div', { class: 'scroll' }, h('table', {},
           h('thead', {}, h('tr', {}, ['Entity', 'Partition', 'Group', 'Leader', 'Replicas (last index, lag)']
-            .map((c) => h('th', { scope: 'col' }, c)))),
+            .map((c, i) => h('th', { scope: 'col', class: i === 1 || i === 2 ? 'num' : null }, c)))),
           h('tbody', {}, parts.map((p) => h('tr', {},
             h('th', { scope: 'row' }, p.entity), h('td', { class: 'num' }, p.index), h('td', { class: 'num' }, p.groupId),
             h('td', {}, p.leader ? p.leader : h('span', { class: 'badge bad' }, 'none')),
@@ -756,7 +756,7 @@ function redrivePanel(t) {
     h('p', { class: 'note' }, `Resubmit sends a copy of each dead-lettered message (without its dead-letter reason) to ${source}, or to the entity you name, and only then removes it from the dead-letter queue.`),
     h('form', { class: 'grid', 'aria-label': 'Resubmit dead letters', onsubmit: (ev) => ev.preventDefault() },
       field('Resubmit to (empty: the source)', to), field('At most (empty: all)', limit),
-      h('div', { class: 'actions' }, resubmit, confirmButton('Purge dead letters', 'Press again to purge', go(true)))),
+      h('div', { class: 'actions wide' }, resubmit, confirmButton('Purge dead letters', 'Press again to purge', go(true)))),
     h('div', { class: 'actions' }, bar, msg), err);
 }
 
