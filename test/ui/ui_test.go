@@ -100,8 +100,40 @@ func until(expr, what string) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// labelled fails when a form control on the page has no label, a button or link has no
+// name, or a table has no header cell: what keyboard and screen-reader users need.
+func labelled(page string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		bad, err := chromedp.Evaluate[[]string](`(() => {
+			const bad = [];
+			const name = (el) => (el.getAttribute('aria-label') || el.textContent || '').trim();
+			for (const el of document.querySelectorAll('input, select, textarea')) {
+				if (el.labels.length === 0 && !el.getAttribute('aria-label')) bad.push('unlabelled ' + el.tagName.toLowerCase() + '#' + el.id);
+			}
+			for (const el of document.querySelectorAll('button, a[href]')) {
+				if (!name(el)) bad.push('nameless ' + el.tagName.toLowerCase() + ' ' + el.outerHTML.slice(0, 80));
+			}
+			for (const el of document.querySelectorAll('table')) {
+				if (!el.querySelector('th')) bad.push('table without header cells #' + el.id);
+			}
+			return bad;
+		})()`)(ctx, tg)
+		if err != nil {
+			return err
+		}
+		if len(bad) > 0 {
+			return fmt.Errorf("the %s page is not accessible: %s", page, strings.Join(bad, "; "))
+		}
+		return nil
+	})
+}
+
+// screenshot saves the viewport as name.png in dir, after checking the page is labelled.
 func screenshot(dir, name string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := labelled(name)(ctx, tg); err != nil {
+			return err
+		}
 		png, err := chromedp.CaptureScreenshot()(ctx, tg)
 		if err != nil {
 			return err
@@ -124,6 +156,24 @@ func set(sel, v string) chromedp.Action[chromedp.Void] {
 	return chromedp.SetValue(chromedp.CSS(sel), v)
 }
 
+// keyOf returns the key name and key of a connection string.
+func keyOf(t *testing.T, cs string) (name, key string) {
+	t.Helper()
+	for _, part := range strings.Split(cs, ";") {
+		k, v, _ := strings.Cut(part, "=")
+		switch k {
+		case "SharedAccessKeyName":
+			name = v
+		case "SharedAccessKey":
+			key = v
+		}
+	}
+	if name == "" || key == "" {
+		t.Fatalf("no key in %q", cs)
+	}
+	return name, key
+}
+
 // runner runs browser steps, failing t with what they were for.
 func runner(t *testing.T, ctx context.Context) func(what string, actions ...chromedp.Action[chromedp.Void]) {
 	return func(what string, actions ...chromedp.Action[chromedp.Void]) {
@@ -136,13 +186,18 @@ func runner(t *testing.T, ctx context.Context) func(what string, actions ...chro
 	}
 }
 
-// login opens the page and logs in with a connection string.
-func login(base, connStr, dir string) chromedp.Action[chromedp.Void] {
+// login opens the page and logs in with a connection string, or (keyName set) with a
+// key name and key.
+func login(base, connStr, keyName, key, dir string) chromedp.Action[chromedp.Void] {
+	fill := set(`textarea[name="cs"]`, connStr)
+	if keyName != "" {
+		fill = chromedp.Steps(set(`input[name="keyName"]`, keyName), set(`input[name="key"]`, key))
+	}
 	return chromedp.Steps(
 		chromedp.Navigate(base),
 		visible(`#login-submit`),
 		screenshot(dir, "login"),
-		set(`textarea[name="cs"]`, connStr),
+		fill,
 		click(`#login-submit`),
 		until(`location.hash === '#/overview' && !!document.querySelector('#ns-h')`, "the overview shows"))
 }
@@ -161,7 +216,7 @@ func TestExplorerInBrowser(t *testing.T) {
 
 	run := runner(t, ctx)
 	run("log in",
-		login(base, node.ConnectionString, dir),
+		login(base, node.ConnectionString, "", "", dir),
 		until(text(`.cards`)+`.includes('Nodes alive1 / 1')`, "the overview counts the node"),
 		screenshot(dir, "overview"))
 
@@ -266,7 +321,8 @@ func TestExplorerTopicsRulesAndSessions(t *testing.T) {
 	bg, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run := runner(t, ctx)
-	run("log in", login("http://"+node.Admin+"/", node.ConnectionString, dir))
+	keyName, key := keyOf(t, node.ConnectionString)
+	run("log in with a key name and key", login("http://"+node.Admin+"/", "", keyName, key, dir))
 
 	run("create a topic and a subscription",
 		click(`#nav a[href="#/entities"]`),
