@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -408,6 +409,9 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 		if to == "" {
 			to = req.Entity // the queue, or the subscription's topic
 		}
+		if err := h.exists(r, to); err != nil {
+			return err
+		}
 		if snd, err = c.NewSender(to, nil); err != nil {
 			return err
 		}
@@ -438,6 +442,9 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 			if !purge {
 				if err = snd.SendAMQPAnnotatedMessage(ctx, resubmitCopy(m), nil); err != nil {
 					err = fmt.Errorf("resubmit sequence number %d: %w", seq(m), err)
+					// The rest of the round stays dead-lettered, locked until its lock
+					// expires; exists below keeps the commonest cause (a target that
+					// does not exist) from getting this far.
 					break
 				}
 				if err = rcv.CompleteMessage(ctx, m, nil); err != nil {
@@ -464,6 +471,34 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 	emit(p)
 	return nil
 }
+
+// exists fails with 404 when the admin API (Config.Next) says entity does not exist, so
+// that a redrive to a mistyped target refuses before it locks any dead letter. Any other
+// answer lets the redrive go on: the first send then reports the problem.
+func (h *Handler) exists(r *http.Request, entity string) error {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/"+url.PathEscape(entity)+"?api-version=2021-05", nil)
+	if err != nil {
+		return errorf(http.StatusBadRequest, "the entity name %q: %v", entity, err)
+	}
+	req.Header.Set("Authorization", r.Header.Get("Authorization"))
+	req.Host = r.Host
+	w := &statusRecorder{header: http.Header{}, code: http.StatusOK}
+	h.cfg.Next.ServeHTTP(w, req)
+	if w.code == http.StatusNotFound {
+		return errorf(http.StatusNotFound, "there is no queue or topic %q to resubmit to", entity)
+	}
+	return nil
+}
+
+// statusRecorder keeps the status of a response and drops its body.
+type statusRecorder struct {
+	header http.Header
+	code   int
+}
+
+func (s *statusRecorder) Header() http.Header         { return s.header }
+func (s *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (s *statusRecorder) WriteHeader(code int)        { s.code = code }
 
 // round receives the next round of up to 100 messages (fewer near limit; 0 means no
 // limit); none when limit is reached or nothing arrives within ReceiveRoundTimeout.

@@ -454,6 +454,18 @@ func TestResubmitAndPurgeDeadLetters(t *testing.T) {
 	if len(p.Messages) != 0 {
 		t.Fatalf("the queue holds %d active messages, want 0", len(p.Messages))
 	}
+
+	// Resubmitting to a queue that does not exist is refused before any dead letter is
+	// locked: they stay where they were, ready for the next try.
+	e.deadLetter("orders", 1)
+	resp := e.do(http.MethodPost, "/$ui/api/deadletter/resubmit", e.auth(), explorer.RedriveRequest{Target: explorer.Target{Entity: "orders"}, To: "nosuch"})
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `there is no queue or topic \"nosuch\" to resubmit to`) {
+		t.Fatalf("resubmit to a missing queue: %d %s", resp.StatusCode, b)
+	}
+	lines = e.redrive("/$ui/api/deadletter/resubmit", explorer.RedriveRequest{Target: explorer.Target{Entity: "orders"}, To: "retry"})
+	if last := lines[len(lines)-1]; last.Done != 1 || last.Error != "" {
+		t.Fatalf("resubmit after the refused one: %+v", lines)
+	}
 }
 
 // The session list shows each session with messages or state, and its state, read
