@@ -410,6 +410,15 @@ func TestExplorerTopicsRulesAndSessions(t *testing.T) {
 	if err := sr.Close(bg); err != nil {
 		t.Fatal(err)
 	}
+	run("peek the session's messages",
+		click(`a[href="#/t/events/s/audit/messages"]`),
+		visible(`#peek-session`),
+		set(`#peek-session`, "cart-7"),
+		click(`#peek`),
+		until(`document.querySelectorAll('#messages tbody tr').length === 1 && `+text(`#messages tbody`)+`.includes('cart-7')`,
+			"the session's message shows"),
+		click(`#messages tbody button`),
+		until(text(`#message-body`)+` === 'checkout'`, "its text body shows"))
 
 	run("delete the topic",
 		click(`a[href="#/t/events"]`),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 )
 
 // The JSON API of the page (every request is a POST with a JSON body and the SAS token
@@ -56,6 +57,11 @@ type PeekRequest struct {
 	FromSequenceNumber int64 `json:"fromSequenceNumber,omitempty"`
 	// Count is how many messages at most (1..maxPeek; 0 means 50).
 	Count int `json:"count,omitempty"`
+	// SessionID peeks one session of an entity that requires sessions. AMQP lets a
+	// client peek such an entity only through a session it holds, so this takes the
+	// session's lock for the duration of the peek, and fails with 409 while a consumer
+	// holds it.
+	SessionID string `json:"sessionId,omitempty"`
 }
 
 const maxPeek = 500
@@ -227,11 +233,28 @@ func (h *Handler) peek(r *http.Request, req PeekRequest) ([]Message, error) {
 		return nil, err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	var opts *azservicebus.ReceiverOptions
-	if req.DeadLetter {
-		opts = &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}
+	var rcv interface {
+		PeekMessages(context.Context, int, *azservicebus.PeekMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+		Close(context.Context) error
 	}
-	rcv, err := receiver(c, req.Target, opts)
+	switch {
+	case req.SessionID != "" && req.DeadLetter:
+		return nil, errorf(http.StatusBadRequest, "a dead-letter queue has no sessions: peek it without a session id")
+	case req.SessionID != "":
+		var sr *azservicebus.SessionReceiver
+		if req.Subscription != "" {
+			sr, err = c.AcceptSessionForSubscription(ctx, req.Entity, req.Subscription, req.SessionID, nil)
+		} else {
+			sr, err = c.AcceptSessionForQueue(ctx, req.Entity, req.SessionID, nil)
+		}
+		rcv = sr
+	default:
+		var opts *azservicebus.ReceiverOptions
+		if req.DeadLetter {
+			opts = &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter}
+		}
+		rcv, err = receiver(c, req.Target, opts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -637,11 +660,16 @@ func (h *Handler) sessions(w http.ResponseWriter, r *http.Request, req SessionsR
 func statusOf(err error) int {
 	var he *httpError
 	var se *azservicebus.Error
+	var ae *goamqp.Error
 	switch {
 	case errors.As(err, &he):
 		return he.code
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
+	case errors.As(err, &ae) && ae.Condition == "com.microsoft:session-cannot-be-locked":
+		return http.StatusConflict // a consumer holds the session
+	case errors.As(err, &ae) && ae.Condition == goamqp.ErrCondNotAllowed:
+		return http.StatusBadRequest // e.g. a non-session peek of an entity that requires sessions
 	case errors.As(err, &se):
 		switch se.Code {
 		case azservicebus.CodeNotFound:

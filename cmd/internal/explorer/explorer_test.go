@@ -490,6 +490,18 @@ func TestSessions(t *testing.T) {
 	if err := sr.SetSessionState(ctx, []byte("step 2"), nil); err != nil {
 		t.Fatal(err)
 	}
+	// AMQP peeks an entity that requires sessions one session at a time: without a
+	// session id the broker's refusal is a 400 that says so; with one, the session's
+	// messages show.
+	resp := e.do(http.MethodPost, "/$ui/api/peek", e.auth(), map[string]any{"entity": "carts"})
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "requires sessions") {
+		t.Fatalf("peek of a session-enabled queue without a session: %d %s", resp.StatusCode, b)
+	}
+	var p peeked
+	e.call("/$ui/api/peek", explorer.PeekRequest{Target: explorer.Target{Entity: "carts"}, SessionID: "b"}, 200, &p)
+	if len(p.Messages) != 1 || p.Messages[0].SessionID != "b" {
+		t.Fatalf("peek of session b: %+v", p.Messages)
+	}
 	// The consumer still holds session a while the list reads its state.
 	var got struct {
 		Sessions []explorer.Session `json:"sessions"`
@@ -507,7 +519,15 @@ func TestSessions(t *testing.T) {
 	if err := sr.SetSessionState(ctx, []byte("step 3"), nil); err != nil {
 		t.Fatalf("the consumer lost its session to the listing: %v", err)
 	}
-	resp := e.do(http.MethodPost, "/$ui/api/sessions", e.auth(), map[string]any{"entity": "nosuch"})
+	// Peeking the session the consumer holds is refused, and the consumer keeps it.
+	resp = e.do(http.MethodPost, "/$ui/api/peek", e.auth(), map[string]any{"entity": "carts", "sessionId": "a"})
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusConflict {
+		t.Errorf("peek of a session a consumer holds: %d %s, want 409", resp.StatusCode, b)
+	}
+	if err := sr.SetSessionState(ctx, []byte("step 4"), nil); err != nil {
+		t.Fatalf("the consumer lost its session to the refused peek: %v", err)
+	}
+	resp = e.do(http.MethodPost, "/$ui/api/sessions", e.auth(), map[string]any{"entity": "nosuch"})
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("sessions of a missing queue: %d %s", resp.StatusCode, b)
 	}

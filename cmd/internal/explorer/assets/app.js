@@ -543,7 +543,7 @@ async function renderEntity(draw, view, t, tab) {
     if (dd && view === state.view) paintCounts(dd);
   });
   switch (tab) {
-    case 'messages': body.append(messagesPanel(t, false)); break;
+    case 'messages': body.append(messagesPanel(t, false, val(d, 'RequiresSession') === 'true')); break;
     case 'deadletter': body.append(messagesPanel(t, true), redrivePanel(t)); break;
     case 'send': body.append(sendPanel(t)); break;
     case 'sessions': body.append(sessionsPanel(t, val(d, 'RequiresSession') === 'true')); break;
@@ -656,7 +656,15 @@ function messageDetail(m, dlq, t, onChange) {
     pre);
 }
 
-function messagesPanel(t, dlq) {
+function messagesPanel(t, dlq, sessionful) {
+  // AMQP peeks an entity that requires sessions one session at a time.
+  const sessionIn = sessionful && !dlq ? h('input', { id: 'peek-session', list: 'peek-sessions', autocomplete: 'off', required: true }) : null;
+  const sessionList = sessionIn ? h('datalist', { id: 'peek-sessions' }) : null;
+  if (sessionList) {
+    json('POST', '/$ui/api/sessions', { entity: t.entity, subscription: t.sub || undefined, top: 1000 })
+      .then((r) => sessionList.replaceChildren(...r.sessions.map((x) => h('option', { value: x.sessionId }))))
+      .catch(() => {});
+  }
   const count = h('input', { type: 'number', min: 1, max: 500, value: 50, id: dlq ? 'dlq-count' : 'peek-count' });
   const from = h('input', { type: 'number', min: 0, value: '', placeholder: 'from the start', id: dlq ? 'dlq-from' : 'peek-from' });
   const filter = h('select', { id: 'peek-state' }, ['All', 'Active', 'Scheduled', 'Deferred'].map((s) => h('option', { value: s }, s)));
@@ -667,7 +675,8 @@ function messagesPanel(t, dlq) {
     detail.replaceChildren();
     try {
       const r = await json('POST', '/$ui/api/peek', { entity: t.entity, subscription: t.sub || undefined, deadLetter: dlq,
-        count: Number(count.value) || 50, fromSequenceNumber: Number(from.value) || 0 });
+        count: Number(count.value) || 50, fromSequenceNumber: Number(from.value) || 0,
+        sessionId: sessionIn ? sessionIn.value.trim() : undefined });
       const msgs = dlq || filter.value === 'All' ? r.messages : r.messages.filter((m) => m.state === filter.value);
       const cols = dlq ? ['Seq', 'Message ID', 'Reason', 'Description', 'Enqueued', 'Subject', 'Body', '']
         : ['Seq', 'Message ID', 'State', 'Enqueued', 'Scheduled for', 'Deliveries', 'Session', 'Subject', 'Body', ''];
@@ -691,13 +700,15 @@ function messagesPanel(t, dlq) {
     }
   };
   const form = h('form', { class: 'grid', 'aria-label': dlq ? 'Peek dead letters' : 'Peek messages' },
+    sessionIn ? field('Session', sessionIn) : null, sessionList,
     field('How many', count), field('From sequence number', from), dlq ? null : field('State', filter),
     h('div', { class: 'actions' }, h('button', { type: 'submit', id: dlq ? 'dlq-peek' : 'peek' }, dlq ? 'Peek dead letters' : 'Peek')));
   form.addEventListener('submit', (ev) => { ev.preventDefault(); peek(); });
   return h('section', { class: 'panel', 'aria-labelledby': dlq ? 'dlq-h' : 'msgs-h' },
     h('h3', { id: dlq ? 'dlq-h' : 'msgs-h' }, dlq ? 'Dead-lettered messages' : 'Messages'),
     h('p', { class: 'note' }, dlq ? 'The dead-letter sub-queue, with the reason each message was dead-lettered.'
-      : 'Active, scheduled and deferred messages, in sequence order. Peeking locks nothing.'),
+      : sessionIn ? `This ${t.kind} requires sessions, and AMQP peeks those one session at a time: the peek holds the session's lock while it runs, and a session a consumer holds cannot be peeked.`
+        : 'Active, scheduled and deferred messages, in sequence order. Peeking locks nothing.'),
     form, out, detail);
 }
 
