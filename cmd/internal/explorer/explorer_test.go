@@ -502,6 +502,11 @@ func TestSessions(t *testing.T) {
 	if len(p.Messages) != 1 || p.Messages[0].SessionID != "b" {
 		t.Fatalf("peek of session b: %+v", p.Messages)
 	}
+	// Its dead-letter queue has no sessions and is peeked whole.
+	e.call("/$ui/api/peek", explorer.PeekRequest{Target: explorer.Target{Entity: "carts"}, DeadLetter: true}, 200, &p)
+	if len(p.Messages) != 0 {
+		t.Fatalf("peek of the dead letters of a session-enabled queue: %+v", p.Messages)
+	}
 	// The consumer still holds session a while the list reads its state.
 	var got struct {
 		Sessions []explorer.Session `json:"sessions"`
