@@ -376,10 +376,20 @@ func TestExplorerTopicsRulesAndSessions(t *testing.T) {
 	run("update the subscription",
 		click(`a[href="#/t/events/s/audit/properties"]`),
 		set(`#edit-subscription-MaxDeliveryCount`, "7"),
+		set(`#edit-subscription-UserMetadata`, "owned by team audit"),
 		click(`form[aria-label="Update subscription"] button[type="submit"]`),
 		until(`document.querySelector('#status').textContent === 'Saved'`, "the UI says it saved"))
-	if sp, err := adm.GetSubscription(bg, "events", "audit", nil); err != nil || sp == nil || *sp.MaxDeliveryCount != 7 || !*sp.RequiresSession {
+	if sp, err := adm.GetSubscription(bg, "events", "audit", nil); err != nil || sp == nil || *sp.MaxDeliveryCount != 7 ||
+		!*sp.RequiresSession || sp.UserMetadata == nil || *sp.UserMetadata != "owned by team audit" {
 		t.Fatalf("the subscription after the update: %+v, %v", sp, err)
+	}
+	run("clear a property",
+		until(`document.querySelector('#edit-subscription-UserMetadata').value === 'owned by team audit'`, "the form shows the saved value"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('#edit-subscription-UserMetadata').value = ''; document.querySelector('#status').textContent = ''`),
+		click(`form[aria-label="Update subscription"] button[type="submit"]`),
+		until(`document.querySelector('#status').textContent === 'Saved'`, "the UI says it saved"))
+	if sp, err := adm.GetSubscription(bg, "events", "audit", nil); err != nil || sp == nil || (sp.UserMetadata != nil && *sp.UserMetadata != "") {
+		t.Fatalf("the subscription after clearing its metadata: %+v, %v", sp, err)
 	}
 
 	run("send to the topic",

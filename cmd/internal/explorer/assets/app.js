@@ -145,9 +145,10 @@ function esc(s) {
   return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }
 
-// descXML wraps elements ([[name, value]...], in schema order) in an ATOM entry.
+// descXML wraps elements ([[name, value]...]) in an ATOM entry. An empty value is
+// sent as an empty element, which clears a property such as ForwardTo.
 function descXML(kind, els, inner) {
-  const body = els.filter(([, v]) => v !== undefined && v !== null && v !== '')
+  const body = els.filter(([, v]) => v !== undefined && v !== null)
     .map(([k, v]) => `<${k}>${esc(v)}</${k}>`).join('') + (inner || '');
   return `<entry xmlns="${NS_ATOM}"><content type="application/xml"><${kind} xmlns="${NS_SB}" xmlns:i="${NS_XSI}">${body}</${kind}></content></entry>`;
 }
