@@ -1,8 +1,10 @@
 package explorer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"net/http"
@@ -113,13 +115,18 @@ type RedriveRequest struct {
 	// To is where resubmitted messages go: "" means the source (the queue, or the
 	// subscription's topic, which fans them out again by the subscriptions' rules).
 	To string `json:"to,omitempty"`
-	// Limit is how many messages at most (0: what the dead-letter queue holds).
+	// Limit is how many messages at most. 0 means what the dead-letter queue holds when
+	// the redrive starts: messages that are dead-lettered again meanwhile (a resubmitted
+	// copy that fails again) are not chased round in a loop.
 	Limit int `json:"limit,omitempty"`
 }
 
 // Progress is one line of a redrive's NDJSON answer.
 type Progress struct {
-	Done     int    `json:"done"`
+	Done int `json:"done"`
+	// Total is how many messages the redrive means to move: Limit, or the dead-letter
+	// count when it started; 0 when unknown.
+	Total    int    `json:"total,omitempty"`
 	Finished bool   `json:"finished,omitempty"`
 	Error    string `json:"error,omitempty"`
 }
@@ -408,8 +415,8 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, req SendRequest) 
 // redrive resubmits (or purges) dead-lettered messages, streaming progress. A
 // resubmitted message is sent as a copy first and only then completed, so a failure
 // part-way leaves it in both places rather than in neither (at least once). It stops
-// after Limit messages, after a receive round that gets nothing, or when the client
-// goes away.
+// after Limit messages (by default the dead-letter count when it starts), after a
+// receive round that gets nothing, or when the client goes away.
 func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveRequest, purge bool) error {
 	ctx := r.Context()
 	c, err := h.client(r)
@@ -440,6 +447,18 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 		}
 		defer snd.Close(context.WithoutCancel(ctx))
 	}
+
+	if req.Limit == 0 {
+		n, err := h.deadLetterCount(r, req.Target)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			n = -1 // nothing to move: no round at all
+		}
+		req.Limit = n
+	}
+	total := max(req.Limit, 0)
 
 	// The first round is received before answering, so that a missing entity or a
 	// refused token is an HTTP error rather than a line of the stream.
@@ -477,7 +496,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 			}
 			done++
 			if time.Since(lastEmit) >= 100*time.Millisecond {
-				emit(Progress{Done: done})
+				emit(Progress{Done: done, Total: total})
 				lastEmit = time.Now()
 			}
 		}
@@ -485,7 +504,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 			msgs, err = h.round(ctx, rcv, req.Limit, done)
 		}
 	}
-	p := Progress{Done: done, Finished: true}
+	p := Progress{Done: done, Total: total, Finished: true}
 	if err != nil {
 		p.Error = err.Error()
 		h.log.Warn("explorer: dead-letter redrive stopped", "entity", req.Target.String(), "purge", purge, "done", done, "err", err)
@@ -495,41 +514,75 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 	return nil
 }
 
-// exists fails with 404 when the admin API (Config.Next) says entity does not exist, so
-// that a redrive to a mistyped target refuses before it locks any dead letter. Any other
-// answer lets the redrive go on: the first send then reports the problem.
-func (h *Handler) exists(r *http.Request, entity string) error {
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/"+url.PathEscape(entity)+"?api-version=2021-05", nil)
+// adminGet serves GET path through the admin API (Config.Next) with the caller's token,
+// and returns the status and body of its answer.
+func (h *Handler) adminGet(r *http.Request, path string) (int, []byte) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, path+"?api-version=2021-05", nil)
 	if err != nil {
-		return errorf(http.StatusBadRequest, "the entity name %q: %v", entity, err)
+		return http.StatusBadRequest, []byte(err.Error())
 	}
 	req.Header.Set("Authorization", r.Header.Get("Authorization"))
 	req.Host = r.Host
-	w := &statusRecorder{header: http.Header{}, code: http.StatusOK}
+	w := &recorder{header: http.Header{}, code: http.StatusOK}
 	h.cfg.Next.ServeHTTP(w, req)
-	if w.code == http.StatusNotFound {
+	return w.code, w.body.Bytes()
+}
+
+// exists fails with 404 when the admin API says entity does not exist, so that a
+// redrive to a mistyped target refuses before it locks any dead letter. Any other
+// answer lets the redrive go on: the first send then reports the problem.
+func (h *Handler) exists(r *http.Request, entity string) error {
+	if code, _ := h.adminGet(r, "/"+url.PathEscape(entity)); code == http.StatusNotFound {
 		return errorf(http.StatusNotFound, "there is no queue or topic %q to resubmit to", entity)
 	}
 	return nil
 }
 
-// statusRecorder keeps the status of a response and drops its body.
-type statusRecorder struct {
-	header http.Header
-	code   int
+// deadLetterCount reads a queue's or subscription's dead-letter count from the admin
+// API's runtime properties.
+func (h *Handler) deadLetterCount(r *http.Request, t Target) (int, error) {
+	path := "/" + url.PathEscape(t.Entity)
+	if t.Subscription != "" {
+		path += "/Subscriptions/" + url.PathEscape(t.Subscription)
+	}
+	code, body := h.adminGet(r, path)
+	switch {
+	case code == http.StatusNotFound:
+		return 0, errorf(http.StatusNotFound, "there is no queue or subscription %q", t.String())
+	case code != http.StatusOK:
+		return 0, errorf(http.StatusServiceUnavailable, "the dead-letter count of %q is unavailable (%d)", t.String(), code)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return 0, errorf(http.StatusBadGateway, "the admin API's description of %q has no dead-letter count", t.String())
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "DeadLetterMessageCount" {
+			var n int
+			if err := dec.DecodeElement(&n, &se); err != nil {
+				return 0, errorf(http.StatusBadGateway, "the dead-letter count of %q: %v", t.String(), err)
+			}
+			return n, nil
+		}
+	}
 }
 
-func (s *statusRecorder) Header() http.Header         { return s.header }
-func (s *statusRecorder) Write(b []byte) (int, error) { return len(b), nil }
-func (s *statusRecorder) WriteHeader(code int)        { s.code = code }
+// recorder keeps the status and body of a response.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
 
-// round receives the next round of up to 100 messages (fewer near limit; 0 means no
-// limit); none when limit is reached or nothing arrives within ReceiveRoundTimeout.
+func (s *recorder) Header() http.Header         { return s.header }
+func (s *recorder) Write(b []byte) (int, error) { return s.body.Write(b) }
+func (s *recorder) WriteHeader(code int)        { s.code = code }
+
+// round receives the next round of up to 100 messages (fewer near limit); none when
+// limit is reached or nothing arrives within ReceiveRoundTimeout.
 func (h *Handler) round(ctx context.Context, rcv *azservicebus.Receiver, limit, done int) ([]*azservicebus.ReceivedMessage, error) {
-	want := 100
-	if limit > 0 {
-		want = min(want, limit-done)
-	}
+	want := min(100, limit-done)
 	if want <= 0 {
 		return nil, nil
 	}

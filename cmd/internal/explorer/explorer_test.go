@@ -412,7 +412,7 @@ func TestResubmitAndPurgeDeadLetters(t *testing.T) {
 	}
 
 	lines := e.redrive("/$ui/api/deadletter/resubmit", explorer.RedriveRequest{Target: explorer.Target{Entity: "orders"}, To: "retry", Limit: 2})
-	if last := lines[len(lines)-1]; last.Done != 2 || last.Error != "" {
+	if last := lines[len(lines)-1]; last.Done != 2 || last.Total != 2 || last.Error != "" {
 		t.Fatalf("resubmit with limit 2: %+v", lines)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -442,8 +442,8 @@ func TestResubmitAndPurgeDeadLetters(t *testing.T) {
 
 	e.deadLetter("orders", 2)
 	lines = e.redrive("/$ui/api/deadletter/purge", explorer.RedriveRequest{Target: explorer.Target{Entity: "orders"}})
-	if last := lines[len(lines)-1]; last.Done != 3 || last.Error != "" {
-		t.Fatalf("purge: %+v", lines)
+	if last := lines[len(lines)-1]; last.Done != 3 || last.Total != 3 || last.Error != "" {
+		t.Fatalf("purge: %+v, want 3 done of the 3 the dead-letter queue held", lines)
 	}
 	e.call("/$ui/api/peek", explorer.PeekRequest{Target: explorer.Target{Entity: "orders"}, DeadLetter: true}, 200, &p)
 	if len(p.Messages) != 0 {

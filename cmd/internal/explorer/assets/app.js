@@ -749,7 +749,8 @@ function redrivePanel(t) {
         buf = buf.slice(i + 1);
         if (!line) continue;
         last = JSON.parse(line);
-        bar.max = Math.max(bar.max, last.done);
+        if (last.total) total = last.total; // what the node counted when it started
+        bar.max = Math.max(total, last.done, 1);
         bar.value = last.done;
         msg.textContent = `${purge ? 'Purging' : 'Resubmitting'}… ${last.done} of ${Math.max(total, last.done)}`;
       }
