@@ -443,3 +443,32 @@ func TestExplorerTopicsRulesAndSessions(t *testing.T) {
 		t.Fatalf("the topic after the UI deleted it: %+v, %v", tp, err)
 	}
 }
+
+// The cluster view of a three-node cluster, seen from a node: every node alive, and
+// each partition of a partitioned queue with a leader and three replicas.
+func TestExplorerClusterView(t *testing.T) {
+	ctx := browser(t)
+	dir := artifacts(t)
+	c := harness.StartCluster(t, 3)
+	bg, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	partitioned := true
+	if _, err := c.Nodes[0].AdminClient(t).CreateQueue(bg, "payments", &admin.CreateQueueOptions{
+		Properties: &admin.QueueProperties{EnablePartitioning: &partitioned}}); err != nil {
+		t.Fatal(err)
+	}
+	run := runner(t, ctx)
+	n2 := c.Nodes[1]
+	run("log in to the second node", login("http://"+n2.Admin+"/", n2.ConnectionString, "", "", dir))
+	run("cluster view",
+		click(`#nav a[href="#/cluster"]`),
+		until(text(`#nodes-h`)+` === 'Nodes (3)' && document.querySelectorAll('#view .badge.ok').length === 3`,
+			"three nodes, all alive"),
+		until(`(() => {
+			const rows = [...document.querySelectorAll('#view section:nth-of-type(2) tbody tr')];
+			return rows.length >= 2 && rows.every((r) => r.cells[3].textContent !== '' && !r.querySelector('.badge.bad') &&
+				(r.cells[4].textContent.match(/lag/g) || []).length === 3);
+		})()`, "every partition with a leader and three replicas"),
+		until(`document.querySelector('main p.note').textContent.startsWith('Answered by node n2;')`, "the view says which node answered"),
+		screenshot(dir, "cluster-3-nodes"))
+}
