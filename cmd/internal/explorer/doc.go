@@ -25,6 +25,7 @@
 // Never cluster or amqp: cmd wires it.
 //
 // Goroutines: none of its own. net/http calls ServeHTTP concurrently; a long redrive
-// runs on its request's goroutine and streams its progress as NDJSON, and it stops when
-// the client goes away or the server shuts down (the request context).
+// runs on its request's goroutine and streams its progress as NDJSON. It stops when the
+// client goes away (the request context), or at shutdown when the node closes its AMQP
+// listener after http.Server.Shutdown has waited --shutdown-timeout for it.
 package explorer
