@@ -5,7 +5,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test
+.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test ui-test
 
 all: build
 
@@ -142,3 +142,13 @@ image-test:
 helm-test: image-test chaos-deps
 	cd helm/quorumbus/test && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 	cd helm/quorumbus/test/apivalidate && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+
+# The explorer web UI in a real browser (test/ui): Debian's headless Chromium, installed
+# when missing (needs root), driven with chromedp against a real node. It fails on any
+# browser console error and keeps a screenshot of each main page in $(UI_ARTIFACTS).
+UI_ARTIFACTS ?= $(CURDIR)/ui-artifacts
+ui-test:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  apt-get update -qq && apt-get install -y -qq chromium; fi
+	@mkdir -p $(UI_ARTIFACTS)
+	QUORUMBUS_UI=1 QUORUMBUS_UI_ARTIFACTS=$(UI_ARTIFACTS) $(GO) test -count=1 -timeout 10m -v ./test/ui/

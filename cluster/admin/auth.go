@@ -3,6 +3,7 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -117,4 +118,19 @@ func ruleOf(k meta.SASKey, scope string) sas.Rule {
 		r |= sas.Manage
 	}
 	return sas.Rule{Name: k.Name, PrimaryKey: k.PrimaryKey, SecondaryKey: k.SecondaryKey, Rights: r, Scope: scope}
+}
+
+// Authorize checks r's SAS token as the namespace-level admin API does (a known key, a
+// valid unexpired signature whose resource covers r's path, and the Manage right). The
+// explorer web UI (cmd/internal/explorer) serves its own JSON endpoints on the admin
+// port and guards them with this, so they accept exactly the tokens the admin API does.
+// The error text says why; the caller answers 401 with it.
+func (h *Handler) Authorize(r *http.Request) error {
+	var authErr error
+	if err := h.cfg.Store.Read(r.Context(), func(s *meta.State) {
+		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, "")
+	}); err != nil {
+		return err
+	}
+	return authErr
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
+	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
+	"github.com/quorumbus/quorumbus/fsm"
 )
 
 // run starts the node and blocks until SIGTERM or SIGINT, then stops it gracefully.
@@ -145,7 +147,19 @@ func run(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// The explorer web UI shares the admin port: its page at "/", its assets and JSON
+	// API under /$ui/; every other path goes on to the admin API unchanged.
+	xc := explorer.DefaultConfig()
+	xc.AMQPAddr = amqpLn.Addr().String()
+	xc.Authorize = handler.Authorize
+	xc.Next = handler
+	xc.Sessions = explorerSessions{node}
+	xc.Logger = log
+	ui, err := explorer.New(xc)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: ui, ReadHeaderTimeout: 10 * time.Second}
 	adminErr := make(chan error, 1)
 	go func() { adminErr <- hs.Serve(adminLn) }()
 
@@ -156,7 +170,7 @@ func run(cfg Config) error {
 		return err
 	}
 	fmt.Printf("Quorumbus is running (node %s, namespace %s, data %s)\n", cfg.NodeID, node.Namespace(), cfg.Data)
-	fmt.Printf("  AMQP      %s\n  admin API http://%s\n", amqpAddr, adminLn.Addr())
+	fmt.Printf("  AMQP      %s\n  admin API http://%s\n  explorer  http://%s/\n", amqpAddr, adminLn.Addr(), adminLn.Addr())
 	fmt.Printf("Connection string:\n%s\n", connStr)
 
 	select {
@@ -263,4 +277,26 @@ func newLogger(cfg Config) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// explorerSessions lets the explorer list a node's sessions and read their state.
+type explorerSessions struct{ n *cluster.Node }
+
+var _ explorer.Sessions = explorerSessions{}
+
+func (s explorerSessions) ListSessions(ctx context.Context, t explorer.Target) ([]string, error) {
+	ids, err := s.n.ListSessions(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription})
+	return ids, notFound(err)
+}
+
+func (s explorerSessions) SessionState(ctx context.Context, t explorer.Target, id string) ([]byte, error) {
+	st, err := s.n.SessionState(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription}, id)
+	return st, notFound(err)
+}
+
+func notFound(err error) error {
+	if errors.Is(err, fsm.ErrNotFound) || errors.Is(err, meta.ErrNotFound) {
+		return fmt.Errorf("%w: %v", explorer.ErrNotFound, err)
+	}
+	return err
 }
