@@ -112,7 +112,10 @@ func run(cfg Config) error {
 
 	hc := admin.DefaultConfig()
 	hc.Store = node
-	hc.Ready = node.Ready
+	// Ready while the node can serve and the AMQP listener accepts: a listener
+	// retrying a failing Accept (out of file descriptors) takes the node out of
+	// rotation instead of leaving it looking healthy while it serves no one.
+	hc.Ready = func() error { return errors.Join(node.Ready(), srv.Ready()) }
 	hc.Logger = log
 	hc.PartitionCount = 4
 	// The node serves the cluster API once it implements admin.Cluster; until then
