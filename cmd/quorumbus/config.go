@@ -41,6 +41,13 @@ type Config struct {
 	Replicas        int           `json:"replicas"`
 	DeadNodeGrace   time.Duration `json:"dead-node-grace"`
 
+	// TLS for clients (docs/security-transport.md). AMQPAddr "" (or "off") turns
+	// the plain listener off; AMQPSAddr listens only when TLS is configured.
+	AMQPSAddr     string `json:"amqps-addr"`
+	TLSCert       string `json:"tls-cert"`
+	TLSKey        string `json:"tls-key"`
+	TLSSelfSigned bool   `json:"tls-self-signed"`
+
 	// nodeIDDefaulted: no source set --node-id, so the host name was taken and the ID
 	// recorded in the data directory wins over it (resolveNodeID).
 	nodeIDDefaulted bool
@@ -58,6 +65,7 @@ func DefaultConfig() Config {
 		Data:            "./data",
 		AMQPAddr:        "127.0.0.1:5672",
 		AdminAddr:       "127.0.0.1:5300",
+		AMQPSAddr:       "127.0.0.1:5671",
 		ClusterAddr:     "127.0.0.1:5400",
 		NodeID:          defaultNodeID(),
 		Namespace:       "", // Config.json's namespace, else "quorumbus" (run.go)
@@ -83,7 +91,11 @@ func defaultNodeID() string {
 func (c *Config) Validate() error {
 	for _, a := range []struct{ name, v string }{
 		{"amqp-addr", c.AMQPAddr}, {"admin-addr", c.AdminAddr}, {"cluster-addr", c.ClusterAddr},
+		{"amqps-addr", c.AMQPSAddr},
 	} {
+		if a.name == "amqp-addr" && a.v == "" {
+			continue // plain AMQP turned off
+		}
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			return fmt.Errorf("--%s %q: want HOST:PORT: %v", a.name, a.v, err)
 		}
@@ -101,6 +113,9 @@ func (c *Config) Validate() error {
 	if err := c.validateCluster(); err != nil {
 		return err
 	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -110,6 +125,23 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	}
+	return nil
+}
+
+// tlsEnabled reports whether client listeners use TLS.
+func (c *Config) tlsEnabled() bool { return c.TLSSelfSigned || c.TLSCert != "" }
+
+// validateTLS checks the client TLS settings.
+func (c *Config) validateTLS() error {
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("--tls-cert and --tls-key: set both (the certificate chain and its private key, PEM) or neither")
+	case c.TLSSelfSigned && c.TLSCert != "":
+		return errors.New("--tls-self-signed: cannot be combined with --tls-cert/--tls-key; choose one")
+	case c.AMQPAddr == "" && !c.tlsEnabled():
+		return errors.New("--amqp-addr is off and TLS is not configured, so no AMQP listener would run: " +
+			"set --tls-cert/--tls-key or --tls-self-signed (AMQPS on --amqps-addr), or give --amqp-addr HOST:PORT")
 	}
 	return nil
 }
@@ -174,6 +206,7 @@ type setting struct {
 	dur  *time.Duration
 	num  *int
 	list *[]string // comma-separated in flags and the environment
+	flag *bool
 }
 
 func (s setting) envName() string {
@@ -192,6 +225,12 @@ func (s setting) set(v string) error {
 		*s.num = n
 	case s.list != nil:
 		*s.list = splitList(v)
+	case s.flag != nil:
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		*s.flag = b
 	default:
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -224,6 +263,8 @@ func (s setting) copyTo(o setting) {
 		*o.num = *s.num
 	case s.list != nil:
 		*o.list = *s.list
+	case s.flag != nil:
+		*o.flag = *s.flag
 	default:
 		*o.dur = *s.dur
 	}
@@ -232,8 +273,12 @@ func (s setting) copyTo(o setting) {
 func settings(c *Config) []setting {
 	return []setting{
 		{name: "data", usage: "directory for all state (Raft logs, snapshots, metadata)", str: &c.Data},
-		{name: "amqp-addr", usage: "AMQP 1.0 listener, HOST:PORT", str: &c.AMQPAddr},
-		{name: "admin-addr", usage: "admin HTTP API listener (Service Bus ATOM API, /healthz), HOST:PORT", str: &c.AdminAddr},
+		{name: "amqp-addr", usage: "plain AMQP 1.0 listener (emulator connection strings), HOST:PORT; \"\" or off turns it off (needs TLS)", str: &c.AMQPAddr},
+		{name: "amqps-addr", usage: "AMQP 1.0 over TLS listener, HOST:PORT; listens only when TLS is configured", str: &c.AMQPSAddr},
+		{name: "admin-addr", usage: "admin API listener (Service Bus ATOM API, /healthz, AMQP over WebSockets); HTTPS when TLS is configured, HOST:PORT", str: &c.AdminAddr},
+		{name: "tls-cert", usage: "PEM certificate chain for AMQPS and HTTPS; reloaded when the file changes", str: &c.TLSCert},
+		{name: "tls-key", usage: "PEM private key of --tls-cert; reloaded when the file changes", str: &c.TLSKey},
+		{name: "tls-self-signed", usage: "serve TLS with a development CA and certificate kept in --data/tls (its ca.crt path is printed at start)", flag: &c.TLSSelfSigned},
 		{name: "cluster-addr", usage: "cluster traffic (all Raft groups), HOST:PORT", str: &c.ClusterAddr},
 		{name: "node-id", usage: "this node's stable identity in the cluster; default: the ID recorded in --data, else the host name", str: &c.NodeID},
 		{name: "namespace", usage: "the Service Bus namespace name this cluster serves (default: Config.json's, else quorumbus)", str: &c.Namespace},
@@ -272,6 +317,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 			fs.IntVar(s.num, s.name, 0, usage)
 		case s.list != nil:
 			fs.Func(s.name, usage, func(v string) error { *s.list = splitList(v); return nil })
+		case s.flag != nil:
+			fs.BoolVar(s.flag, s.name, false, usage)
 		default:
 			fs.DurationVar(s.dur, s.name, 0, usage)
 		}
@@ -309,7 +356,11 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	if c.NodeID == "" {
 		c.NodeID, c.nodeIDDefaulted = defaultNodeID(), true
 	}
-	return c, c.Validate()
+	if c.AMQPAddr == "off" { // the environment cannot say "": QUORUMBUS_AMQP_ADDR=off
+		c.AMQPAddr = ""
+	}
+	err := c.Validate()
+	return c, err
 }
 
 // nodeIDFile records, in the data directory, the node ID its Raft state belongs to.
@@ -381,6 +432,11 @@ func applyFile(ss []setting, path string) error {
 			*s.list = list
 			continue
 		}
+		var b bool
+		if s.flag != nil && json.Unmarshal(raw[k], &b) == nil {
+			*s.flag = b
+			continue
+		}
 		if err := json.Unmarshal(raw[k], &v); err != nil {
 			var n json.Number
 			if json.Unmarshal(raw[k], &n) != nil {
@@ -412,6 +468,8 @@ func (c Config) effectiveJSON() ([]byte, error) {
 			out[s.name] = *s.num
 		case s.list != nil:
 			out[s.name] = append([]string{}, *s.list...)
+		case s.flag != nil:
+			out[s.name] = *s.flag
 		default:
 			out[s.name] = s.dur.String()
 		}

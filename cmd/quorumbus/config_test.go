@@ -254,3 +254,53 @@ func TestCheckConfigPrintsALoadableConfigFile(t *testing.T) {
 		t.Fatalf("round trip:\n%+v\n%+v", back, c)
 	}
 }
+
+// TestConfigTLSSettings: the TLS settings come from flags, QUORUMBUS_* and file keys like
+// every other; plain AMQP is turned off with "" (flag, file) or off (any source), but only
+// when TLS is configured; a certificate needs its key.
+func TestConfigTLSSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "qb.json")
+	if err := os.WriteFile(file, []byte(`{"tls-self-signed": true, "amqp-addr": "", "amqps-addr": "127.0.0.1:6671"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig([]string{"--config", file}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.TLSSelfSigned || c.AMQPAddr != "" || c.AMQPSAddr != "127.0.0.1:6671" {
+		t.Fatalf("from the file: %+v", c)
+	}
+	c, err = loadConfig(nil, env(map[string]string{
+		"QUORUMBUS_TLS_CERT": "/s/tls.crt", "QUORUMBUS_TLS_KEY": "/s/tls.key", "QUORUMBUS_AMQP_ADDR": "off",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TLSCert != "/s/tls.crt" || c.TLSKey != "/s/tls.key" || c.AMQPAddr != "" {
+		t.Fatalf("from the environment: %+v", c)
+	}
+	if c, err := loadConfig([]string{"--tls-self-signed", "--amqp-addr", ""}, env(nil), io.Discard); err != nil || !c.TLSSelfSigned || c.AMQPAddr != "" {
+		t.Fatalf("from flags: %+v, %v", c, err)
+	}
+	if c, _ := loadConfig(nil, env(nil), io.Discard); c.AMQPSAddr != "127.0.0.1:5671" || c.tlsEnabled() {
+		t.Fatalf("defaults: amqps-addr %q, TLS %v", c.AMQPSAddr, c.tlsEnabled())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--amqp-addr", ""}, "--amqp-addr is off and TLS is not configured"},
+		{[]string{"--tls-cert", "/a.crt"}, "--tls-cert and --tls-key"},
+		{[]string{"--tls-self-signed", "--tls-cert", "/a", "--tls-key", "/b"}, "cannot be combined"},
+		{[]string{"--tls-self-signed", "--amqps-addr", "5671"}, "--amqps-addr"},
+	} {
+		_, err := loadConfig(tc.args, env(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := loadConfig(nil, env(map[string]string{"QUORUMBUS_TLS_SELF_SIGNED": "maybe"}), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "QUORUMBUS_TLS_SELF_SIGNED") {
+		t.Errorf("QUORUMBUS_TLS_SELF_SIGNED=maybe: err = %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
+	"github.com/quorumbus/quorumbus/internal/certs"
 )
 
 // run starts the node and blocks until SIGTERM or SIGINT, then stops it gracefully.
@@ -36,13 +38,32 @@ func run(cfg Config) error {
 	}
 	cfg.NodeID = id
 
+	tlsCfg, caFile, err := clientTLS(cfg)
+	if err != nil {
+		return err
+	}
+
 	// The client listeners are bound before the node starts, so that the node can
 	// advertise the addresses they actually got (port 0 in tests) to its peers.
-	amqpLn, err := net.Listen("tcp", cfg.AMQPAddr)
-	if err != nil {
-		return fmt.Errorf("--amqp-addr %s: %w", cfg.AMQPAddr, err)
+	var amqpLn, amqpsLn net.Listener
+	if cfg.AMQPAddr != "" {
+		if amqpLn, err = net.Listen("tcp", cfg.AMQPAddr); err != nil {
+			return fmt.Errorf("--amqp-addr %s: %w", cfg.AMQPAddr, err)
+		}
+		defer amqpLn.Close()
 	}
-	defer amqpLn.Close()
+	if tlsCfg != nil {
+		if amqpsLn, err = net.Listen("tcp", cfg.AMQPSAddr); err != nil {
+			return fmt.Errorf("--amqps-addr %s: %w", cfg.AMQPSAddr, err)
+		}
+		defer amqpsLn.Close()
+	}
+	// The address advertised to peers and written to endpoints.json as "amqp":
+	// plain AMQP when it listens, else AMQPS.
+	clientLn := amqpLn
+	if clientLn == nil {
+		clientLn = amqpsLn
+	}
 	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("--admin-addr %s: %w", cfg.AdminAddr, err)
@@ -75,7 +96,7 @@ func run(cfg Config) error {
 		cfg.Namespace = defaultNamespace
 	}
 
-	cc := clusterConfig(cfg, amqpLn.Addr(), adminLn.Addr())
+	cc := clusterConfig(cfg, clientLn.Addr(), adminLn.Addr())
 	cc.Logger = log
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	node, err := cluster.Start(startCtx, cc)
@@ -99,7 +120,7 @@ func run(cfg Config) error {
 	}
 
 	ac := amqp.DefaultConfig()
-	ac.Addresses = []string{amqpLn.Addr().String()}
+	ac.Addresses = nil // listeners are handed to Serve below
 	ac.Namespace = node.Namespace()
 	ac.Logger = log
 	srv, err := amqp.New(ac, bridge.New(node))
@@ -107,8 +128,14 @@ func run(cfg Config) error {
 		return err
 	}
 	defer srv.Close()
-	amqpErr := make(chan error, 1)
-	go func() { amqpErr <- srv.Serve(amqpLn) }() // ends when srv.Close closes amqpLn
+	amqpErr := make(chan error, 2)
+	// Each Serve ends when srv.Close closes its listener.
+	if amqpLn != nil {
+		go func() { amqpErr <- srv.Serve(amqpLn) }()
+	}
+	if amqpsLn != nil {
+		go func() { amqpErr <- srv.Serve(tls.NewListener(amqpsLn, tlsCfg)) }()
+	}
 
 	hc := admin.DefaultConfig()
 	hc.Store = node
@@ -129,17 +156,49 @@ func run(cfg Config) error {
 	}
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	adminErr := make(chan error, 1)
-	go func() { adminErr <- hs.Serve(adminLn) }()
+	adminScheme := "http"
+	if tlsCfg != nil {
+		adminScheme = "https"
+		hs.TLSConfig = tlsCfg.Clone()
+		go func() { adminErr <- hs.ServeTLS(adminLn, "", "") }() // certificate from GetCertificate
+	} else {
+		go func() { adminErr <- hs.Serve(adminLn) }()
+	}
 
-	amqpAddr := amqpLn.Addr().String()
 	name, key := node.DefaultKey()
-	connStr := amqp.ConnectionString(amqpAddr, amqp.SASKey{Name: name, Key: key})
-	if err := writeEndpoints(cfg.Data, amqpAddr, adminLn.Addr().String(), node.ClusterAddr(), connStr); err != nil {
+	sas := amqp.SASKey{Name: name, Key: key}
+	ep := endpoints{
+		AMQP: clientLn.Addr().String(), Admin: adminLn.Addr().String(),
+		AdminURL: adminScheme + "://" + adminLn.Addr().String(), Cluster: node.ClusterAddr(), CA: caFile,
+	}
+	if amqpLn != nil {
+		ep.ConnectionString = amqp.ConnectionString(amqpLn.Addr().String(), sas)
+	}
+	if amqpsLn != nil {
+		ep.AMQPS = amqpsLn.Addr().String()
+		ep.TLSConnectionString = tlsConnectionString(ep.AMQPS, sas)
+		if ep.ConnectionString == "" {
+			ep.ConnectionString = ep.TLSConnectionString
+		}
+	}
+	if err := writeEndpoints(cfg.Data, ep); err != nil {
 		return err
 	}
 	fmt.Printf("Quorumbus is running (node %s, namespace %s, data %s)\n", cfg.NodeID, node.Namespace(), cfg.Data)
-	fmt.Printf("  AMQP      %s\n  admin API http://%s\n", amqpAddr, adminLn.Addr())
-	fmt.Printf("Connection string:\n%s\n", connStr)
+	if amqpLn != nil {
+		fmt.Printf("  AMQP      %s\n", amqpLn.Addr())
+	}
+	if amqpsLn != nil {
+		fmt.Printf("  AMQPS     %s\n  WebSocket wss://%s/$servicebus/websocket\n", amqpsLn.Addr(), adminLn.Addr())
+	}
+	fmt.Printf("  admin API %s\n", ep.AdminURL)
+	if caFile != "" {
+		fmt.Printf("  TLS       self-signed development certificate; clients trust the CA in %s\n", caFile)
+	}
+	fmt.Printf("Connection string:\n%s\n", ep.ConnectionString)
+	if ep.TLSConnectionString != "" && ep.TLSConnectionString != ep.ConnectionString {
+		fmt.Printf("Connection string (TLS):\n%s\n", ep.TLSConnectionString)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -215,16 +274,68 @@ func advertised(a net.Addr, host string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// clientTLS is the TLS configuration of the client listeners (AMQPS, HTTPS admin,
+// WebSockets), nil when TLS is not configured. With --tls-self-signed it creates (or
+// reuses) the development certificate in <data>/tls and returns its CA file.
+func clientTLS(cfg Config) (*tls.Config, string, error) {
+	if !cfg.tlsEnabled() {
+		return nil, "", nil
+	}
+	certFile, keyFile, caFile := cfg.TLSCert, cfg.TLSKey, ""
+	if cfg.TLSSelfSigned {
+		var hosts []string
+		for _, a := range []string{cfg.AdvertiseAddr, cfg.AMQPSAddr, cfg.AdminAddr} {
+			if h, _, err := net.SplitHostPort(a); err == nil && !isWildcard(h) {
+				hosts = append(hosts, h)
+			}
+		}
+		f, err := certs.SelfSigned(filepath.Join(cfg.Data, "tls"), hosts, time.Now())
+		if err != nil {
+			return nil, "", fmt.Errorf("--tls-self-signed: %w", err)
+		}
+		certFile, keyFile, caFile = f.Cert, f.Key, f.CA
+	}
+	r, err := certs.NewReloader(certFile, keyFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	return certs.ServerConfig(r), caFile, nil
+}
+
+// tlsConnectionString is a normal (non-emulator) connection string for the AMQPS
+// listener at hostPort; a loopback host is named localhost, which the development
+// certificate covers.
+func tlsConnectionString(hostPort string, key amqp.SASKey) string {
+	if h, p, err := net.SplitHostPort(hostPort); err == nil {
+		if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+			hostPort = net.JoinHostPort("localhost", p)
+		}
+	}
+	return "Endpoint=sb://" + hostPort + "/;SharedAccessKeyName=" + key.Name + ";SharedAccessKey=" + key.Key
+}
+
+// endpoints is endpoints.json: where the node listens (ports may be 0 on the command
+// line). AMQP is the plain listener, or AMQPS when plain AMQP is off.
+type endpoints struct {
+	AMQP                string `json:"amqp"`
+	AMQPS               string `json:"amqps,omitempty"`
+	Admin               string `json:"admin"`
+	AdminURL            string `json:"adminURL"`
+	Cluster             string `json:"cluster"`
+	CA                  string `json:"ca,omitempty"`
+	ConnectionString    string `json:"connectionString"`
+	TLSConnectionString string `json:"tlsConnectionString,omitempty"`
+}
+
 // writeEndpoints records where the node listens: endpoints.json for tools and tests
-// (ports may be 0 on the command line) and connection-string for qbctl. Each is written
-// to a temporary file and renamed, so a reader never sees half a file.
-func writeEndpoints(dir, amqpAddr, adminAddr, clusterAddr, connStr string) error {
-	b, err := json.MarshalIndent(map[string]string{
-		"amqp": amqpAddr, "admin": adminAddr, "cluster": clusterAddr, "connectionString": connStr,
-	}, "", "  ")
+// and connection-string for qbctl. Each is written to a temporary file and renamed, so
+// a reader never sees half a file.
+func writeEndpoints(dir string, ep endpoints) error {
+	b, err := json.MarshalIndent(ep, "", "  ")
 	if err != nil {
 		return err
 	}
+	connStr := ep.ConnectionString
 	for name, data := range map[string][]byte{"endpoints.json": b, "connection-string": []byte(connStr + "\n")} {
 		tmp := filepath.Join(dir, "."+name+".tmp")
 		if err := os.WriteFile(tmp, data, 0o600); err != nil {
