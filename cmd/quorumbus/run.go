@@ -20,6 +20,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster"
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cmd/internal/amqpws"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/internal/certs"
 )
@@ -154,7 +155,11 @@ func run(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// AMQP over WebSockets shares the admin port (443-style: one HTTPS port for the
+	// management API and wss://host/$servicebus/websocket). One WebSocket message holds
+	// at most a few frames; bound it well above the frame size.
+	ws := amqpws.Handler(srv.ServeConn, max(1<<20, 4*int64(ac.MaxFrameSize)), log)
+	hs := &http.Server{Handler: amqpws.Route(ws, handler), ReadHeaderTimeout: 10 * time.Second}
 	adminErr := make(chan error, 1)
 	adminScheme := "http"
 	if tlsCfg != nil {

@@ -100,7 +100,7 @@ func sendReceive(t *testing.T, c *azservicebus.Client, q, text string) {
 	defer r.Close(context.Background())
 	m := receiveOne(t, r, 30*time.Second)
 	if string(m.Body) != text {
-		t.Fatalf("received %q, want %q", m.Body, text)
+		t.Fatalf("received %d bytes %.40q, want %d bytes %.40q", len(m.Body), m.Body, len(text), text)
 	}
 	if err := r.CompleteMessage(ctx, m, nil); err != nil {
 		t.Fatalf("complete: %v", err)
