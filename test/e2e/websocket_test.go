@@ -70,4 +70,3 @@ func TestWebSocketSendReceive(t *testing.T) {
 		}
 	})
 }
-
