@@ -1,6 +1,7 @@
 package certs
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -110,7 +111,7 @@ func NewCA(cn string, now time.Time, rnd interface{ Read([]byte) (int, error) })
 
 // Issue signs a certificate for pub, usable by servers and clients, naming
 // names (DNS names or IP addresses), valid from an hour before now for ttl.
-func Issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, pub *ecdsa.PublicKey, cn string, names []string,
+func Issue(ca *x509.Certificate, caKey crypto.Signer, pub crypto.PublicKey, cn string, names []string,
 	now time.Time, ttl time.Duration, rnd interface{ Read([]byte) (int, error) }) ([]byte, error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
