@@ -48,6 +48,13 @@ type Config struct {
 	TLSKey        string `json:"tls-key"`
 	TLSSelfSigned bool   `json:"tls-self-signed"`
 
+	// Cluster credentials: mutual TLS on the cluster port and gossip encryption.
+	// ClusterSecret is the value or @FILE; the certificate files are optional.
+	ClusterSecret  string `json:"cluster-secret"`
+	ClusterTLSCert string `json:"cluster-tls-cert"`
+	ClusterTLSKey  string `json:"cluster-tls-key"`
+	ClusterTLSCA   string `json:"cluster-tls-ca"`
+
 	// nodeIDDefaulted: no source set --node-id, so the host name was taken and the ID
 	// recorded in the data directory wins over it (resolveNodeID).
 	nodeIDDefaulted bool
@@ -139,6 +146,12 @@ func (c *Config) validateTLS() error {
 		return errors.New("--tls-cert and --tls-key: set both (the certificate chain and its private key, PEM) or neither")
 	case c.TLSSelfSigned && c.TLSCert != "":
 		return errors.New("--tls-self-signed: cannot be combined with --tls-cert/--tls-key; choose one")
+	case (c.ClusterTLSCert != "" || c.ClusterTLSKey != "" || c.ClusterTLSCA != "") &&
+		(c.ClusterTLSCert == "" || c.ClusterTLSKey == "" || c.ClusterTLSCA == ""):
+		return errors.New("--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: set all three (this node's certificate, its key, the CA peers must chain to) or none")
+	case c.ClusterTLSCert != "" && c.ClusterSecret == "":
+		return errors.New("--cluster-tls-cert needs --cluster-secret too: it keys gossip encryption, " +
+			"since memberlist's UDP packets do not go through TLS")
 	case c.AMQPAddr == "" && !c.tlsEnabled():
 		return errors.New("--amqp-addr is off and TLS is not configured, so no AMQP listener would run: " +
 			"set --tls-cert/--tls-key or --tls-self-signed (AMQPS on --amqps-addr), or give --amqp-addr HOST:PORT")
@@ -279,6 +292,10 @@ func settings(c *Config) []setting {
 		{name: "tls-cert", usage: "PEM certificate chain for AMQPS and HTTPS; reloaded when the file changes", str: &c.TLSCert},
 		{name: "tls-key", usage: "PEM private key of --tls-cert; reloaded when the file changes", str: &c.TLSKey},
 		{name: "tls-self-signed", usage: "serve TLS with a development CA and certificate kept in --data/tls (its ca.crt path is printed at start)", flag: &c.TLSSelfSigned},
+		{name: "cluster-secret", usage: "shared secret (>= 16 bytes, or @FILE) that authenticates and encrypts cluster traffic: mutual TLS from a CA derived from it, and gossip encryption; the same on every node", str: &c.ClusterSecret},
+		{name: "cluster-tls-cert", usage: "PEM certificate of this node for mutual TLS on the cluster port, instead of one derived from --cluster-secret; reloaded on change", str: &c.ClusterTLSCert},
+		{name: "cluster-tls-key", usage: "PEM private key of --cluster-tls-cert; reloaded on change", str: &c.ClusterTLSKey},
+		{name: "cluster-tls-ca", usage: "PEM CA bundle peers' cluster certificates must chain to; reloaded on change", str: &c.ClusterTLSCA},
 		{name: "cluster-addr", usage: "cluster traffic (all Raft groups), HOST:PORT", str: &c.ClusterAddr},
 		{name: "node-id", usage: "this node's stable identity in the cluster; default: the ID recorded in --data, else the host name", str: &c.NodeID},
 		{name: "namespace", usage: "the Service Bus namespace name this cluster serves (default: Config.json's, else quorumbus)", str: &c.Namespace},
@@ -457,7 +474,8 @@ func applyFile(ss []setting, path string) error {
 }
 
 // effectiveJSON is c as a config file (keys are flag names, durations in Go form), with
-// the value of sas-key replaced by "REDACTED" when one is set.
+// the value of sas-key (and of cluster-secret, unless it names a file) replaced by
+// "REDACTED" when one is set.
 func (c Config) effectiveJSON() ([]byte, error) {
 	out := map[string]any{}
 	for _, s := range settings(&c) {
@@ -476,6 +494,9 @@ func (c Config) effectiveJSON() ([]byte, error) {
 	}
 	if c.Key != "" {
 		out["sas-key"] = "REDACTED"
+	}
+	if c.ClusterSecret != "" && !strings.HasPrefix(c.ClusterSecret, "@") {
+		out["cluster-secret"] = "REDACTED"
 	}
 	return json.MarshalIndent(out, "", "  ")
 }

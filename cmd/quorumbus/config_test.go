@@ -225,7 +225,8 @@ func TestNodeIDIsRecordedInTheDataDirectory(t *testing.T) {
 func TestCheckConfigPrintsALoadableConfigFile(t *testing.T) {
 	c, err := loadConfig([]string{"--check-config", "--node-id", "qb-1", "--cluster-addr", "0.0.0.0:5400",
 		"--advertise-addr", "qb-1.qb:5400", "--join", "qb-0.qb:5400,qb-1.qb:5400", "--dead-node-grace", "90s"},
-		env(map[string]string{"QUORUMBUS_SAS_KEY": "secret", "QUORUMBUS_REPLICAS": "2"}), io.Discard)
+		env(map[string]string{"QUORUMBUS_SAS_KEY": "sas-key-value", "QUORUMBUS_REPLICAS": "2",
+			"QUORUMBUS_CLUSTER_SECRET": "cluster-secret-value-0123"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +237,9 @@ func TestCheckConfigPrintsALoadableConfigFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "secret") || !strings.Contains(string(b), `"sas-key": "REDACTED"`) {
-		t.Fatalf("key not redacted:\n%s", b)
+	if strings.Contains(string(b), "sas-key-value") || !strings.Contains(string(b), `"sas-key": "REDACTED"`) ||
+		strings.Contains(string(b), "cluster-secret-value") || !strings.Contains(string(b), `"cluster-secret": "REDACTED"`) {
+		t.Fatalf("key or cluster secret not redacted:\n%s", b)
 	}
 	file := filepath.Join(t.TempDir(), "effective.json")
 	if err := os.WriteFile(file, b, 0o600); err != nil {
@@ -247,7 +249,7 @@ func TestCheckConfigPrintsALoadableConfigFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back.Key, back.nodeIDDefaulted = c.Key, c.nodeIDDefaulted
+	back.Key, back.ClusterSecret, back.nodeIDDefaulted = c.Key, c.ClusterSecret, c.nodeIDDefaulted
 	back.checkOnly = true
 	if back.NodeID != "qb-1" || back.Replicas != 2 || back.DeadNodeGrace != 90*time.Second ||
 		strings.Join(back.Join, ",") != "qb-0.qb:5400,qb-1.qb:5400" || back.AdvertiseAddr != c.AdvertiseAddr {
@@ -302,5 +304,40 @@ func TestConfigTLSSettings(t *testing.T) {
 	if _, err := loadConfig(nil, env(map[string]string{"QUORUMBUS_TLS_SELF_SIGNED": "maybe"}), io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "QUORUMBUS_TLS_SELF_SIGNED") {
 		t.Errorf("QUORUMBUS_TLS_SELF_SIGNED=maybe: err = %v", err)
+	}
+}
+
+// TestConfigClusterCredentials: the cluster certificate files come as a set and need the
+// secret, which keys gossip encryption; each is a flag, QUORUMBUS_* and a file key.
+func TestConfigClusterCredentials(t *testing.T) {
+	c, err := loadConfig(nil, env(map[string]string{
+		"QUORUMBUS_CLUSTER_SECRET": "@/run/secrets/cluster", "QUORUMBUS_CLUSTER_TLS_CERT": "/c/tls.crt",
+		"QUORUMBUS_CLUSTER_TLS_KEY": "/c/tls.key", "QUORUMBUS_CLUSTER_TLS_CA": "/c/ca.crt",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClusterSecret != "@/run/secrets/cluster" || c.ClusterTLSCert != "/c/tls.crt" || c.ClusterTLSKey != "/c/tls.key" || c.ClusterTLSCA != "/c/ca.crt" {
+		t.Fatalf("from the environment: %+v", c)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster-tls-cert", "/a", "--cluster-tls-key", "/b", "--cluster-secret", "0123456789abcdef"}, "set all three"},
+		{[]string{"--cluster-tls-cert", "/a", "--cluster-tls-key", "/b", "--cluster-tls-ca", "/c"}, "needs --cluster-secret"},
+	} {
+		_, err := loadConfig(tc.args, env(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, _, err := clusterCredentials(Config{ClusterSecret: "short", NodeID: "n1"}); err == nil ||
+		!strings.Contains(err.Error(), "--cluster-secret") {
+		t.Errorf("a 5-byte secret: err = %v, want a --cluster-secret error", err)
+	}
+	tc, key, err := clusterCredentials(Config{ClusterSecret: "0123456789abcdef", NodeID: "n1"})
+	if err != nil || tc == nil || len(key) != 32 {
+		t.Fatalf("derived credentials: %v, %v, %d-byte key", tc != nil, err, len(key))
 	}
 }

@@ -98,6 +98,13 @@ func run(cfg Config) error {
 	}
 
 	cc := clusterConfig(cfg, clientLn.Addr(), adminLn.Addr())
+	if cc.TLS, cc.GossipKey, err = clusterCredentials(cfg); err != nil {
+		return err
+	}
+	if cc.TLS == nil && (len(cfg.Join) > 0 || cfg.BootstrapExpect > 1) {
+		log.Warn("cluster traffic is not authenticated: any process that reaches --cluster-addr can join; set --cluster-secret",
+			"cluster_addr", cfg.ClusterAddr)
+	}
 	cc.Logger = log
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	node, err := cluster.Start(startCtx, cc)
@@ -305,6 +312,35 @@ func clientTLS(cfg Config) (*tls.Config, string, error) {
 		return nil, "", fmt.Errorf("--tls-cert/--tls-key: %w", err)
 	}
 	return certs.ServerConfig(r), caFile, nil
+}
+
+// clusterCredentials are the mutual-TLS configuration of the cluster port and the
+// gossip key: from --cluster-tls-* files when given, else derived from --cluster-secret;
+// none without a secret.
+func clusterCredentials(cfg Config) (*tls.Config, []byte, error) {
+	if cfg.ClusterSecret == "" {
+		return nil, nil, nil
+	}
+	secret, err := certs.ReadSecret(cfg.ClusterSecret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+	}
+	key, err := certs.GossipKey(secret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+	}
+	if cfg.ClusterTLSCert != "" {
+		tc, err := certs.FileClusterTLS(cfg.ClusterTLSCert, cfg.ClusterTLSKey, cfg.ClusterTLSCA)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca: %w", err)
+		}
+		return tc, key, nil
+	}
+	tc, err := certs.SecretClusterTLS(secret, cfg.NodeID, time.Now())
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+	}
+	return tc, key, nil
 }
 
 // tlsConnectionString is a normal (non-emulator) connection string for the AMQPS

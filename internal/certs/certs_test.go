@@ -2,6 +2,8 @@ package certs
 
 import (
 	"bytes"
+	"crypto/tls"
+	"net"
 	"crypto/x509"
 	"os"
 	"path/filepath"
@@ -131,5 +133,109 @@ func TestSelfSignedIsStable(t *testing.T) {
 		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: pool}); err != nil {
 			t.Errorf("verify for %s: %v", host, err)
 		}
+	}
+}
+
+// handshake runs both ends of a TLS handshake over loopback TCP and returns the
+// server's and the client's error.
+func handshake(t *testing.T, server, client *tls.Config) (serr, cerr error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	b, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	_ = a.SetDeadline(deadline)
+	_ = b.SetDeadline(deadline)
+	done := make(chan error, 1)
+	go func() {
+		s := tls.Server(a, server)
+		err := s.Handshake()
+		if err == nil {
+			// TLS 1.3: the client certificate is checked when the server reads.
+			_, err = s.Read(make([]byte, 1))
+		}
+		a.Close()
+		done <- err
+	}()
+	c := tls.Client(b, client)
+	cerr = c.Handshake()
+	if cerr == nil {
+		_, _ = c.Write([]byte{1})
+	}
+	return <-done, cerr
+}
+
+// TestClusterTLSFromFilesAndSecret: nodes with certificates from the same CA files, or
+// the same secret, complete mutual TLS; a node of another CA or secret is refused by
+// the server even when it skips checking the server itself.
+func TestClusterTLSFromFilesAndSecret(t *testing.T) {
+	now := time.Now()
+	ca := func(dir string) SelfSignedFiles {
+		f, err := SelfSigned(filepath.Join(t.TempDir(), dir), nil, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A cluster CA file holding the CA that signed tls.crt.
+		return f
+	}
+	a, b := ca("a"), ca("b")
+	fileA, err := FileClusterTLS(a.Cert, a.Key, a.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileB, err := FileClusterTLS(b.Cert, b.Key, b.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec1, err := SecretClusterTLS([]byte("0123456789abcdef-one"), "n1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec1b, err := SecretClusterTLS([]byte("0123456789abcdef-one"), "n2", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec2, err := SecretClusterTLS([]byte("0123456789abcdef-two"), "n3", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lenient := func(c *tls.Config) *tls.Config {
+		c = c.Clone()
+		c.VerifyPeerCertificate = nil // accepts any server
+		return c
+	}
+	for _, tc := range []struct {
+		name           string
+		server, client *tls.Config
+		ok             bool
+	}{
+		{"same CA files", fileA, fileA, true},
+		{"same secret", sec1, sec1b, true},
+		{"other CA file", fileA, lenient(fileB), false},
+		{"other secret", sec1, lenient(sec2), false},
+		{"no client certificate", sec1, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}, false},
+	} {
+		serr, cerr := handshake(t, tc.server, tc.client)
+		if tc.ok && (serr != nil || cerr != nil) {
+			t.Errorf("%s: server %v, client %v; want a handshake", tc.name, serr, cerr)
+		}
+		if !tc.ok && serr == nil {
+			t.Errorf("%s: the server accepted the client", tc.name)
+		}
+	}
+	if _, err := SecretClusterTLS([]byte("short"), "n1", now); err == nil {
+		t.Error("a 5-byte secret was accepted")
 	}
 }
