@@ -3,8 +3,8 @@ package certs
 import (
 	"bytes"
 	"crypto/tls"
-	"net"
 	"crypto/x509"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
