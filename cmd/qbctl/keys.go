@@ -75,7 +75,7 @@ func (g *globals) adminRequest(ctx context.Context, method, path string, body []
 	mac := hmac.New(sha256.New, []byte(p.key))
 	mac.Write([]byte(sr + "\n" + se))
 	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+g.adminAddr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, g.adminURL(path), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (g *globals) adminRequest(ctx context.Context, method, path string, body []
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := g.httpClient(30 * time.Second).Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 type globals struct {
 	connStr   string
 	adminAddr string
+	tlsCA     string      // --tls-ca
+	adminTLS  *tls.Config // nil: the admin API is plain HTTP (nodeTLS)
 	data      string
 	output    string
 	digests   bool // cluster partitions --digests
@@ -65,6 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.StringVar(&g.connStr, "connection-string", "", "Service Bus connection string (env QUORUMBUS_CONNECTION_STRING)")
 	fs.StringVar(&g.adminAddr, "admin-addr", envOr("QUORUMBUS_ADMIN_ADDR", "127.0.0.1:5300"), "the node's admin API, HOST:PORT (env QUORUMBUS_ADMIN_ADDR)")
+	fs.StringVar(&g.tlsCA, "tls-ca", os.Getenv("QUORUMBUS_TLS_CA"), "PEM CA (or certificate) to trust for a node serving TLS (env QUORUMBUS_TLS_CA); default: the node's QUORUMBUS_TLS_CERT, else <data>/tls/ca.crt")
 	fs.StringVar(&g.data, "data", envOr("QUORUMBUS_DATA", "./data"), "the node's data directory, read for its connection-string file (env QUORUMBUS_DATA)")
 	fs.StringVar(&g.output, "output", "table", "table or json")
 	fs.StringVar(&g.output, "o", "table", "short for --output")
@@ -74,6 +78,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if g.output != "table" && g.output != "json" {
 		return fmt.Errorf("%w: --output must be table or json", errUsage)
+	}
+	var err error
+	if g.adminTLS, err = g.nodeTLS(); err != nil {
+		return err
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {

@@ -13,9 +13,9 @@ func (g *globals) status(ctx context.Context, args []string) error {
 	if len(args) != 0 {
 		return fmt.Errorf("%w: status takes no arguments", errUsage)
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := g.httpClient(10 * time.Second)
 	probe := func(path string) string {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.adminAddr+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.adminURL(path), nil)
 		if err != nil {
 			return err.Error()
 		}

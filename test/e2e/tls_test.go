@@ -158,6 +158,21 @@ func TestTLSSelfSignedNode(t *testing.T) {
 			}
 		}
 	})
+	t.Run("Qbctl", func(t *testing.T) {
+		// qbctl next to the data directory trusts the development CA: the admin API
+		// over HTTPS, and messages over AMQPS (the only AMQP listener).
+		out, err := n.Qbctl(t, "queue", "list")
+		if err != nil || !strings.Contains(out, q) {
+			t.Fatalf("qbctl queue list over HTTPS: %v\n%s", err, out)
+		}
+		if out, err := n.Qbctl(t, "send", q, "--body", "from qbctl"); err != nil {
+			t.Fatalf("qbctl send over AMQPS: %v\n%s", err, out)
+		}
+		out, err = n.Qbctl(t, "receive", q, "--expect", "from qbctl")
+		if err != nil {
+			t.Fatalf("qbctl receive over AMQPS: %v\n%s", err, out)
+		}
+	})
 	t.Run("PlainAMQPIsOff", func(t *testing.T) {
 		if n.AMQP != n.AMQPS {
 			t.Fatalf("endpoints amqp %s, amqps %s: with --amqp-addr \"\" the only AMQP listener is AMQPS", n.AMQP, n.AMQPS)
