@@ -108,6 +108,33 @@ func TestClusterAuthSecret(t *testing.T) {
 		}
 	})
 
+	t.Run("WrongGossipKeyCannotJoin", func(t *testing.T) {
+		// A certificate from the right CA is not enough: gossip is sealed with the key
+		// derived from the secret, and memberlist drops what does not open with it.
+		c := testConfig(t.TempDir())
+		c.NodeID = "half-intruder"
+		c.ClusterAddr = testutil.FreeAddr(t)
+		c.Join = []string{nodes[0].ClusterAddr(), nodes[1].ClusterAddr()}
+		withSecret(t, secret)(&c)
+		other, err := certs.GossipKey([]byte("another secret, also long enough"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.GossipKey = other
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n, err := Start(ctx, c)
+		if err == nil {
+			n.Close()
+			t.Fatal("a node with the cluster CA but another gossip key started as a member")
+		}
+		for _, nd := range nodes {
+			if g, r := memberIDs(nd); strings.Contains(strings.Join(g, ",")+strings.Join(r, ","), "half-intruder") {
+				t.Fatalf("%s lists the half-intruder: gossip %v, Raft %v", nd.NodeID(), g, r)
+			}
+		}
+	})
+
 	t.Run("PlainTCPIsClosed", func(t *testing.T) {
 		c, err := net.DialTimeout("tcp", nodes[0].ClusterAddr(), 5*time.Second)
 		if err != nil {
