@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Server accepts AMQP 1.0 connections and serves them from a Backend.
@@ -21,11 +22,16 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // accept loops and connections
 
-	mu        sync.Mutex // guards listeners, conns, refusing, closed
+	mu        sync.Mutex // guards listeners, conns, refusing, closed, acceptErr
 	listeners []net.Listener
 	conns     map[*conn]struct{}
 	refusing  int // connections being refused for MaxConnections
 	closed    bool
+
+	// acceptErr holds, per listener, the error of its last Accept while the
+	// accept loop backs off (or the error that ended it); an entry is removed
+	// by the next successful Accept. Written by that listener's accept loop.
+	acceptErr map[net.Listener]error
 
 	authChecks atomic.Uint64 // checkAuth runs over all connections (tests wait on it)
 	stats      serverStats   // Stats
@@ -34,6 +40,13 @@ type Server struct {
 // maxRefusing bounds the connections being answered "too many connections"
 // at once (each lives at most HandshakeTimeout).
 const maxRefusing = 64
+
+// Accept back-off bounds (as net/http.Server uses): the wait after a failed
+// Accept doubles from acceptRetryMin up to acceptRetryMax.
+const (
+	acceptRetryMin = 5 * time.Millisecond
+	acceptRetryMax = time.Second
+)
 
 // New returns a server. cfg nil means DefaultConfig().
 func New(cfg *Config, b Backend) (*Server, error) {
@@ -55,7 +68,8 @@ func New(cfg *Config, b Backend) (*Server, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: &c, backend: b, log: log, ctx: ctx, cancel: cancel, conns: map[*conn]struct{}{}}, nil
+	return &Server{cfg: &c, backend: b, log: log, ctx: ctx, cancel: cancel,
+		conns: map[*conn]struct{}{}, acceptErr: map[net.Listener]error{}}, nil
 }
 
 // Start listens on every Config.Addresses entry and serves in the background.
@@ -108,21 +122,78 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.serve(ln)
 }
 
+// serve accepts connections on ln until the server is closed. A failed
+// Accept (EMFILE "too many open files", ENFILE, ENOBUFS, ECONNABORTED, ...)
+// never ends the loop: it backs off and retries, as net/http does, because the
+// cause is usually transient (connections closing free descriptors) and a
+// node whose listener stopped for good would look alive to its health checks
+// while serving no one. While it backs off, Ready reports the error. The loop
+// ends only when the server closes or ln is closed.
 func (s *Server) serve(ln net.Listener) error {
+	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
-		if err != nil {
-			if s.ctx.Err() != nil {
-				return nil
+		if err == nil {
+			if delay > 0 {
+				delay = 0
+				s.setAcceptErr(ln, nil)
+				s.log.Info("amqp: accepting connections again", "addr", ln.Addr())
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
+			s.ServeConn(nc)
+			continue
+		}
+		if s.ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, net.ErrClosed) {
+			err = fmt.Errorf("amqp: listener %s closed: %w", ln.Addr(), err)
+			s.setAcceptErr(ln, err)
 			return err
 		}
-		s.ServeConn(nc)
+		if delay == 0 {
+			delay = acceptRetryMin
+		} else {
+			delay = min(2*delay, acceptRetryMax)
+		}
+		s.setAcceptErr(ln, fmt.Errorf("amqp: accept on %s: %w", ln.Addr(), err))
+		s.log.Warn("amqp: accept failed; retrying", "addr", ln.Addr(), "err", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+			return nil
+		}
 	}
+}
+
+func (s *Server) setAcceptErr(ln net.Listener, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.acceptErr, ln)
+	} else {
+		s.acceptErr[ln] = err
+	}
+}
+
+// Ready reports why the server is not accepting connections: nil while every
+// listener accepts, else the error of a listener whose Accept fails (it is
+// retrying) or that was closed under it. Health checks (/readyz) use it so a
+// node that cannot accept clients is taken out of rotation.
+func (s *Server) Ready() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("amqp: server closed")
+	}
+	var errs []error
+	for _, ln := range s.listeners {
+		if err := s.acceptErr[ln]; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ServeConn serves one already-accepted connection in the background (for

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,6 +91,14 @@ type Config struct {
 	// leader's log for CaughtUp (GET /readyz) to still count it as caught up. 0 means
 	// DefaultReadyMaxLag.
 	ReadyMaxLag uint64
+	// TLS, when set, is mutual TLS on every connection of the cluster port (Raft,
+	// forwarding RPC, gossip streams): peers without a certificate this config accepts
+	// cannot reach any of them (internal/certs builds it from files or a shared secret).
+	TLS *tls.Config
+	// GossipKey, when set (16, 24 or 32 bytes), encrypts and authenticates memberlist's
+	// packets and streams (memberlist Config.SecretKey): gossip over UDP does not go
+	// through TLS. Nodes with another key cannot join or gossip.
+	GossipKey []byte
 
 	Raft   RaftTiming
 	Clock  Clock        // nil: real clock
@@ -133,6 +142,11 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultKeyName == "" {
 		errs = append(errs, errors.New("cluster: DefaultKeyName is empty"))
+	}
+	switch len(c.GossipKey) {
+	case 0, 16, 24, 32:
+	default:
+		errs = append(errs, fmt.Errorf("cluster: GossipKey must be 16, 24 or 32 bytes, got %d", len(c.GossipKey)))
 	}
 	if c.Raft.HeartbeatTimeout <= 0 || c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout ||
 		c.Raft.LeaderLeaseTimeout <= 0 || c.Raft.LeaderLeaseTimeout > c.Raft.HeartbeatTimeout || c.Raft.CommitTimeout <= 0 {

@@ -119,7 +119,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.inc = inc
-	mux, err := transport.Listen(cfg.ClusterAddr, nil)
+	tc := transport.DefaultConfig()
+	tc.TLS = cfg.TLS
+	mux, err := transport.Listen(cfg.ClusterAddr, tc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: listen %s: %w", cfg.ClusterAddr, err)
 	}
@@ -151,7 +153,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	self := memberMeta{ID: cfg.NodeID, Cluster: n.adv, AMQP: cfg.AMQPAddr, Admin: cfg.AdminAddr, Zone: cfg.Zone,
 		Formed: n.meta.hadState, Inc: n.inc}
-	if n.gossip, err = startGossip(mux, self, n.changed, n.memberlistLogger()); err != nil {
+	if n.gossip, err = startGossip(mux, self, cfg.GossipKey, n.changed, n.memberlistLogger()); err != nil {
 		return fail(err)
 	}
 	if len(cfg.Join) > 0 {

@@ -236,12 +236,12 @@ func (g *globals) clusterAPI(ctx context.Context, method, path, what string, out
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+g.adminAddr+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, g.adminURL(path), nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", auth)
-	hc := &http.Client{Timeout: 2 * time.Minute} // a drain or remove moves replicas
+	hc := g.httpClient(2 * time.Minute) // a drain or remove moves replicas
 	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: cannot reach the admin API at %s (--admin-addr): %v", what, g.adminAddr, unwrapURL(err))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -36,12 +37,19 @@ func (g *globals) connectionString() (string, error) {
 // admin client always builds https://<endpoint host>/... from the connection string; the
 // request is still signed for that URL, which the node accepts (it authorizes by path).
 type rewriteTransport struct {
-	addr   string
-	client *http.Client
+	addr, scheme string
+	client       *http.Client
+}
+
+func scheme(c *tls.Config) string {
+	if c != nil {
+		return "https"
+	}
+	return "http"
 }
 
 func (t *rewriteTransport) Do(req *http.Request) (*http.Response, error) {
-	req.URL.Scheme = "http"
+	req.URL.Scheme = t.scheme
 	req.URL.Host = t.addr
 	req.Host = t.addr
 	return t.client.Do(req)
@@ -54,7 +62,7 @@ func (g *globals) adminClient() (*admin.Client, error) {
 	}
 	return admin.NewClientFromConnectionString(cs, &admin.ClientOptions{
 		ClientOptions: azcore.ClientOptions{
-			Transport: &rewriteTransport{addr: g.adminAddr, client: &http.Client{Timeout: 30 * time.Second}},
+			Transport: &rewriteTransport{addr: g.adminAddr, scheme: scheme(g.adminTLS), client: g.httpClient(30 * time.Second)},
 			Retry:     policy.RetryOptions{MaxRetries: 1, RetryDelay: 200 * time.Millisecond},
 		},
 	})
@@ -65,7 +73,12 @@ func (g *globals) dataClient() (*azservicebus.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tc *tls.Config
+	if !strings.Contains(cs, "UseDevelopmentEmulator=true") && g.adminTLS != nil {
+		tc = g.adminTLS // AMQPS to the node: the same trust as its admin API
+	}
 	return azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
+		TLSConfig:    tc,
 		RetryOptions: azservicebus.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond},
 	})
 }

@@ -81,7 +81,7 @@ func (g *globals) adminDo(ctx context.Context, method, path string, body []byte,
 	mac := hmac.New(sha256.New, []byte(p.key))
 	mac.Write([]byte(sr + "\n" + se))
 	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+g.adminAddr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, g.adminURL(path), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (g *globals) adminDo(ctx context.Context, method, path string, body []byte,
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := g.httpClient(30 * time.Second).Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 type globals struct {
 	connStr   string
 	adminAddr string
+	tlsCA     string      // --tls-ca
+	adminTLS  *tls.Config // nil: the admin API is plain HTTP (nodeTLS)
 	data      string
 	output    string
 	digests   bool // cluster partitions --digests
@@ -90,13 +93,16 @@ func (g *globals) rootCmd() *cobra.Command {
 			if g.output != "table" && g.output != "json" {
 				return usageErr(c.CommandPath(), "--output must be table or json, not %q", g.output)
 			}
-			return nil
+			var err error
+			g.adminTLS, err = g.nodeTLS()
+			return err
 		},
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.connStr, "connection-string", "", "Service Bus connection string (env QUORUMBUS_CONNECTION_STRING; default: the connection-string file in --data)")
 	pf.StringVar(&g.adminAddr, "admin-addr", envOr("QUORUMBUS_ADMIN_ADDR", "127.0.0.1:5300"), "the node's admin API, HOST:PORT (env QUORUMBUS_ADMIN_ADDR)")
+	pf.StringVar(&g.tlsCA, "tls-ca", os.Getenv("QUORUMBUS_TLS_CA"), "PEM CA (or certificate) to trust for a node serving TLS (env QUORUMBUS_TLS_CA); default: the node's QUORUMBUS_TLS_CERT, else <data>/tls/ca.crt")
 	pf.StringVar(&g.data, "data", envOr("QUORUMBUS_DATA", "./data"), "the node's data directory, read for its connection-string file (env QUORUMBUS_DATA)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))

@@ -17,9 +17,9 @@ func (g *globals) statusCmd() *cobra.Command {
 }
 
 func (g *globals) status(ctx context.Context) error {
-	hc := &http.Client{Timeout: 10 * time.Second}
+	hc := g.httpClient(10 * time.Second)
 	probe := func(path string) string {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.adminAddr+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.adminURL(path), nil)
 		if err != nil {
 			return err.Error()
 		}

@@ -47,6 +47,19 @@ type Config struct {
 
 	// AMQP limits (amqp.Config has the meaning of each; docs/security.md, "Limits").
 	AMQPLimits AMQPLimits `json:"-"`
+	// TLS for clients (docs/security-transport.md). AMQPAddr "" (or "off") turns
+	// the plain listener off; AMQPSAddr listens only when TLS is configured.
+	AMQPSAddr     string `json:"amqps-addr"`
+	TLSCert       string `json:"tls-cert"`
+	TLSKey        string `json:"tls-key"`
+	TLSSelfSigned bool   `json:"tls-self-signed"`
+
+	// Cluster credentials: mutual TLS on the cluster port and gossip encryption.
+	// ClusterSecret is the value or @FILE; the certificate files are optional.
+	ClusterSecret  string `json:"cluster-secret"`
+	ClusterTLSCert string `json:"cluster-tls-cert"`
+	ClusterTLSKey  string `json:"cluster-tls-key"`
+	ClusterTLSCA   string `json:"cluster-tls-ca"`
 
 	// nodeIDDefaulted: no source set --node-id, so the host name was taken and the ID
 	// recorded in the data directory wins over it (resolveNodeID).
@@ -65,6 +78,7 @@ func DefaultConfig() Config {
 		Data:            "./data",
 		AMQPAddr:        "127.0.0.1:5672",
 		AdminAddr:       "127.0.0.1:5300",
+		AMQPSAddr:       "127.0.0.1:5671",
 		ClusterAddr:     "127.0.0.1:5400",
 		NodeID:          defaultNodeID(),
 		Namespace:       "", // Config.json's namespace, else "quorumbus" (run.go)
@@ -171,7 +185,11 @@ func defaultNodeID() string {
 func (c *Config) Validate() error {
 	for _, a := range []struct{ name, v string }{
 		{"amqp-addr", c.AMQPAddr}, {"admin-addr", c.AdminAddr}, {"cluster-addr", c.ClusterAddr},
+		{"amqps-addr", c.AMQPSAddr},
 	} {
+		if a.name == "amqp-addr" && a.v == "" {
+			continue // plain AMQP turned off
+		}
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			return fmt.Errorf("--%s %q: want HOST:PORT: %v", a.name, a.v, err)
 		}
@@ -192,6 +210,9 @@ func (c *Config) Validate() error {
 	if err := c.AMQPLimits.validate(); err != nil {
 		return err
 	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -201,6 +222,29 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	}
+	return nil
+}
+
+// tlsEnabled reports whether client listeners use TLS.
+func (c *Config) tlsEnabled() bool { return c.TLSSelfSigned || c.TLSCert != "" }
+
+// validateTLS checks the client TLS settings.
+func (c *Config) validateTLS() error {
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("--tls-cert and --tls-key: set both (the certificate chain and its private key, PEM) or neither")
+	case c.TLSSelfSigned && c.TLSCert != "":
+		return errors.New("--tls-self-signed: cannot be combined with --tls-cert/--tls-key; choose one")
+	case (c.ClusterTLSCert != "" || c.ClusterTLSKey != "" || c.ClusterTLSCA != "") &&
+		(c.ClusterTLSCert == "" || c.ClusterTLSKey == "" || c.ClusterTLSCA == ""):
+		return errors.New("--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: set all three (this node's certificate, its key, the CA peers must chain to) or none")
+	case c.ClusterTLSCert != "" && c.ClusterSecret == "":
+		return errors.New("--cluster-tls-cert needs --cluster-secret too: it keys gossip encryption, " +
+			"since memberlist's UDP packets do not go through TLS")
+	case c.AMQPAddr == "" && !c.tlsEnabled():
+		return errors.New("--amqp-addr is off and TLS is not configured, so no AMQP listener would run: " +
+			"set --tls-cert/--tls-key or --tls-self-signed (AMQPS on --amqps-addr), or give --amqp-addr HOST:PORT")
 	}
 	return nil
 }
@@ -332,8 +376,16 @@ func (s setting) copyTo(o setting) {
 func settings(c *Config) []setting {
 	return []setting{
 		{name: "data", usage: "directory for all state (Raft logs, snapshots, metadata)", str: &c.Data},
-		{name: "amqp-addr", usage: "AMQP 1.0 listener, HOST:PORT", str: &c.AMQPAddr},
-		{name: "admin-addr", usage: "admin HTTP API listener (Service Bus ATOM API, /healthz), HOST:PORT", str: &c.AdminAddr},
+		{name: "amqp-addr", usage: "plain AMQP 1.0 listener (emulator connection strings), HOST:PORT; \"\" or off turns it off (needs TLS)", str: &c.AMQPAddr},
+		{name: "amqps-addr", usage: "AMQP 1.0 over TLS listener, HOST:PORT; listens only when TLS is configured", str: &c.AMQPSAddr},
+		{name: "admin-addr", usage: "admin API listener (Service Bus ATOM API, /healthz, AMQP over WebSockets); HTTPS when TLS is configured, HOST:PORT", str: &c.AdminAddr},
+		{name: "tls-cert", usage: "PEM certificate chain for AMQPS and HTTPS; reloaded when the file changes", str: &c.TLSCert},
+		{name: "tls-key", usage: "PEM private key of --tls-cert; reloaded when the file changes", str: &c.TLSKey},
+		{name: "tls-self-signed", usage: "serve TLS with a development CA and certificate kept in --data/tls (its ca.crt path is printed at start)", b: &c.TLSSelfSigned},
+		{name: "cluster-secret", usage: "shared secret (>= 16 bytes, or @FILE) that authenticates and encrypts cluster traffic: mutual TLS from a CA derived from it, and gossip encryption; the same on every node", str: &c.ClusterSecret},
+		{name: "cluster-tls-cert", usage: "PEM certificate of this node for mutual TLS on the cluster port, instead of one derived from --cluster-secret; reloaded on change", str: &c.ClusterTLSCert},
+		{name: "cluster-tls-key", usage: "PEM private key of --cluster-tls-cert; reloaded on change", str: &c.ClusterTLSKey},
+		{name: "cluster-tls-ca", usage: "PEM CA bundle peers' cluster certificates must chain to; reloaded on change", str: &c.ClusterTLSCA},
 		{name: "cluster-addr", usage: "cluster traffic (all Raft groups), HOST:PORT", str: &c.ClusterAddr},
 		{name: "node-id", usage: "this node's stable identity in the cluster; default: the ID recorded in --data, else the host name", str: &c.NodeID},
 		{name: "namespace", usage: "the Service Bus namespace name this cluster serves (default: Config.json's, else quorumbus)", str: &c.Namespace},
@@ -425,7 +477,11 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	if c.NodeID == "" {
 		c.NodeID, c.nodeIDDefaulted = defaultNodeID(), true
 	}
-	return c, c.Validate()
+	if c.AMQPAddr == "off" { // the environment cannot say "": QUORUMBUS_AMQP_ADDR=off
+		c.AMQPAddr = ""
+	}
+	err := c.Validate()
+	return c, err
 }
 
 // nodeIDFile records, in the data directory, the node ID its Raft state belongs to.
@@ -522,7 +578,8 @@ func applyFile(ss []setting, path string) error {
 }
 
 // effectiveJSON is c as a config file (keys are flag names, durations in Go form), with
-// the value of sas-key replaced by "REDACTED" when one is set.
+// the value of sas-key (and of cluster-secret, unless it names a file) replaced by
+// "REDACTED" when one is set.
 func (c Config) effectiveJSON() ([]byte, error) {
 	out := map[string]any{}
 	for _, s := range settings(&c) {
@@ -541,6 +598,9 @@ func (c Config) effectiveJSON() ([]byte, error) {
 	}
 	if c.Key != "" {
 		out["sas-key"] = "REDACTED"
+	}
+	if c.ClusterSecret != "" && !strings.HasPrefix(c.ClusterSecret, "@") {
+		out["cluster-secret"] = "REDACTED"
 	}
 	return json.MarshalIndent(out, "", "  ")
 }

@@ -225,7 +225,8 @@ func TestNodeIDIsRecordedInTheDataDirectory(t *testing.T) {
 func TestCheckConfigPrintsALoadableConfigFile(t *testing.T) {
 	c, err := loadConfig([]string{"--check-config", "--node-id", "qb-1", "--cluster-addr", "0.0.0.0:5400",
 		"--advertise-addr", "qb-1.qb:5400", "--join", "qb-0.qb:5400,qb-1.qb:5400", "--dead-node-grace", "90s"},
-		env(map[string]string{"QUORUMBUS_SAS_KEY": "secret", "QUORUMBUS_REPLICAS": "2"}), io.Discard)
+		env(map[string]string{"QUORUMBUS_SAS_KEY": "sas-key-value", "QUORUMBUS_REPLICAS": "2",
+			"QUORUMBUS_CLUSTER_SECRET": "cluster-secret-value-0123"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,8 +237,9 @@ func TestCheckConfigPrintsALoadableConfigFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b), "secret") || !strings.Contains(string(b), `"sas-key": "REDACTED"`) {
-		t.Fatalf("key not redacted:\n%s", b)
+	if strings.Contains(string(b), "sas-key-value") || !strings.Contains(string(b), `"sas-key": "REDACTED"`) ||
+		strings.Contains(string(b), "cluster-secret-value") || !strings.Contains(string(b), `"cluster-secret": "REDACTED"`) {
+		t.Fatalf("key or cluster secret not redacted:\n%s", b)
 	}
 	file := filepath.Join(t.TempDir(), "effective.json")
 	if err := os.WriteFile(file, b, 0o600); err != nil {
@@ -247,7 +249,7 @@ func TestCheckConfigPrintsALoadableConfigFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back.Key, back.nodeIDDefaulted = c.Key, c.nodeIDDefaulted
+	back.Key, back.ClusterSecret, back.nodeIDDefaulted = c.Key, c.ClusterSecret, c.nodeIDDefaulted
 	back.checkOnly = true
 	if back.NodeID != "qb-1" || back.Replicas != 2 || back.DeadNodeGrace != 90*time.Second ||
 		strings.Join(back.Join, ",") != "qb-0.qb:5400,qb-1.qb:5400" || back.AdvertiseAddr != c.AdvertiseAddr {
@@ -288,5 +290,90 @@ func TestHealthObservabilitySettings(t *testing.T) {
 	b, err := Config{Pprof: true}.effectiveJSON()
 	if err != nil || !strings.Contains(string(b), `"pprof": true`) {
 		t.Errorf("effective config %s (%v)", b, err)
+	}
+}
+
+// TestConfigTLSSettings: the TLS settings come from flags, QUORUMBUS_* and file keys like
+// every other; plain AMQP is turned off with "" (flag, file) or off (any source), but only
+// when TLS is configured; a certificate needs its key.
+func TestConfigTLSSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "qb.json")
+	if err := os.WriteFile(file, []byte(`{"tls-self-signed": true, "amqp-addr": "", "amqps-addr": "127.0.0.1:6671"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadConfig([]string{"--config", file}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.TLSSelfSigned || c.AMQPAddr != "" || c.AMQPSAddr != "127.0.0.1:6671" {
+		t.Fatalf("from the file: %+v", c)
+	}
+	c, err = loadConfig(nil, env(map[string]string{
+		"QUORUMBUS_TLS_CERT": "/s/tls.crt", "QUORUMBUS_TLS_KEY": "/s/tls.key", "QUORUMBUS_AMQP_ADDR": "off",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TLSCert != "/s/tls.crt" || c.TLSKey != "/s/tls.key" || c.AMQPAddr != "" {
+		t.Fatalf("from the environment: %+v", c)
+	}
+	if c, err := loadConfig([]string{"--tls-self-signed", "--amqp-addr", ""}, env(nil), io.Discard); err != nil || !c.TLSSelfSigned || c.AMQPAddr != "" {
+		t.Fatalf("from flags: %+v, %v", c, err)
+	}
+	if c, _ := loadConfig(nil, env(nil), io.Discard); c.AMQPSAddr != "127.0.0.1:5671" || c.tlsEnabled() {
+		t.Fatalf("defaults: amqps-addr %q, TLS %v", c.AMQPSAddr, c.tlsEnabled())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--amqp-addr", ""}, "--amqp-addr is off and TLS is not configured"},
+		{[]string{"--tls-cert", "/a.crt"}, "--tls-cert and --tls-key"},
+		{[]string{"--tls-self-signed", "--tls-cert", "/a", "--tls-key", "/b"}, "cannot be combined"},
+		{[]string{"--tls-self-signed", "--amqps-addr", "5671"}, "--amqps-addr"},
+	} {
+		_, err := loadConfig(tc.args, env(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := loadConfig(nil, env(map[string]string{"QUORUMBUS_TLS_SELF_SIGNED": "maybe"}), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "QUORUMBUS_TLS_SELF_SIGNED") {
+		t.Errorf("QUORUMBUS_TLS_SELF_SIGNED=maybe: err = %v", err)
+	}
+}
+
+// TestConfigClusterCredentials: the cluster certificate files come as a set and need the
+// secret, which keys gossip encryption; each is a flag, QUORUMBUS_* and a file key.
+func TestConfigClusterCredentials(t *testing.T) {
+	c, err := loadConfig(nil, env(map[string]string{
+		"QUORUMBUS_CLUSTER_SECRET": "@/run/secrets/cluster", "QUORUMBUS_CLUSTER_TLS_CERT": "/c/tls.crt",
+		"QUORUMBUS_CLUSTER_TLS_KEY": "/c/tls.key", "QUORUMBUS_CLUSTER_TLS_CA": "/c/ca.crt",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClusterSecret != "@/run/secrets/cluster" || c.ClusterTLSCert != "/c/tls.crt" || c.ClusterTLSKey != "/c/tls.key" || c.ClusterTLSCA != "/c/ca.crt" {
+		t.Fatalf("from the environment: %+v", c)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster-tls-cert", "/a", "--cluster-tls-key", "/b", "--cluster-secret", "0123456789abcdef"}, "set all three"},
+		{[]string{"--cluster-tls-cert", "/a", "--cluster-tls-key", "/b", "--cluster-tls-ca", "/c"}, "needs --cluster-secret"},
+	} {
+		_, err := loadConfig(tc.args, env(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, _, err := clusterCredentials(Config{ClusterSecret: "short", NodeID: "n1"}); err == nil ||
+		!strings.Contains(err.Error(), "--cluster-secret") {
+		t.Errorf("a 5-byte secret: err = %v, want a --cluster-secret error", err)
+	}
+	tc, key, err := clusterCredentials(Config{ClusterSecret: "0123456789abcdef", NodeID: "n1"})
+	if err != nil || tc == nil || len(key) != 32 {
+		t.Fatalf("derived credentials: %v, %v, %d-byte key", tc != nil, err, len(key))
 	}
 }

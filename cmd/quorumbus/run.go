@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +22,11 @@ import (
 	"github.com/quorumbus/quorumbus/cluster"
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cmd/internal/amqpws"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/certs"
 )
 
 // run starts the node and blocks until SIGTERM or SIGINT, then stops it gracefully.
@@ -41,13 +44,32 @@ func run(cfg Config) error {
 	}
 	cfg.NodeID = id
 
+	tlsCfg, caFile, err := clientTLS(cfg)
+	if err != nil {
+		return err
+	}
+
 	// The client listeners are bound before the node starts, so that the node can
 	// advertise the addresses they actually got (port 0 in tests) to its peers.
-	amqpLn, err := net.Listen("tcp", cfg.AMQPAddr)
-	if err != nil {
-		return fmt.Errorf("--amqp-addr %s: %w", cfg.AMQPAddr, err)
+	var amqpLn, amqpsLn net.Listener
+	if cfg.AMQPAddr != "" {
+		if amqpLn, err = net.Listen("tcp", cfg.AMQPAddr); err != nil {
+			return fmt.Errorf("--amqp-addr %s: %w", cfg.AMQPAddr, err)
+		}
+		defer amqpLn.Close()
 	}
-	defer amqpLn.Close()
+	if tlsCfg != nil {
+		if amqpsLn, err = net.Listen("tcp", cfg.AMQPSAddr); err != nil {
+			return fmt.Errorf("--amqps-addr %s: %w", cfg.AMQPSAddr, err)
+		}
+		defer amqpsLn.Close()
+	}
+	// The address advertised to peers and written to endpoints.json as "amqp":
+	// plain AMQP when it listens, else AMQPS.
+	clientLn := amqpLn
+	if clientLn == nil {
+		clientLn = amqpsLn
+	}
 	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
 	if err != nil {
 		return fmt.Errorf("--admin-addr %s: %w", cfg.AdminAddr, err)
@@ -80,7 +102,14 @@ func run(cfg Config) error {
 		cfg.Namespace = defaultNamespace
 	}
 
-	cc := clusterConfig(cfg, amqpLn.Addr(), adminLn.Addr())
+	cc := clusterConfig(cfg, clientLn.Addr(), adminLn.Addr())
+	if cc.TLS, cc.GossipKey, err = clusterCredentials(cfg); err != nil {
+		return err
+	}
+	if cc.TLS == nil && (len(cfg.Join) > 0 || cfg.BootstrapExpect > 1) {
+		log.Warn("cluster traffic is not authenticated: any process that reaches --cluster-addr can join; set --cluster-secret",
+			"cluster_addr", cfg.ClusterAddr)
+	}
 	cc.Logger = log
 	cc.LogJSON = cfg.LogFormat == "json"
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -105,7 +134,7 @@ func run(cfg Config) error {
 	}
 
 	ac := amqp.DefaultConfig()
-	ac.Addresses = []string{amqpLn.Addr().String()}
+	ac.Addresses = nil // listeners are handed to Serve below
 	ac.Namespace = node.Namespace()
 	ac.Logger = log
 	cfg.AMQPLimits.apply(ac)
@@ -117,17 +146,29 @@ func run(cfg Config) error {
 	if err := node.Registry().Register(amqpCollector{srv}); err != nil {
 		return err
 	}
-	amqpErr := make(chan error, 1)
-	go func() { amqpErr <- srv.Serve(amqpLn) }() // ends when srv.Close closes amqpLn
+	amqpErr := make(chan error, 2)
+	// Each Serve ends when srv.Close closes its listener.
+	if amqpLn != nil {
+		go func() { amqpErr <- srv.Serve(amqpLn) }()
+	}
+	if amqpsLn != nil {
+		go func() { amqpErr <- srv.Serve(tls.NewListener(amqpsLn, tlsCfg)) }()
+	}
 
 	hc := admin.DefaultConfig()
 	hc.Store = node
-	// Ready for traffic: the metadata group and every local replica have a leader, and
-	// every local replica is within reach of its leader's log (cluster.Node.CaughtUp).
+	// Ready while the node can serve and the AMQP listener accepts: a listener
+	// retrying a failing Accept (out of file descriptors) takes the node out of
+	// rotation instead of leaving it looking healthy while it serves no one.
+	// Ready for traffic: the metadata group and every local replica have a leader,
+	// every local replica is within reach of its leader's log (cluster.Node.CaughtUp),
+	// and the AMQP listeners accept: a listener retrying a failing Accept (out of file
+	// descriptors) takes the node out of rotation instead of leaving it looking healthy
+	// while it serves no one.
 	hc.Ready = func() error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		return node.CaughtUp(ctx)
+		return errors.Join(node.CaughtUp(ctx), srv.Ready())
 	}
 	hc.Metrics = promhttp.HandlerFor(node.Registry(), promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.ContinueOnError,
@@ -147,12 +188,21 @@ func run(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	// The explorer web UI shares the admin port: its page at "/", its assets and JSON
-	// API under /$ui/; every other path goes on to the admin API unchanged.
+	// AMQP over WebSockets shares the admin port (443-style: one HTTPS port for the
+	// management API and wss://host/$servicebus/websocket). One WebSocket message holds
+	// at most a few frames; bound it well above the frame size.
+	ws := amqpws.Handler(srv.ServeConn, max(1<<20, 4*int64(ac.MaxFrameSize)), log)
+	// The explorer web UI shares the admin port too: its page at "/", its assets and
+	// JSON API under /$ui/; every other path goes on to the WebSocket route and the
+	// admin API unchanged. Its SDK clients reach the AMQP server through a pipe.
 	xc := explorer.DefaultConfig()
-	xc.AMQPAddr = amqpLn.Addr().String()
+	xc.Dial = func(context.Context) (net.Conn, error) {
+		client, server := net.Pipe()
+		srv.ServeConn(server)
+		return client, nil
+	}
 	xc.Authorize = handler.Authorize
-	xc.Next = handler
+	xc.Next = amqpws.Route(ws, handler)
 	xc.Sessions = explorerSessions{node}
 	xc.Logger = log
 	ui, err := explorer.New(xc)
@@ -161,17 +211,49 @@ func run(cfg Config) error {
 	}
 	hs := &http.Server{Handler: ui, ReadHeaderTimeout: 10 * time.Second}
 	adminErr := make(chan error, 1)
-	go func() { adminErr <- hs.Serve(adminLn) }()
+	adminScheme := "http"
+	if tlsCfg != nil {
+		adminScheme = "https"
+		hs.TLSConfig = tlsCfg.Clone()
+		go func() { adminErr <- hs.ServeTLS(adminLn, "", "") }() // certificate from GetCertificate
+	} else {
+		go func() { adminErr <- hs.Serve(adminLn) }()
+	}
 
-	amqpAddr := amqpLn.Addr().String()
 	name, key := node.DefaultKey()
-	connStr := amqp.ConnectionString(amqpAddr, amqp.SASKey{Name: name, Key: key})
-	if err := writeEndpoints(cfg.Data, amqpAddr, adminLn.Addr().String(), node.ClusterAddr(), connStr); err != nil {
+	sas := amqp.SASKey{Name: name, Key: key}
+	ep := endpoints{
+		AMQP: clientLn.Addr().String(), Admin: adminLn.Addr().String(),
+		AdminURL: adminScheme + "://" + adminLn.Addr().String(), Cluster: node.ClusterAddr(), CA: caFile,
+	}
+	if amqpLn != nil {
+		ep.ConnectionString = amqp.ConnectionString(amqpLn.Addr().String(), sas)
+	}
+	if amqpsLn != nil {
+		ep.AMQPS = amqpsLn.Addr().String()
+		ep.TLSConnectionString = tlsConnectionString(ep.AMQPS, sas)
+		if ep.ConnectionString == "" {
+			ep.ConnectionString = ep.TLSConnectionString
+		}
+	}
+	if err := writeEndpoints(cfg.Data, ep); err != nil {
 		return err
 	}
 	fmt.Printf("Quorumbus is running (node %s, namespace %s, data %s)\n", cfg.NodeID, node.Namespace(), cfg.Data)
-	fmt.Printf("  AMQP      %s\n  admin API http://%s\n  explorer  http://%s/\n", amqpAddr, adminLn.Addr(), adminLn.Addr())
-	fmt.Printf("Connection string:\n%s\n", connStr)
+	if amqpLn != nil {
+		fmt.Printf("  AMQP      %s\n", amqpLn.Addr())
+	}
+	if amqpsLn != nil {
+		fmt.Printf("  AMQPS     %s\n  WebSocket wss://%s/$servicebus/websocket\n", amqpsLn.Addr(), adminLn.Addr())
+	}
+	fmt.Printf("  admin API %s\n  explorer  %s/\n", ep.AdminURL, ep.AdminURL)
+	if caFile != "" {
+		fmt.Printf("  TLS       self-signed development certificate; clients trust the CA in %s\n", caFile)
+	}
+	fmt.Printf("Connection string:\n%s\n", ep.ConnectionString)
+	if ep.TLSConnectionString != "" && ep.TLSConnectionString != ep.ConnectionString {
+		fmt.Printf("Connection string (TLS):\n%s\n", ep.TLSConnectionString)
+	}
 
 	select {
 	case <-ctx.Done():
@@ -247,16 +329,97 @@ func advertised(a net.Addr, host string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// clientTLS is the TLS configuration of the client listeners (AMQPS, HTTPS admin,
+// WebSockets), nil when TLS is not configured. With --tls-self-signed it creates (or
+// reuses) the development certificate in <data>/tls and returns its CA file.
+func clientTLS(cfg Config) (*tls.Config, string, error) {
+	if !cfg.tlsEnabled() {
+		return nil, "", nil
+	}
+	certFile, keyFile, caFile := cfg.TLSCert, cfg.TLSKey, ""
+	if cfg.TLSSelfSigned {
+		var hosts []string
+		for _, a := range []string{cfg.AdvertiseAddr, cfg.AMQPSAddr, cfg.AdminAddr} {
+			if h, _, err := net.SplitHostPort(a); err == nil && !isWildcard(h) {
+				hosts = append(hosts, h)
+			}
+		}
+		f, err := certs.SelfSigned(filepath.Join(cfg.Data, "tls"), hosts, time.Now())
+		if err != nil {
+			return nil, "", fmt.Errorf("--tls-self-signed: %w", err)
+		}
+		certFile, keyFile, caFile = f.Cert, f.Key, f.CA
+	}
+	r, err := certs.NewReloader(certFile, keyFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	return certs.ServerConfig(r), caFile, nil
+}
+
+// clusterCredentials are the mutual-TLS configuration of the cluster port and the
+// gossip key: from --cluster-tls-* files when given, else derived from --cluster-secret;
+// none without a secret.
+func clusterCredentials(cfg Config) (*tls.Config, []byte, error) {
+	if cfg.ClusterSecret == "" {
+		return nil, nil, nil
+	}
+	secret, err := certs.ReadSecret(cfg.ClusterSecret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+	}
+	key, err := certs.GossipKey(secret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+	}
+	if cfg.ClusterTLSCert != "" {
+		tc, err := certs.FileClusterTLS(cfg.ClusterTLSCert, cfg.ClusterTLSKey, cfg.ClusterTLSCA)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca: %w", err)
+		}
+		return tc, key, nil
+	}
+	tc, err := certs.SecretClusterTLS(secret, cfg.NodeID, time.Now())
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+	}
+	return tc, key, nil
+}
+
+// tlsConnectionString is a normal (non-emulator) connection string for the AMQPS
+// listener at hostPort; a loopback host is named localhost, which the development
+// certificate covers.
+func tlsConnectionString(hostPort string, key amqp.SASKey) string {
+	if h, p, err := net.SplitHostPort(hostPort); err == nil {
+		if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+			hostPort = net.JoinHostPort("localhost", p)
+		}
+	}
+	return "Endpoint=sb://" + hostPort + "/;SharedAccessKeyName=" + key.Name + ";SharedAccessKey=" + key.Key
+}
+
+// endpoints is endpoints.json: where the node listens (ports may be 0 on the command
+// line). AMQP is the plain listener, or AMQPS when plain AMQP is off.
+type endpoints struct {
+	AMQP                string `json:"amqp"`
+	AMQPS               string `json:"amqps,omitempty"`
+	Admin               string `json:"admin"`
+	AdminURL            string `json:"adminURL"`
+	Cluster             string `json:"cluster"`
+	CA                  string `json:"ca,omitempty"`
+	ConnectionString    string `json:"connectionString"`
+	TLSConnectionString string `json:"tlsConnectionString,omitempty"`
+}
+
 // writeEndpoints records where the node listens: endpoints.json for tools and tests
-// (ports may be 0 on the command line) and connection-string for qbctl. Each is written
-// to a temporary file and renamed, so a reader never sees half a file.
-func writeEndpoints(dir, amqpAddr, adminAddr, clusterAddr, connStr string) error {
-	b, err := json.MarshalIndent(map[string]string{
-		"amqp": amqpAddr, "admin": adminAddr, "cluster": clusterAddr, "connectionString": connStr,
-	}, "", "  ")
+// and connection-string for qbctl. Each is written to a temporary file and renamed, so
+// a reader never sees half a file.
+func writeEndpoints(dir string, ep endpoints) error {
+	b, err := json.MarshalIndent(ep, "", "  ")
 	if err != nil {
 		return err
 	}
+	connStr := ep.ConnectionString
 	for name, data := range map[string][]byte{"endpoints.json": b, "connection-string": []byte(connStr + "\n")} {
 		tmp := filepath.Join(dir, "."+name+".tmp")
 		if err := os.WriteFile(tmp, data, 0o600); err != nil {

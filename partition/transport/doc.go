@@ -9,6 +9,10 @@
 // raft.NetworkTransport per group sits on it unchanged. Every node uses the same address
 // for all its groups.
 //
+// With Config.TLS the connection is first wrapped in mutual TLS (both directions), and
+// the header travels inside it: a process without a cluster certificate cannot name a
+// route, so it cannot reach Raft, forwarding or gossip streams.
+//
 // What it owns: the listener, the header, routing, and the connections it hands out
 // (a Layer closes every connection it dialled or accepted when it is closed, so a group
 // that shuts down really disappears from the network).

@@ -2,7 +2,9 @@ package cluster_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +38,23 @@ func TestEveryNodeLoadsTheSameConfigJSON(t *testing.T) {
 		q, err := n.AdminClient(t).GetQueue(context.Background(), "queue.1", nil)
 		if err != nil || q == nil {
 			t.Fatalf("%s: queue.1 from Config.json: %v %v", n.ID, q, err)
+		}
+	}
+}
+
+// Nodes started with the same --cluster-secret form one cluster over mutual TLS with
+// encrypted gossip (the secret given once as a value, once as @FILE, as a mounted
+// Kubernetes Secret would); cluster/auth_test.go shows that other secrets are refused.
+func TestFormWithClusterSecret(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cluster-secret")
+	if err := os.WriteFile(file, []byte("a cluster secret of some length\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := harness.StartCluster(t, 3, harness.WithArgs("--cluster-secret", "@"+file))
+	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
+	for _, n := range c.Nodes {
+		if strings.Contains(n.Log(), "cluster traffic is not authenticated") {
+			t.Fatalf("%s runs without cluster credentials:\n%s", n.ID, n.Log())
 		}
 	}
 }

@@ -10,6 +10,8 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -80,6 +83,12 @@ type Endpoints struct {
 	Admin            string `json:"admin"`
 	Cluster          string `json:"cluster"`
 	ConnectionString string `json:"connectionString"`
+	// With TLS: the AMQPS listener, the admin API's URL (https://...), the
+	// development CA file (--tls-self-signed) and a normal connection string for AMQPS.
+	AMQPS               string `json:"amqps"`
+	AdminURL            string `json:"adminURL"`
+	CA                  string `json:"ca"`
+	TLSConnectionString string `json:"tlsConnectionString"`
 }
 
 // Node is one running quorumbus process.
@@ -142,7 +151,7 @@ func (n *Node) launch() error {
 		p = *n.fixed
 	}
 	args := append([]string{"--data", n.Dir, "--amqp-addr", p.amqp, "--admin-addr", p.admin,
-		"--cluster-addr", p.cluster, "--log-level", "warn"}, n.Args...)
+		"--cluster-addr", p.cluster, "--amqps-addr", "127.0.0.1:0", "--log-level", "warn"}, n.Args...)
 	n.cmd = exec.Command(bin, args...)
 	n.cmd.Env = append(os.Environ(), "QUORUMBUS_LOG_LEVEL=warn")
 	n.log = &syncBuffer{}
@@ -183,8 +192,12 @@ func (n *Node) awaitServing(deadline time.Time) error {
 
 func (n *Node) awaitReady(deadline time.Time) error {
 	var last string
+	url, client := "http://"+n.Admin+"/readyz", http.DefaultClient
+	if strings.HasPrefix(n.AdminURL, "https://") {
+		url, client = n.AdminURL+"/readyz", n.HTTPSClient()
+	}
 	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + n.Admin + "/readyz")
+		resp, err := client.Get(url)
 		if err == nil {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			resp.Body.Close()
@@ -202,6 +215,20 @@ func (n *Node) awaitReady(deadline time.Time) error {
 		}
 	}
 	return fmt.Errorf("%s not ready in time (last /readyz: %s)\n%s", n.name(), last, n.Log())
+}
+
+// HTTPSClient is an HTTP client for a node serving HTTPS: it trusts the node's
+// development CA, or (certificates from files, whose CA the node does not know) skips
+// verification, which only the harness's own probes rely on.
+func (n *Node) HTTPSClient() *http.Client {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if b, err := os.ReadFile(n.CA); err == nil {
+		cfg.RootCAs = x509.NewCertPool()
+		cfg.RootCAs.AppendCertsFromPEM(b)
+	} else {
+		cfg.InsecureSkipVerify = true
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
 }
 
 // Log is what the node printed so far.

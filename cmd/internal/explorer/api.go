@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -210,10 +211,22 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v interface{ ch
 // token, so that the broker applies the caller's rights.
 func (h *Handler) client(r *http.Request) (*azservicebus.Client, error) {
 	token := strings.TrimSpace(r.Header.Get("Authorization"))
-	cs := "Endpoint=sb://" + h.cfg.AMQPAddr + ";SharedAccessSignature=" + token + ";UseDevelopmentEmulator=true"
-	c, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
+	opts := &azservicebus.ClientOptions{
 		RetryOptions: azservicebus.RetryOptions{MaxRetries: 1, RetryDelay: 100 * time.Millisecond},
-	})
+	}
+	addr := h.cfg.AMQPAddr
+	if h.cfg.Dial != nil {
+		// The SDK speaks AMQP over whatever connection this returns (its WebSocket
+		// hook), with no TLS of its own: here, a pipe into the node's AMQP server.
+		opts.NewWebSocketConn = func(ctx context.Context, _ azservicebus.NewWebSocketConnArgs) (net.Conn, error) {
+			return h.cfg.Dial(ctx)
+		}
+		if addr == "" {
+			addr = "localhost"
+		}
+	}
+	cs := "Endpoint=sb://" + addr + ";SharedAccessSignature=" + token + ";UseDevelopmentEmulator=true"
+	c, err := azservicebus.NewClientFromConnectionString(cs, opts)
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, "the token cannot be used for AMQP: %v", err)
 	}

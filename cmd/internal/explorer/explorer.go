@@ -20,8 +20,13 @@ var assets embed.FS
 // Config configures the explorer (P10).
 type Config struct {
 	// AMQPAddr is the node's AMQP listener (host:port); a wildcard host means loopback.
-	// Required.
+	// Required unless Dial is set.
 	AMQPAddr string
+	// Dial, when set, opens a connection straight to the node's AMQP server (cmd hands
+	// one end of an in-process pipe to amqp.Server.ServeConn), and the explorer's SDK
+	// clients use it instead of AMQPAddr: it works whichever listeners the node has
+	// (plain AMQP may be off with TLS on) and costs no TLS handshake.
+	Dial func(ctx context.Context) (net.Conn, error)
 	// Authorize checks a /$ui/api/ request's SAS token; nil error means allowed.
 	// Required (cmd passes admin.Handler.Authorize).
 	Authorize func(*http.Request) error
@@ -54,7 +59,7 @@ type Sessions interface {
 // ErrNotFound marks a Sessions error for a missing entity or session.
 var ErrNotFound = errors.New("explorer: not found")
 
-// DefaultConfig returns the defaults; AMQPAddr, Authorize and Next must still be set.
+// DefaultConfig returns the defaults; AMQPAddr or Dial, Authorize and Next must still be set.
 func DefaultConfig() *Config {
 	return &Config{MaxBodyBytes: 1 << 20, ReceiveRoundTimeout: 3 * time.Second}
 }
@@ -62,8 +67,8 @@ func DefaultConfig() *Config {
 // Validate checks the configuration.
 func (c *Config) Validate() error {
 	switch {
-	case c.AMQPAddr == "":
-		return errors.New("explorer: Config.AMQPAddr is required")
+	case c.AMQPAddr == "" && c.Dial == nil:
+		return errors.New("explorer: Config.AMQPAddr or Config.Dial is required")
 	case c.Authorize == nil:
 		return errors.New("explorer: Config.Authorize is required")
 	case c.Next == nil:

@@ -24,6 +24,11 @@
 {{ default (include "quorumbus.fullname" .) .Values.auth.existingSecret }}
 {{- end }}
 
+{{- /* The Secret holding the cluster secret: clusterAuth.existingSecret, else the key's. */}}
+{{- define "quorumbus.clusterSecretName" -}}
+{{ default (include "quorumbus.secretName" .) .Values.clusterAuth.existingSecret }}
+{{- end }}
+
 {{- define "quorumbus.image" -}}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
 {{- end }}

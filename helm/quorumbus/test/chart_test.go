@@ -165,9 +165,13 @@ func TestRenderedObjects(t *testing.T) {
 				clientPorts = append(clientPorts, sp.Port)
 			}
 			tls := vals["tls"].(map[string]any)["enabled"] == true
+			plain := !tls || vals["tls"].(map[string]any)["plainAMQP"] == true
 			want := []int32{5672, 5300}
-			if tls {
+			switch {
+			case tls && plain:
 				want = []int32{5672, 5671, 5300}
+			case tls:
+				want = []int32{5671, 5300}
 			}
 			if !slices.Equal(clientPorts, want) {
 				t.Errorf("client Service ports %v, want %v", clientPorts, want)
@@ -200,6 +204,38 @@ func TestRenderedObjects(t *testing.T) {
 			if tls != (tlsVol != nil) || (tls && (tlsVol.Secret == nil || tlsVol.Secret.SecretName != "quorumbus-tls" ||
 				mounts["tls"].MountPath != "/etc/quorumbus/tls" || !mounts["tls"].ReadOnly)) {
 				t.Errorf("TLS %v: volume %+v mount %+v", tls, tlsVol, mounts["tls"])
+			}
+
+			// Cluster traffic: the secret from a Secret (never a plain value) when on; the
+			// nodes' certificates mounted from clusterAuth.tlsSecret when set.
+			ca := vals["clusterAuth"].(map[string]any)
+			env := map[string]corev1.EnvVar{}
+			for _, e := range c.Env {
+				env[e.Name] = e
+			}
+			if cs, ok := env["QUORUMBUS_CLUSTER_SECRET"]; ca["enabled"] == true {
+				if !ok || cs.ValueFrom == nil || cs.ValueFrom.SecretKeyRef == nil || cs.ValueFrom.SecretKeyRef.Key != ca["secretKey"] {
+					t.Errorf("QUORUMBUS_CLUSTER_SECRET is not taken from a Secret: %+v", cs)
+				}
+				if ca["existingSecret"] == "" && vals["auth"].(map[string]any)["existingSecret"] == "" {
+					if s := o.secrets[sts.Name]; s == nil || len(s.Data[ca["secretKey"].(string)]) < 40 {
+						t.Errorf("generated Secret has no cluster secret: %+v", s)
+					}
+				}
+				if ts, _ := ca["tlsSecret"].(string); ts != "" {
+					if env["QUORUMBUS_CLUSTER_TLS_CERT"].Value == "" || mounts["cluster-tls"].MountPath != "/etc/quorumbus/cluster-tls" {
+						t.Errorf("clusterAuth.tlsSecret %s: env %+v mount %+v", ts, env["QUORUMBUS_CLUSTER_TLS_CERT"], mounts["cluster-tls"])
+					}
+				}
+			} else if ok {
+				t.Error("QUORUMBUS_CLUSTER_SECRET set while clusterAuth is off")
+			}
+			if tls {
+				for kind, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+					if p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+						t.Errorf("%s probe scheme %q, want HTTPS: with TLS the admin port serves HTTPS", kind, p.HTTPGet.Scheme)
+					}
+				}
 			}
 
 			// The key: a generated Secret, or the user's; never a plain value.
@@ -350,7 +386,14 @@ func checkNodeConfig(t *testing.T, o *objects, c corev1.Container, p podFacts, c
 	if cfg["data"] != dataPath {
 		t.Errorf("pod %s: data %v is not the volume at %s", p.name, cfg["data"], dataPath)
 	}
-	for setting, portName := range map[string]string{"amqp-addr": "amqp", "admin-addr": "admin", "cluster-addr": "cluster"} {
+	listeners := map[string]string{"admin-addr": "admin", "cluster-addr": "cluster"}
+	if cfg["amqp-addr"] != "" { // "" when TLS is on and plain AMQP off
+		listeners["amqp-addr"] = "amqp"
+	}
+	if cfg["tls-cert"] != "" { // AMQPS listens only with TLS
+		listeners["amqps-addr"] = "amqps"
+	}
+	for setting, portName := range listeners {
 		if got, want := port(t, cfg[setting]), containerPort(t, c, portName).ContainerPort; got != want {
 			t.Errorf("pod %s: %s listens on port %d, the manifest declares %s=%d", p.name, setting, got, portName, want)
 		}
@@ -468,6 +511,9 @@ func TestPodsRollOnlyWhenTheirConfigChanges(t *testing.T) {
 	}{
 		{"existing secret", "checksum/auth", readValues(t, "existing-secret")},
 		{"TLS", "checksum/tls", readValues(t, "tls")},
+		{"TLS only", "checksum/tls", readValues(t, "tls-only")},
+		{"cluster auth off", "checksum/cluster-auth", readValues(t, "cluster-auth-off")},
+		{"cluster TLS from a Secret", "checksum/cluster-auth", readValues(t, "tls-only")},
 	} {
 		if template(tc.vals).Annotations[tc.annotation] == base.Annotations[tc.annotation] {
 			t.Errorf("%s: %s unchanged", tc.name, tc.annotation)
@@ -499,7 +545,8 @@ func TestBadValuesAreRefused(t *testing.T) {
 }
 
 // NOTES.txt tells the user how to build the connection string from the Secret the pods
-// really read, says plainly what TLS does not do yet, and what the ServiceMonitor scrapes.
+// really read, says how to connect over TLS, and says plainly when cluster traffic is
+// not authenticated and what the ServiceMonitor scrapes.
 func TestNotesTellHowToConnect(t *testing.T) {
 	for _, tc := range []struct {
 		values string
@@ -509,7 +556,10 @@ func TestNotesTellHowToConnect(t *testing.T) {
 			"Endpoint=sb://quorumbus.messaging.svc.cluster.local:5672;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=$KEY;UseDevelopmentEmulator=true",
 			"port-forward svc/quorumbus 5672 5300", "exec quorumbus-0 -- qbctl cluster status", "helm test quorumbus"}},
 		{"existing-secret", []string{"get secret my-sas-key -o jsonpath='{.data.primary}'", "SharedAccessKeyName=AppKey;"}},
-		{"tls", []string{"does not\nterminate TLS yet"}},
+		{"tls", []string{"AMQPS on port 5671 and HTTPS on 5300",
+			"Endpoint=sb://quorumbus.messaging.svc.cluster.local:5671/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=$KEY"}},
+		{"three", []string{"Cluster traffic between the nodes is authenticated and encrypted"}},
+		{"cluster-auth-off", []string{"WARNING: clusterAuth.enabled=false"}},
 		{"service-monitor", []string{"Prometheus scrapes /metrics on port 5300", "deploy/grafana/quorumbus.json"}},
 	} {
 		_, notes, err := renderRelease(readValues(t, tc.values))

@@ -48,11 +48,15 @@ func podOf(o *objects, i int, ip string, zone string) podFacts {
 			secrets[name][k] = string(v)
 		}
 	}
-	// A Secret the user manages (auth.existingSecret) holds some key.
+	// A Secret the user manages (auth.existingSecret, clusterAuth.existingSecret) holds
+	// each key the pod reads from it.
 	for _, c := range o.sts.Spec.Template.Spec.Containers {
 		for _, e := range c.Env {
-			if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil && secrets[r.SecretKeyRef.Name] == nil {
-				secrets[r.SecretKeyRef.Name] = map[string]string{r.SecretKeyRef.Key: "user-managed-key-0123456789"}
+			if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil && o.secrets[r.SecretKeyRef.Name] == nil {
+				if secrets[r.SecretKeyRef.Name] == nil {
+					secrets[r.SecretKeyRef.Name] = map[string]string{}
+				}
+				secrets[r.SecretKeyRef.Name][r.SecretKeyRef.Key] = "user-managed-key-0123456789"
 			}
 		}
 	}
