@@ -47,7 +47,7 @@ type Config struct {
 
 	// AMQP limits (amqp.Config has the meaning of each; docs/security.md, "Limits").
 	AMQPLimits AMQPLimits `json:"-"`
-	// TLS for clients (docs/security-transport.md). AMQPAddr "" (or "off") turns
+	// TLS for clients (docs/security.md). AMQPAddr "" (or "off") turns
 	// the plain listener off; AMQPSAddr listens only when TLS is configured.
 	AMQPSAddr     string `json:"amqps-addr"`
 	TLSCert       string `json:"tls-cert"`

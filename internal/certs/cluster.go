@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Cluster credentials (docs/security-transport.md § Cluster traffic).
+// Cluster credentials (docs/security.md § Cluster traffic).
 //
 // Nodes authenticate each other with mutual TLS: each presents a certificate signed by
 // the cluster CA and accepts only peers whose certificate chains to it. Host names are
