@@ -58,7 +58,11 @@ func (n *natsStream) Close() { n.admin.Close() }
 func (n *natsStream) Reset(ctx context.Context) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		err := n.recreate(ctx)
+		// A JetStream API request without a deadline waits for ever when no server
+		// answers (no meta leader yet): bound each attempt.
+		actx, cancel := context.WithTimeout(ctx, 40*time.Second)
+		err := n.recreate(actx)
+		cancel()
 		if err == nil {
 			return nil
 		}
@@ -70,17 +74,22 @@ func (n *natsStream) Reset(ctx context.Context) error {
 }
 
 func (n *natsStream) recreate(ctx context.Context) error {
-	if err := n.js.DeleteStream(ctx, n.name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := n.js.DeleteStream(rctx, n.name)
+	cancel()
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("delete stream: %w", err)
 	}
-	st, err := n.js.CreateStream(ctx, jetstream.StreamConfig{
+	rctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := n.js.CreateStream(rctx, jetstream.StreamConfig{
 		Name: n.name, Subjects: []string{n.subject}, Retention: jetstream.WorkQueuePolicy,
 		Storage: jetstream.FileStorage, Replicas: 3, Discard: jetstream.DiscardOld,
 	})
 	if err != nil {
 		return fmt.Errorf("create stream: %w", err)
 	}
-	if _, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	if _, err := st.CreateOrUpdateConsumer(rctx, jetstream.ConsumerConfig{
 		Durable: n.consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Minute,
 		MaxAckPending: n.prefetch, MaxDeliver: -1,
 	}); err != nil {
@@ -122,6 +131,8 @@ func (n *natsStream) leaderURL() string {
 }
 
 func (n *natsStream) Depth(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	st, err := n.js.Stream(ctx, n.name)
 	if err != nil {
 		return 0, err
