@@ -113,8 +113,8 @@ bench-cluster:
 # a 3-node cluster on 127.0.0.1, one at a time, one load tool (test/bench/compare), REPS
 # repetitions of N messages per throughput test. Installs rabbitmq-server and nats-server
 # from Debian when missing (root), stops every process it started, and rewrites the table
-# in docs/benchmarks.md and docs/img/bench-compare.png. About 25 minutes with the
-# defaults (N=100000 REPS=3). Not part of `make test`. SYSTEMS is any of: quorumbus
+# in docs/benchmarks.md and docs/img/bench-compare.png. About 45 minutes with the
+# defaults (N=100000 REPS=3). Not part of `make test`. SYSTEMS is any of: quorumbus quorumbus-sdk
 # rabbit-091 rabbit-amqp10 nats.
 bench-compare:
 	$(if $(N),N=$(N)) $(if $(REPS),REPS=$(REPS)) $(if $(SYSTEMS),SYSTEMS="$(SYSTEMS)") \

@@ -25,6 +25,7 @@ const (
 // systemColors keeps a system's colour the same in both panels and across runs.
 var systemColors = map[string]color.RGBA{
 	"quorumbus":     {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"quorumbus-sdk": {R: 0x6b, G: 0xae, B: 0xd6, A: 0xff},
 	"rabbit-091":    {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	"rabbit-amqp10": {R: 0xd6, G: 0x9e, B: 0x2f, A: 0xff},
 	"nats":          {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},

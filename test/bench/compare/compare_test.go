@@ -52,7 +52,7 @@ func TestParseRaw(t *testing.T) {
 	}
 	lat := raw.Results[7]
 	want := Result{System: "rabbit-091", Test: "lat", Rep: 1, Param: 1000, N: 300, Secs: 0.3, Rate: 1000,
-		P50: 8.1, P99: 53, P999: 60, Max: 70, MaxLag: 1}
+		Lat50: 8.1, Lat99: 53, Lat999: 60, Max: 70, MaxLag: 1}
 	if lat != want {
 		t.Errorf("latency result = %+v, want %+v", lat, want)
 	}
@@ -84,8 +84,8 @@ func TestParseRawErrors(t *testing.T) {
 func TestResultRoundTrip(t *testing.T) {
 	in := []Result{
 		{System: "quorumbus", Test: "send", Rep: 2, Param: 256, N: 5000, Secs: 0.25, Rate: 20000},
-		{System: "quorumbus", Test: "lat", Rep: 2, Param: 1000, N: 30000, Secs: 30, Rate: 1000, P50: 1.25, P99: 9.5,
-			P999: 20, Max: 31.5, MaxLag: 2},
+		{System: "quorumbus", Test: "lat", Rep: 2, Param: 1000, N: 30000, Secs: 30, Rate: 1000, Lat50: 1.25, Lat99: 9.5,
+			Lat999: 20, Max: 31.5, MaxLag: 2},
 	}
 	var buf bytes.Buffer
 	for _, r := range in {
@@ -337,7 +337,7 @@ func TestRunLoadAgainstMemoryQueue(t *testing.T) {
 		t.Errorf("tests run: %s", got)
 	}
 	lat := raw.Results[len(raw.Results)-1]
-	if lat.N != 200 || lat.P50 < 0 || lat.P50 > lat.P99 || lat.P99 > lat.Max {
+	if lat.N != 200 || lat.Lat50 < 0 || lat.Lat50 > lat.Lat99 || lat.Lat99 > lat.Max {
 		t.Errorf("latency result %+v: want 200 messages and p50 <= p99 <= max", lat)
 	}
 	if len(raw.CDFs) != 1 || len(raw.CDFs[0].Points) != len(cdfFractions) {

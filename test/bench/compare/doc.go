@@ -12,6 +12,7 @@
 //	quorumbus      AMQP 1.0 (github.com/Azure/go-amqp) against a Quorumbus cluster; the queue
 //	               is made through the admin API, clients connect to the AMQP listener of
 //	               the node that leads the queue's partition (found with qbctl)
+//	quorumbus-sdk  the same through the official azservicebus SDK, as a Service Bus user would
 //	rabbit-091     RabbitMQ quorum queue over AMQP 0-9-1, publisher confirms (amqp091-go)
 //	rabbit-amqp10  the same queue over AMQP 1.0 (rabbitmq_amqp1_0), with link credit
 //	               managed by hand: RabbitMQ 3.10's plugin stalls go-amqp's automatic credit

@@ -153,10 +153,10 @@ func runLoad(ctx context.Context, c loadConfig, s system, out, logw io.Writer) e
 		slices.Sort(lats)
 		r := Result{System: c.System, Test: "lat", Rep: c.Rep, Param: c.LatRate, N: len(lats),
 			Secs: st.sendDur.Seconds(), Rate: float64(len(lats)) / st.sendDur.Seconds(),
-			P50: ms(quantile(lats, 0.50)), P99: ms(quantile(lats, 0.99)),
-			P999: ms(quantile(lats, 0.999)), Max: ms(lats[len(lats)-1]), MaxLag: ms(st.maxLag)}
+			Lat50: ms(quantile(lats, 0.50)), Lat99: ms(quantile(lats, 0.99)),
+			Lat999: ms(quantile(lats, 0.999)), Max: ms(lats[len(lats)-1]), MaxLag: ms(st.maxLag)}
 		logf("latency at %d msg/s: p50 %.2f ms, p99 %.2f ms, max %.2f ms; producer behind schedule by at most %.1f ms",
-			c.LatRate, r.P50, r.P99, r.Max, r.MaxLag)
+			c.LatRate, r.Lat50, r.Lat99, r.Max, r.MaxLag)
 		writeResult(out, r)
 		writeCDF(out, CDF{System: c.System, Rep: c.Rep, Points: cdfPoints(lats)})
 	}

@@ -49,7 +49,7 @@ func loadCmd(args []string, out, logw io.Writer) error {
 	windows := fs.String("windows", "1,256", "send windows: sends in flight before waiting for a confirmation")
 	tests := fs.String("tests", "send,recv,lat", "tests to run: send, recv, lat")
 	timeout := fs.Duration("timeout", 60*time.Minute, "give up after this long")
-	fs.StringVar(&c.System, "system", "", "quorumbus, rabbit-091, rabbit-amqp10 or nats")
+	fs.StringVar(&c.System, "system", "", "quorumbus, quorumbus-sdk, rabbit-091, rabbit-amqp10 or nats")
 	fs.IntVar(&c.N, "n", c.N, "messages per throughput test")
 	fs.IntVar(&c.Size, "size", c.Size, "message body bytes")
 	fs.IntVar(&c.Prefetch, "prefetch", c.Prefetch, "receive credit / prefetch / max ack pending")
@@ -92,11 +92,16 @@ func loadCmd(args []string, out, logw io.Writer) error {
 	var s system
 	var err error
 	switch c.System {
-	case "quorumbus":
+	case "quorumbus", "quorumbus-sdk":
 		if *adminAddr == "" || *connStr == "" {
-			return errors.New("-system quorumbus needs -admin-addr and -connection-string")
+			return fmt.Errorf("-system %s needs -admin-addr and -connection-string", c.System)
 		}
-		s, err = newQuorumbus(*adminAddr, *connStr, *qbctl, *queue)
+		var q *quorumbus
+		q, err = newQuorumbus(*adminAddr, *connStr, *qbctl, *queue)
+		s = q
+		if c.System == "quorumbus-sdk" && err == nil {
+			s = quorumbusSDK{q}
+		}
 	case "rabbit-091", "rabbit-amqp10":
 		if len(list) == 0 {
 			return errors.New("-url is required")
@@ -108,7 +113,7 @@ func loadCmd(args []string, out, logw io.Writer) error {
 		}
 		s, err = newNATS(list, *queue, c.Prefetch)
 	default:
-		return fmt.Errorf("-system %q: want quorumbus, rabbit-091, rabbit-amqp10 or nats", c.System)
+		return fmt.Errorf("-system %q: want quorumbus, quorumbus-sdk, rabbit-091, rabbit-amqp10 or nats", c.System)
 	}
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", c.System, err)

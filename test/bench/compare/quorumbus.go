@@ -33,7 +33,8 @@ type quorumbus struct {
 	prefix    string
 	seq       int
 	queue     string // the current queue; "" before the first Reset
-	amqpURL   string // the leader node's AMQP listener, with credentials
+	amqpAddr  string // the leader node's AMQP listener, HOST:PORT
+	amqpURL   string // the same with credentials
 	leader    string // node ID
 }
 
@@ -176,7 +177,7 @@ func (q *quorumbus) useNode(ctx context.Context, id string) error {
 			if err := checkLoopback("amqp://" + m.AMQPAddr); err != nil {
 				return err
 			}
-			q.leader = id
+			q.leader, q.amqpAddr = id, m.AMQPAddr
 			q.amqpURL = (&url.URL{Scheme: "amqp", User: url.UserPassword(q.keyName, q.key), Host: m.AMQPAddr}).String()
 			return nil
 		}

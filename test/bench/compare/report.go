@@ -26,6 +26,7 @@ const (
 // systemLabels name each system in the table and chart.
 var systemLabels = map[string]string{
 	"quorumbus":     "Quorumbus, 3 nodes (AMQP 1.0)",
+	"quorumbus-sdk": "Quorumbus, 3 nodes (azservicebus SDK)",
 	"rabbit-091":    "RabbitMQ 3.10 quorum queue, 3 nodes (AMQP 0-9-1)",
 	"rabbit-amqp10": "RabbitMQ 3.10 quorum queue, 3 nodes (AMQP 1.0, credit workaround)",
 	"nats":          "NATS 2.9 JetStream R3 (no fsync per message)",
@@ -43,6 +44,8 @@ func shortLabel(sys string) string {
 	switch sys {
 	case "quorumbus":
 		return "Quorumbus"
+	case "quorumbus-sdk":
+		return "Quorumbus (SDK)"
 	case "rabbit-091":
 		return "RabbitMQ QQ 0-9-1"
 	case "rabbit-amqp10":

@@ -29,8 +29,8 @@ type Result struct {
 	Secs   float64
 	Rate   float64 // msg/s (lat: the achieved send rate)
 	// Latency test only, in milliseconds.
-	P50, P99, P999, Max float64
-	MaxLag              float64 // how far the producer fell behind its schedule
+	Lat50, Lat99, Lat999, Max float64
+	MaxLag                    float64 // how far the producer fell behind its schedule
 }
 
 // CDFPoint says that a fraction Q of the messages took at most Ms milliseconds.
@@ -56,7 +56,7 @@ func writeResult(w io.Writer, r Result) {
 	fmt.Fprintf(w, "RESULT system=%s test=%s rep=%d param=%d n=%d secs=%.3f rate=%.1f", r.System, r.Test, r.Rep,
 		r.Param, r.N, r.Secs, r.Rate)
 	if r.Test == "lat" {
-		fmt.Fprintf(w, " p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f max_lag_ms=%.3f", r.P50, r.P99, r.P999,
+		fmt.Fprintf(w, " p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f max_lag_ms=%.3f", r.Lat50, r.Lat99, r.Lat999,
 			r.Max, r.MaxLag)
 	}
 	fmt.Fprintln(w)
@@ -124,11 +124,11 @@ func parseResult(line string) (Result, error) {
 		case "rate":
 			r.Rate, err = strconv.ParseFloat(v, 64)
 		case "p50_ms":
-			r.P50, err = strconv.ParseFloat(v, 64)
+			r.Lat50, err = strconv.ParseFloat(v, 64)
 		case "p99_ms":
-			r.P99, err = strconv.ParseFloat(v, 64)
+			r.Lat99, err = strconv.ParseFloat(v, 64)
 		case "p999_ms":
-			r.P999, err = strconv.ParseFloat(v, 64)
+			r.Lat999, err = strconv.ParseFloat(v, 64)
 		case "max_ms":
 			r.Max, err = strconv.ParseFloat(v, 64)
 		case "max_lag_ms":
@@ -248,7 +248,7 @@ func summarize(raw Raw) []Summary {
 			case "recv":
 				recv[r.Param] = append(recv[r.Param], r.Rate)
 			case "lat":
-				p50, p99, mx = append(p50, r.P50), append(p99, r.P99), append(mx, r.Max)
+				p50, p99, mx = append(p50, r.Lat50), append(p99, r.Lat99), append(mx, r.Max)
 				rate, ach = append(rate, float64(r.Param)), append(ach, r.Rate)
 			}
 		}

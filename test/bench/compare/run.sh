@@ -13,7 +13,7 @@
 # Knobs (environment or make variables):
 #   N         messages per throughput test (100000)
 #   REPS      repetitions (3)
-#   SYSTEMS   any of: quorumbus rabbit-091 rabbit-amqp10 nats (default: all four)
+#   SYSTEMS   any of: quorumbus quorumbus-sdk rabbit-091 rabbit-amqp10 nats (default: all)
 #   SIZE      body bytes (1024); WINDOWS (1,256); PREFETCH (256)
 #   LAT_RATE  offered msg/s of the latency test (1000); LAT_DUR (30s)
 #   BASE      state directory (default: a new temporary directory, removed after a clean run)
@@ -24,7 +24,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 N=${N:-100000}
 REPS=${REPS:-3}
-SYSTEMS=${SYSTEMS:-quorumbus rabbit-091 rabbit-amqp10 nats}
+SYSTEMS=${SYSTEMS:-quorumbus quorumbus-sdk rabbit-091 rabbit-amqp10 nats}
 SIZE=${SIZE:-1024}
 WINDOWS=${WINDOWS:-1,256}
 PREFETCH=${PREFETCH:-256}
@@ -166,10 +166,10 @@ conditions() {
 	t1=$(date +%s%N)
 	rm -f "$BASE/.sync-probe"
 	echo "# disk: a 4 KiB O_DSYNC write takes $(((t1 - t0) / 200000)) µs (mean of 200)"
-	[[ " $SYSTEMS " != *" quorumbus "* ]] || echo "# quorumbus: $(cd "$ROOT" && git log -1 --format='%h %cs' 2>/dev/null || echo unknown) ($(cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo 'with local changes' || echo clean)); 3 nodes, --replicas 3, fsync on: a send is accepted once a quorum has fsynced it"
+	[[ " $SYSTEMS " != *" quorumbus"* ]] || echo "# quorumbus: $(cd "$ROOT" && git log -1 --format='%h %cs' 2>/dev/null || echo unknown) ($(cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo 'with local changes' || echo clean)); 3 nodes, --replicas 3, fsync on: a send is accepted once a quorum has fsynced it"
 	[[ " $SYSTEMS " != *" rabbit-"* ]] || echo "# rabbitmq-server $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null), erlang $(dpkg-query -W -f='${Version}' erlang-base 2>/dev/null): quorum queue, 3 replicas; each node fdatasyncs its Ra WAL before a confirm"
 	[[ " $SYSTEMS " != *" nats "* ]] || echo "# nats-server $(nats-server --version 2>/dev/null | awk '{print $NF}'): stream R3, file storage; no fsync per message (2.9 syncs in the background every 60 s), a PubAck means in 2 of 3 page caches"
-	echo "# clients: $(go version | awk '{print $3}'), $(cd "$ROOT" && go list -m -f '{{.Path}} {{.Version}}' github.com/Azure/go-amqp github.com/rabbitmq/amqp091-go github.com/nats-io/nats.go | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
+	echo "# clients: $(go version | awk '{print $3}'), $(cd "$ROOT" && go list -m -f '{{.Path}} {{.Version}}' github.com/Azure/go-amqp github.com/rabbitmq/amqp091-go github.com/nats-io/nats.go github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
 	echo "# load: N=$N messages of $SIZE bytes per throughput test, send windows $WINDOWS, receive prefetch $PREFETCH, latency at $LAT_RATE msg/s for $LAT_DUR (window 256), $REPS repetition(s), one connection per client, clients connect to the queue's leader"
 }
 
@@ -223,12 +223,15 @@ qb_up() {
 qb_down() { stop qb-n1 qb-n2 qb-n3 -g 45; }
 
 bench_quorumbus() {
-	local rep failed=0
+	local rep sys failed=0
 	qb_up
 	for rep in $(seq 1 "$REPS"); do
-		# The key goes through the environment, not the command line.
-		QUORUMBUS_CONNECTION_STRING=$QB_CONN load quorumbus "$rep" -admin-addr 127.0.0.1:5821 \
-			-qbctl "$BIN/qbctl" -queue "bench-r$rep" || failed=1
+		for sys in $SYSTEMS; do
+			case $sys in quorumbus*) ;; *) continue ;; esac
+			# The key goes through the environment, not the command line.
+			QUORUMBUS_CONNECTION_STRING=$QB_CONN load "$sys" "$rep" -admin-addr 127.0.0.1:5821 \
+				-qbctl "$BIN/qbctl" -queue "$sys-r$rep" || failed=1
+		done
 	done
 	qb_down
 	return $failed
@@ -359,7 +362,9 @@ bench_nats() {
 main() {
 	local sys failed=0
 	for sys in $SYSTEMS; do
-		case $sys in quorumbus | rabbit-091 | rabbit-amqp10 | nats) ;; *) die "SYSTEMS: unknown system $sys" ;; esac
+		case $sys in quorumbus | quorumbus-sdk | rabbit-091 | rabbit-amqp10 | nats) ;;
+		*) die "SYSTEMS: unknown system $sys" ;;
+		esac
 	done
 	trap cleanup EXIT
 	trap 'log "interrupted"; exit 130' INT TERM
@@ -369,7 +374,7 @@ main() {
 	build
 	conditions >"$RESULTS"
 	# One cluster at a time: each has the machine to itself.
-	if [[ " $SYSTEMS " == *" quorumbus "* ]]; then bench_quorumbus || failed=1; fi
+	if [[ " $SYSTEMS " == *" quorumbus"* ]]; then bench_quorumbus || failed=1; fi
 	if [[ " $SYSTEMS " == *" rabbit-"* ]]; then bench_rabbit || failed=1; fi
 	if [[ " $SYSTEMS " == *" nats "* ]]; then bench_nats || failed=1; fi
 	stop_all
