@@ -174,17 +174,24 @@ conditions() {
 }
 
 load() { # system rep flags...
-	local sys=$1 rep=$2
+	local sys=$1 rep=$2 pid
 	shift 2
 	log "== $sys rep $rep"
+	# In the background, and waited for with wait: bash defers a trap while a foreground
+	# command runs, and skips the INT trap when that command handles SIGINT itself.
 	"$BIN/compare" load -system "$sys" -rep "$rep" -n "$N" -size "$SIZE" -windows "$WINDOWS" \
 		-prefetch "$PREFETCH" -lat-rate "$LAT_RATE" -lat-dur "$LAT_DUR" "$@" \
-		>>"$RESULTS" 2> >(tee -a "$CLIENT_LOG" >&2) ||
-		{
-			echo "# FAILED: $sys rep $rep (see $(basename "$CLIENT_LOG"))" >>"$RESULTS"
-			log "$sys rep $rep failed"
-			return 1
-		}
+		>>"$RESULTS" 2> >(tee -a "$CLIENT_LOG" >&2) &
+	pid=$!
+	track load "$pid"
+	if wait "$pid"; then
+		rm -f "$PIDS/load.pid"
+		return 0
+	fi
+	rm -f "$PIDS/load.pid"
+	echo "# FAILED: $sys rep $rep (see $(basename "$CLIENT_LOG"))" >>"$RESULTS"
+	log "$sys rep $rep failed"
+	return 1
 }
 
 # ---- Quorumbus: 3 nodes from this checkout
@@ -200,11 +207,12 @@ qb_up() {
 		for j in 1 2 3; do
 			[ "$j" = "$i" ] || join=${join:+$join,}127.0.0.1:$((5830 + j))
 		done
-		setsid "$BIN/quorumbus" --data "$d" --node-id "n$i" \
+		# The key goes through the environment (QUORUMBUS_SAS_KEY), not the command line.
+		QUORUMBUS_SAS_KEY=$key setsid "$BIN/quorumbus" --data "$d" --node-id "n$i" \
 			--amqp-addr 127.0.0.1:$((5810 + i)) --admin-addr 127.0.0.1:$((5820 + i)) \
 			--cluster-addr 127.0.0.1:$((5830 + i)) --advertise-addr 127.0.0.1:$((5830 + i)) \
 			--bootstrap-expect 3 --join "$join" --replicas 3 \
-			--sas-key-name "$QB_KEY_NAME" --sas-key "$key" --log-level warn \
+			--sas-key-name "$QB_KEY_NAME" --log-level warn \
 			>"$d.log" 2>&1 </dev/null &
 		track "qb-n$i" $!
 	done
