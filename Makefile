@@ -5,7 +5,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test ui-test
+.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster bench-compare run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test ui-test
 
 all: build
 
@@ -108,6 +108,17 @@ bench:
 CLUSTER_BENCH_ARGS ?= -cluster.n 20000 -cluster.latn 10000 -cluster.idle 10s -cluster.groups 1,16,64
 bench-cluster:
 	$(GO) test -run '^$$' -bench '^BenchmarkCluster' -benchtime 1x -timeout 20m ./test/bench/ -args $(CLUSTER_BENCH_ARGS)
+
+# Quorumbus, RabbitMQ 3.10 quorum queues and NATS 2.9 JetStream R3 side by side: each as
+# a 3-node cluster on 127.0.0.1, one at a time, one load tool (test/bench/compare), REPS
+# repetitions of N messages per throughput test. Installs rabbitmq-server and nats-server
+# from Debian when missing (root), stops every process it started, and rewrites the table
+# in docs/benchmarks.md and docs/img/bench-compare.png. About 45 minutes with the
+# defaults (N=100000 REPS=3). Not part of `make test`. SYSTEMS is any of: quorumbus quorumbus-sdk
+# rabbit-091 rabbit-amqp10 nats.
+bench-compare:
+	$(if $(N),N=$(N)) $(if $(REPS),REPS=$(REPS)) $(if $(SYSTEMS),SYSTEMS="$(SYSTEMS)") \
+	  bash test/bench/compare/run.sh
 
 # A single-node broker with its data in $(DATA); it prints the connection string.
 run:
