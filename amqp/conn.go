@@ -452,6 +452,10 @@ func (c *conn) loop() error {
 					err = c.handleFrame(f)
 				}
 				if err != nil {
+					// What the peer settled before its close (or before a bad
+					// frame) still counts: settled=true dispositions are final
+					// for the client, which will not send them again.
+					c.flushSettles()
 					c.closeWith(err)
 					return err
 				}

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
@@ -154,11 +155,13 @@ func (c *conn) flushSettles() {
 				all = append(all, j.batch...)
 			}
 		}
-		// c.ctx, not a per-call timeout: the Backend bounds its own calls,
-		// and a timer per disposition is measurable at 100k msgs/s.
+		// No per-call timeout: the Backend bounds its own calls, and a timer
+		// per disposition is measurable at 100k msgs/s. Not cancelled with the
+		// connection either: a settlement the client sent before it closed
+		// (or lost) the connection is applied all the same.
 		var errs []error
 		if len(all) > 0 {
-			errs = c.b.Settle(c.ctx, all)
+			errs = c.b.Settle(context.WithoutCancel(c.ctx), all)
 		}
 		if len(errs) != len(all) {
 			errs = make([]error, len(all))
