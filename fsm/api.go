@@ -167,14 +167,15 @@ type Command interface {
 	activity() (activity, Target)
 }
 
-// activity is the kind of use S-IDLE-1 counts.
+// activity is the kind of use S-IDLE-1 counts and AccessedAt reports. Entity updates
+// are not activity here: the metadata records them (UpdatedAt), and Service Bus does
+// not count them as an access.
 type activity uint8
 
 const (
 	noActivity      activity = iota
 	sendActivity             // sends and schedules
 	receiveActivity          // receives, settlements, lock and session operations on a target
-	updateActivity           // entity updates: count as every kind, on every entity
 )
 
 // Op identifies a command kind on the wire. Append only ("ONLY ADD TO THE END").
@@ -341,7 +342,7 @@ func (*Touch) op() Op           { return OpTouch }
 func (*Enqueue) activity() (activity, Target)         { return sendActivity, Target{} }
 func (*Schedule) activity() (activity, Target)        { return sendActivity, Target{} }
 func (*CancelScheduled) activity() (activity, Target) { return sendActivity, Target{} }
-func (*UpdateEntity) activity() (activity, Target)    { return updateActivity, Target{} }
+func (*UpdateEntity) activity() (activity, Target)    { return noActivity, Target{} }
 func (c *Receive) activity() (activity, Target)       { return receiveActivity, c.Target }
 func (c *ReceiveDeferred) activity() (activity, Target) {
 	return receiveActivity, c.Target

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
@@ -159,6 +160,12 @@ func TestAccessedAt(t *testing.T) {
 	sub, err := e.ac.GetSubscriptionRuntimeProperties(ctx, "t", "s", nil)
 	if err != nil || sub.AccessedAt.IsZero() {
 		t.Fatalf("subscription: %v %v", sub, err)
+	}
+	// The activity the store recorded is what the API reports, for a fresh entity too.
+	at := time.Date(2026, 3, 4, 5, 6, 7, 890_000_000, time.UTC)
+	e.store.setCounts(admin.Entity{Name: "fresh"}, admin.RuntimeCounts{AccessedAt: at})
+	if fresh, err = e.ac.GetQueueRuntimeProperties(ctx, "fresh", nil); err != nil || !fresh.AccessedAt.Equal(at) {
+		t.Fatalf("recorded access: %v %v, want %v", fresh.AccessedAt, err, at)
 	}
 }
 
