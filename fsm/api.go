@@ -396,6 +396,7 @@ type Result struct {
 //	func (f *FSM) SessionAvailable(t Target) bool                     // conservative: could a next-available accept lock one now?
 //	func (f *FSM) SessionState(t Target, sessionID string) []byte     // nil when none (S-SES-5)
 //	func (f *FSM) ListSessions(t Target) []string                     // sessions with messages or state
+//	func (f *FSM) SessionsUpdatedSince(t Target, since int64) []string // sessions whose state was set at since or later
 //	func (f *FSM) Get(t Target, seq int64) *Message                   // one message by sequence number, a copy; nil if none
 //	func (f *FSM) Session(t Target, sessionID string) (SessionInfo, bool) // a session's lock holder and LockedUntil
 //	func (f *FSM) Stats() Stats                                       // counts per target

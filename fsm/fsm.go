@@ -87,6 +87,7 @@ type session struct {
 	lockedUntil   int64
 	hidx          int32
 	state         []byte
+	stateAt       int64           // fsm time the state was last set (0: never, or restored from a version 1 snapshot)
 	count         int64           // messages of the session in the main store, any state
 	locked        map[uint64]*msg // messages locked under the current session lock; sorted before iteration
 	expireThrough int64           // S-TTL-5: on the next accept or receive, expire available messages up to this seq

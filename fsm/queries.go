@@ -107,6 +107,23 @@ func (f *FSM) ListSessions(t Target) []string {
 	return ids
 }
 
+// SessionsUpdatedSince returns, sorted, the ids of the sessions of a target whose state
+// was set at fsm time since or later and is still set (get-message-sessions with a
+// last-updated-time).
+func (f *FSM) SessionsUpdatedSince(t Target, since int64) []string {
+	e, err := f.sessionEntity(t)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, id := range sortedKeys(e.sessions) {
+		if s := e.sessions[id]; s.state != nil && s.stateAt >= since {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // SessionInfo describes a session's lock for the management path.
 type SessionInfo struct {
 	ID          string
