@@ -361,6 +361,15 @@ func (s SubQueue) String() string {
 	return ""
 }
 
+// SessionUpdateLister is an optional Backend capability: get-message-sessions with a
+// last-updated-time lists the sessions whose state was set at that time or later. A
+// Backend without it lists every session that has state (none for a time after now).
+type SessionUpdateLister interface {
+	// SessionsUpdatedSince lists, paged and sorted, the sessions whose state was set
+	// at since or later and is still set.
+	SessionsUpdatedSince(ctx context.Context, addr Address, since time.Time, skip, top int) ([]string, error)
+}
+
 // RuleManager is an optional Backend capability: a subscription's rules managed over
 // its $management link (com.microsoft:add-rule, remove-rule, enumerate-rules, what the
 // SDKs' ServiceBusRuleManager sends). A Backend without it answers those operations 501.

@@ -629,6 +629,25 @@ func (n *Node) SetSessionState(ctx context.Context, a Address, sessionID, owner 
 	return p.SetSessionState(ctx, fsm.SetSessionState{Target: t, SessionID: sessionID, Owner: owner, State: state})
 }
 
+// SessionsUpdatedSince lists the sessions whose state was set at since or later (as the
+// partition leaders' clocks stamped it), across partitions, sorted.
+func (n *Node) SessionsUpdatedSince(ctx context.Context, a Address, since time.Time) ([]string, error) {
+	e, t, err := n.target(a)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, g := range e.parts {
+		ids, err := n.on(g).SessionsUpdatedSince(ctx, t, since.UnixMilli())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ids...)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // ListSessions lists the sessions with messages or state, across partitions, sorted.
 func (n *Node) ListSessions(ctx context.Context, a Address) ([]string, error) {
 	e, t, err := n.target(a)

@@ -142,6 +142,11 @@ func (p gp) ListSessions(ctx context.Context, t fsm.Target) ([]string, error) {
 	return r.Sessions, r.err
 }
 
+func (p gp) SessionsUpdatedSince(ctx context.Context, t fsm.Target, since int64) ([]string, error) {
+	r := p.do(ctx, &CallReq{Op: opSessionsUpdatedSince, Target: t, From: since})
+	return r.Sessions, r.err
+}
+
 func (p gp) Peek(ctx context.Context, t fsm.Target, from int64, max int) ([]*fsm.Message, error) {
 	r := p.do(ctx, &CallReq{Op: opPeek, Target: t, From: from, Max: max})
 	return r.Msgs, r.err

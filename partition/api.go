@@ -281,6 +281,14 @@ func (p *Partition) ListSessions(ctx context.Context, t fsm.Target) ([]string, e
 	return out, err
 }
 
+// SessionsUpdatedSince lists the sessions of a target whose state was set at fsm time
+// since (Unix ms) or later.
+func (p *Partition) SessionsUpdatedSince(ctx context.Context, t fsm.Target, since int64) ([]string, error) {
+	var out []string
+	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.SessionsUpdatedSince(t, since) })
+	return out, err
+}
+
 // Stats returns the fsm's counters.
 func (p *Partition) Stats(ctx context.Context) (fsm.Stats, error) {
 	var out fsm.Stats
