@@ -78,3 +78,38 @@ func TestListSessionsStateUpdatedAfter(t *testing.T) {
 		t.Fatalf("updated after now: %q", got)
 	}
 }
+
+// TestSQLRuleBlankSessionID: a SQL rule on sys.SessionId sees what the sender set: a
+// SessionId set to "" is the empty string (a session of its own on Service Bus), not
+// NULL as a message without SessionId is.
+func TestSQLRuleBlankSessionID(t *testing.T) {
+	e := newEnv(t)
+	tp := name("blanksess")
+	if _, err := e.admin.CreateTopic(testCtx(t), tp, nil); err != nil {
+		t.Fatal(err)
+	}
+	for sub, sql := range map[string]string{"blank": "sys.SessionId = ''", "none": "sys.SessionId IS NULL",
+		"named": "sys.SessionId LIKE '_%'"} {
+		_, err := e.admin.CreateSubscription(testCtx(t), tp, sub, &admin.CreateSubscriptionOptions{Properties: &admin.SubscriptionProperties{
+			DefaultRule: &admin.RuleProperties{Name: "r", Filter: &admin.SQLFilter{Expression: sql}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(t, e.sender(t, tp),
+		&azservicebus.Message{Body: []byte("blank"), SessionID: to.Ptr("")},
+		&azservicebus.Message{Body: []byte("none")},
+		&azservicebus.Message{Body: []byte("named"), SessionID: to.Ptr("s1")})
+	rd := &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete}
+	for _, sub := range []string{"blank", "none", "named"} {
+		r := e.subReceiver(t, tp, sub, rd)
+		m := receiveOne(t, r, 10*time.Second)
+		if string(m.Body) != sub {
+			t.Errorf("subscription %s got %q", sub, m.Body)
+		}
+		if sub == "blank" && (m.SessionID == nil || *m.SessionID != "") {
+			t.Errorf("the blank-session message arrives with SessionID %v", m.SessionID)
+		}
+		expectNothing(t, r, time.Second)
+	}
+}
