@@ -31,12 +31,12 @@ func TestSessionsUpdatedSince(t *testing.T) {
 	want(t0, "a", "b")
 	want(t0+1, "b")
 	want(t0+1000, "b")
-	want(t0+1001)
+	want(t0 + 1001)
 	set("a", "3") // setting again moves its time
 	want(t0+1001, "a")
 	set("b", "") // cleared: no state, not listed
 	want(t0, "a")
-	want(x.now+1)
+	want(x.now + 1)
 	if got := x.f.SessionsUpdatedSince(Target{Sub: "nope"}, 0); got != nil {
 		t.Fatalf("unknown target: %q", got)
 	}

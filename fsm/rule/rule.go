@@ -68,7 +68,7 @@ type Property struct {
 // BlankSessionID is how the broker stores a SessionId that is set but empty: group-id
 // "" on the wire, which Service Bus treats as a session of its own, while "" in
 // Properties means "no session". A SQL filter sees it as the empty string, not NULL:
-// sys.SessionId = '' matches, sys.SessionId IS NULL does not. amqp stores the same
+// an equality with the empty string matches, IS NULL does not. amqp stores the same
 // value (amqp.BlankSessionID; cmd/internal/bridge tests that they agree).
 const BlankSessionID = "\x00"
 
