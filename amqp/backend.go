@@ -316,7 +316,8 @@ type Sessions interface {
 	// (locked messages are released without a delivery count, S-SES-6).
 	ReleaseSession(ctx context.Context, addr Address, sessionID string) error
 	RenewSessionLock(ctx context.Context, addr Address, sessionID string) (time.Time, error)
-	// SessionState returns nil when no state is set (S-SES-5).
+	// SessionState returns nil when no state is set (S-SES-5), and ErrSessionLockLost
+	// when the calling connection does not hold the session (as Service Bus answers).
 	SessionState(ctx context.Context, addr Address, sessionID string) ([]byte, error)
 	// SetSessionState with nil or empty state clears it.
 	SetSessionState(ctx context.Context, addr Address, sessionID string, state []byte) error

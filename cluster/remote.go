@@ -121,7 +121,11 @@ func exec(ctx context.Context, p *partition.Partition, req *CallReq) *CallResp {
 	case opSetState:
 		r.err = p.SetSessionState(ctx, req.SetState)
 	case opGetState:
-		r.State, r.err = p.SessionState(ctx, req.Target, req.Session)
+		if req.Owner != "" { // the holder's read (an older node ignores Owner and reads)
+			r.State, r.err = p.HeldSessionState(ctx, req.Target, req.Session, req.Owner)
+		} else {
+			r.State, r.err = p.SessionState(ctx, req.Target, req.Session)
+		}
 	case opListSessions:
 		r.Sessions, r.err = p.ListSessions(ctx, req.Target)
 	case opSessionsUpdatedSince:

@@ -620,6 +620,16 @@ func (n *Node) SessionState(ctx context.Context, a Address, sessionID string) ([
 	return p.SessionState(ctx, t, sessionID)
 }
 
+// HeldSessionState returns a session's state for the holder of its lock, owner
+// (fsm.ErrSessionLockLost for anyone else): get-session-state over AMQP.
+func (n *Node) HeldSessionState(ctx context.Context, a Address, sessionID, owner string) ([]byte, error) {
+	p, t, err := n.sessionPartition(a, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return p.HeldSessionState(ctx, t, sessionID, owner)
+}
+
 // SetSessionState sets or (empty) clears a session's state (S-SES-5).
 func (n *Node) SetSessionState(ctx context.Context, a Address, sessionID, owner string, state []byte) error {
 	p, t, err := n.sessionPartition(a, sessionID)

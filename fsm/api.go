@@ -395,6 +395,7 @@ type Result struct {
 //	func (f *FSM) Receivable(req Receive) bool                        // conservative: could req return a message now?
 //	func (f *FSM) SessionAvailable(t Target) bool                     // conservative: could a next-available accept lock one now?
 //	func (f *FSM) SessionState(t Target, sessionID string) []byte     // nil when none (S-SES-5)
+//	func (f *FSM) HeldSessionState(t Target, sessionID, owner string) ([]byte, error) // for the lock holder only
 //	func (f *FSM) ListSessions(t Target) []string                     // sessions with messages or state
 //	func (f *FSM) SessionsUpdatedSince(t Target, since int64) []string // sessions whose state was set at since or later
 //	func (f *FSM) Get(t Target, seq int64) *Message                   // one message by sequence number, a copy; nil if none

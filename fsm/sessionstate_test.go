@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"slices"
 	"testing"
@@ -93,5 +94,35 @@ func TestRestoreVersion1Snapshot(t *testing.T) {
 	g := New(queueCfg())
 	if err := g.Restore(&buf); err != nil || g.Digest() != f.Digest() {
 		t.Fatalf("rewritten snapshot: %v", err)
+	}
+}
+
+// S-SES-5: get-session-state is the lock holder's: anyone else, and anyone once the
+// session is released, gets ErrSessionLockLost.
+func TestHeldSessionState(t *testing.T) {
+	x := newTF(t, sessCfg())
+	x.send(msgOf("m", withSession("s")))
+	if _, err := x.f.HeldSessionState(q, "s", "o"); !errors.Is(err, ErrSessionLockLost) {
+		t.Fatalf("before accept: %v", err)
+	}
+	x.accept("s", "o")
+	if st, err := x.f.HeldSessionState(q, "s", "o"); err != nil || st != nil {
+		t.Fatalf("holder, no state: %q %v", st, err)
+	}
+	if err := x.one(&SetSessionState{Target: q, SessionID: "s", Owner: "o", State: []byte("st")}).Err; err != nil {
+		t.Fatal(err)
+	}
+	if st, err := x.f.HeldSessionState(q, "s", "o"); err != nil || string(st) != "st" {
+		t.Fatalf("holder: %q %v", st, err)
+	}
+	if _, err := x.f.HeldSessionState(q, "s", "other"); !errors.Is(err, ErrSessionLockLost) {
+		t.Fatalf("another owner: %v", err)
+	}
+	x.one(&ReleaseSession{Target: q, SessionID: "s", Owner: "o"})
+	if _, err := x.f.HeldSessionState(q, "s", "o"); !errors.Is(err, ErrSessionLockLost) {
+		t.Fatalf("after release: %v", err)
+	}
+	if _, err := x.f.HeldSessionState(Target{Sub: "nope"}, "s", "o"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown target: %v", err)
 	}
 }

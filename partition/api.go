@@ -274,6 +274,17 @@ func (p *Partition) SessionState(ctx context.Context, t fsm.Target, sessionID st
 	return out, err
 }
 
+// HeldSessionState returns a session's state for the holder of its lock
+// (fsm.ErrSessionLockLost for anyone else).
+func (p *Partition) HeldSessionState(ctx context.Context, t fsm.Target, sessionID, owner string) ([]byte, error) {
+	var out []byte
+	var ferr error
+	if err := p.leaderRead(ctx, func(f *fsm.FSM) { out, ferr = f.HeldSessionState(t, sessionID, owner) }); err != nil {
+		return nil, err
+	}
+	return out, ferr
+}
+
 // ListSessions lists the sessions of a target that have messages or state.
 func (p *Partition) ListSessions(ctx context.Context, t fsm.Target) ([]string, error) {
 	var out []string

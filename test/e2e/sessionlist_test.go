@@ -113,3 +113,25 @@ func TestSQLRuleBlankSessionID(t *testing.T) {
 		expectNothing(t, r, time.Second)
 	}
 }
+
+// TestGetSessionStateNeedsLock: get-session-state answers the holder of the session's
+// lock, and SessionLockLost (410) to a connection that does not hold it.
+func TestGetSessionStateNeedsLock(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue(t, "statelock", &admin.QueueProperties{RequiresSession: to.Ptr(true)})
+	sr, err := e.c.AcceptSessionForQueue(testCtx(t), q, "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sr.Close(testCtx(t))
+	if err := sr.SetSessionState(testCtx(t), []byte("st"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := sr.GetSessionState(testCtx(t), nil); err != nil || string(st) != "st" {
+		t.Fatalf("holder: %q %v", st, err)
+	}
+	raw := e.rawMgmt(t, q) // another connection
+	if st := raw.call(t, "com.microsoft:get-session-state", map[string]any{"session-id": "s"}); st != 410 {
+		t.Fatalf("get-session-state without the lock: status %d, want 410", st)
+	}
+}

@@ -375,15 +375,14 @@ func (b *Backend) RenewSessionLock(ctx context.Context, addr amqp.Address, sessi
 	return unixMs(until), mapErr(err)
 }
 
-// SessionState implements amqp.Sessions. It is a leader read and does not check the
-// session lock (docs/compatibility.md): Service Bus asks for the lock, which only the
-// holder's session receiver can name through the SDK anyway.
+// SessionState implements amqp.Sessions: a leader read for the holder of the session's
+// lock only (SessionLockLost for anyone else), as Service Bus answers.
 func (b *Backend) SessionState(ctx context.Context, addr amqp.Address, sessionID string) ([]byte, error) {
 	a, err := address(addr)
 	if err != nil {
 		return nil, err
 	}
-	st, err := b.n.SessionState(ctx, a, sessionID)
+	st, err := b.n.HeldSessionState(ctx, a, sessionID, owner(ctx))
 	return st, mapErr(err)
 }
 
