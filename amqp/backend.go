@@ -316,7 +316,8 @@ type Sessions interface {
 	// (locked messages are released without a delivery count, S-SES-6).
 	ReleaseSession(ctx context.Context, addr Address, sessionID string) error
 	RenewSessionLock(ctx context.Context, addr Address, sessionID string) (time.Time, error)
-	// SessionState returns nil when no state is set (S-SES-5).
+	// SessionState returns nil when no state is set (S-SES-5), and ErrSessionLockLost
+	// when the calling connection does not hold the session (as Service Bus answers).
 	SessionState(ctx context.Context, addr Address, sessionID string) ([]byte, error)
 	// SetSessionState with nil or empty state clears it.
 	SetSessionState(ctx context.Context, addr Address, sessionID string, state []byte) error
@@ -359,6 +360,15 @@ func (s SubQueue) String() string {
 		return "$Transfer/$DeadLetterQueue"
 	}
 	return ""
+}
+
+// SessionUpdateLister is an optional Backend capability: get-message-sessions with a
+// last-updated-time lists the sessions whose state was set at that time or later. A
+// Backend without it lists every session that has state (none for a time after now).
+type SessionUpdateLister interface {
+	// SessionsUpdatedSince lists, paged and sorted, the sessions whose state was set
+	// at since or later and is still set.
+	SessionsUpdatedSince(ctx context.Context, addr Address, since time.Time, skip, top int) ([]string, error)
 }
 
 // RuleManager is an optional Backend capability: a subscription's rules managed over

@@ -296,10 +296,13 @@ func mapTime(m Map, key string) (time.Time, bool) {
 const maxStateScan = 10000
 
 // sessionsWithState answers get-message-sessions with a last-updated-time: Service Bus
-// then lists the sessions whose state was set after that time. The Backend keeps no
-// update time, so this lists the sessions that have state, and none for a time after
-// now (docs/compatibility.md).
+// then lists the sessions whose state was set after that time. A Backend that keeps the
+// update time (SessionUpdateLister) answers exactly; otherwise this lists the sessions
+// that have state, and none for a time after now.
 func (c *conn) sessionsWithState(ctx context.Context, addr Address, t time.Time, skip, top int) ([]string, error) {
+	if l, ok := c.b.(SessionUpdateLister); ok {
+		return l.SessionsUpdatedSince(ctx, addr, t, skip, top)
+	}
 	if t.After(c.now()) {
 		return nil, nil
 	}

@@ -131,7 +131,7 @@ func parseMessage(b []byte) (*Message, sections, error) {
 		m.ContentType = str(vals[6])
 		m.SessionID = str(vals[10])
 		if m.SessionID == "" && !encoding.IsNull(vals[10]) && (vals[10][0]&0x0f) == 0x01 {
-			m.SessionID = blankSessionID // group-id "": a session of its own
+			m.SessionID = BlankSessionID // group-id "": a session of its own
 		}
 		m.ReplyToSessionID = str(vals[12])
 	}
@@ -515,6 +515,9 @@ func (m *Message) Reencode() error {
 	set(5, m.CorrelationID, orig.CorrelationID, false)
 	set(6, m.ContentType, orig.ContentType, true)
 	set(10, m.SessionID, orig.SessionID, false)
+	if m.SessionID == BlankSessionID && orig.SessionID != BlankSessionID {
+		vals[10] = encoding.AppendString(nil, "") // set to the empty string (an action's SET sys.SessionId = '')
+	}
 	set(12, m.ReplyToSessionID, orig.ReplyToSessionID, false)
 	out = appendProperties(out, vals, s.properties != nil)
 
@@ -600,24 +603,26 @@ func ensureMessageID(m *Message) error {
 	return nil
 }
 
-// blankSessionID stands, inside the broker, for the session whose id is the empty
+// BlankSessionID stands, inside the broker, for the session whose id is the empty
 // string: Service Bus treats SessionId "" as a valid session, distinct from "no
 // session" (the SDK's TestSessionReceiver_blankSessionIDs), while the Backend uses ""
 // for "none" and "next available". The message keeps its group-id "" on the wire;
 // only the broker's view of it uses this id, and every answer maps it back.
-const blankSessionID = "\x00"
+// The Backend's rules see it as the empty string (fsm/rule.BlankSessionID has the same
+// value; cmd/internal/bridge tests that they agree).
+const BlankSessionID = "\x00"
 
 // internalSessionID maps a session id a client named to the broker's.
 func internalSessionID(id string) string {
 	if id == "" {
-		return blankSessionID
+		return BlankSessionID
 	}
 	return id
 }
 
 // wireSessionID maps the broker's session id back to what clients see.
 func wireSessionID(id string) string {
-	if id == blankSessionID {
+	if id == BlankSessionID {
 		return ""
 	}
 	return id

@@ -42,6 +42,7 @@ const (
 	opPurge
 	opSyncConfig // push the entity configuration as of metadata index MetaIndex, if not applied yet
 	opLockedWithSalt
+	opSessionsUpdatedSince // sessions whose state was set at From (Unix ms) or later
 )
 
 // CallReq is one operation on one partition group.
@@ -120,9 +121,15 @@ func exec(ctx context.Context, p *partition.Partition, req *CallReq) *CallResp {
 	case opSetState:
 		r.err = p.SetSessionState(ctx, req.SetState)
 	case opGetState:
-		r.State, r.err = p.SessionState(ctx, req.Target, req.Session)
+		if req.Owner != "" { // the holder's read (an older node ignores Owner and reads)
+			r.State, r.err = p.HeldSessionState(ctx, req.Target, req.Session, req.Owner)
+		} else {
+			r.State, r.err = p.SessionState(ctx, req.Target, req.Session)
+		}
 	case opListSessions:
 		r.Sessions, r.err = p.ListSessions(ctx, req.Target)
+	case opSessionsUpdatedSince:
+		r.Sessions, r.err = p.SessionsUpdatedSince(ctx, req.Target, req.From)
 	case opPeek:
 		r.Msgs, r.err = p.Peek(ctx, req.Target, req.From, req.Max)
 	case opStats:
@@ -193,7 +200,7 @@ func retriable(o op, err error) bool {
 // ones wait for their locks to expire).
 func repeatable(o op) bool {
 	switch o {
-	case opGetState, opListSessions, opPeek, opStats, opLockedWithSalt,
+	case opGetState, opListSessions, opSessionsUpdatedSince, opPeek, opStats, opLockedWithSalt,
 		opSettle, opRenewLock, opAcceptSession, opReleaseSession, opRenewSession, opSetState, opSyncConfig, opCancel:
 		return true
 	}

@@ -620,6 +620,16 @@ func (n *Node) SessionState(ctx context.Context, a Address, sessionID string) ([
 	return p.SessionState(ctx, t, sessionID)
 }
 
+// HeldSessionState returns a session's state for the holder of its lock, owner
+// (fsm.ErrSessionLockLost for anyone else): get-session-state over AMQP.
+func (n *Node) HeldSessionState(ctx context.Context, a Address, sessionID, owner string) ([]byte, error) {
+	p, t, err := n.sessionPartition(a, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return p.HeldSessionState(ctx, t, sessionID, owner)
+}
+
 // SetSessionState sets or (empty) clears a session's state (S-SES-5).
 func (n *Node) SetSessionState(ctx context.Context, a Address, sessionID, owner string, state []byte) error {
 	p, t, err := n.sessionPartition(a, sessionID)
@@ -627,6 +637,25 @@ func (n *Node) SetSessionState(ctx context.Context, a Address, sessionID, owner 
 		return err
 	}
 	return p.SetSessionState(ctx, fsm.SetSessionState{Target: t, SessionID: sessionID, Owner: owner, State: state})
+}
+
+// SessionsUpdatedSince lists the sessions whose state was set at since or later (as the
+// partition leaders' clocks stamped it), across partitions, sorted.
+func (n *Node) SessionsUpdatedSince(ctx context.Context, a Address, since time.Time) ([]string, error) {
+	e, t, err := n.target(a)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, g := range e.parts {
+		ids, err := n.on(g).SessionsUpdatedSince(ctx, t, since.UnixMilli())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ids...)
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // ListSessions lists the sessions with messages or state, across partitions, sorted.

@@ -137,8 +137,18 @@ func (p gp) SessionState(ctx context.Context, t fsm.Target, sessionID string) ([
 	return r.State, r.err
 }
 
+func (p gp) HeldSessionState(ctx context.Context, t fsm.Target, sessionID, owner string) ([]byte, error) {
+	r := p.do(ctx, &CallReq{Op: opGetState, Target: t, Session: sessionID, Owner: owner})
+	return r.State, r.err
+}
+
 func (p gp) ListSessions(ctx context.Context, t fsm.Target) ([]string, error) {
 	r := p.do(ctx, &CallReq{Op: opListSessions, Target: t})
+	return r.Sessions, r.err
+}
+
+func (p gp) SessionsUpdatedSince(ctx context.Context, t fsm.Target, since int64) ([]string, error) {
+	r := p.do(ctx, &CallReq{Op: opSessionsUpdatedSince, Target: t, From: since})
 	return r.Sessions, r.err
 }
 

@@ -226,7 +226,11 @@ func (n *Node) Read(ctx context.Context, fn func(s *meta.State)) error {
 	return nil
 }
 
-// Runtime sums an entity's message counts over its partitions (admin.Store).
+// Runtime sums an entity's message counts over its partitions (admin.Store). AccessedAt
+// is the latest activity the partitions recorded (the fsm's LastSend and LastReceive, as
+// auto-delete on idle reads them, idle.go): for a queue its sends and receiver activity,
+// for a topic its sends and the receiver activity of every subscription, for a
+// subscription its receiver activity. Reading these counts records nothing.
 func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts, error) {
 	ent, err := n.resolve(e.Name)
 	if err != nil {
@@ -234,16 +238,21 @@ func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts
 	}
 	var rc admin.RuntimeCounts
 	var deferred int64
+	var accessed int64 // Unix ms: latest replicated send or receiver activity
 	for _, g := range ent.parts {
 		res := n.call(ctx, g, &CallReq{Op: opStats}, nil)
 		if res.err != nil {
 			return rc, fmt.Errorf("%w: %v", admin.ErrUnavailable, res.err)
 		}
 		st := res.Stats
+		if e.Subscription == "" {
+			accessed = max(accessed, st.LastSend)
+		}
 		for _, t := range st.Targets {
 			if e.Subscription != "" && !strings.EqualFold(t.Target.Sub, e.Subscription) {
 				continue
 			}
+			accessed = max(accessed, t.LastReceive)
 			if t.Target.DLQ {
 				rc.DeadLetter += t.Active + t.Deferred + t.Scheduled
 			} else {
@@ -258,6 +267,9 @@ func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts
 		}
 	}
 	rc.Total = rc.Active + rc.Scheduled + rc.DeadLetter + deferred
+	if accessed > 0 {
+		rc.AccessedAt = time.UnixMilli(accessed)
+	}
 	return rc, nil
 }
 

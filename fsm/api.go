@@ -167,14 +167,15 @@ type Command interface {
 	activity() (activity, Target)
 }
 
-// activity is the kind of use S-IDLE-1 counts.
+// activity is the kind of use S-IDLE-1 counts and AccessedAt reports. Entity updates
+// are not activity here: the metadata records them (UpdatedAt), and Service Bus does
+// not count them as an access.
 type activity uint8
 
 const (
 	noActivity      activity = iota
 	sendActivity             // sends and schedules
 	receiveActivity          // receives, settlements, lock and session operations on a target
-	updateActivity           // entity updates: count as every kind, on every entity
 )
 
 // Op identifies a command kind on the wire. Append only ("ONLY ADD TO THE END").
@@ -341,7 +342,7 @@ func (*Touch) op() Op           { return OpTouch }
 func (*Enqueue) activity() (activity, Target)         { return sendActivity, Target{} }
 func (*Schedule) activity() (activity, Target)        { return sendActivity, Target{} }
 func (*CancelScheduled) activity() (activity, Target) { return sendActivity, Target{} }
-func (*UpdateEntity) activity() (activity, Target)    { return updateActivity, Target{} }
+func (*UpdateEntity) activity() (activity, Target)    { return noActivity, Target{} }
 func (c *Receive) activity() (activity, Target)       { return receiveActivity, c.Target }
 func (c *ReceiveDeferred) activity() (activity, Target) {
 	return receiveActivity, c.Target
@@ -394,7 +395,9 @@ type Result struct {
 //	func (f *FSM) Receivable(req Receive) bool                        // conservative: could req return a message now?
 //	func (f *FSM) SessionAvailable(t Target) bool                     // conservative: could a next-available accept lock one now?
 //	func (f *FSM) SessionState(t Target, sessionID string) []byte     // nil when none (S-SES-5)
+//	func (f *FSM) HeldSessionState(t Target, sessionID, owner string) ([]byte, error) // for the lock holder only
 //	func (f *FSM) ListSessions(t Target) []string                     // sessions with messages or state
+//	func (f *FSM) SessionsUpdatedSince(t Target, since int64) []string // sessions whose state was set at since or later
 //	func (f *FSM) Get(t Target, seq int64) *Message                   // one message by sequence number, a copy; nil if none
 //	func (f *FSM) Session(t Target, sessionID string) (SessionInfo, bool) // a session's lock holder and LockedUntil
 //	func (f *FSM) Stats() Stats                                       // counts per target

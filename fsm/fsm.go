@@ -19,7 +19,7 @@ type FSM struct {
 	lastSeq int64  // the last sequence number handed out (S-SEND-5: never reused)
 	lockCtr uint64 // the last lock counter handed out (bytes 8..15 of a LockToken)
 
-	lastSend int64 // S-IDLE-1: last accepted send, schedule or cancel (or update)
+	lastSend int64 // S-IDLE-1, AccessedAt: last accepted send, schedule or cancel
 
 	ents   []*entity          // the queue, or the subscriptions in config order
 	byName map[string]*entity // lookup only, never iterated
@@ -45,7 +45,7 @@ type dupEnt struct {
 // dead-letter stores and its sessions.
 type entity struct {
 	name        string
-	lastReceive int64 // S-IDLE-1: last receiver activity (or update) on the entity or its DLQ
+	lastReceive int64 // S-IDLE-1, AccessedAt: last receiver activity on the entity or its DLQ
 	cfg         QueueConfig
 	specs       []rule.Spec
 	rules       []compiledRule
@@ -87,6 +87,7 @@ type session struct {
 	lockedUntil   int64
 	hidx          int32
 	state         []byte
+	stateAt       int64           // fsm time the state was last set (0: never, or restored from a version 1 snapshot)
 	count         int64           // messages of the session in the main store, any state
 	locked        map[uint64]*msg // messages locked under the current session lock; sorted before iteration
 	expireThrough int64           // S-TTL-5: on the next accept or receive, expire available messages up to this seq
@@ -320,7 +321,8 @@ func (f *FSM) apply(c Command, r *Result) {
 
 // noteActivity records the activity S-IDLE-1 counts: sends and schedules (Enqueue,
 // Schedule, CancelScheduled), receiver activity on an entity (receives, settlements,
-// lock and session operations, on the entity or its DLQ), and updates (everything).
+// lock and session operations, on the entity or its DLQ). Updates are not activity:
+// the metadata records them.
 // Peeks are queries, not commands: the partition counts them by proposing Touch.
 func (f *FSM) noteActivity(c Command, r *Result) {
 	kind, t := c.activity()
@@ -328,11 +330,6 @@ func (f *FSM) noteActivity(c Command, r *Result) {
 	case sendActivity:
 		if r.Err == nil {
 			f.lastSend = f.now
-		}
-	case updateActivity:
-		f.lastSend = f.now
-		for _, e := range f.ents {
-			e.lastReceive = f.now
 		}
 	case receiveActivity:
 		if e, _, err := f.lookup(t); err == nil {

@@ -141,12 +141,13 @@ func FuzzRestore(f *testing.F) {
 			}
 			return
 		}
-		// A snapshot that restores writes itself back identically and keeps working.
+		// A snapshot that restores writes itself back identically (an older version
+		// is rewritten in the current one) and keeps working.
 		var again bytes.Buffer
 		if err := fs.Snapshot(&again); err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(again.Bytes(), b) {
+		if b[4] == snapVersion && !bytes.Equal(again.Bytes(), b) {
 			t.Fatal("restored state snapshots differently")
 		}
 		fs.Apply(&Entry{Now: fs.Now() + 1_000_000, Cmds: []Command{&Tick{},

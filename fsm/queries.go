@@ -91,6 +91,21 @@ func (f *FSM) SessionState(t Target, sessionID string) []byte {
 	return nil
 }
 
+// HeldSessionState returns a session's state (nil when none) for the holder of its
+// lock: ErrSessionLockLost when owner does not hold the session, as Service Bus answers
+// get-session-state from a client without the session's lock.
+func (f *FSM) HeldSessionState(t Target, sessionID, owner string) ([]byte, error) {
+	e, err := f.sessionEntity(t)
+	if err != nil {
+		return nil, err
+	}
+	s, err := f.heldSession(e, sessionID, owner)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(s.state), nil
+}
+
 // ListSessions returns, sorted, the ids of the sessions of a target that have messages
 // or state (S-SES-1).
 func (f *FSM) ListSessions(t Target) []string {
@@ -101,6 +116,23 @@ func (f *FSM) ListSessions(t Target) []string {
 	var ids []string
 	for _, id := range sortedKeys(e.sessions) {
 		if s := e.sessions[id]; s.count > 0 || s.state != nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// SessionsUpdatedSince returns, sorted, the ids of the sessions of a target whose state
+// was set at fsm time since or later and is still set (get-message-sessions with a
+// last-updated-time).
+func (f *FSM) SessionsUpdatedSince(t Target, since int64) []string {
+	e, err := f.sessionEntity(t)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, id := range sortedKeys(e.sessions) {
+		if s := e.sessions[id]; s.state != nil && s.stateAt >= since {
 			ids = append(ids, id)
 		}
 	}

@@ -120,9 +120,10 @@ func (f *FSM) setSessionState(c *SetSessionState, r *Result) {
 	}
 	f.bytes += n - old
 	if n == 0 {
-		s.state = nil // SetState(null) clears it
+		s.state, s.stateAt = nil, 0 // SetState(null) clears it
 		f.gcSession(s)
 		return
 	}
 	s.state = slices.Clone(c.State)
+	s.stateAt = f.now
 }

@@ -19,14 +19,21 @@ import (
 //	per entity, in config order:
 //	  entity: name, lastReceive, main count, DLQ count, session count
 //	  one record per main message, in sequence order; then per DLQ message
-//	  one record per session, in id order
+//	  one record per session, in id order (version 2 adds the state's update time)
 //	dedupe:   count, then (id, at, seq) in arrival order
 //
 // The same state always gives the same bytes: stores are written in sequence order,
 // sessions in id order, and no map is iterated unsorted.
+//
+// Versions: 1 is the first layout; 2 appends stateAt to each session record. Restore
+// reads every version from snapOldest; a version 1 session with state restores with
+// the snapshot's time as stateAt (its update time is unknown; that is the latest it
+// can have been, so a listing by update time includes it rather than misses it).
 const (
 	snapMagic   = "QBFS"
-	snapVersion = 1
+	snapVersion = 2
+	// snapOldest is the oldest version Restore still reads.
+	snapOldest = 1
 	// maxRecord bounds one record (a message with a 100 MiB body and its properties).
 	maxRecord = 256 << 20
 )
@@ -94,6 +101,7 @@ type snapSess struct {
 	lockedUntil   int64
 	expireThrough int64
 	state         []byte
+	stateAt       int64
 }
 
 // Freeze returns a copy of the state for WriteTo. It costs O(messages) memory copies and
@@ -125,7 +133,7 @@ func (f *FSM) view(freeze bool) *Frozen {
 		for _, id := range sortedKeys(e.sessions) {
 			s := e.sessions[id]
 			se.sess = append(se.sess, snapSess{id: s.id, holder: s.holder, held: s.held, lockedUntil: s.lockedUntil,
-				expireThrough: s.expireThrough, state: s.state})
+				expireThrough: s.expireThrough, state: s.state, stateAt: s.stateAt})
 		}
 	}
 	return v
@@ -177,6 +185,7 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 			b = appendBool(b, ss.state != nil)
 			b = appendBytes(b, ss.state)
 			b = binary.AppendVarint(b, ss.expireThrough)
+			b = binary.AppendVarint(b, ss.stateAt) // since version 2
 			s.record(b)
 		}
 	}
@@ -313,9 +322,10 @@ func restore(r io.Reader) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	if string(hdr[:4]) != snapMagic || hdr[4] != snapVersion {
+	if string(hdr[:4]) != snapMagic || hdr[4] < snapOldest || hdr[4] > snapVersion {
 		return nil, fmt.Errorf("bad magic or version %q", hdr)
 	}
+	version := hdr[4]
 	d, err := s.record()
 	if err != nil {
 		return nil, err
@@ -376,7 +386,7 @@ func restore(r io.Reader) (*FSM, error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := f.readSession(&d, e); err != nil {
+			if err := f.readSession(&d, e, version); err != nil {
 				return nil, err
 			}
 		}
@@ -479,7 +489,7 @@ func (f *FSM) insertRestored(st *store, m *msg) {
 	f.insert(st, m)
 }
 
-func (f *FSM) readSession(d *dec, e *entity) error {
+func (f *FSM) readSession(d *dec, e *entity, version byte) error {
 	id := d.string()
 	held := d.bool()
 	holder := d.string()
@@ -487,8 +497,15 @@ func (f *FSM) readSession(d *dec, e *entity) error {
 	hasState := d.bool()
 	state := d.bytes()
 	through := d.varint()
+	stateAt := f.now // version 1: the update time is unknown; the latest it can have been
+	if version >= 2 {
+		stateAt = d.varint()
+	}
 	if err := d.end(); err != nil {
 		return err
+	}
+	if version >= 2 && !hasState && stateAt != 0 {
+		return fmt.Errorf("session %q has an update time but no state", id)
 	}
 	if !e.cfg.RequiresSession {
 		return fmt.Errorf("session %q in an entity without sessions", id)
@@ -499,7 +516,7 @@ func (f *FSM) readSession(d *dec, e *entity) error {
 		if state == nil {
 			state = []byte{}
 		}
-		s.state = state
+		s.state, s.stateAt = state, stateAt
 		f.bytes += int64(len(state))
 	}
 	if held {

@@ -274,10 +274,29 @@ func (p *Partition) SessionState(ctx context.Context, t fsm.Target, sessionID st
 	return out, err
 }
 
+// HeldSessionState returns a session's state for the holder of its lock
+// (fsm.ErrSessionLockLost for anyone else).
+func (p *Partition) HeldSessionState(ctx context.Context, t fsm.Target, sessionID, owner string) ([]byte, error) {
+	var out []byte
+	var ferr error
+	if err := p.leaderRead(ctx, func(f *fsm.FSM) { out, ferr = f.HeldSessionState(t, sessionID, owner) }); err != nil {
+		return nil, err
+	}
+	return out, ferr
+}
+
 // ListSessions lists the sessions of a target that have messages or state.
 func (p *Partition) ListSessions(ctx context.Context, t fsm.Target) ([]string, error) {
 	var out []string
 	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.ListSessions(t) })
+	return out, err
+}
+
+// SessionsUpdatedSince lists the sessions of a target whose state was set at fsm time
+// since (Unix ms) or later.
+func (p *Partition) SessionsUpdatedSince(ctx context.Context, t fsm.Target, since int64) ([]string, error) {
+	var out []string
+	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.SessionsUpdatedSince(t, since) })
 	return out, err
 }
 

@@ -384,11 +384,12 @@ func atomTime(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano)
 }
 
-// accessedAt is an entity's last access as Service Bus reports it. The Store's
-// AccessedAt wins when it has one. Otherwise (the node does not track accesses yet) a
-// queue or topic that holds messages reports its last change, and one that holds none
-// the zero time, as a new entity on Service Bus does; a subscription always reports a
-// time, as on Service Bus (the SDK's live tests check all three; docs/compatibility.md).
+// accessedAt is an entity's last access as Service Bus reports it: the Store's
+// AccessedAt (the last send or receiver activity its partitions recorded) when it has
+// one. Without one, a queue or topic that holds messages reports its last change (the
+// replica that answered has not applied the send yet), one that holds none the zero
+// time, as a new entity on Service Bus does; a subscription always reports a time, as
+// on Service Bus (the SDK's live tests check all three; docs/compatibility.md).
 func accessedAt(c RuntimeCounts, updatedMs int64, subscription bool) string {
 	switch {
 	case !c.AccessedAt.IsZero():

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
@@ -20,8 +22,12 @@ import (
 // rawDo sends a signed request and returns the status and body.
 func (e *env) rawDo(t *testing.T, method, path, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, e.srv.URL+path+"?api-version=2024-05", strings.NewReader(body))
-	req.Header.Set("Authorization", sign("https://127.0.0.1:5672"+path+"?api-version=2024-05", rootName, rootKey))
+	query := "?api-version=2024-05"
+	if p, q, ok := strings.Cut(path, "?"); ok { // a path with its own query parameters
+		path, query = p, "?"+q+"&api-version=2024-05"
+	}
+	req, _ := http.NewRequest(method, e.srv.URL+path+query, strings.NewReader(body))
+	req.Header.Set("Authorization", sign("https://127.0.0.1:5672"+path+query, rootName, rootKey))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +166,12 @@ func TestAccessedAt(t *testing.T) {
 	if err != nil || sub.AccessedAt.IsZero() {
 		t.Fatalf("subscription: %v %v", sub, err)
 	}
+	// The activity the store recorded is what the API reports, for a fresh entity too.
+	at := time.Date(2026, 3, 4, 5, 6, 7, 890_000_000, time.UTC)
+	e.store.setCounts(admin.Entity{Name: "fresh"}, admin.RuntimeCounts{AccessedAt: at})
+	if fresh, err = e.ac.GetQueueRuntimeProperties(ctx, "fresh", nil); err != nil || !fresh.AccessedAt.Equal(at) {
+		t.Fatalf("recorded access: %v %v, want %v", fresh.AccessedAt, err, at)
+	}
 }
 
 // purgeStore adds the optional Purger capability to the test store.
@@ -215,5 +227,71 @@ func TestPurgeRoutes(t *testing.T) {
 	}
 	if code, _ := e.rawDo(t, http.MethodPost, "/t/Subscriptions/s/Rules/$purge", ""); code != 404 {
 		t.Fatalf("rules path: %d", code)
+	}
+}
+
+// Per-test isolation by entity name prefix: POST /$purge?prefix=P purges, and DELETE
+// /$entities?prefix=P deletes, only the queues and topics whose names start with P
+// (case-insensitively); other suites' entities are untouched.
+func TestPrefixPurgeAndDelete(t *testing.T) {
+	e := newEnv(t)
+	ps := &purgeStore{memStore: e.store}
+	cfg := admin.DefaultConfig()
+	cfg.Store, cfg.Now = ps, e.clock.Now
+	h, err := admin.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Config.Handler = h
+	for _, c := range []meta.Command{
+		&meta.CreateQueue{Name: "run1-q", Properties: meta.DefaultQueueProperties()},
+		&meta.CreateTopic{Name: "RUN1-t", Properties: meta.DefaultTopicProperties()},
+		&meta.CreateSubscription{Topic: "RUN1-t", Name: "s", Properties: meta.DefaultSubscriptionProperties()},
+		&meta.CreateQueue{Name: "run2-q", Properties: meta.DefaultQueueProperties()},
+		&meta.CreateQueue{Name: "run", Properties: meta.DefaultQueueProperties()},
+	} {
+		if err := ps.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, body := e.rawDo(t, http.MethodPost, "/$purge?prefix=run1-", ""); code != 200 || !strings.Contains(body, `"purged":6`) {
+		t.Fatalf("prefix purge: %d %s", code, body)
+	}
+	if want := []admin.Entity{{Name: "run1-q"}, {Name: "RUN1-t"}}; fmt.Sprint(ps.got) != fmt.Sprint(want) {
+		t.Fatalf("purged %v, want %v", ps.got, want)
+	}
+	for _, c := range []struct {
+		method, path string
+		code         int
+	}{
+		{http.MethodPost, "/$purge?prefix=", 400},         // empty: leave it out to mean everything
+		{http.MethodPost, "/run2-q/$purge?prefix=r", 400}, // only the namespace purge takes a prefix
+		{http.MethodDelete, "/$entities", 400},            // the prefix is required
+		{http.MethodDelete, "/$entities?prefix=", 400},
+		{http.MethodGet, "/$entities?prefix=run1-", 405},
+	} {
+		if code, body := e.rawDo(t, c.method, c.path, ""); code != c.code {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, code, body, c.code)
+		}
+	}
+	code, body := e.rawDo(t, http.MethodDelete, "/$entities?prefix=Run1-", "")
+	if code != 200 || body != `{"deleted":["run1-q","RUN1-t"]}` {
+		t.Fatalf("prefix delete: %d %s", code, body)
+	}
+	var left []string
+	_ = ps.Read(ctx, func(s *meta.State) {
+		for _, q := range s.Queues() {
+			left = append(left, q.Name)
+		}
+		for _, t := range s.Topics() {
+			left = append(left, t.Name)
+		}
+	})
+	slices.Sort(left)
+	if want := []string{"run", "run2-q"}; !slices.Equal(left, want) {
+		t.Fatalf("left %v, want %v", left, want)
+	}
+	if code, body := e.rawDo(t, http.MethodDelete, "/$entities?prefix=run1-", ""); code != 200 || body != `{"deleted":[]}` {
+		t.Fatalf("nothing left to delete: %d %s", code, body)
 	}
 }

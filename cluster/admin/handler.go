@@ -126,8 +126,9 @@ const (
 	routeSub
 	routeListRules
 	routeRule
-	routeKeys  // Quorumbus's own: the namespace's shared access keys (/$keys, /$keys/NAME)
-	routePurge // Quorumbus's own: POST /$purge, /Q/$purge, /T/$purge, /T/Subscriptions/S/$purge
+	routeKeys     // Quorumbus's own: the namespace's shared access keys (/$keys, /$keys/NAME)
+	routePurge    // Quorumbus's own: POST /$purge, /Q/$purge, /T/$purge, /T/Subscriptions/S/$purge
+	routeEntities // Quorumbus's own: DELETE /$entities?prefix=P
 )
 
 func parseRoute(path string) (route, error) {
@@ -154,6 +155,8 @@ func parseRoute(path string) (route, error) {
 		return route{kind: routeListTopics}, nil
 	case strings.EqualFold(p, "$keys"):
 		return route{kind: routeKeys}, nil
+	case strings.EqualFold(p, "$entities"):
+		return route{kind: routeEntities}, nil
 	case len(p) > 6 && strings.EqualFold(p[:6], "$keys/") && !strings.Contains(p[6:], "/"):
 		return route{kind: routeKeys, rule: p[6:]}, nil
 	}
@@ -265,6 +268,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 	case rt.kind == routePurge && r.Method != http.MethodPost:
 		return errorf(http.StatusMethodNotAllowed, "%s needs POST", r.URL.Path)
 	case rt.kind == routePurge:
+	case rt.kind == routeEntities && r.Method != http.MethodDelete:
+		return errorf(http.StatusMethodNotAllowed, "%s needs DELETE", r.URL.Path)
 	case r.Method == http.MethodGet, r.Method == http.MethodPut, r.Method == http.MethodDelete:
 	default:
 		return errorf(http.StatusMethodNotAllowed, "method %s is not supported", r.Method)
@@ -289,7 +294,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 	case routeKeys:
 		return h.keys(ctx, w, r, rt)
 	case routePurge:
-		return h.purge(ctx, w, rt)
+		return h.purge(ctx, w, r, rt)
+	case routeEntities:
+		return h.deletePrefixed(ctx, w, r)
 	}
 	switch r.Method {
 	case http.MethodGet:

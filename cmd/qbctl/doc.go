@@ -20,7 +20,7 @@
 //	qbctl rule create|list|show|delete TOPIC SUB [RULE] [--sql EXPR | --correlation-id ID ... | --from-file F] [--action SQL]
 //	qbctl peek ENTITY [--count N] [--from SEQ]
 //	qbctl dlq inspect|purge|resubmit ENTITY [--count N]
-//	qbctl send|receive ENTITY, qbctl key list|create|delete, qbctl namespace purge
+//	qbctl send|receive ENTITY, qbctl key list|create|delete, qbctl namespace purge [--prefix P]|delete-entities --prefix P
 //	qbctl completion bash|zsh|fish
 //	qbctl cluster status|partitions
 //	qbctl node drain|remove NODE

@@ -76,7 +76,8 @@ func (g *globals) adminDo(ctx context.Context, method, path string, body []byte,
 	if err != nil {
 		return nil, err
 	}
-	sr := strings.ToLower(url.QueryEscape("https://" + p.endpoint + path))
+	resource, _, _ := strings.Cut(path, "?") // the token names the resource, not the query
+	sr := strings.ToLower(url.QueryEscape("https://" + p.endpoint + resource))
 	se := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
 	mac := hmac.New(sha256.New, []byte(p.key))
 	mac.Write([]byte(sr + "\n" + se))

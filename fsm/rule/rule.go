@@ -65,6 +65,13 @@ type Property struct {
 	Value Value
 }
 
+// BlankSessionID is how the broker stores a SessionId that is set but empty: group-id
+// "" on the wire, which Service Bus treats as a session of its own, while "" in
+// Properties means "no session". A SQL filter sees it as the empty string, not NULL:
+// an equality with the empty string matches, IS NULL does not. amqp stores the same
+// value (amqp.BlankSessionID; cmd/internal/bridge tests that they agree).
+const BlankSessionID = "\x00"
+
 // Properties is everything a filter can see of a message, and everything an action may
 // change: the system properties (sys.*) and the application properties (user.*).
 // The fsm embeds it in each stored message, so keep it lean.

@@ -226,6 +226,39 @@ func TestSQLFilterSemantics(t *testing.T) { // S-TOP-1
 	}
 }
 
+// A SessionId set to "" (stored as BlankSessionID) is the empty string to a filter, not
+// NULL as a message without SessionId is; an action can set it and read it back.
+func TestSQLBlankSessionID(t *testing.T) {
+	blank := fixture()
+	blank.SessionID = BlankSessionID
+	for _, c := range []struct {
+		expr string
+		p    *Properties
+		want string
+	}{
+		{"sys.SessionId = ''", blank, "T"}, {"sys.SessionId IS NULL", blank, "F"},
+		{"sys.SessionId IS NOT NULL", blank, "T"}, {"EXISTS(sys.SessionId)", blank, "T"},
+		{"sys.SessionId LIKE ''", blank, "T"}, {"sys.SessionId LIKE '_%'", blank, "F"},
+		{"sys.SessionId + 'x' = 'x'", blank, "T"}, {"sys.SessionId IN ('', 'a')", blank, "T"},
+		{"sys.SessionId = ''", fixture(), "U"}, {"sys.SessionId IS NULL", fixture(), "T"},
+	} {
+		if got := tri(t, c.expr, nil, c.p); got != c.want {
+			t.Errorf("%s on SessionId %q = %s, want %s", c.expr, c.p.SessionID, got, c.want)
+		}
+	}
+	a, err := CompileSQLAction("SET sys.SessionId = ''; SET user.s = sys.SessionId", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := fixture()
+	if err := a.Apply(p); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := p.Get("s"); p.SessionID != BlankSessionID || got.Kind != KindString || got.S != "" {
+		t.Fatalf("after SET: SessionID %q, user.s %+v", p.SessionID, got)
+	}
+}
+
 func TestSQLArithmeticKinds(t *testing.T) {
 	cases := []struct {
 		expr string

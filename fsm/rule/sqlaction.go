@@ -56,6 +56,9 @@ func (s *stmt) exec(p *Properties) error {
 			*f = ""
 		case vString:
 			*f = v.s
+			if v.s == "" && t.id == sysSessionID {
+				*f = BlankSessionID // set, to the empty string: not removed
+			}
 		case vUUID:
 			*f = formatUUID(v.s)
 		case vInt:

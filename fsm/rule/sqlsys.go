@@ -90,10 +90,14 @@ func sysString(p *Properties, id sysID) *string {
 func sysSettable(id sysID) bool { return id <= sysContentType }
 
 // sysValue reads a system property. An empty string property, an unset scheduled time
-// and an unset time to live are NULL.
+// and an unset time to live are NULL; a SessionId set to "" (BlankSessionID) is the
+// empty string.
 func sysValue(p *Properties, id sysID) val {
 	if s := sysString(p, id); s != nil {
-		if *s == "" {
+		switch {
+		case id == sysSessionID && *s == BlankSessionID:
+			return val{k: vString, s: ""}
+		case *s == "":
 			return nullVal
 		}
 		return val{k: vString, s: *s}

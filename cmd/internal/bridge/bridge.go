@@ -26,6 +26,7 @@ type Backend struct {
 }
 
 var _ amqp.Backend = (*Backend)(nil)
+var _ amqp.SessionUpdateLister = (*Backend)(nil)
 
 // New returns the Backend for node n.
 func New(n *cluster.Node) *Backend {
@@ -374,15 +375,14 @@ func (b *Backend) RenewSessionLock(ctx context.Context, addr amqp.Address, sessi
 	return unixMs(until), mapErr(err)
 }
 
-// SessionState implements amqp.Sessions. It is a leader read and does not check the
-// session lock (docs/compatibility.md): Service Bus asks for the lock, which only the
-// holder's session receiver can name through the SDK anyway.
+// SessionState implements amqp.Sessions: a leader read for the holder of the session's
+// lock only (SessionLockLost for anyone else), as Service Bus answers.
 func (b *Backend) SessionState(ctx context.Context, addr amqp.Address, sessionID string) ([]byte, error) {
 	a, err := address(addr)
 	if err != nil {
 		return nil, err
 	}
-	st, err := b.n.SessionState(ctx, a, sessionID)
+	st, err := b.n.HeldSessionState(ctx, a, sessionID, owner(ctx))
 	return st, mapErr(err)
 }
 
@@ -406,14 +406,32 @@ func (b *Backend) ListSessions(ctx context.Context, addr amqp.Address, skip, top
 	if err != nil {
 		return nil, mapErr(err)
 	}
+	return page(ids, skip, top), nil
+}
+
+// SessionsUpdatedSince implements amqp.SessionUpdateLister.
+func (b *Backend) SessionsUpdatedSince(ctx context.Context, addr amqp.Address, since time.Time, skip, top int) ([]string, error) {
+	a, err := address(addr)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := b.n.SessionsUpdatedSince(ctx, a, since)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	return page(ids, skip, top), nil
+}
+
+// page returns ids[skip:skip+top] (top <= 0: to the end), nil when skip is past them.
+func page(ids []string, skip, top int) []string {
 	if skip >= len(ids) {
-		return nil, nil
+		return nil
 	}
 	ids = ids[skip:]
 	if top > 0 && top < len(ids) {
 		ids = ids[:top]
 	}
-	return ids, nil
+	return ids
 }
 
 // errMap is the one translation from the cluster's errors to amqp's sentinels.

@@ -262,3 +262,11 @@ func TestEntityKeys(t *testing.T) {
 		t.Errorf("an entity rule is not a namespace key: %v", err)
 	}
 }
+
+// amqp and the rule engine agree on how a SessionId set to "" is stored, so that SQL
+// filters see it as the empty string.
+func TestBlankSessionIDAgrees(t *testing.T) {
+	if amqp.BlankSessionID != rule.BlankSessionID {
+		t.Fatalf("amqp stores %q, rules expect %q", amqp.BlankSessionID, rule.BlankSessionID)
+	}
+}
