@@ -77,6 +77,7 @@ type conn struct {
 	ackSessions    []*session  // sessions with accepted deliveries to confirm (flushAcks)
 	connCredit     int         // credit granted plus deliveries in flight, over all client senders
 	closeSent      bool
+	txns           map[string]*txn // declared transactions by txn-id (txn.go); created on first declare
 }
 
 type linkKey struct {

@@ -17,7 +17,15 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 	if d.Last != nil {
 		last = *d.Last
 	}
-	settlement, ok := settlementFor(d.State)
+	ts, _ := d.State.(*frames.TransactionalState)
+	state := d.State
+	if ts != nil {
+		state = ts.Outcome
+		if state == nil { // no outcome yet: nothing to do
+			return
+		}
+	}
+	settlement, ok := settlementFor(state)
 	if !ok && d.State != nil {
 		return // a non-terminal state (received): nothing to do yet
 	}
@@ -85,6 +93,10 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 			}
 		}
 		batch = kept
+	}
+	if ts != nil {
+		s.txnSettle(ts, batch, local, d)
+		return
 	}
 	job := settleJob{batch: batch, local: local}
 	if !d.Settled {
