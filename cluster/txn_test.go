@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/fsm"
+)
+
+func payloads(ms []*fsm.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = string(m.Payload)
+	}
+	return out
+}
+
+// TestTxnCommitOnePartition: through a node, a transaction that completes a received
+// message and sends another to the same queue applies both at commit; one whose
+// settlement lost its lock applies nothing; one spanning two queues is refused with
+// ErrCrossPartition before anything applies.
+func TestTxnCommitOnePartition(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, q := range []string{"work", "other"} {
+		if err := n.Apply(ctx, &meta.CreateQueue{Name: q, Properties: queueProps(1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := Address{Entity: "work"}
+	send := func(body string) {
+		t.Helper()
+		if err := n.Send(ctx, "work", []*fsm.Message{{Payload: []byte(body)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv := func() *fsm.Message {
+		t.Helper()
+		ms, err := n.Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("receive: %v %d", err, len(ms))
+		}
+		return ms[0]
+	}
+	peek := func() []string {
+		t.Helper()
+		ms, err := n.Peek(ctx, a, "", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return payloads(ms)
+	}
+
+	send("in")
+	m := recv()
+	err := n.Commit(ctx, Txn{
+		Settles: []Settlement{{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}},
+		Sends:   []TxnSend{{Entity: "work", Msgs: []*fsm.Message{{Payload: []byte("out")}}}},
+	})
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if got := peek(); len(got) != 1 || got[0] != "out" {
+		t.Fatalf("after commit the queue holds %v, want [out]", got)
+	}
+
+	// A settlement whose lock is gone (already completed) fails the whole transaction.
+	m = recv()
+	var lost fsm.LockToken
+	copy(lost[:], m.LockToken[:])
+	lost[15] ^= 0xff
+	err = n.Commit(ctx, Txn{
+		Settles: []Settlement{
+			{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete},
+			{Address: a, Tokens: []fsm.LockToken{lost}, Disposition: fsm.Complete},
+		},
+		Sends: []TxnSend{{Entity: "work", Msgs: []*fsm.Message{{Payload: []byte("never")}}}},
+	})
+	if !errors.Is(err, fsm.ErrLockLost) {
+		t.Fatalf("commit with a lost lock: %v, want ErrLockLost", err)
+	}
+	if got := peek(); len(got) != 1 || got[0] != "out" {
+		t.Fatalf("after a failed commit the queue holds %v, want [out]", got)
+	}
+	// The valid lock survived: the message can still be completed.
+	if errs := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}); errs[0] != nil {
+		t.Fatalf("complete after a failed commit: %v", errs[0])
+	}
+
+	// Two queues are two partition groups: refused, nothing applied.
+	send("again")
+	m = recv()
+	err = n.Commit(ctx, Txn{
+		Settles: []Settlement{{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}},
+		Sends:   []TxnSend{{Entity: "other", Msgs: []*fsm.Message{{Payload: []byte("x")}}}},
+	})
+	if !errors.Is(err, ErrCrossPartition) {
+		t.Fatalf("cross-entity commit: %v, want ErrCrossPartition", err)
+	}
+	if ms, err := n.Peek(ctx, Address{Entity: "other"}, "", 0, 10); err != nil || len(ms) != 0 {
+		t.Fatalf("other holds %d messages after a refused commit (%v)", len(ms), err)
+	}
+	if errs := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}); errs[0] != nil {
+		t.Fatalf("the lock was lost by a refused commit: %v", errs[0])
+	}
+}
