@@ -83,6 +83,12 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 	case nodeCoordinator:
 		s.coordinatorRequest(l, p)
 	default:
+		if p.txnID != nil {
+			// A $management request inside a transaction (update-disposition of a
+			// deferred message, schedule) would apply at once, not at commit: refuse it.
+			s.txnRefuseRPC(l, p)
+			return nil
+		}
 		s.rpcRequest(l, p)
 	}
 	return nil

@@ -358,3 +358,15 @@ func commitError(err error, tracker string, now time.Time) *frames.Error {
 	cond, _ := classify(err)
 	return &frames.Error{Condition: Symbol(cond), Description: "The outcome of the transaction is unknown: all of it applied or none of it did. " + describe(err, tracker, now)}
 }
+
+// txnRefuseRPC rejects a $management or $cbs request sent inside a transaction, and
+// makes the transaction roll back: applying it at once would break atomicity, and
+// buffering request-response operations is not supported.
+func (s *session) txnRefuseRPC(l *link, p *partial) {
+	e := s.errorFor(l, condNotImplemented, "Management operations inside a transaction are not supported; the transaction will roll back.")
+	if tx := s.c.txns[string(p.txnID)]; tx != nil && tx.failed == nil {
+		tx.failed = e
+	}
+	s.settleIncoming(l, p, &frames.Rejected{Error: e})
+	s.deliveryDone(l)
+}

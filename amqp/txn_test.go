@@ -276,3 +276,17 @@ func TestTxnSendViaOtherEntityRefused(t *testing.T) {
 		t.Fatalf("send-via attach detached with %v, want %s", d.Error, condNotImplemented)
 	}
 }
+
+// TestTxnManagementRequestRefused: a $management request inside a transaction is
+// refused (it would apply at once, not at commit) and the transaction rolls back.
+func TestTxnManagementRequestRefused(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	tc := newTxnClient(t, addr)
+	tc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "mgmt", Handle: 3, Role: frames.RoleSender,
+		Target: &frames.Target{Address: "q1/$management"}, Source: &frames.Source{}}, nil)
+	tc.waitFor(func(b frames.Body) bool { f, ok := b.(*frames.Flow); return ok && f.Handle != nil && *f.Handle == 3 })
+	id := tc.declare()
+	st := tc.outcome(tc.transfer(3, amqpValue(encoding.Map{{Key: "lock-tokens", Value: nil}}), &frames.TransactionalState{TxnID: id}))
+	wantRejected(t, st, condNotImplemented)
+	wantRejected(t, tc.discharge(id, false), condTxnRollback)
+}
