@@ -20,8 +20,8 @@ import (
 // per transaction (bounded by Config.TxnMaxOperations and Config.TxnTimeout) and hands
 // them to the Backend's Transactor as one unit at discharge(fail=false). A discharge with
 // fail=true, a transaction past its timeout, or one that an operation could not join,
-// rolls back: nothing applies, and the locks of the messages settled inside it are
-// released (the messages are available again at once, delivery count unchanged). The
+// rolls back: nothing applies, and the messages settled inside it are unlocked as by
+// an abandon (available again at once; the delivery attempt counts). The
 // wire shapes are in docs/protocol.md; the guarantees in docs/guarantees.md.
 
 // Transactor is an optional Backend capability: atomic transactions. Commit applies
@@ -216,14 +216,16 @@ func (s *session) commit(l *link, p *partial, tx *txn) {
 	})
 }
 
-// rollback releases the locks of the messages settled inside tx (best effort: a lock
-// that cannot be released expires on its own).
+// rollback unlocks the messages settled inside tx as an abandon does (best effort: a
+// lock that cannot be released expires on its own). The delivery counts: a handler that
+// always rolls back gets its message dead-lettered after MaxDeliveryCount attempts, as
+// on Service Bus, where the lock a rollback leaves is abandoned or expires.
 func (c *conn) rollback(tx *txn) {
 	var rel []Settlement
 	for _, op := range tx.ops {
 		if op.Settlement != nil {
 			r := *op.Settlement
-			r.Disposition, r.PropertiesToModify, r.DeadLetterReason, r.DeadLetterDescription = Release, nil, "", ""
+			r.Disposition, r.PropertiesToModify, r.DeadLetterReason, r.DeadLetterDescription = Abandon, nil, "", ""
 			rel = append(rel, r)
 		}
 	}
@@ -292,12 +294,12 @@ func (s *session) txnSettle(ts *frames.TransactionalState, batch []Settlement, l
 			tx.ops = append(tx.ops, TxnOp{Settlement: &st})
 		}
 	} else {
-		// The settlements did not join: release their locks now (the deliveries
-		// left the unsettled map, so nothing else would).
+		// The settlements did not join: unlock the messages now, as an abandon (the
+		// deliveries left the unsettled map, so nothing else would).
 		if len(batch) > 0 {
 			rel := make([]Settlement, len(batch))
 			for i, st := range batch {
-				rel[i] = Settlement{Address: st.Address, SessionID: st.SessionID, LockToken: st.LockToken, Disposition: Release}
+				rel[i] = Settlement{Address: st.Address, SessionID: st.SessionID, LockToken: st.LockToken, Disposition: Abandon}
 			}
 			c := s.c
 			c.goFunc(func() { c.b.Settle(c.ctx, rel) })

@@ -206,8 +206,8 @@ func TestTxnCommitReceiveCompleteSend(t *testing.T) {
 	wantRejected(t, tc.discharge(id, false), condTxnUnknownID)
 }
 
-// TestTxnRollback: discharge(fail=true) applies nothing and releases the lock of the
-// message completed inside the transaction, so it can be received again at once.
+// TestTxnRollback: discharge(fail=true) applies nothing and unlocks the message
+// completed inside the transaction, so it can be received again at once.
 func TestTxnRollback(t *testing.T) {
 	_, b, addr := testServer(t, nil)
 	tc := newTxnClient(t, addr)
