@@ -477,6 +477,7 @@ func (c *conn) loop() error {
 				c.closeWith(err)
 				return err
 			}
+			c.txnTick()
 		case <-c.ctx.Done():
 			return c.ctx.Err()
 		}

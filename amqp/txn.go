@@ -62,6 +62,9 @@ type txn struct {
 	ops      []TxnOp
 	n        int           // operations counted toward Config.TxnMaxOperations
 	failed   *frames.Error // set when an operation could not join: the discharge rolls back
+
+	renewAt  time.Time // when the locks of the settled messages are next renewed; zero: none to renew
+	renewing bool      // a renewal is in flight
 }
 
 func (c *conn) txnTimeout() time.Duration {
@@ -177,13 +180,13 @@ func (s *session) coordinatorRequest(l *link, p *partial) {
 			s.settleIncoming(l, p, frames.Accepted{})
 			s.deliveryDone(l)
 			return
-		case tx.failed != nil:
-			c.rollback(tx)
-			reject(s.errorFor(l, condTxnRollback, "The transaction rolled back: "+string(tx.failed.Condition)+": "+tx.failed.Description))
-			return
 		case !c.now().Before(tx.deadline):
 			c.rollback(tx)
 			reject(s.errorFor(l, condTxnTimeout, fmt.Sprintf("The transaction timed out after %v and rolled back.", c.txnTimeout())))
+			return
+		case tx.failed != nil:
+			c.rollback(tx)
+			reject(s.errorFor(l, condTxnRollback, "The transaction rolled back: "+string(tx.failed.Condition)+": "+tx.failed.Description))
 			return
 		}
 		s.commit(l, p, tx)
@@ -293,6 +296,9 @@ func (s *session) txnSettle(ts *frames.TransactionalState, batch []Settlement, l
 			st := batch[i]
 			tx.ops = append(tx.ops, TxnOp{Settlement: &st})
 		}
+		if len(batch) > 0 && tx.renewAt.IsZero() {
+			tx.renewAt = s.c.now() // renewed at the next tick, then before each expiry
+		}
 	} else {
 		// The settlements did not join: unlock the messages now, as an abandon (the
 		// deliveries left the unsettled map, so nothing else would).
@@ -371,4 +377,77 @@ func (s *session) txnRefuseRPC(l *link, p *partial) {
 	}
 	s.settleIncoming(l, p, &frames.Rejected{Error: e})
 	s.deliveryDone(l)
+}
+
+// txnTick runs on the owner every AuthCheckInterval. It rolls back transactions past
+// their timeout at once (their messages become available again without waiting for the
+// discharge; the discharge then answers amqp:transaction:timeout), and keeps the locks of
+// the messages settled inside open transactions alive: they are renewed soon after the
+// settlement joins and again halfway to each new expiry, so a transaction shorter than
+// TxnTimeout does not lose them to LockDuration. Session messages are not renewed here:
+// their lock is the session's, which its receiver renews.
+func (c *conn) txnTick() {
+	now := c.now()
+	for _, tx := range c.txns {
+		if !now.Before(tx.deadline) {
+			if tx.failed == nil || len(tx.ops) > 0 {
+				c.rollback(tx)
+				tx.failed = newError(condTxnTimeout, "The transaction timed out.", c.cfg.Namespace, now)
+			}
+			continue
+		}
+		if tx.renewing || tx.renewAt.IsZero() || now.Before(tx.renewAt) || tx.failed != nil {
+			continue
+		}
+		type key struct {
+			a   Address
+			sid string
+		}
+		groups := map[key][]UUID{}
+		var order []key
+		for _, op := range tx.ops {
+			if s := op.Settlement; s != nil && s.SessionID == "" {
+				k := key{s.Address, s.SessionID}
+				if _, ok := groups[k]; !ok {
+					order = append(order, k)
+				}
+				groups[k] = append(groups[k], s.LockToken)
+			}
+		}
+		if len(order) == 0 {
+			tx.renewAt = time.Time{}
+			continue
+		}
+		tx.renewing = true
+		c.goFunc(func() {
+			var until time.Time
+			var err error
+			for _, k := range order {
+				var ts []time.Time
+				ts, err = c.b.RenewLock(c.ctx, k.a, k.sid, groups[k])
+				if err != nil {
+					break
+				}
+				for _, u := range ts {
+					if until.IsZero() || u.Before(until) {
+						until = u
+					}
+				}
+			}
+			c.post(func() {
+				tx.renewing = false
+				now := c.now()
+				switch {
+				case err != nil:
+					if tx.failed == nil {
+						tx.failed = amqpError(err, c.cfg.Namespace, now)
+					}
+				case until.After(now):
+					tx.renewAt = now.Add(until.Sub(now) / 2)
+				default:
+					tx.renewAt = now.Add(time.Second)
+				}
+			})
+		})
+	}
 }

@@ -290,3 +290,76 @@ func TestTxnManagementRequestRefused(t *testing.T) {
 	wantRejected(t, st, condNotImplemented)
 	wantRejected(t, tc.discharge(id, false), condTxnRollback)
 }
+
+func (b *memBackend) minLockedUntil(path string) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var t time.Time
+	for _, m := range b.entities[path].queues[0] {
+		if m.token != (UUID{}) && (t.IsZero() || m.lockedUntil.Before(t)) {
+			t = m.lockedUntil
+		}
+	}
+	return t
+}
+
+// TestTxnKeepsLocksAndTimesOut: the lock of a message completed inside a transaction is
+// renewed while the transaction is open, so a commit after more than LockDuration (30 s
+// on the fake) still applies; a transaction past TxnTimeout rolls back on its own, its
+// message unlocked before any discharge.
+func TestTxnKeepsLocksAndTimesOut(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	_, b, addr := testServer(t, func(c *Config) {
+		c.Clock = clk
+		c.AuthCheckInterval = 5 * time.Millisecond
+		c.TxnTimeout = 2 * time.Minute
+	})
+	tc := newTxnClient(t, addr)
+	for range 2 {
+		msg := encoding.AppendDescriptor(nil, secData)
+		msg, _ = encoding.Append(msg, []byte("in"))
+		tc.outcome(tc.transfer(1, msg, nil))
+	}
+	renewedPast := func(t0 time.Time) {
+		t.Helper()
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if u := b.minLockedUntil("q1"); !u.After(t0) {
+				return fmt.Errorf("lock until %v, want after %v", u, t0)
+			}
+			return nil
+		})
+	}
+
+	id := tc.declare()
+	did := tc.receive()
+	wantTxnAccepted(t, tc.settle(did, id), id)
+	for range 3 { // 75 s in all, more than twice the lock duration
+		clk.Advance(25 * time.Second)
+		renewedPast(clk.Now().Add(20 * time.Second))
+	}
+	if _, ok := tc.discharge(id, false).(frames.Accepted); !ok {
+		t.Fatal("commit after 75 s lost the lock")
+	}
+	if got := b.bodies("q1"); len(got) != 1 {
+		t.Fatalf("q1 holds %v after the commit, want one message", got)
+	}
+
+	id = tc.declare()
+	did = tc.receive()
+	wantTxnAccepted(t, tc.settle(did, id), id)
+	for range 4 { // 100 s, the lock kept alive
+		clk.Advance(25 * time.Second)
+		renewedPast(clk.Now().Add(20 * time.Second))
+	}
+	clk.Advance(25 * time.Second) // past TxnTimeout
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if n := b.lockedCount("q1"); n != 0 {
+			return fmt.Errorf("%d locked after the transaction timed out", n)
+		}
+		return nil
+	})
+	wantRejected(t, tc.discharge(id, false), condTxnTimeout)
+	if got := b.bodies("q1"); len(got) != 1 {
+		t.Fatalf("q1 holds %v after a timed-out transaction, want its message", got)
+	}
+}
