@@ -109,3 +109,79 @@ func TestTxnCommitOnePartition(t *testing.T) {
 		t.Fatalf("the lock was lost by a refused commit: %v", errs[0])
 	}
 }
+
+// TestTxnCommitLeaderFailover: a commit sent through a follower node (forwarded to the
+// partition leader) while that leader is shut down applies entirely or not at all: the
+// queue afterwards holds the sent message and not the completed one, or the completed
+// one and not the sent one, never both or neither; a commit reported successful applied;
+// the surviving replicas agree.
+func TestTxnCommitLeaderFailover(t *testing.T) {
+	nodes := startCluster(t, 3, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "tq", Properties: queueProps(1)}); err != nil {
+		t.Fatal(err)
+	}
+	a := Address{Entity: "tq"}
+	var leader *Node
+	waitFor(t, 20*time.Second, func() error {
+		for _, nd := range nodes {
+			nd.mu.RLock()
+			for _, r := range nd.parts {
+				if r.entity == "tq" && r.p.IsLeader() {
+					leader = nd
+				}
+			}
+			nd.mu.RUnlock()
+		}
+		if leader == nil {
+			return errors.New("no leader for tq")
+		}
+		return nil
+	})
+	var via *Node
+	var survivors []*Node
+	for _, nd := range nodes {
+		if nd != leader {
+			via = nd
+			survivors = append(survivors, nd)
+		}
+	}
+	if err := via.Send(ctx, "tq", []*fsm.Message{{Payload: []byte("in")}}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := via.Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %v %d", err, len(ms))
+	}
+	done := make(chan error, 1)
+	go func() {
+		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
+		defer ccancel()
+		done <- via.Commit(cctx, Txn{
+			Settles: []Settlement{{Address: a, Tokens: []fsm.LockToken{ms[0].LockToken}, Disposition: fsm.Complete}},
+			Sends:   []TxnSend{{Entity: "tq", Msgs: []*fsm.Message{{Payload: []byte("out")}}}},
+		})
+	}()
+	leader.Close()
+	commitErr := <-done
+
+	var got []string
+	waitFor(t, 30*time.Second, func() error {
+		ps, err := via.Peek(ctx, a, "", 0, 10)
+		if err != nil {
+			return err
+		}
+		got = payloads(ps)
+		return nil
+	})
+	switch {
+	case len(got) == 1 && got[0] == "out":
+		t.Logf("committed (commit returned %v)", commitErr)
+	case len(got) == 1 && got[0] == "in" && commitErr != nil:
+		t.Logf("not applied (commit returned %v)", commitErr)
+	default:
+		t.Fatalf("after a commit during failover the queue holds %v (commit returned %v): partial or lost", got, commitErr)
+	}
+	waitFor(t, 20*time.Second, func() error { return converged(survivors) })
+}
