@@ -57,6 +57,11 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 		}
 	}
 	if len(items) == 0 {
+		if ts != nil { // the transaction cannot include this settlement: it must not commit
+			if tx := c.txns[string(ts.TxnID)]; tx != nil && tx.failed == nil {
+				tx.failed = s.errorFor(nil, condLockLost, "A settlement in the transaction named no unsettled delivery.")
+			}
+		}
 		if !d.Settled {
 			e := s.errorFor(nil, condLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")
 			s.c.refused("amqp: rejecting a settlement", e)

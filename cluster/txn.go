@@ -75,12 +75,13 @@ func (n *Node) Commit(ctx context.Context, t Txn) error {
 			return err
 		}
 		var h group
-		switch {
-		case have && len(e.parts) > 1 && msgs == nil && sameGroup(e, g):
-			// A partitioned entity already chosen by a settlement: keep its partition
-			// (the Service Bus rule: a transaction stays on one partition).
+		keyed := s.Msgs[0].SessionID != "" || s.Msgs[0].PartitionKey != ""
+		if have && !keyed && sameGroup(e, g) {
+			// Unkeyed messages to a partitioned entity the transaction already uses stay
+			// on its partition (as on Service Bus, a transaction stays on one partition);
+			// keyed ones must go to their key's partition (S-SES-8).
 			h = g
-		default:
+		} else {
 			h = e.parts[e.pick(s.Msgs[0].SessionID, s.Msgs[0].PartitionKey)]
 		}
 		if err := use(h); err != nil {

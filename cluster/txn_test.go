@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -184,4 +185,54 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 		t.Fatalf("after a commit during failover the queue holds %v (commit returned %v): partial or lost", got, commitErr)
 	}
 	waitFor(t, 20*time.Second, func() error { return converged(survivors) })
+}
+
+// TestTxnPartitionedEntity: on a partitioned queue, unkeyed sends in a transaction go to
+// the partition its settlements use, so receive-complete-send commits; a keyed send whose
+// key maps to another partition is refused with nothing applied.
+func TestTxnPartitionedEntity(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := n.Apply(ctx, &meta.CreateQueue{Name: "pq", Properties: queueProps(4)}); err != nil {
+		t.Fatal(err)
+	}
+	a := Address{Entity: "pq"}
+	if err := n.Send(ctx, "pq", []*fsm.Message{{Payload: []byte("in")}}); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := n.Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %v %d", err, len(ms))
+	}
+	complete := Settlement{Address: a, Tokens: []fsm.LockToken{ms[0].LockToken}, Disposition: fsm.Complete}
+	e, err := n.resolve("pq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.groupOfToken(ms[0].LockToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := ""
+	for i := 0; other == ""; i++ { // a partition key that maps elsewhere
+		if k := fmt.Sprint("k", i); e.parts[e.keyed(k)].id != g.id {
+			other = k
+		}
+	}
+	keyedMsg := &fsm.Message{Payload: []byte("keyed")}
+	keyedMsg.PartitionKey = other
+	err = n.Commit(ctx, Txn{Settles: []Settlement{complete}, Sends: []TxnSend{{Entity: "pq", Msgs: []*fsm.Message{keyedMsg}}}})
+	if !errors.Is(err, ErrCrossPartition) {
+		t.Fatalf("keyed send to another partition: %v, want ErrCrossPartition", err)
+	}
+	err = n.Commit(ctx, Txn{Settles: []Settlement{complete}, Sends: []TxnSend{{Entity: "pq", Msgs: []*fsm.Message{{Payload: []byte("out")}}}}})
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	ps, err := n.Peek(ctx, a, "", 0, 10)
+	if err != nil || len(ps) != 1 || string(ps[0].Payload) != "out" {
+		t.Fatalf("after commit pq holds %v (%v), want [out]", payloads(ps), err)
+	}
 }
