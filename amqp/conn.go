@@ -78,6 +78,7 @@ type conn struct {
 	connCredit     int         // credit granted plus deliveries in flight, over all client senders
 	closeSent      bool
 	txns           map[string]*txn // declared transactions by txn-id (txn.go); created on first declare
+	txnBytes       int             // message bytes buffered in txns
 }
 
 type linkKey struct {

@@ -52,8 +52,12 @@ const (
 const capLocalTxn Symbol = "amqp:local-transactions"
 
 // maxTxnsPerConn bounds the transactions one connection may have declared and not
-// discharged at once.
-const maxTxnsPerConn = 64
+// discharged at once, and maxTxnBytesPerConn the bytes of the messages they buffer
+// (sends wait in memory until the commit, which stores them in one Raft entry).
+const (
+	maxTxnsPerConn     = 64
+	maxTxnBytesPerConn = 4 << 20
+)
 
 // txn is one declared transaction; owner: the connection's owner goroutine.
 type txn struct {
@@ -63,6 +67,7 @@ type txn struct {
 	n        int           // operations counted toward Config.TxnMaxOperations
 	failed   *frames.Error // set when an operation could not join: the discharge rolls back
 
+	bytes    int       // buffered message bytes, counted in conn.txnBytes
 	renewAt  time.Time // when the locks of the settled messages are next renewed; zero: none to renew
 	renewing bool      // a renewal is in flight
 }
@@ -174,6 +179,8 @@ func (s *session) coordinatorRequest(l *link, p *partial) {
 			return
 		}
 		delete(c.txns, string(id))
+		c.txnBytes -= tx.bytes
+		tx.bytes = 0
 		switch {
 		case fail:
 			c.rollback(tx)
@@ -233,6 +240,8 @@ func (c *conn) rollback(tx *txn) {
 		}
 	}
 	tx.ops = nil
+	c.txnBytes -= tx.bytes
+	tx.bytes = 0
 	if len(rel) == 0 {
 		return
 	}
@@ -263,11 +272,21 @@ func coordinatorBody(b []byte) (uint64, encoding.Fields, error) {
 // txnSend buffers a transactional transfer's messages in their transaction and
 // confirms the transfer with transactional-state(txn-id, accepted).
 func (s *session) txnSend(l *link, p *partial, msgs []*Message) {
+	size := 0
+	for _, m := range msgs {
+		size += len(m.Raw)
+	}
 	tx, e := s.txnJoin(l, p.txnID, len(msgs))
+	if e == nil && s.c.txnBytes+size > maxTxnBytesPerConn {
+		e = s.errorFor(l, condResourceLimit, fmt.Sprintf("The open transactions of a connection may hold at most %d bytes of messages; the transaction will roll back.", maxTxnBytesPerConn))
+		tx.failed, tx = e, nil
+	}
 	if e != nil {
 		s.settleIncoming(l, p, &frames.Rejected{Error: e})
 	} else {
 		tx.ops = append(tx.ops, TxnOp{Entity: l.addr.Entity, Messages: msgs})
+		tx.bytes += size
+		s.c.txnBytes += size
 		s.settleIncoming(l, p, &frames.TransactionalState{TxnID: tx.id, Outcome: frames.Accepted{}})
 	}
 	s.deliveryDone(l)

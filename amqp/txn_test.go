@@ -363,3 +363,48 @@ func TestTxnKeepsLocksAndTimesOut(t *testing.T) {
 		t.Fatalf("q1 holds %v after a timed-out transaction, want its message", got)
 	}
 }
+
+// TestTxnBufferedBytesBounded: the messages a connection's open transactions buffer are
+// bounded (maxTxnBytesPerConn); the send past the bound is rejected with
+// amqp:resource-limit-exceeded and its transaction rolls back.
+func TestTxnBufferedBytesBounded(t *testing.T) {
+	_, b, addr := testServer(t, nil)
+	tc := newTxnClient(t, addr)
+	id := tc.declare()
+	body := bytes.Repeat([]byte("x"), 200<<10)
+	sendBig := func() frames.DeliveryState {
+		msg := encoding.AppendDescriptor(nil, secData)
+		msg, _ = encoding.Append(msg, body)
+		did := tc.nextID
+		tc.nextID++
+		st := &frames.TransactionalState{TxnID: id}
+		for off := 0; off < len(msg); off += 60000 {
+			end := min(off+60000, len(msg))
+			tr := &frames.Transfer{Handle: 1, More: end < len(msg)}
+			if off == 0 {
+				tr.DeliveryID, tr.DeliveryTag, tr.State = &did, []byte{byte(did)}, st
+			}
+			tc.frame(frames.TypeAMQP, 0, tr, msg[off:end])
+		}
+		return tc.outcome(did)
+	}
+	n := 0
+	for ; n < 30; n++ {
+		st := sendBig()
+		if _, ok := st.(*frames.Rejected); ok {
+			wantRejected(t, st, condResourceLimit)
+			break
+		}
+		wantTxnAccepted(t, st, id)
+	}
+	if want := maxTxnBytesPerConn / (200 << 10); n < want-1 || n > want {
+		t.Fatalf("%d sends of 200 KiB accepted before the bound, want about %d", n, want)
+	}
+	wantRejected(t, tc.discharge(id, false), condTxnRollback)
+	if got := b.bodies("q1"); len(got) != 0 {
+		t.Fatalf("q1 holds %d messages after a rolled-back transaction", len(got))
+	}
+	// The bytes are free again: a new transaction may buffer.
+	id = tc.declare()
+	wantTxnAccepted(t, sendBig(), id)
+}
