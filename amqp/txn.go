@@ -352,15 +352,17 @@ func sendViaOther(a *frames.Attach) (string, bool) {
 	if dest == "" || a.Target == nil {
 		return "", false
 	}
-	norm := func(s string) []byte { return bytes.ToLower(bytes.Trim([]byte(s), "/")) }
-	d := norm(dest)
-	if i := bytes.Index(d, []byte("://")); i >= 0 { // an absolute address: keep its path
-		d = d[i+3:]
-		if j := bytes.IndexByte(d, '/'); j >= 0 {
-			d = d[j+1:]
+	norm := func(s string) []byte {
+		d := bytes.ToLower(bytes.Trim([]byte(s), "/"))
+		if i := bytes.Index(d, []byte("://")); i >= 0 { // an absolute address: keep its path
+			d = d[i+3:]
+			if j := bytes.IndexByte(d, '/'); j >= 0 {
+				d = d[j+1:]
+			}
 		}
+		return d
 	}
-	return dest, !bytes.Equal(d, norm(a.Target.Address))
+	return dest, !bytes.Equal(norm(dest), norm(a.Target.Address))
 }
 
 // rolledBack lists the errors after which a Backend's Commit certainly applied nothing:

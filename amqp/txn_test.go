@@ -408,3 +408,25 @@ func TestTxnBufferedBytesBounded(t *testing.T) {
 	id = tc.declare()
 	wantTxnAccepted(t, sendBig(), id)
 }
+
+func TestSendViaOther(t *testing.T) {
+	for _, tc := range []struct {
+		target, dest string
+		other        bool
+	}{
+		{"q1", "", false},
+		{"q1", "Q1", false},
+		{"sb://ns.servicebus.windows.net/q1", "q1", false},
+		{"q1", "sb://ns.servicebus.windows.net/q1/", false},
+		{"q1", "t1", true},
+		{"sb://ns/q1", "sb://ns/t1", true},
+	} {
+		a := &frames.Attach{Target: &frames.Target{Address: tc.target}}
+		if tc.dest != "" {
+			a.Properties = encoding.Map{{Key: Symbol(transferDestination), Value: tc.dest}}
+		}
+		if _, other := sendViaOther(a); other != tc.other {
+			t.Errorf("target %q destination %q: other = %v, want %v", tc.target, tc.dest, other, tc.other)
+		}
+	}
+}
