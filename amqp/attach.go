@@ -39,6 +39,15 @@ func (s *session) handleAttach(a *frames.Attach) error {
 	c.linksByName[key] = l
 
 	var address string
+	if a.Role == frames.RoleSender && a.Target != nil && a.Target.Coordinator {
+		s.attachCoordinator(l, a)
+		return nil
+	}
+	if dest, other := sendViaOther(a); other && a.Role == frames.RoleSender {
+		s.refuse(l, a, s.errorFor(l, condNotImplemented, fmt.Sprintf(
+			"Sending via %q to %q (a cross-entity transaction) is not supported; send to %q directly.", a.Target.Address, dest, dest)))
+		return nil
+	}
 	if a.Role == frames.RoleSender {
 		if a.Target == nil {
 			s.refuse(l, a, s.errorFor(nil, condInvalidField, "attach without a target"))

@@ -107,8 +107,14 @@ type Config struct {
 	RequireAuth bool
 	// Namespace names this broker in SystemTracker of error descriptions.
 	Namespace string
-	Logger    *slog.Logger
-	Clock     Clock
+	// TxnTimeout is how long a transaction may stay open between declare and
+	// discharge before it rolls back (0: 2 minutes, as Service Bus).
+	TxnTimeout time.Duration
+	// TxnMaxOperations bounds the operations (messages sent and messages settled)
+	// of one transaction (0: 100, as Service Bus).
+	TxnMaxOperations int
+	Logger           *slog.Logger
+	Clock            Clock
 }
 
 // DefaultConfig returns the defaults.
@@ -134,6 +140,8 @@ func DefaultConfig() *Config {
 		MaxPendingReplies: 1024,
 		RequireAuth:       true,
 		Namespace:         "quorumbus",
+		TxnTimeout:        2 * time.Minute,
+		TxnMaxOperations:  100,
 
 		// Limits on what clients send (docs/security.md, "Limits").
 		MaxAppPropertiesSize: 64 << 10,

@@ -77,6 +77,8 @@ type conn struct {
 	ackSessions    []*session  // sessions with accepted deliveries to confirm (flushAcks)
 	connCredit     int         // credit granted plus deliveries in flight, over all client senders
 	closeSent      bool
+	txns           map[string]*txn // declared transactions by txn-id (txn.go); created on first declare
+	txnBytes       int             // message bytes buffered in txns
 }
 
 type linkKey struct {
@@ -480,6 +482,7 @@ func (c *conn) loop() error {
 				c.closeWith(err)
 				return err
 			}
+			c.txnTick()
 		case <-c.ctx.Done():
 			return c.ctx.Err()
 		}

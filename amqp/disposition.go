@@ -18,7 +18,15 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 	if d.Last != nil {
 		last = *d.Last
 	}
-	settlement, ok := settlementFor(d.State)
+	ts, _ := d.State.(*frames.TransactionalState)
+	state := d.State
+	if ts != nil {
+		state = ts.Outcome
+		if state == nil { // no outcome yet: nothing to do
+			return
+		}
+	}
+	settlement, ok := settlementFor(state)
 	if !ok && d.State != nil {
 		return // a non-terminal state (received): nothing to do yet
 	}
@@ -50,6 +58,11 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 		}
 	}
 	if len(items) == 0 {
+		if ts != nil { // the transaction cannot include this settlement: it must not commit
+			if tx := c.txns[string(ts.TxnID)]; tx != nil && tx.failed == nil {
+				tx.failed = s.errorFor(nil, condLockLost, "A settlement in the transaction named no unsettled delivery.")
+			}
+		}
 		if !d.Settled {
 			e := s.errorFor(nil, condLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.")
 			s.c.refused("amqp: rejecting a settlement", e)
@@ -86,6 +99,10 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 			}
 		}
 		batch = kept
+	}
+	if ts != nil {
+		s.txnSettle(ts, batch, local, d)
+		return
 	}
 	job := settleJob{batch: batch, local: local}
 	if !d.Settled {

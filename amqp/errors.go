@@ -29,6 +29,9 @@ var (
 	ErrSessionNotFound       = errors.New("amqp: session not found")
 	ErrBadRequest            = errors.New("amqp: bad request")
 	ErrEntityExists          = errors.New("amqp: entity already exists")
+	// ErrNotImplemented: the Backend cannot do what was asked (amqp:not-implemented),
+	// e.g. a transaction spanning partitions (Transactor).
+	ErrNotImplemented = errors.New("amqp: not implemented")
 
 	// errInvalidField: a client's frame or message has a field the server
 	// refuses (amqp:invalid-field), such as too many application properties.
@@ -109,7 +112,7 @@ func classify(err error) (string, int32) {
 var errContextDone = errors.New("amqp: context done")
 
 // errNotImplemented answers an operation the Backend has no capability for.
-var errNotImplemented = errors.New("amqp: not implemented")
+var errNotImplemented = ErrNotImplemented
 
 var trackingGen atomic.Uint64
 

@@ -50,6 +50,9 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 	if t.Settled {
 		p.settled = true
 	}
+	if ts, ok := t.State.(*frames.TransactionalState); ok {
+		p.txnID = ts.TxnID
+	}
 	if t.Aborted {
 		l.partial = nil // part 2 §2.6.14: an aborted delivery is discarded
 		s.deliveryDone(l)
@@ -77,7 +80,15 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 	switch l.node {
 	case nodeEntity:
 		s.sendToEntity(l, p)
+	case nodeCoordinator:
+		s.coordinatorRequest(l, p)
 	default:
+		if p.txnID != nil {
+			// A $management request inside a transaction (update-disposition of a
+			// deferred message, schedule) would apply at once, not at commit: refuse it.
+			s.txnRefuseRPC(l, p)
+			return nil
+		}
 		s.rpcRequest(l, p)
 	}
 	return nil
@@ -196,6 +207,10 @@ func (s *session) sendToEntity(l *link, p *partial) {
 				return
 			}
 		}
+	}
+	if p.txnID != nil {
+		s.txnSend(l, p, msgs)
+		return
 	}
 	l.inflight++
 	entity := l.addr.Entity

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ type memBackend struct {
 	changed    chan struct{}         // closed and replaced on every change
 	now        func() time.Time
 	maxDC      uint32
+	commits    int // Commit calls
 }
 
 type memEntity struct {
@@ -588,3 +590,36 @@ var (
 	_ Backend             = (*memBackend)(nil)
 	_ EntityAuthenticator = (*memBackend)(nil)
 )
+
+// Commit implements Transactor: every settlement is checked before anything applies.
+// commits counts the calls, for tests.
+func (b *memBackend) Commit(ctx context.Context, ops []TxnOp) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.commits++
+	seen := map[UUID]bool{}
+	for _, op := range ops {
+		if s := op.Settlement; s != nil {
+			if _, _, err := b.find(s.Address, s.LockToken); err != nil || seen[s.LockToken] {
+				return fmt.Errorf("%w: settlement in a transaction", ErrLockLost)
+			}
+			seen[s.LockToken] = true
+		} else if _, err := b.entity(op.Entity); err != nil {
+			return err
+		}
+	}
+	for _, op := range ops {
+		if op.Settlement != nil {
+			_ = b.settle(ctx, *op.Settlement)
+			continue
+		}
+		e, _ := b.entity(op.Entity)
+		for _, t := range b.targets(e) {
+			for _, m := range op.Messages {
+				b.enqueue(t, m, false)
+			}
+		}
+	}
+	b.notify()
+	return nil
+}

@@ -45,6 +45,7 @@ const (
 	nodeEntity nodeKind = iota
 	nodeCBS
 	nodeManagement
+	nodeCoordinator // a transaction coordinator (txn.go)
 )
 
 // link is one link endpoint. role is the client's role.
@@ -105,6 +106,7 @@ type partial struct {
 	settled   bool
 	buf       []byte
 	oversized bool
+	txnID     []byte // set when the transfer's state is transactional-state (txn.go)
 }
 
 // outDelivery is a delivery we sent and the client has not settled.

@@ -29,7 +29,9 @@
 //   - store.go: the admin API's store (metadata writes forwarded to the metadata leader,
 //     read-your-writes, runtime counts); ops.go: the operator surface (admin.Cluster) and
 //     the graceful stop; forward.go: auto-forwarding (S-FWD-1); idle.go: auto-delete on
-//     idle (S-IDLE-1), run by the metadata leader.
+//     idle (S-IDLE-1), run by the metadata leader; txn.go: Commit, a transaction's sends
+//     and settlements applied in one fsm.Txn entry of the one partition group they fall
+//     on (cross-partition transactions are refused: docs/guarantees.md § Transactions).
 //
 // Gossip suggests, the metadata group decides: placement and Raft membership change
 // only through metadata commands proposed by the metadata leader, never straight from a

@@ -43,6 +43,7 @@ const (
 	opSyncConfig // push the entity configuration as of metadata index MetaIndex, if not applied yet
 	opLockedWithSalt
 	opSessionsUpdatedSince // sessions whose state was set at From (Unix ms) or later
+	opTxn // a committed transaction on one partition: Msgs and TxnSettles in one fsm.Txn
 )
 
 // CallReq is one operation on one partition group.
@@ -54,22 +55,23 @@ type CallReq struct {
 	// it when it gives up (rpcService.Cancel); 0 for other calls.
 	ID uint64
 
-	Msgs      []*fsm.Message
-	Seqs      []int64
-	Target    fsm.Target
-	Tokens    []fsm.LockToken
-	Receive   fsm.Receive
-	Wait      time.Duration
-	Deferred  fsm.ReceiveDeferred
-	Settle    fsm.Settle
-	Accept    fsm.AcceptSession
-	Session   string
-	Owner     string
-	State     []byte
-	SetState  fsm.SetSessionState
-	From      int64
-	Max       int
-	MetaIndex uint64
+	Msgs       []*fsm.Message
+	Seqs       []int64
+	Target     fsm.Target
+	Tokens     []fsm.LockToken
+	Receive    fsm.Receive
+	Wait       time.Duration
+	Deferred   fsm.ReceiveDeferred
+	Settle     fsm.Settle
+	Accept     fsm.AcceptSession
+	Session    string
+	Owner      string
+	State      []byte
+	SetState   fsm.SetSessionState
+	From       int64
+	Max        int
+	MetaIndex  uint64
+	TxnSettles []fsm.Settle
 }
 
 // CallResp is its outcome. err is set on the local path; E carries it over the network.
@@ -138,6 +140,8 @@ func exec(ctx context.Context, p *partition.Partition, req *CallReq) *CallResp {
 		r.Count, r.err = p.Purge(ctx, req.Target)
 	case opLockedWithSalt:
 		r.Tokens, r.err = p.LockedWithSalt(ctx, req.Target, req.Receive.Salt)
+	case opTxn:
+		r.Seqs, r.err = p.Txn(ctx, req.Msgs, req.TxnSettles)
 	default:
 		r.err = fmt.Errorf("%w: unknown operation %d", fsm.ErrBadCommand, req.Op)
 	}

@@ -198,6 +198,7 @@ const (
 	OpUpdateEntity
 	OpPurge
 	OpTouch
+	OpTxn // a committed transaction's operations, all-or-nothing (txn.go)
 )
 
 // Entry is the unit the partition layer replicates: the leader's time and a batch of

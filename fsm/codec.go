@@ -103,6 +103,11 @@ func appendCommand(b []byte, c Command) []byte {
 		b = appendTarget(b, c.Target)
 	case *Touch:
 		b = appendTarget(b, c.Target)
+	case *Txn:
+		b = appendUvarint(b, uint64(len(c.Cmds)))
+		for _, sc := range c.Cmds {
+			b = appendCommand(b, sc)
+		}
 	default:
 		panic(fmt.Sprintf("fsm: AppendEntry: unknown command %T", c))
 	}
@@ -170,6 +175,21 @@ func (d *dec) command() Command {
 		return &Purge{Target: d.target()}
 	case OpTouch:
 		return &Touch{Target: d.target()}
+	case OpTxn:
+		if d.depth > 0 {
+			d.failf("nested transaction")
+			return nil
+		}
+		n := d.count(1)
+		c := &Txn{Cmds: make([]Command, 0, n)}
+		d.depth++
+		for i := 0; i < n && d.err == nil; i++ {
+			if sc := d.command(); d.err == nil {
+				c.Cmds = append(c.Cmds, sc)
+			}
+		}
+		d.depth--
+		return c
 	}
 	d.failf("unknown opcode %d", op)
 	return nil
@@ -346,8 +366,9 @@ func appendConfig(b []byte, c *Config) []byte {
 // dec reads fields from b, consuming it. The first error sticks; later reads return zero
 // values, so callers check d.err once.
 type dec struct {
-	b   []byte
-	err error
+	b     []byte
+	err   error
+	depth int // > 0 inside a Txn, which may not nest
 }
 
 func (d *dec) failf(format string, args ...any) {

@@ -309,6 +309,8 @@ func (f *FSM) apply(c Command, r *Result) {
 		if _, _, err := f.lookup(c.Target); err != nil {
 			r.Err = err
 		}
+	case *Txn:
+		f.txn(c, r)
 	case nil:
 		r.Err = fmt.Errorf("%w: nil command", ErrBadCommand)
 		return

@@ -44,6 +44,8 @@ func seedEntries() []*Entry {
 		{Now: t0 + 4, Cmds: []Command{&Schedule{Messages: []*Message{full}}, &CancelScheduled{SeqNos: []int64{4}},
 			&Tick{}, &Purge{Target: dlq}, &Touch{Target: q}}},
 		{Now: t0 + 5, Cmds: []Command{&UpdateEntity{Config: tc}}},
+		{Now: t0 + 6, Cmds: []Command{&Txn{Cmds: []Command{&Enqueue{Messages: []*Message{msgOf("t")}},
+			&Settle{Target: q, Tokens: []LockToken{tok}, Disposition: Complete}, &Schedule{Messages: []*Message{full}}}}, &Txn{}}},
 		{Now: -1},
 	}
 }

@@ -121,6 +121,24 @@ func (p *Partition) Settle(ctx context.Context, req fsm.Settle) ([]error, error)
 	return errs, resultErr("settle", res.Err)
 }
 
+// Txn applies one committed transaction's sends and settlements in one Raft entry,
+// all-or-nothing (fsm.Txn): on error nothing changed. It returns the sequence numbers of
+// the stored messages.
+func (p *Partition) Txn(ctx context.Context, msgs []*fsm.Message, settles []fsm.Settle) ([]int64, error) {
+	c := &fsm.Txn{}
+	if len(msgs) > 0 {
+		c.Cmds = append(c.Cmds, &fsm.Enqueue{Messages: msgs})
+	}
+	for i := range settles {
+		c.Cmds = append(c.Cmds, &settles[i])
+	}
+	res, err := p.propose(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return res.SeqNos, resultErr("transaction", res.Err)
+}
+
 // Release unlocks messages whose delivery the client released, without counting a
 // delivery (fsm.Release).
 func (p *Partition) Release(ctx context.Context, t fsm.Target, tokens []fsm.LockToken, sessionID, owner string) ([]error, error) {

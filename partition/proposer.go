@@ -88,6 +88,10 @@ func cmdSize(c fsm.Command) int {
 		n += 16 * len(c.Tokens)
 	case *fsm.SetSessionState:
 		n += len(c.State)
+	case *fsm.Txn:
+		for _, sc := range c.Cmds {
+			n += cmdSize(sc)
+		}
 	}
 	return n
 }

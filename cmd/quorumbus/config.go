@@ -107,6 +107,8 @@ type AMQPLimits struct {
 	MaxAppPropertiesSize    int
 	MaxAppProperties        int
 	MaxAppPropertyDepth     int
+	TxnTimeout              time.Duration
+	TxnMaxOperations        int
 }
 
 // defaultAMQPLimits are amqp.DefaultConfig's, so the defaults live in one place.
@@ -124,6 +126,8 @@ func defaultAMQPLimits() AMQPLimits {
 		MaxAppPropertiesSize:    d.MaxAppPropertiesSize,
 		MaxAppProperties:        d.MaxAppProperties,
 		MaxAppPropertyDepth:     d.MaxAppPropertyDepth,
+		TxnTimeout:              d.TxnTimeout,
+		TxnMaxOperations:        d.TxnMaxOperations,
 	}
 }
 
@@ -142,6 +146,8 @@ func (l AMQPLimits) apply(ac *amqp.Config) {
 	ac.MaxAppPropertiesSize = l.MaxAppPropertiesSize
 	ac.MaxAppProperties = l.MaxAppProperties
 	ac.MaxAppPropertyDepth = l.MaxAppPropertyDepth
+	ac.TxnTimeout = l.TxnTimeout
+	ac.TxnMaxOperations = l.TxnMaxOperations
 }
 
 // validate names the first limit that cannot work.
@@ -159,6 +165,7 @@ func (l AMQPLimits) validate() error {
 		{"amqp-max-app-properties-size", l.MaxAppPropertiesSize, 1, 1 << 30},
 		{"amqp-max-app-properties", l.MaxAppProperties, 1, 1 << 20},
 		{"amqp-max-app-property-depth", l.MaxAppPropertyDepth, 0, 32},
+		{"amqp-txn-max-operations", l.TxnMaxOperations, 1, 1 << 20},
 	} {
 		if n.v < n.lo || n.v > n.hi {
 			return fmt.Errorf("--%s %d: want %d..%d", n.name, n.v, n.lo, n.hi)
@@ -169,6 +176,8 @@ func (l AMQPLimits) validate() error {
 		return fmt.Errorf("--amqp-unauthenticated-timeout %v: must be positive", l.UnauthenticatedTimeout)
 	case l.ClaimRecheckInterval <= 0:
 		return fmt.Errorf("--amqp-claim-recheck-interval %v: must be positive", l.ClaimRecheckInterval)
+	case l.TxnTimeout <= 0:
+		return fmt.Errorf("--amqp-txn-timeout %v: must be positive", l.TxnTimeout)
 	}
 	return nil
 }
@@ -415,6 +424,8 @@ func settings(c *Config) []setting {
 		{name: "amqp-max-app-properties-size", usage: "largest application-properties section of a message, bytes (default 65536, as Service Bus)", num: &c.AMQPLimits.MaxAppPropertiesSize},
 		{name: "amqp-max-app-properties", usage: "most application properties in a message (default 32767, what the SDKs decode)", num: &c.AMQPLimits.MaxAppProperties},
 		{name: "amqp-max-app-property-depth", usage: "how deeply an application property may nest lists and maps (default 8)", num: &c.AMQPLimits.MaxAppPropertyDepth},
+		{name: "amqp-txn-timeout", usage: "how long a transaction may stay open between declare and discharge before it rolls back (default 2m, as Service Bus)", dur: &c.AMQPLimits.TxnTimeout},
+		{name: "amqp-txn-max-operations", usage: "most operations (messages sent plus messages settled) in one transaction (default 100, as Service Bus)", num: &c.AMQPLimits.TxnMaxOperations},
 	}
 }
 

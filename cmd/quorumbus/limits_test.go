@@ -29,7 +29,7 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "qb.json")
 	if err := os.WriteFile(file, []byte(`{"amqp-max-connections": 50, "amqp-max-app-properties-size": 1000,
-		"amqp-claim-recheck-interval": "5s"}`), 0o600); err != nil {
+		"amqp-claim-recheck-interval": "5s", "amqp-txn-timeout": "30s"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, err = loadConfig([]string{"--amqp-max-sessions", "16", "--amqp-max-frame-size=4096", "--amqp-unauthenticated-timeout", "10s"},
@@ -38,6 +38,7 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 			"QUORUMBUS_AMQP_MAX_LINKS_PER_SESSION":     "7",
 			"QUORUMBUS_AMQP_MAX_UNAUTHENTICATED_LINKS": "3",
 			"QUORUMBUS_AMQP_MAX_APP_PROPERTY_DEPTH":    "0",
+			"QUORUMBUS_AMQP_TXN_MAX_OPERATIONS":        "20",
 		}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +47,8 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 	c.AMQPLimits.apply(ac)
 	if ac.MaxConnections != 50 || ac.MaxAppPropertiesSize != 1000 || ac.ClaimRecheckInterval != 5*time.Second ||
 		ac.MaxSessions != 16 || ac.ChannelMax != 15 || ac.MaxFrameSize != 4096 || ac.UnauthenticatedTimeout != 10*time.Second ||
-		ac.MaxLinks != 7 || ac.MaxUnauthenticatedLinks != 3 || ac.MaxAppPropertyDepth != 0 {
+		ac.MaxLinks != 7 || ac.MaxUnauthenticatedLinks != 3 || ac.MaxAppPropertyDepth != 0 ||
+		ac.TxnTimeout != 30*time.Second || ac.TxnMaxOperations != 20 {
 		t.Fatalf("limits not applied: %+v", c.AMQPLimits)
 	}
 	if err := ac.Validate(); err != nil {
@@ -61,6 +63,8 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 		{[]string{"--amqp-max-sessions", "70000"}, "--amqp-max-sessions 70000"},
 		{[]string{"--amqp-max-frame-size", "100"}, "--amqp-max-frame-size 100"},
 		{[]string{"--amqp-unauthenticated-timeout", "-1s"}, "--amqp-unauthenticated-timeout"},
+		{[]string{"--amqp-txn-timeout", "0s"}, "--amqp-txn-timeout"},
+		{[]string{"--amqp-txn-max-operations", "0"}, "--amqp-txn-max-operations 0"},
 	} {
 		_, err := loadConfig(tc.args, env(nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

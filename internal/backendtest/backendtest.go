@@ -432,6 +432,35 @@ var scenarios = []struct {
 			t.Fatalf("state after clearing: %q %v, want nil", st, err)
 		}
 	}},
+	{"TransactionAllOrNothing", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
+		// Transactions (AMQP part 4) on one queue: a commit with a lost lock applies
+		// nothing; a valid one applies a complete, an abandon and a send together.
+		tx, ok := c.b.(amqp.Transactor)
+		if !ok {
+			t.Fatal("the backend does not implement amqp.Transactor")
+		}
+		q := nq(t, false)
+		a := amqp.Address{Entity: q}
+		c.send(q, c.msg("a", ""), c.msg("b", ""))
+		ds := c.receive(q, amqp.PeekLock, 2)
+		c.ids(ds, "a", "b")
+		stale := ds[1].LockToken
+		stale[15] ^= 0xff
+		complete := amqp.TxnOp{Settlement: &amqp.Settlement{Address: a, LockToken: ds[0].LockToken, Disposition: amqp.Complete}}
+		err := tx.Commit(c.ctx, []amqp.TxnOp{complete, {Entity: q, Messages: []*amqp.Message{c.msg("x", "")}},
+			{Settlement: &amqp.Settlement{Address: a, LockToken: stale, Disposition: amqp.Complete}}})
+		if !errors.Is(err, amqp.ErrLockLost) {
+			t.Fatalf("commit with a stale lock: %v, want ErrLockLost", err)
+		}
+		c.ids(c.peek(a), "a", "b")
+		err = tx.Commit(c.ctx, []amqp.TxnOp{complete,
+			{Settlement: &amqp.Settlement{Address: a, LockToken: ds[1].LockToken, Disposition: amqp.Abandon}},
+			{Entity: q, Messages: []*amqp.Message{c.msg("c", "")}}})
+		if err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		c.ids(c.receive(q, amqp.PeekLock, 10), "b", "c")
+	}},
 }
 
 // check holds what the scenarios share.

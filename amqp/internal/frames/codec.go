@@ -207,6 +207,17 @@ func (r *reader) target() *Target {
 		return nil
 	}
 	code, _, val, _, err := encoding.SplitDescribed(raw)
+	if err == nil && code == CodeCoordinator {
+		crv, err := newReader(val)
+		if err != nil {
+			r.setErr(err)
+			return nil
+		}
+		t := &Target{Coordinator: true}
+		t.Capabilities = crv.symbols()
+		r.setErr(crv.err)
+		return t
+	}
 	if err != nil || code != CodeTarget {
 		r.setErr(fmt.Errorf("expected target: %v", err))
 		return nil
@@ -330,6 +341,15 @@ func (w *writer) symbols(s []encoding.Symbol) {
 		return
 	}
 	w.b, _ = encoding.Append(w.b, s)
+	w.mark()
+}
+
+func (w *writer) binary(p []byte) {
+	if p == nil {
+		w.null()
+		return
+	}
+	w.b, _ = encoding.Append(w.b, p)
 	w.mark()
 }
 

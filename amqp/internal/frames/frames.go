@@ -59,6 +59,13 @@ const (
 	CodeSource      = 0x28
 	CodeTarget      = 0x29
 
+	// Transactions (part 4 §4.5).
+	CodeCoordinator        = 0x30
+	CodeDeclare            = 0x31
+	CodeDischarge          = 0x32
+	CodeDeclared           = 0x33
+	CodeTransactionalState = 0x34
+
 	CodeSASLMechanisms = 0x40
 	CodeSASLInit       = 0x41
 	CodeSASLChallenge  = 0x42
@@ -366,7 +373,12 @@ type Source struct {
 
 // Target is part 3 §3.5.4 (address, durable, expiry-policy, timeout, dynamic,
 // dynamic-node-properties, capabilities).
+//
+// Coordinator is set when the terminus is a transaction coordinator (part 4 §4.5.1,
+// amqp:coordinator:list, whose one field, capabilities, goes in Capabilities) rather
+// than a target; the other fields are then unused.
 type Target struct {
+	Coordinator           bool
 	Address               string
 	Durable               uint32
 	ExpiryPolicy          encoding.Symbol
@@ -476,7 +488,12 @@ func (a *Attach) Append(b []byte) []byte {
 	} else {
 		w.null()
 	}
-	if t := a.Target; t != nil {
+	if t := a.Target; t != nil && t.Coordinator {
+		tw := start(w.b, CodeCoordinator)
+		tw.symbols(t.Capabilities)
+		w.b = tw.end()
+		w.mark()
+	} else if t != nil {
 		tw := start(w.b, CodeTarget)
 		tw.str(t.Address, t.Address != "")
 		tw.uint(t.Durable, t.Durable != 0)
@@ -839,6 +856,17 @@ type Received struct {
 	SectionOffset uint64
 }
 
+// Declared is part 4 §4.5.4: the outcome of a declare, <field name="txn-id"
+// type="*" requires="txn-id" mandatory="true"/> (a binary).
+type Declared struct{ TxnID []byte }
+
+// TransactionalState is part 4 §4.5.5: <field name="txn-id" mandatory="true"/>,
+// <field name="outcome" type="*" requires="outcome"/>.
+type TransactionalState struct {
+	TxnID   []byte
+	Outcome DeliveryState
+}
+
 // UnknownState is any other described delivery state (e.g. transactional),
 // kept so it can be reported.
 type UnknownState struct {
@@ -852,6 +880,10 @@ func (Released) stateCode() uint64        { return CodeReleased }
 func (*Modified) stateCode() uint64       { return CodeModified }
 func (*Received) stateCode() uint64       { return CodeReceived }
 func (u *UnknownState) stateCode() uint64 { return 0 }
+func (*Declared) stateCode() uint64       { return CodeDeclared }
+func (*TransactionalState) stateCode() uint64 {
+	return CodeTransactionalState
+}
 
 // parseState decodes a delivery state from its raw encoding.
 func parseState(raw []byte) (DeliveryState, error) {
@@ -891,6 +923,21 @@ func parseState(raw []byte) (DeliveryState, error) {
 			rc.SectionOffset = v
 		}
 		st = rc
+	case CodeDeclared:
+		st = &Declared{TxnID: r.binary()}
+	case CodeTransactionalState:
+		ts := &TransactionalState{TxnID: r.binary()}
+		if raw := r.next(); !encoding.IsNull(raw) {
+			code, _, _, _, err := encoding.SplitDescribed(raw)
+			if err == nil && code == CodeTransactionalState {
+				err = fmt.Errorf("nested transactional-state")
+			}
+			if err == nil {
+				ts.Outcome, err = parseState(raw)
+			}
+			r.setErr(err)
+		}
+		st = ts
 	default:
 		v, _, err := encoding.Decode(val)
 		return &UnknownState{Descriptor: code, Value: v}, err
@@ -921,6 +968,15 @@ func AppendState(b []byte, s DeliveryState) []byte {
 		w := start(b, CodeReceived)
 		w.uint(st.SectionNumber, true)
 		w.ulong(st.SectionOffset, true)
+		return w.end()
+	case *Declared:
+		w := start(b, CodeDeclared)
+		w.binary(st.TxnID)
+		return w.end()
+	case *TransactionalState:
+		w := start(b, CodeTransactionalState)
+		w.binary(st.TxnID)
+		w.state(st.Outcome)
 		return w.end()
 	case *UnknownState:
 		out, _ := encoding.Append(b, &encoding.Described{Descriptor: st.Descriptor, Value: st.Value})

@@ -37,6 +37,12 @@ func allBodies() []Body {
 			Info: encoding.Map{{Key: "DeadLetterReason", Value: "r"}}}}},
 		&Disposition{Role: RoleSender, First: 1, State: Released{}},
 		&Disposition{Role: RoleSender, First: 1, State: &Received{SectionNumber: 1, SectionOffset: 2}},
+		// Transactions (part 4): a coordinator target, declared, transactional-state.
+		&Attach{Name: "coord", Handle: 3, Role: RoleSender, Source: &Source{},
+			Target: &Target{Coordinator: true, Capabilities: []encoding.Symbol{"amqp:local-transactions"}}},
+		&Disposition{Role: RoleReceiver, First: 2, Settled: true, State: &Declared{TxnID: []byte{1, 2, 3}}},
+		&Disposition{Role: RoleReceiver, First: 3, State: &TransactionalState{TxnID: []byte{4}, Outcome: Accepted{}}},
+		&Transfer{Handle: 1, DeliveryID: u32(8), DeliveryTag: []byte{3}, State: &TransactionalState{TxnID: []byte{4}}, Payload: []byte{}},
 		&Detach{Handle: 1, Closed: true, Error: &Error{Condition: "amqp:not-found", Description: "d"}},
 		&End{}, &End{Error: &Error{Condition: "amqp:internal-error"}},
 		&Close{Error: &Error{Condition: "amqp:connection:framing-error", Description: "x"}},

@@ -447,6 +447,7 @@ var errMap = []struct{ from, to error }{
 	{fsm.ErrSessionNotAllowed, amqp.ErrNotAllowed},
 	{fsm.ErrNotFound, amqp.ErrNotFound},
 	{fsm.ErrBadCommand, amqp.ErrBadRequest},
+	{cluster.ErrCrossPartition, amqp.ErrNotImplemented},
 	{partition.ErrNotLeader, amqp.ErrServerBusy},
 	{partition.ErrClosed, amqp.ErrServerBusy},
 	{cluster.ErrUnavailable, amqp.ErrServerBusy},
@@ -465,4 +466,34 @@ func mapErr(err error) error {
 		}
 	}
 	return err
+}
+
+var _ amqp.Transactor = (*Backend)(nil)
+
+// Commit implements amqp.Transactor: the operations go to cluster.Node.Commit, which
+// applies them atomically on one partition group or refuses them
+// (cluster.ErrCrossPartition, answered as amqp:not-implemented) before applying any.
+func (b *Backend) Commit(ctx context.Context, ops []amqp.TxnOp) error {
+	var t cluster.Txn
+	for _, op := range ops {
+		if op.Settlement == nil {
+			t.Sends = append(t.Sends, cluster.TxnSend{Entity: op.Entity, Msgs: toMessages(op.Messages)})
+			continue
+		}
+		s := op.Settlement
+		a, err := address(s.Address)
+		if err != nil {
+			return err
+		}
+		d, ok := dispositions[s.Disposition]
+		if !ok {
+			return fmt.Errorf("%w: disposition %d", amqp.ErrBadRequest, s.Disposition)
+		}
+		t.Settles = append(t.Settles, cluster.Settlement{
+			Address: a, Tokens: []fsm.LockToken{fsm.LockToken(s.LockToken)}, Disposition: d,
+			Properties: toProps(s.PropertiesToModify), Reason: s.DeadLetterReason,
+			Description: s.DeadLetterDescription, SessionID: s.SessionID, Owner: owner(ctx),
+		})
+	}
+	return mapErr(b.n.Commit(ctx, t))
 }

@@ -1,0 +1,536 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// Transactions through a real node. Neither the Go SDK nor go-amqp has a transaction
+// API, so this file speaks the few AMQP 1.0 frames a transactional client sends (part 4:
+// coordinator, declare, discharge, transactional-state), with a minimal codec of its
+// own: the broker's codec is internal to package amqp, and testing it with itself would
+// prove little. The SDK checks what a user then sees.
+
+// TestTransactions: receive + complete + send in one transaction, then commit (both
+// visible at once, not before) and roll back (the message is still there, unlocked at
+// once, and nothing was sent).
+func TestTransactions(t *testing.T) {
+	e := newEnv(t)
+
+	t.Run("Commit", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "txn-commit", nil)
+		send(t, e.sender(t, q), body("in"))
+		c := dialTxn(t, e, q)
+		id := c.declare()
+		did := c.receive()
+		c.complete(did, id)
+		c.send("out", id)
+		r := e.receiver(t, q, nil)
+		if got := bodies(peekAll(t, r)); fmt.Sprint(got) != "[in]" {
+			t.Fatalf("before discharge the queue holds %v, want [in]", got)
+		}
+		if st := c.discharge(id, false); st.code != codeAccepted {
+			t.Fatalf("discharge: %v", st)
+		}
+		if got := bodies(peekAll(t, r)); fmt.Sprint(got) != "[out]" {
+			t.Fatalf("after commit the queue holds %v, want [out]", got)
+		}
+	})
+
+	t.Run("Rollback", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "txn-rollback", nil) // LockDuration 60 s: a release must not wait for it
+		send(t, e.sender(t, q), body("in"))
+		c := dialTxn(t, e, q)
+		id := c.declare()
+		did := c.receive()
+		c.complete(did, id)
+		c.send("out", id)
+		if st := c.discharge(id, true); st.code != codeAccepted {
+			t.Fatalf("discharge(fail=true): %v", st)
+		}
+		m := receiveOne(t, e.receiver(t, q, nil), 10*time.Second)
+		if string(m.Body) != "in" || m.DeliveryCount != 2 {
+			t.Fatalf("after rollback received %q with DeliveryCount %d, want in, 2", m.Body, m.DeliveryCount)
+		}
+		r := e.receiver(t, q, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		expectNothing(t, r, time.Second) // "out" was never sent
+	})
+
+	t.Run("CrossEntityRefused", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "txn-cross-a", nil)
+		other := e.queue(t, "txn-cross-b", nil)
+		send(t, e.sender(t, q), body("in"))
+		c := dialTxn(t, e, q)
+		c.attachSender(3, other)
+		id := c.declare()
+		did := c.receive()
+		c.complete(did, id)
+		c.sendOn(3, "out", id)
+		st := c.discharge(id, false)
+		if st.code != codeRejected || st.condition != "amqp:not-implemented" || !strings.Contains(st.description, "TrackingId:") {
+			t.Fatalf("cross-entity discharge: %v, want rejected amqp:not-implemented with a TrackingId", st)
+		}
+		if got := bodies(peekAll(t, e.receiver(t, other, nil))); len(got) != 0 {
+			t.Fatalf("%s holds %v after a refused transaction", other, got)
+		}
+		if got := bodies(peekAll(t, e.receiver(t, q, nil))); fmt.Sprint(got) != "[in]" {
+			t.Fatalf("%s holds %v after a refused transaction, want [in]", q, got)
+		}
+	})
+}
+
+// ---- a minimal transactional AMQP client ----
+
+const (
+	codeOpen, codeBegin, codeAttach, codeFlow, codeTransfer, codeDisposition = 0x10, 0x11, 0x12, 0x13, 0x14, 0x15
+	codeError, codeAccepted, codeRejected, codeSource, codeTarget            = 0x1d, 0x24, 0x25, 0x28, 0x29
+	codeCoordinator, codeDeclare, codeDischarge, codeDeclared, codeTxnState  = 0x30, 0x31, 0x32, 0x33, 0x34
+	codeSASLMechs, codeSASLInit, codeSASLOutcome                             = 0x40, 0x41, 0x44
+	codeData, codeValue                                                      = 0x75, 0x77
+)
+
+type described struct {
+	code  uint64
+	value any
+}
+
+type txnConn struct {
+	t      *testing.T
+	nc     net.Conn
+	nextID uint32 // our next delivery-id
+	recvd  uint32 // deliveries received on the receiver (handle 2)
+}
+
+// state is a delivery state as the test reads it.
+type state struct {
+	code                   uint64
+	txnID                  []byte
+	outcome                uint64
+	condition, description string
+}
+
+func (s state) String() string {
+	return fmt.Sprintf("state{%#x txn=%x outcome=%#x %s %q}", s.code, s.txnID, s.outcome, s.condition, s.description)
+}
+
+// dialTxn opens a connection with a coordinator (handle 0), a sender to q (handle 1)
+// and a peek-lock receiver on q (handle 2).
+func dialTxn(t *testing.T, e *env, q string) *txnConn {
+	t.Helper()
+	kv := map[string]string{}
+	for _, part := range strings.Split(e.n.ConnectionString, ";") {
+		if k, v, ok := strings.Cut(part, "="); ok {
+			kv[k] = v
+		}
+	}
+	nc, err := net.Dial("tcp", e.n.AMQP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+	c := &txnConn{t: t, nc: nc}
+	c.write([]byte("AMQP\x03\x01\x00\x00"))
+	c.header()
+	c.expect(codeSASLMechs)
+	c.frame(1, list(codeSASLInit, sym("PLAIN"), bin([]byte("\x00"+kv["SharedAccessKeyName"]+"\x00"+kv["SharedAccessKey"]))), nil)
+	if f := c.expect(codeSASLOutcome); f[0] != uint64(0) && f[0] != uint32(0) && f[0] != uint8(0) {
+		t.Fatalf("SASL outcome %v", f[0])
+	}
+	c.write([]byte("AMQP\x00\x01\x00\x00"))
+	c.header()
+	c.frame(0, list(codeOpen, str("txn-test"), str(e.n.AMQP), u32(65536)), nil)
+	c.expect(codeOpen)
+	c.frame(0, list(codeBegin, null(), u32(0), u32(1000), u32(1000)), nil)
+	c.expect(codeBegin)
+	c.frame(0, list(codeAttach, str("coord"), u32(0), boolean(false), null(), null(), list(codeSource),
+		list(codeCoordinator, sym("amqp:local-transactions"))), nil)
+	c.expect(codeAttach)
+	c.attachSender(1, q)
+	c.frame(0, list(codeAttach, str("rcv"), u32(2), boolean(true), ubyte(0), ubyte(0), list(codeSource, str(q)), list(codeTarget)), nil)
+	c.expect(codeAttach)
+	return c
+}
+
+func (c *txnConn) attachSender(h uint32, q string) {
+	c.frame(0, list(codeAttach, str(fmt.Sprint("snd", h)), u32(h), boolean(false), null(), null(), list(codeSource), list(codeTarget, str(q))), nil)
+	for { // wait for its credit
+		f := c.expect(codeFlow)
+		if len(f) > 4 && f[4] == h {
+			return
+		}
+	}
+}
+
+func (c *txnConn) declare() []byte {
+	c.t.Helper()
+	st := c.outcome(c.transfer(0, append(descriptor(codeValue), list(codeDeclare)...), nil))
+	if st.code != codeDeclared || len(st.txnID) == 0 {
+		c.t.Fatalf("declare answered %v", st)
+	}
+	return st.txnID
+}
+
+func (c *txnConn) discharge(id []byte, fail bool) state {
+	c.t.Helper()
+	return c.outcome(c.transfer(0, append(descriptor(codeValue), list(codeDischarge, bin(id), boolean(fail))...), nil))
+}
+
+func (c *txnConn) send(body string, id []byte) { c.sendOn(1, body, id) }
+
+func (c *txnConn) sendOn(h uint32, body string, id []byte) {
+	c.t.Helper()
+	msg := append(descriptor(codeData), bin([]byte(body))...)
+	st := c.outcome(c.transferOn(h, msg, list(codeTxnState, bin(id))))
+	if st.code != codeTxnState || st.outcome != codeAccepted {
+		c.t.Fatalf("transactional send answered %v", st)
+	}
+}
+
+// receive grants one credit on the receiver and returns the delivery-id it gets.
+func (c *txnConn) receive() uint32 {
+	c.t.Helper()
+	c.frame(0, list(codeFlow, u32(0), u32(1000), u32(c.nextID), u32(1000), u32(2), u32(c.recvd), u32(1)), nil)
+	for {
+		f := c.expect(codeTransfer)
+		if f[0] == uint32(2) {
+			c.recvd++
+			return f[1].(uint32)
+		}
+	}
+}
+
+// complete accepts delivery did inside txn id, unsettled, and checks the answer.
+func (c *txnConn) complete(did uint32, id []byte) {
+	c.t.Helper()
+	c.frame(0, list(codeDisposition, boolean(true), u32(did), null(), boolean(false),
+		list(codeTxnState, bin(id), list(codeAccepted))), nil)
+	for {
+		f := c.expect(codeDisposition)
+		if f[0] == false && f[1] == did {
+			if st := stateOf(f); st.code != codeTxnState || st.outcome != codeAccepted {
+				c.t.Fatalf("transactional complete answered %v", st)
+			}
+			return
+		}
+	}
+}
+
+func (c *txnConn) transfer(h uint32, payload, st []byte) uint32 { return c.transferOn(h, payload, st) }
+
+func (c *txnConn) transferOn(h uint32, payload, st []byte) uint32 {
+	id := c.nextID
+	c.nextID++
+	if st == nil {
+		st = null()
+	}
+	c.frame(0, list(codeTransfer, u32(h), u32(id), bin([]byte{byte(id)}), u32(0), boolean(false), null(), null(), st), payload)
+	return id
+}
+
+// outcome waits for the broker's disposition of our delivery id.
+func (c *txnConn) outcome(id uint32) state {
+	c.t.Helper()
+	for {
+		f := c.expect(codeDisposition)
+		if f[0] != true {
+			continue
+		}
+		first := f[1].(uint32)
+		last := first
+		if len(f) > 2 {
+			if l, ok := f[2].(uint32); ok {
+				last = l
+			}
+		}
+		if first <= id && id <= last {
+			return stateOf(f)
+		}
+	}
+}
+
+func stateOf(f []any) state {
+	if len(f) < 5 {
+		return state{}
+	}
+	d, ok := f[4].(described)
+	if !ok {
+		return state{}
+	}
+	s := state{code: d.code}
+	fields, _ := d.value.([]any)
+	switch d.code {
+	case codeDeclared:
+		if len(fields) > 0 {
+			s.txnID, _ = fields[0].([]byte)
+		}
+	case codeTxnState:
+		if len(fields) > 0 {
+			s.txnID, _ = fields[0].([]byte)
+		}
+		if len(fields) > 1 {
+			if o, ok := fields[1].(described); ok {
+				s.outcome = o.code
+			}
+		}
+	case codeRejected:
+		if len(fields) > 0 {
+			if e, ok := fields[0].(described); ok && e.code == codeError {
+				ef, _ := e.value.([]any)
+				if len(ef) > 0 {
+					s.condition, _ = ef[0].(string)
+				}
+				if len(ef) > 1 {
+					s.description, _ = ef[1].(string)
+				}
+			}
+		}
+	}
+	return s
+}
+
+func (c *txnConn) write(b []byte) {
+	c.t.Helper()
+	if _, err := c.nc.Write(b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *txnConn) header() {
+	c.t.Helper()
+	var h [8]byte
+	if _, err := io.ReadFull(c.nc, h[:]); err != nil || !bytes.HasPrefix(h[:], []byte("AMQP")) {
+		c.t.Fatalf("protocol header %q: %v", h, err)
+	}
+}
+
+func (c *txnConn) frame(typ byte, body, payload []byte) {
+	c.t.Helper()
+	b := make([]byte, 8, 8+len(body)+len(payload))
+	binary.BigEndian.PutUint32(b, uint32(8+len(body)+len(payload)))
+	b[4], b[5] = 2, typ
+	b = append(append(b, body...), payload...)
+	c.write(b)
+}
+
+// expect reads frames until one with performative code, failing on a close or a
+// detach, and returns its fields.
+func (c *txnConn) expect(code uint64) []any {
+	c.t.Helper()
+	for {
+		var h [8]byte
+		if _, err := io.ReadFull(c.nc, h[:]); err != nil {
+			c.t.Fatalf("read frame: %v", err)
+		}
+		size := binary.BigEndian.Uint32(h[:4])
+		rest := make([]byte, size-8)
+		if _, err := io.ReadFull(c.nc, rest); err != nil {
+			c.t.Fatalf("read frame: %v", err)
+		}
+		body := rest[int(h[4])*4-8:]
+		if len(body) == 0 {
+			continue // heartbeat
+		}
+		v, _, err := decode(body)
+		if err != nil {
+			c.t.Fatalf("decode frame: %v", err)
+		}
+		d, ok := v.(described)
+		if !ok {
+			c.t.Fatalf("frame body %v", v)
+		}
+		fields, _ := d.value.([]any)
+		if d.code == 0x16 || d.code == 0x17 || d.code == 0x18 { // detach, end, close
+			c.t.Fatalf("broker sent performative %#x: %v", d.code, fields)
+		}
+		if d.code == code {
+			return fields
+		}
+	}
+}
+
+// ---- encoding (AMQP 1.0 part 1; always the wide forms) ----
+
+func descriptor(code uint64) []byte { return []byte{0x00, 0x53, byte(code)} }
+func null() []byte                  { return []byte{0x40} }
+func ubyte(v uint8) []byte          { return []byte{0x50, v} }
+func u32(v uint32) []byte           { return binary.BigEndian.AppendUint32([]byte{0x70}, v) }
+
+func boolean(v bool) []byte {
+	if v {
+		return []byte{0x41}
+	}
+	return []byte{0x42}
+}
+
+func variable(code byte, p []byte) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{code}, uint32(len(p))), p...)
+}
+func bin(p []byte) []byte { return variable(0xb0, p) }
+func str(s string) []byte { return variable(0xb1, []byte(s)) }
+func sym(s string) []byte { return variable(0xb3, []byte(s)) }
+
+// list is a described list: descriptor code, then the fields.
+func list(code uint64, fields ...[]byte) []byte {
+	var items []byte
+	for _, f := range fields {
+		items = append(items, f...)
+	}
+	b := descriptor(code)
+	b = append(b, 0xd0)
+	b = binary.BigEndian.AppendUint32(b, uint32(4+len(items)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(fields)))
+	return append(b, items...)
+}
+
+// decode reads one value: described values, lists, binaries, strings, symbols, booleans
+// and unsigned integers are returned; anything else is skipped (nil).
+func decode(b []byte) (any, int, error) {
+	if len(b) == 0 {
+		return nil, 0, io.ErrUnexpectedEOF
+	}
+	code := b[0]
+	if code == 0x00 {
+		d, n, err := decode(b[1:])
+		if err != nil {
+			return nil, 0, err
+		}
+		v, m, err := decode(b[1+n:])
+		if err != nil {
+			return nil, 0, err
+		}
+		var dc uint64
+		switch x := d.(type) {
+		case uint64:
+			dc = x
+		case uint32:
+			dc = uint64(x)
+		}
+		return described{dc, v}, 1 + n + m, nil
+	}
+	need := func(n int) error {
+		if len(b) < 1+n {
+			return io.ErrUnexpectedEOF
+		}
+		return nil
+	}
+	switch code {
+	case 0x40:
+		return nil, 1, nil
+	case 0x41:
+		return true, 1, nil
+	case 0x42:
+		return false, 1, nil
+	case 0x43:
+		return uint32(0), 1, nil
+	case 0x44:
+		return uint64(0), 1, nil
+	case 0x45:
+		return []any{}, 1, nil
+	case 0x50:
+		if err := need(1); err != nil {
+			return nil, 0, err
+		}
+		return b[1], 2, nil
+	case 0x52:
+		if err := need(1); err != nil {
+			return nil, 0, err
+		}
+		return uint32(b[1]), 2, nil
+	case 0x53:
+		if err := need(1); err != nil {
+			return nil, 0, err
+		}
+		return uint64(b[1]), 2, nil
+	case 0x56:
+		if err := need(1); err != nil {
+			return nil, 0, err
+		}
+		return b[1] != 0, 2, nil
+	case 0x70:
+		if err := need(4); err != nil {
+			return nil, 0, err
+		}
+		return binary.BigEndian.Uint32(b[1:]), 5, nil
+	case 0x80:
+		if err := need(8); err != nil {
+			return nil, 0, err
+		}
+		return binary.BigEndian.Uint64(b[1:]), 9, nil
+	}
+	var width, size int
+	switch code >> 4 {
+	case 0x4:
+		return nil, 1, nil
+	case 0x5:
+		width = 1
+	case 0x6:
+		width = 2
+	case 0x7:
+		width = 4
+	case 0x8:
+		width = 8
+	case 0x9:
+		width = 16
+	case 0xa, 0xc, 0xe:
+		if err := need(1); err != nil {
+			return nil, 0, err
+		}
+		size, width = int(b[1]), 1
+	case 0xb, 0xd, 0xf:
+		if err := need(4); err != nil {
+			return nil, 0, err
+		}
+		size, width = int(binary.BigEndian.Uint32(b[1:])), 4
+	default:
+		return nil, 0, fmt.Errorf("constructor %#x", code)
+	}
+	if code>>4 < 0xa {
+		if err := need(width); err != nil {
+			return nil, 0, err
+		}
+		return nil, 1 + width, nil
+	}
+	if err := need(width + size); err != nil {
+		return nil, 0, err
+	}
+	data := b[1+width : 1+width+size]
+	n := 1 + width + size
+	switch code {
+	case 0xa0, 0xb0:
+		return bytes.Clone(data), n, nil
+	case 0xa1, 0xb1, 0xa3, 0xb3:
+		return string(data), n, nil
+	case 0xc0, 0xd0:
+		if len(data) < width {
+			return nil, 0, io.ErrUnexpectedEOF
+		}
+		count := int(data[0])
+		if width == 4 {
+			count = int(binary.BigEndian.Uint32(data))
+		}
+		data = data[width:]
+		out := make([]any, 0, min(count, len(data)))
+		for range count {
+			v, m, err := decode(data)
+			if err != nil {
+				return nil, 0, err
+			}
+			out = append(out, v)
+			data = data[m:]
+		}
+		return out, n, nil
+	}
+	return nil, n, nil // maps, arrays: skipped
+}
