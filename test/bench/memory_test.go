@@ -72,6 +72,7 @@ func TestNodeMemoryPerMessage(t *testing.T) {
 		anon, file, float64(after.rss-before.rss)/float64(n)-memBody)
 	if dir := os.Getenv("QUORUMBUS_MEM_PROFILE"); dir != "" {
 		saveProfile(t, node, dir+"/heap.pprof", "/debug/pprof/heap")
+		saveProfile(t, node, dir+"/heap.txt", "/debug/pprof/heap?debug=1") // ends with the runtime's MemStats
 	}
 	if anon > memBudget {
 		t.Errorf("%.0f B of anonymous memory per queued message beyond its body; the budget is %d", anon, memBudget)
