@@ -13,11 +13,14 @@ import (
 
 // Memory settings. Queued bodies are the bulk of a node's heap and are never garbage
 // until they are received, so Go's default of letting the heap grow to twice its live
-// size before collecting (GOGC=100) doubled the resident memory of a deep queue
-// (docs/benchmarks.md, "Memory per message"). --gc-headroom keeps the next collection
+// size before collecting (GOGC=100) doubles the resident memory of a deep queue
+// (docs/benchmarks.md, "memory per message"). --gc-headroom keeps the next collection
 // that many percent of the live heap away (with a floor, gcFloor, so that a small heap is
-// not collected constantly); --memory-limit is Go's soft limit (debug.SetMemoryLimit),
-// by default 90 % of the container's cgroup limit when there is one.
+// not collected constantly): 5 cuts the memory per queued message by two thirds but
+// triples the node's CPU per message while the backlog is deep, since every collection
+// marks every queued message, so it is off by default. --memory-limit is Go's soft limit
+// (debug.SetMemoryLimit), by default 90 % of the container's cgroup limit when there is
+// one: the collector works harder only when the process nears it.
 
 // gcFloor is the least headroom the tuner leaves above the live heap.
 const gcFloor = 8 << 20
