@@ -58,6 +58,12 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add([]byte{entryVersion, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := DecodeEntry(b)
+		// DecodeEntryPacked (what a partition applies) decodes exactly the same entries.
+		var s Slab
+		p, perr := DecodeEntryPacked(b, &s)
+		if (err == nil) != (perr == nil) || (err == nil && !bytes.Equal(AppendEntry(nil, e), AppendEntry(nil, p))) {
+			t.Fatalf("DecodeEntry: %v; DecodeEntryPacked: %v, or a different entry", err, perr)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrBadCommand) {
 				t.Fatalf("error %v does not wrap ErrBadCommand", err)

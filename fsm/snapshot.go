@@ -264,6 +264,8 @@ type snapReader struct {
 	crc hash.Hash32
 	buf []byte
 	one [1]byte
+	// slab holds the restored payloads (records are read into buf, which is reused).
+	slab Slab
 }
 
 func (s *snapReader) ReadByte() (byte, error) {
@@ -302,7 +304,7 @@ func (s *snapReader) record() (dec, error) {
 	if err != nil {
 		return dec{}, err
 	}
-	return dec{b: b}, nil
+	return dec{b: b, slab: &s.slab}, nil
 }
 
 // Restore replaces the whole state with a snapshot written by Snapshot. On any error
@@ -451,7 +453,7 @@ func (f *FSM) readMsg(d *dec, st *store) (*msg, error) {
 	m.flags = d.byte()
 	m.strs = d.string()
 	m.app = d.props()
-	m.payload = d.bytes()
+	m.payload = d.payload()
 	if d.bool() {
 		m.dl = &DeadLetterInfo{Reason: d.string(), Description: d.string(), Source: d.string()}
 	}

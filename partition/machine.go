@@ -17,6 +17,8 @@ import (
 type machine struct {
 	mu sync.Mutex // guards f (lock order: mu is a leaf)
 	f  *fsm.FSM   // owner: raft's FSM goroutine, under mu
+	// slab packs the payloads of applied messages (owner: raft's FSM goroutine, under mu).
+	slab fsm.Slab
 
 	now  atomic.Int64 // f.Now() after the last apply: the proposer's time floor
 	next atomic.Int64 // f.NextDeadline() after the last apply: the leader timer's target
@@ -56,7 +58,7 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		e, err := fsm.DecodeEntry(l.Data)
+		e, err := fsm.DecodeEntryPacked(l.Data, &m.slab)
 		if err != nil {
 			out[i] = fmt.Errorf("partition: entry %d: %w", l.Index, err)
 			continue

@@ -92,7 +92,7 @@ func Open(cfg *Config) (*Partition, error) {
 		store.Close()
 		return nil, err
 	}
-	logs, err := raft.NewLogCache(512, store)
+	logs, err := raft.NewLogCache(cfg.LogCache, store)
 	if err != nil {
 		return fail(fmt.Errorf("partition: %w", err))
 	}

@@ -36,6 +36,12 @@ type Config struct {
 	Pprof bool `json:"pprof"`
 	// ShutdownTimeout bounds a graceful stop (SIGTERM) before the node exits anyway.
 	ShutdownTimeout time.Duration `json:"shutdown-timeout"`
+	// MemoryLimit is Go's soft memory limit, e.g. "2GiB"; "" means 90 % of the cgroup's
+	// limit when there is one, "0" none (memory.go).
+	MemoryLimit string `json:"memory-limit"`
+	// GCHeadroom is how far, in percent of the live heap, the heap may grow before the
+	// next collection; 0 leaves GOGC to the runtime (memory.go).
+	GCHeadroom int `json:"gc-headroom"`
 
 	// Cluster settings (cluster.Config has the meaning of each).
 	AdvertiseAddr   string        `json:"advertise-addr"`
@@ -212,6 +218,11 @@ func (c *Config) Validate() error {
 		return errors.New("--sas-key-name: must not be empty")
 	case c.ShutdownTimeout <= 0:
 		return errors.New("--shutdown-timeout: must be positive")
+	case c.GCHeadroom < 0 || c.GCHeadroom > 100:
+		return fmt.Errorf("--gc-headroom %d: want a percentage from 0 to 100", c.GCHeadroom)
+	}
+	if _, err := parseBytes(c.MemoryLimit); err != nil {
+		return fmt.Errorf("--memory-limit %w", err)
 	}
 	if err := c.validateCluster(); err != nil {
 		return err
@@ -405,6 +416,8 @@ func settings(c *Config) []setting {
 		{name: "log-format", usage: "text or json", str: &c.LogFormat},
 		{name: "pprof", usage: "serve Go's profiler under /debug/pprof/ on the admin port (off by default: it exposes internals to anyone who reaches the port)", b: &c.Pprof},
 		{name: "shutdown-timeout", usage: "how long a graceful stop may take", dur: &c.ShutdownTimeout},
+		{name: "memory-limit", usage: "soft limit on the node's memory (Go's GOMEMLIMIT), e.g. 2GiB; default 90% of the container's cgroup limit, 0 for none", str: &c.MemoryLimit},
+		{name: "gc-headroom", usage: "how far the heap may grow past its live size before the next garbage collection, percent of it (at least 8 MiB): less memory per queued message, more CPU per message (docs/benchmarks.md); default 0 leaves GOGC to the runtime", num: &c.GCHeadroom},
 		{name: "advertise-addr", usage: "HOST:PORT peers dial to reach --cluster-addr (required when it is a wildcard such as 0.0.0.0:5400)", str: &c.AdvertiseAddr},
 		{name: "join", usage: "cluster addresses of nodes to join, HOST:PORT[,HOST:PORT...]; names are re-resolved on every try", list: &c.Join},
 		{name: "bootstrap-expect", usage: "how many nodes form a new cluster; 1 (the default) is a single node", num: &c.BootstrapExpect},

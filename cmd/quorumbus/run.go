@@ -35,6 +35,13 @@ func run(cfg Config) error {
 	defer stop()
 	log := newLogger(cfg)
 	slog.SetDefault(log) // libraries that log through slog's default follow --log-format
+	ms, err := applyMemory(cfg)
+	if err != nil {
+		return err
+	}
+	if ms.limit > 0 || ms.headroom > 0 {
+		log.Info("memory", "limit", ms.limit, "limit-from", ms.limitSrc, "gc-headroom-percent", ms.headroom)
+	}
 	if err := os.MkdirAll(cfg.Data, 0o750); err != nil {
 		return err
 	}
