@@ -43,7 +43,7 @@ const (
 	opSyncConfig // push the entity configuration as of metadata index MetaIndex, if not applied yet
 	opLockedWithSalt
 	opSessionsUpdatedSince // sessions whose state was set at From (Unix ms) or later
-	opTxn // a committed transaction on one partition: Msgs and TxnSettles in one fsm.Txn
+	opTxn                  // a committed transaction on one partition: Msgs and TxnSettles in one fsm.Txn
 )
 
 // CallReq is one operation on one partition group.
