@@ -136,6 +136,13 @@ var faults = []fault{
 		}
 		return "proxy black hole to and from " + a.Name + " (connections held open; gossip still flows)", nil
 	}},
+	{name: "power-loss", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		// One node of three (a minority): kill -9, then every write it had not
+		// fsynced is gone (test/lazyfs); it restarts at heal on what it made durable.
+		h := c.pick(rng)
+		dropped, err := h.PowerLoss()
+		return fmt.Sprintf("power loss of %s: kill -9, %d KiB of unsynced pages dropped", h.Name, dropped/1024), err
+	}},
 	{name: "wipe", exclusive: true, apply: func(c *cluster, rng *rand.Rand) (string, error) {
 		h := c.pick(rng)
 		if err := h.Wipe(); err != nil {
