@@ -12,6 +12,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 const pageSize = 4096
@@ -68,14 +69,38 @@ func Mount(dir, backing, name string) (*FS, error) {
 	return lfs, nil
 }
 
-// Unmount unmounts the file system (lazily if it is busy) and stops serving it.
+// Unmount detaches the file system and stops serving it. A process started in a new
+// mount namespace while the file system was mounted (ip netns exec, by this test or
+// another) holds a copy of the mount that an unmount here does not reach, and the
+// server serves that copy until the connection ends: Unmount then aborts the
+// connection through fusectl (/sys/fs/fuse/connections) when it is mounted, and
+// otherwise returns an error after a few seconds, leaving the connection to end with
+// the test process (which holds /dev/fuse).
 func (l *FS) Unmount() error {
-	err := l.server.Unmount()
-	if err != nil {
-		err = syscall.Unmount(l.dir, syscall.MNT_DETACH)
+	var st syscall.Stat_t
+	conn := -1
+	if err := syscall.Stat(l.dir, &st); err == nil {
+		conn = int(unix.Minor(st.Dev)) // the connection's number in fusectl
 	}
-	l.server.Wait()
-	return err
+	if err := syscall.Unmount(l.dir, syscall.MNT_DETACH); err != nil {
+		return fmt.Errorf("lazyfs: unmount %s: %w", l.dir, err)
+	}
+	done := make(chan struct{})
+	go func() { l.server.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(2 * time.Second):
+	}
+	if conn >= 0 {
+		os.WriteFile(fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", conn), []byte("1"), 0)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(3 * time.Second):
+		return fmt.Errorf("lazyfs: %s unmounted here but still mounted in another mount namespace (connection %d); it ends with this process", l.dir, conn)
+	}
 }
 
 // Crash throws away every write not yet synced, as a power loss would. Callers stop
