@@ -14,7 +14,8 @@
 //     in order.
 //
 // Every client operation is one line of the history, with its result. A nemesis injects
-// faults (faults.go) while the clients run; then everything is healed, every queue is
+// faults (faults.go) while the clients run, among them a power loss of one node (every
+// node's data directory is a test/lazyfs mount, which drops what was not fsynced); then everything is healed, every queue is
 // drained, and the checker (checker.go) requires: nothing acknowledged lost, nothing
 // unexpected, every redelivery explained by a lock the client saw end (abandon, expiry,
 // a failed settlement, a dropped receiver), no successful complete while another

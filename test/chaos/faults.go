@@ -26,8 +26,9 @@ type fault struct {
 
 // cluster is the hosts of one run with the nemesis's view of them.
 type cluster struct {
-	net *hosts.Net
-	bin string // directory of quorumbus and qbctl
+	net  *hosts.Net
+	bin  string // directory of quorumbus and qbctl
+	lazy bool   // data directories on test/lazyfs: power-loss drops unsynced writes
 }
 
 func (c *cluster) n() int { return len(c.net.Hosts()) }
@@ -140,6 +141,10 @@ var faults = []fault{
 		// One node of three (a minority): kill -9, then every write it had not
 		// fsynced is gone (test/lazyfs); it restarts at heal on what it made durable.
 		h := c.pick(rng)
+		if !c.lazy {
+			h.Kill()
+			return "kill -9 " + h.Name + " (CHAOS_LAZYFS=0: no power loss)", nil
+		}
 		dropped, err := h.PowerLoss()
 		return fmt.Sprintf("power loss of %s: kill -9, %d KiB of unsynced pages dropped", h.Name, dropped/1024), err
 	}},
