@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -146,7 +147,15 @@ var faults = []fault{
 			return "kill -9 " + h.Name + " (CHAOS_LAZYFS=0: no power loss)", nil
 		}
 		dropped, err := h.PowerLoss()
-		return fmt.Sprintf("power loss of %s: kill -9, %d KiB of unsynced pages dropped", h.Name, dropped/1024), err
+		var files []string
+		for f, n := range dropped {
+			files = append(files, fmt.Sprintf("%s %d KiB", f, n/1024))
+		}
+		sort.Strings(files)
+		if len(files) == 0 {
+			files = []string{"nothing"}
+		}
+		return fmt.Sprintf("power loss of %s: kill -9, unsynced pages dropped: %s", h.Name, strings.Join(files, ", ")), err
 	}},
 	{name: "wipe", exclusive: true, apply: func(c *cluster, rng *rand.Rand) (string, error) {
 		h := c.pick(rng)

@@ -530,13 +530,12 @@ func (h *Host) Wipe() error {
 
 // PowerLoss kills the process (SIGKILL) and then throws away every write to its data
 // directory that was not fsynced, as a power cut would: what a Restart finds is what
-// the node had made durable. Needs Config.LazyFS.
-func (h *Host) PowerLoss() (dropped int64, err error) {
+// the node had made durable. It returns the bytes dropped per file (paths relative to
+// DataDir). Needs Config.LazyFS.
+func (h *Host) PowerLoss() (map[string]int64, error) {
 	if h.lazy == nil {
-		return 0, fmt.Errorf("hosts: PowerLoss of %s without Config.LazyFS", h.Name)
+		return nil, fmt.Errorf("hosts: PowerLoss of %s without Config.LazyFS", h.Name)
 	}
 	h.Kill()
-	before := h.lazy.Stats().Dropped
-	h.lazy.Crash()
-	return h.lazy.Stats().Dropped - before, nil
+	return h.lazy.Crash(), nil
 }

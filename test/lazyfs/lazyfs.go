@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -36,6 +37,7 @@ type Stats struct {
 
 // file is the unsynced state of one backing file.
 type file struct {
+	name     string // the path it had when its overlay was made, for reports
 	mu       sync.Mutex
 	pages    map[int64][]byte // page index -> its logical content (pageSize bytes)
 	size     int64            // logical size
@@ -103,19 +105,26 @@ func (l *FS) Unmount() error {
 	}
 }
 
-// Crash throws away every write not yet synced, as a power loss would. Callers stop
-// the processes using the file system first (kill -9): a crash under a running
-// process is not a crash of that process.
-func (l *FS) Crash() {
+// Crash throws away every write not yet synced, as a power loss would, and returns
+// how many bytes of pages it dropped from each file (by the path the file had when it
+// was first written since its last sync). Callers stop the processes using the file
+// system first (kill -9): a crash under a running process is not a crash of that
+// process.
+func (l *FS) Crash() map[string]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	dropped := map[string]int64{}
 	for _, f := range l.files {
 		f.mu.Lock()
-		l.stats.Dropped += int64(len(f.pages)) * pageSize
+		if n := int64(len(f.pages)) * pageSize; n > 0 {
+			dropped[f.name] += n
+			l.stats.Dropped += n
+		}
 		f.mu.Unlock()
 	}
 	l.files = map[fs.StableAttr]*file{}
 	l.stats.Crashes++
+	return dropped
 }
 
 // Stats returns the counters so far.
@@ -163,7 +172,7 @@ func Sweep(prefix string) {
 
 // overlay returns the state of the file with inode id, creating it from the backing
 // file's size (fd, or path when fd < 0) when create is set; nil when there is none.
-func (l *FS) overlay(id fs.StableAttr, fd int, path string, create bool) (*file, error) {
+func (l *FS) overlay(id fs.StableAttr, fd int, path, name string, create bool) (*file, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if f := l.files[id]; f != nil || !create {
@@ -179,7 +188,7 @@ func (l *FS) overlay(id fs.StableAttr, fd int, path string, create bool) (*file,
 	if err != nil {
 		return nil, err
 	}
-	f := &file{pages: map[int64][]byte{}, size: st.Size, zeroFrom: st.Size}
+	f := &file{name: name, pages: map[int64][]byte{}, size: st.Size, zeroFrom: st.Size}
 	l.files[id] = f
 	return f, nil
 }
@@ -328,9 +337,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	lf := &handle{inner: fh.(*fs.LoopbackFile), fs: n.fs, id: n.id(), fd: fdOf(fh)}
+	lf := &handle{inner: fh.(*fs.LoopbackFile), fs: n.fs, id: n.id(), fd: fdOf(fh), name: n.path()}
 	if trunc {
-		f, err := n.fs.overlay(lf.id, lf.fd, "", true)
+		f, err := n.fs.overlay(lf.id, lf.fd, "", n.path(), true)
 		if err != nil {
 			lf.inner.Release(ctx)
 			return nil, 0, fs.ToErrno(err)
@@ -351,7 +360,8 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	id := ch.StableAttr()
 	n.fs.forget(id) // a new file, perhaps on a reused inode number
-	return ch, &handle{inner: fh.(*fs.LoopbackFile), fs: n.fs, id: id, fd: fdOf(fh)}, ff, 0
+	name = filepath.Join(n.path(), name)
+	return ch, &handle{inner: fh.(*fs.LoopbackFile), fs: n.fs, id: id, fd: fdOf(fh), name: name}, ff, 0
 }
 
 // readable turns write-only into read-write: a partial page write reads the rest of
@@ -369,7 +379,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 	if errno != 0 {
 		return nil, errno
 	}
-	if of, _ := n.fs.overlay(ch.StableAttr(), -1, "", false); of != nil {
+	if of, _ := n.fs.overlay(ch.StableAttr(), -1, "", "", false); of != nil {
 		of.mu.Lock()
 		out.Size, out.Blocks = uint64(of.size), uint64((of.size+511)/512)
 		of.mu.Unlock()
@@ -381,7 +391,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) 
 	if errno := n.LoopbackNode.Getattr(ctx, inner(f), out); errno != 0 {
 		return errno
 	}
-	if of, _ := n.fs.overlay(n.id(), -1, "", false); of != nil {
+	if of, _ := n.fs.overlay(n.id(), -1, "", "", false); of != nil {
 		of.mu.Lock()
 		out.Size, out.Blocks = uint64(of.size), uint64((of.size+511)/512)
 		of.mu.Unlock()
@@ -393,7 +403,7 @@ func (n *node) Statx(ctx context.Context, f fs.FileHandle, flags uint32, mask ui
 	if errno := n.LoopbackNode.Statx(ctx, inner(f), flags, mask, out); errno != 0 {
 		return errno
 	}
-	if of, _ := n.fs.overlay(n.id(), -1, "", false); of != nil {
+	if of, _ := n.fs.overlay(n.id(), -1, "", "", false); of != nil {
 		of.mu.Lock()
 		out.Size, out.Blocks = uint64(of.size), uint64((of.size+511)/512)
 		of.mu.Unlock()
@@ -408,7 +418,7 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 		if h, ok := f.(*handle); ok {
 			fd = h.fd
 		}
-		of, err := n.fs.overlay(n.id(), fd, n.realPath(), true)
+		of, err := n.fs.overlay(n.id(), fd, n.realPath(), n.path(), true)
 		if err != nil {
 			return fs.ToErrno(err)
 		}
@@ -437,7 +447,7 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 	if n.EmbeddedInode().IsDir() {
 		return fs.ToErrno(syscall.Fsync(fd))
 	}
-	h := &handle{fs: n.fs, id: n.id(), fd: fd}
+	h := &handle{fs: n.fs, id: n.id(), fd: fd, name: n.path()}
 	return h.sync()
 }
 
@@ -464,7 +474,8 @@ type handle struct {
 	inner *fs.LoopbackFile
 	fs    *FS
 	id    fs.StableAttr
-	fd    int // the backing file, owned by inner
+	fd    int    // the backing file, owned by inner
+	name  string // its path when opened
 }
 
 var (
@@ -478,7 +489,7 @@ var (
 )
 
 func (h *handle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	f, _ := h.fs.overlay(h.id, -1, "", false)
+	f, _ := h.fs.overlay(h.id, -1, "", "", false)
 	if f == nil {
 		n, err := syscall.Pread(h.fd, buf, off)
 		if err != nil {
@@ -496,7 +507,7 @@ func (h *handle) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResu
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	f, err := h.fs.overlay(h.id, h.fd, "", true)
+	f, err := h.fs.overlay(h.id, h.fd, "", h.name, true)
 	if err != nil {
 		return 0, fs.ToErrno(err)
 	}
@@ -514,7 +525,7 @@ func (h *handle) sync() syscall.Errno {
 	h.fs.mu.Lock()
 	h.fs.stats.Syncs++
 	h.fs.mu.Unlock()
-	f, _ := h.fs.overlay(h.id, -1, "", false)
+	f, _ := h.fs.overlay(h.id, -1, "", "", false)
 	if f == nil {
 		return fs.ToErrno(syscall.Fsync(h.fd))
 	}

@@ -76,7 +76,9 @@ func TestUnsyncedWriteIsGoneAfterCrash(t *testing.T) {
 	if got := read(t, filepath.Join(backing, "f")); got != "" {
 		t.Fatalf("backing file holds %q before any sync", got)
 	}
-	l.Crash()
+	if d := l.Crash(); len(d) != 1 || d["f"] != pageSize {
+		t.Errorf("Crash dropped %v, want one page of f", d)
+	}
 	if got := read(t, p); got != "" {
 		t.Fatalf("after the crash: %q, want the file empty", got)
 	}
