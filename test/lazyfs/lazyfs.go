@@ -47,6 +47,9 @@ type file struct {
 // Mount mounts a lazy view of backing at dir (both must exist) and serves it until
 // Unmount. name tags the mount (its source shows as lazyfs-name in /proc/mounts).
 func Mount(dir, backing, name string) (*FS, error) {
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return nil, fmt.Errorf("lazyfs: no FUSE device here (%v): it needs /dev/fuse and root (a container needs --device /dev/fuse)", err)
+	}
 	lfs := &FS{dir: dir, backing: backing, files: map[fs.StableAttr]*file{}}
 	root, err := fs.NewLoopbackRoot(backing)
 	if err != nil {
