@@ -44,11 +44,23 @@ type file struct {
 	zeroFrom int64            // backing bytes at or past this offset are not part of the file
 }
 
+// Available reports why a lazy file system cannot be mounted here (not root, no
+// /dev/fuse), or nil. Tests that need one skip when it reports an error.
+func Available() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("lazyfs: needs root (it calls mount(2))")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("lazyfs: no FUSE device here (%v): it needs /dev/fuse (a container needs --device /dev/fuse)", err)
+	}
+	return nil
+}
+
 // Mount mounts a lazy view of backing at dir (both must exist) and serves it until
 // Unmount. name tags the mount (its source shows as lazyfs-name in /proc/mounts).
 func Mount(dir, backing, name string) (*FS, error) {
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		return nil, fmt.Errorf("lazyfs: no FUSE device here (%v): it needs /dev/fuse and root (a container needs --device /dev/fuse)", err)
+	if err := Available(); err != nil {
+		return nil, err
 	}
 	lfs := &FS{dir: dir, backing: backing, files: map[fs.StableAttr]*file{}}
 	root, err := fs.NewLoopbackRoot(backing)

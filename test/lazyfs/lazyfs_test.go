@@ -11,11 +11,8 @@ import (
 // mount mounts a lazy file system over a fresh backing directory for one test.
 func mount(t *testing.T) (*FS, string, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("lazyfs needs root (mount(2) of a FUSE file system)")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("lazyfs needs /dev/fuse: %v", err)
+	if err := Available(); err != nil {
+		t.Skip(err)
 	}
 	root := t.TempDir()
 	dir, backing := filepath.Join(root, "mnt"), filepath.Join(root, "backing")
