@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -276,6 +277,14 @@ func (g *metaGroup) read(fn func(s *meta.State)) {
 	g.fsm.mu.RLock()
 	defer g.fsm.mu.RUnlock()
 	fn(g.fsm.state)
+}
+
+// digest is the SHA-256 of the metadata state and the index raft has applied (every
+// entry, not only commands: once no entry is in flight, equal on every member).
+func (g *metaGroup) digest() MetaDigest {
+	var d [32]byte
+	g.read(func(s *meta.State) { d = s.Digest() })
+	return MetaDigest{Digest: hex.EncodeToString(d[:]), Applied: g.raft.AppliedIndex()}
 }
 
 func (g *metaGroup) close() error {

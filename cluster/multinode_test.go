@@ -304,3 +304,70 @@ func TestPlacementSpreadsZonesAndLeaders(t *testing.T) {
 		}
 	}
 }
+
+// ClusterStatus with digests reports every member's metadata digest and applied index,
+// asked of each member over RPC: equal on all once the cluster is quiet, and changed by
+// a metadata write.
+func TestClusterStatusMetadataDigests(t *testing.T) {
+	nodes := startCluster(t, 3, 3)
+	digests := func() (map[string]admin.Member, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		st, err := nodes[1].ClusterStatus(admin.WithDigests(ctx))
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]admin.Member{}
+		for _, m := range st.Members {
+			out[m.ID] = m
+		}
+		if len(out) != 3 {
+			return nil, fmt.Errorf("members %+v", st.Members)
+		}
+		return out, nil
+	}
+	agreed := func() (admin.Member, error) {
+		ms, err := digests()
+		if err != nil {
+			return admin.Member{}, err
+		}
+		m1 := ms["n1"]
+		for id, m := range ms {
+			if m.MetadataDigest == "" || m.MetadataApplied == 0 {
+				return m1, fmt.Errorf("%s: no metadata digest: %+v", id, m)
+			}
+			if m.MetadataDigest != m1.MetadataDigest || m.MetadataApplied != m1.MetadataApplied {
+				return m1, fmt.Errorf("members differ: %+v", ms)
+			}
+		}
+		return m1, nil
+	}
+	var before admin.Member
+	waitFor(t, 30*time.Second, func() (err error) { before, err = agreed(); return err })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := nodes[2].Apply(ctx, &meta.CreateQueue{Name: "digested", Properties: queueProps(1)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, func() error {
+		after, err := agreed()
+		if err != nil {
+			return err
+		}
+		if after.MetadataDigest == before.MetadataDigest || after.MetadataApplied <= before.MetadataApplied {
+			return fmt.Errorf("digest %s at %d after a create, %s at %d before", after.MetadataDigest, after.MetadataApplied, before.MetadataDigest, before.MetadataApplied)
+		}
+		return nil
+	})
+
+	st, err := nodes[0].ClusterStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range st.Members {
+		if m.MetadataDigest != "" || m.MetadataApplied != 0 {
+			t.Errorf("status without digests asked reports %+v", m)
+		}
+	}
+}

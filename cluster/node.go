@@ -22,6 +22,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/durable"
 	"github.com/quorumbus/quorumbus/partition"
 	"github.com/quorumbus/quorumbus/partition/transport"
 )
@@ -232,7 +233,9 @@ func incarnation(dir string) (string, error) {
 		return "", err
 	}
 	inc := fmt.Sprintf("%x", r[:])
-	if err := os.WriteFile(path, []byte(inc+"\n"), 0o600); err != nil {
+	// Durably: a power loss must not give the directory (and the Raft state in it) a
+	// new incarnation, which says its disk was wiped.
+	if err := durable.WriteFile(path, []byte(inc+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("cluster: %w", err)
 	}
 	return inc, nil

@@ -98,6 +98,13 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 			}
 		}
 	}
+	if admin.WantDigests(ctx) {
+		for id, d := range n.metaDigestsEverywhere(ctx) {
+			if mb := members[id]; mb != nil {
+				mb.MetadataDigest, mb.MetadataApplied = d.Digest, d.Applied
+			}
+		}
+	}
 	for id, mb := range members {
 		mb.MetadataRole = roles[id]
 		mb.Replicas = replicas[id]
@@ -478,6 +485,36 @@ func (n *Node) digestsEverywhere(ctx context.Context) map[string]map[uint32]stri
 		var d map[uint32]string
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := n.rpc.call(cctx, m.Cluster, "Digests", struct{}{}, &d, nil); err == nil {
+			out[m.ID] = d
+		}
+		cancel()
+	}
+	return out
+}
+
+// MetaDigest is a node's metadata state digest (hex SHA-256) and the last metadata log
+// index its Raft applied.
+type MetaDigest struct {
+	Digest  string
+	Applied uint64
+}
+
+// MetaDigest reports this node's metadata digest.
+func (s *rpcService) MetaDigest(_ struct{}, resp *MetaDigest) error {
+	*resp = s.n.meta.digest()
+	return nil
+}
+
+// metaDigestsEverywhere asks every live node for its metadata digest.
+func (n *Node) metaDigestsEverywhere(ctx context.Context) map[string]MetaDigest {
+	out := map[string]MetaDigest{n.cfg.NodeID: n.meta.digest()}
+	for _, m := range n.gossip.members() {
+		if m.ID == n.cfg.NodeID {
+			continue
+		}
+		var d MetaDigest
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := n.rpc.call(cctx, m.Cluster, "MetaDigest", struct{}{}, &d, nil); err == nil {
 			out[m.ID] = d
 		}
 		cancel()

@@ -43,6 +43,12 @@ type Member struct {
 	MetadataRole string `json:"metadataRole"`
 	Replicas     int    `json:"replicas"` // partition replicas placed on it
 	Leading      int    `json:"leading"`  // partition groups it leads
+	// MetadataDigest is the SHA-256 of the member's metadata state (hex) and
+	// MetadataApplied the last metadata log index its Raft applied, when asked for with
+	// ?digests=true ("" and 0 when the member did not answer): once the cluster is
+	// quiet, every member's are equal (metadata replicas converged).
+	MetadataDigest  string `json:"metadataDigest,omitempty"`
+	MetadataApplied uint64 `json:"metadataApplied,omitempty"`
 }
 
 // PartitionStatus is one element of GET /$cluster/partitions.
@@ -67,7 +73,8 @@ type ReplicaStatus struct {
 
 type digestsKey struct{}
 
-// WithDigests marks ctx as asking Cluster.Partitions for replica digests.
+// WithDigests marks ctx as asking Cluster.Partitions for replica digests and
+// Cluster.ClusterStatus for each member's metadata digest.
 func WithDigests(ctx context.Context) context.Context {
 	return context.WithValue(ctx, digestsKey{}, true)
 }

@@ -97,7 +97,11 @@ func (h *Handler) clusterRequest(w http.ResponseWriter, r *http.Request) error {
 		if err := allow(http.MethodGet); err != nil {
 			return err
 		}
-		st, err := c.ClusterStatus(ctx)
+		sctx := ctx
+		if r.URL.Query().Get("digests") == "true" {
+			sctx = WithDigests(ctx)
+		}
+		st, err := c.ClusterStatus(sctx)
 		if err != nil {
 			return err
 		}

@@ -40,15 +40,19 @@ func (f *fakeCluster) known(id string) error {
 	return nil
 }
 
-func (f *fakeCluster) ClusterStatus(context.Context) (admin.ClusterStatus, error) {
+func (f *fakeCluster) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	if err := f.record("status"); err != nil {
 		return admin.ClusterStatus{}, err
 	}
-	return admin.ClusterStatus{NodeID: "n2", MetadataLeader: "n1", Members: []admin.Member{
+	st := admin.ClusterStatus{NodeID: "n2", MetadataLeader: "n1", Members: []admin.Member{
 		{ID: "n1", ClusterAddr: "10.0.0.1:5400", AMQPAddr: "10.0.0.1:5672", Zone: "a", State: "alive", MetadataRole: "leader", Replicas: 1, Leading: 1},
 		{ID: "n2", ClusterAddr: "10.0.0.2:5400", State: "alive", MetadataRole: "voter", Replicas: 1},
 		{ID: "n3", ClusterAddr: "10.0.0.3:5400", State: "suspect", MetadataRole: "voter"},
-	}}, nil
+	}}
+	if admin.WantDigests(ctx) {
+		st.Members[0].MetadataDigest, st.Members[0].MetadataApplied = "abc", 9
+	}
+	return st, nil
 }
 
 func (f *fakeCluster) Partitions(context.Context) ([]admin.PartitionStatus, error) {
@@ -172,6 +176,14 @@ func TestClusterStatusAndPartitionsJSON(t *testing.T) {
 		if m0[k] != want {
 			t.Errorf("members[0].%s = %v, want %v (%s)", k, m0[k], want, r.body)
 		}
+	}
+
+	if _, ok := m0["metadataDigest"]; ok {
+		t.Errorf("status without ?digests=true has a metadata digest: %s", r.body)
+	}
+	r = clusterDo(t, srv, http.MethodGet, "/$cluster/status?digests=true", rootName, rootKey)
+	if r.code != 200 || !strings.Contains(r.body, `"metadataDigest": "abc"`) || !strings.Contains(r.body, `"metadataApplied": 9`) {
+		t.Errorf("status?digests=true: %d %s", r.code, r.body)
 	}
 
 	r = clusterDo(t, srv, http.MethodGet, "/$cluster/partitions", rootName, rootKey)

@@ -39,6 +39,9 @@ type member struct {
 	MetadataRole string `json:"metadataRole"`
 	Replicas     int    `json:"replicas"`
 	Leading      int    `json:"leading"`
+	// with --digests
+	MetadataDigest  string `json:"metadataDigest,omitempty"`
+	MetadataApplied uint64 `json:"metadataApplied,omitempty"`
 }
 
 type partitionStatus struct {
@@ -66,6 +69,7 @@ type apiError struct {
 func (g *globals) clusterCmd() *cobra.Command {
 	status := &cobra.Command{Use: "status", Short: "the members of the cluster and the metadata leader", Args: nArgs(),
 		RunE: func(c *cobra.Command, _ []string) error { return g.clusterStatus(c.Context()) }}
+	status.Flags().BoolVar(&g.digests, "digests", false, "also show each member's metadata state digest and applied index (equal on every member: converged)")
 	partitions := &cobra.Command{Use: "partitions", Short: "every partition group: leader, replicas and their lag", Args: nArgs(),
 		RunE: func(c *cobra.Command, _ []string) error { return g.clusterPartitions(c.Context()) }}
 	partitions.Flags().BoolVar(&g.digests, "digests", false, "also show each replica's state digest (equal digests: converged replicas)")
@@ -74,12 +78,23 @@ func (g *globals) clusterCmd() *cobra.Command {
 
 func (g *globals) clusterStatus(ctx context.Context) error {
 	var st clusterStatus
-	if err := g.clusterAPI(ctx, http.MethodGet, "/$cluster/status", "cluster status", &st); err != nil {
+	path := "/$cluster/status"
+	if g.digests {
+		path += "?digests=true"
+	}
+	if err := g.clusterAPI(ctx, http.MethodGet, path, "cluster status", &st); err != nil {
 		return err
 	}
 	t := &table{header: []string{"ID", "STATE", "ZONE", "METADATA", "REPLICAS", "LEADING", "CLUSTER ADDR", "AMQP ADDR"}}
+	if g.digests {
+		t.header = append(t.header, "METADATA APPLIED", "METADATA DIGEST")
+	}
 	for _, m := range st.Members {
-		t.add(m.ID, m.State, m.Zone, m.MetadataRole, m.Replicas, m.Leading, m.ClusterAddr, m.AMQPAddr)
+		row := []any{m.ID, m.State, m.Zone, m.MetadataRole, m.Replicas, m.Leading, m.ClusterAddr, m.AMQPAddr}
+		if g.digests {
+			row = append(row, m.MetadataApplied, m.MetadataDigest)
+		}
+		t.add(row...)
 	}
 	if g.output == "json" {
 		rows := t.jsonRows()

@@ -63,9 +63,15 @@ func (f *fakeCluster) known(id string) error {
 	return fmt.Errorf("node %q is not a member: %w", id, meta.ErrNotFound)
 }
 
-func (f *fakeCluster) ClusterStatus(context.Context) (admin.ClusterStatus, error) {
+func (f *fakeCluster) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	if err := f.call("status"); err != nil {
 		return admin.ClusterStatus{}, err
+	}
+	if admin.WantDigests(ctx) {
+		return admin.ClusterStatus{NodeID: "n2", MetadataLeader: "n1", Members: []admin.Member{
+			{ID: "n1", State: "alive", MetadataRole: "leader", MetadataDigest: "d1", MetadataApplied: 17},
+			{ID: "n2", State: "alive", MetadataRole: "voter"},
+		}}, nil
 	}
 	return admin.ClusterStatus{NodeID: "n2", MetadataLeader: "n1", Members: []admin.Member{
 		{ID: "n1", ClusterAddr: "10.0.0.1:5400", AMQPAddr: "10.0.0.1:5672", AdminAddr: "10.0.0.1:5300", Zone: "a", State: "alive", MetadataRole: "leader", Replicas: 2, Leading: 1},
@@ -193,6 +199,32 @@ func TestClusterStatusTableAndJSON(t *testing.T) {
 				t.Errorf("%v: members[0].%s = %v, want %v", args, k, m[k], want)
 			}
 		}
+	}
+}
+
+// cluster status --digests shows each member's metadata digest and applied index.
+func TestClusterStatusDigests(t *testing.T) {
+	qb := clusterNode(t, &fakeCluster{})
+	out, err := qb("cluster", "status", "--digests", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Members []map[string]any `json:"members"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Members) != 2 {
+		t.Fatalf("not JSON with two members: %v\n%s", err, out)
+	}
+	if m := got.Members[0]; m["metadata_digest"] != "d1" || m["metadata_applied"] != 17.0 {
+		t.Errorf("members[0] = %v, want metadata_digest d1, metadata_applied 17", m)
+	}
+	out, err = qb("cluster", "status", "--digests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 4 || !strings.HasSuffix(lines[1], "METADATA APPLIED  METADATA DIGEST") ||
+		!strings.HasSuffix(strings.TrimSpace(lines[2]), "17                d1") {
+		t.Errorf("table:\n%s", out)
 	}
 }
 
@@ -326,7 +358,7 @@ func TestClusterUsageErrors(t *testing.T) {
 func TestClusterTypesMatchTheAPI(t *testing.T) {
 	for _, tc := range []struct{ api, local any }{
 		{admin.ClusterStatus{NodeID: "a", MetadataLeader: "b", Members: []admin.Member{{ID: "c", ClusterAddr: "d", AMQPAddr: "e",
-			AdminAddr: "f", Zone: "g", State: "h", MetadataRole: "i", Replicas: 1, Leading: 2}}}, &clusterStatus{}},
+			AdminAddr: "f", Zone: "g", State: "h", MetadataRole: "i", Replicas: 1, Leading: 2, MetadataDigest: "j", MetadataApplied: 3}}}, &clusterStatus{}},
 		{[]admin.PartitionStatus{{Entity: "a", Index: 1, GroupID: 2, Leader: "b", Replicas: []admin.ReplicaStatus{
 			{Node: "c", Voter: true, LastIndex: 3, Lag: 4}}}}, &[]partitionStatus{}},
 		{admin.ClusterError{Code: 404, Message: "m"}, &apiError{}},

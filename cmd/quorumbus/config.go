@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp"
+	"github.com/quorumbus/quorumbus/internal/durable"
 )
 
 // Config is everything a node is started with. Every field is a flag (--data), an
@@ -538,7 +539,8 @@ func resolveNodeID(dir, id string, defaulted bool) (string, error) {
 			"start with --node-id %s, or with an empty --data to join as a new node", id, dir, recorded, path, recorded)
 	}
 	if err != nil { // not recorded yet
-		if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		// Durably: after a power loss the directory must still name its node.
+		if err := durable.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
 			return "", fmt.Errorf("--data %s: recording the node ID: %v", dir, err)
 		}
 	}

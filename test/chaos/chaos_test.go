@@ -32,6 +32,10 @@ import (
 //	CHAOS_RESULTS=dir          where failing runs keep their history and logs
 //	CHAOS_STATS=file           a JSON line of figures per run is appended there
 //	CHAOS_NODES=3              hosts per run
+//	CHAOS_PREFIX=qbc           names of the namespaces (two suites at once need two)
+//	CHAOS_SUBNET=10.77.0       the hosts' /24 (two suites at once need two)
+//	CHAOS_LAZYFS=0             data directories on the real disk, without power-loss
+//	                           (to tell whether a finding needs test/lazyfs)
 func env(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -167,8 +171,9 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	nodes, _ := strconv.Atoi(env("CHAOS_NODES", "3"))
 	hist := &History{}
-	net := hosts.New(t, hosts.Config{N: nodes, Proxy: true})
-	c := &cluster{net: net, bin: harness.Binary(t)}
+	net := hosts.New(t, hosts.Config{N: nodes, Proxy: true, LazyFS: env("CHAOS_LAZYFS", "1") != "0",
+		Prefix: env("CHAOS_PREFIX", "qbc"), Subnet: env("CHAOS_SUBNET", "10.77.0")})
+	c := &cluster{net: net, bin: harness.Binary(t), lazy: env("CHAOS_LAZYFS", "1") != "0"}
 	start := time.Now()
 	failed := true
 	defer func() {

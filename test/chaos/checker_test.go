@@ -205,3 +205,28 @@ func TestCheckHistoryFile(t *testing.T) {
 		t.Error(v)
 	}
 }
+
+// The metadata check wants every member at one digest and one applied index.
+func TestMetaConverged(t *testing.T) {
+	parse := func(s string) status {
+		var st status
+		if err := json.Unmarshal([]byte(s), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	same := `{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5},{"id":"b","metadata_digest":"d","metadata_applied":5}]}`
+	if err := metaConverged(parse(same), 2); err != nil {
+		t.Errorf("equal members: %v", err)
+	}
+	for _, bad := range []string{
+		`{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5},{"id":"b","metadata_digest":"e","metadata_applied":5}]}`,
+		`{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5},{"id":"b","metadata_digest":"d","metadata_applied":4}]}`,
+		`{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5},{"id":"b","metadata_applied":5}]}`,
+		`{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5}]}`,
+	} {
+		if err := metaConverged(parse(bad), 2); err == nil {
+			t.Errorf("%s: converged, want an error", bad)
+		}
+	}
+}

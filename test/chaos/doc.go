@@ -14,13 +14,15 @@
 //     in order.
 //
 // Every client operation is one line of the history, with its result. A nemesis injects
-// faults (faults.go) while the clients run; then everything is healed, every queue is
+// faults (faults.go) while the clients run, among them a power loss of one node (every
+// node's data directory is a test/lazyfs mount, which drops what was not fsynced); then everything is healed, every queue is
 // drained, and the checker (checker.go) requires: nothing acknowledged lost, nothing
 // unexpected, every redelivery explained by a lock the client saw end (abandon, expiry,
 // a failed settlement, a dropped receiver), no successful complete while another
 // receiver held the message, delivery counts increasing, nothing dead-lettered, per-session
-// FIFO, session state never going back, scheduled messages not early, and every replica of
-// every partition group at the same state digest. A failing run keeps the history and
+// FIFO, session state never going back, scheduled messages not early, every replica of
+// every partition group at the same state digest, and every member's metadata state at
+// one digest and applied index. A failing run keeps the history and
 // every node's log in a results directory named after its seed.
 //
 // The tests run only with QUORUMBUS_CHAOS=1 (make chaos, make chaos-long), as root.

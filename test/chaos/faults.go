@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -26,8 +27,9 @@ type fault struct {
 
 // cluster is the hosts of one run with the nemesis's view of them.
 type cluster struct {
-	net *hosts.Net
-	bin string // directory of quorumbus and qbctl
+	net  *hosts.Net
+	bin  string // directory of quorumbus and qbctl
+	lazy bool   // data directories on test/lazyfs: power-loss drops unsynced writes
 }
 
 func (c *cluster) n() int { return len(c.net.Hosts()) }
@@ -136,6 +138,25 @@ var faults = []fault{
 		}
 		return "proxy black hole to and from " + a.Name + " (connections held open; gossip still flows)", nil
 	}},
+	{name: "power-loss", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		// One node of three (a minority): kill -9, then every write it had not
+		// fsynced is gone (test/lazyfs); it restarts at heal on what it made durable.
+		h := c.pick(rng)
+		if !c.lazy {
+			h.Kill()
+			return "kill -9 " + h.Name + " (CHAOS_LAZYFS=0: no power loss)", nil
+		}
+		dropped, err := h.PowerLoss()
+		var files []string
+		for f, n := range dropped {
+			files = append(files, fmt.Sprintf("%s %d KiB", f, n/1024))
+		}
+		sort.Strings(files)
+		if len(files) == 0 {
+			files = []string{"nothing"}
+		}
+		return fmt.Sprintf("power loss of %s: kill -9, unsynced pages dropped: %s", h.Name, strings.Join(files, ", ")), err
+	}},
 	{name: "wipe", exclusive: true, apply: func(c *cluster, rng *rand.Rand) (string, error) {
 		h := c.pick(rng)
 		if err := h.Wipe(); err != nil {
@@ -218,6 +239,9 @@ type status struct {
 		ID       string `json:"id"`
 		State    string `json:"state"`
 		Metadata string `json:"metadata"`
+		// with --digests: the member's metadata state digest and applied index
+		Digest  string `json:"metadata_digest"`
+		Applied uint64 `json:"metadata_applied"`
 	} `json:"members"`
 }
 
@@ -283,7 +307,8 @@ func (c *cluster) busiestLeader(rng *rand.Rand) (*hosts.Host, string) {
 }
 
 // converged reports nil once every replica of every partition group has the same
-// digest with no lag, and every node sees every member alive and one metadata leader.
+// digest with no lag, every node sees every member alive and one metadata leader, and
+// every member's metadata state has the same digest at the same applied index.
 func (c *cluster) converged(rng *rand.Rand) error {
 	var ps []partition
 	h := c.pick(rng)
@@ -311,10 +336,19 @@ func (c *cluster) converged(rng *rand.Rand) error {
 		}
 	}
 	leaders := map[string]bool{}
-	for _, h := range c.net.Hosts() {
+	for i, h := range c.net.Hosts() {
 		var st status
-		if err := c.qbctl(h, &st, "cluster", "status"); err != nil {
+		args := []string{"cluster", "status"}
+		if i == 0 {
+			args = append(args, "--digests")
+		}
+		if err := c.qbctl(h, &st, args...); err != nil {
 			return err
+		}
+		if i == 0 {
+			if err := metaConverged(st, c.n()); err != nil {
+				return fmt.Errorf("metadata replicas (asked of %s): %v", h.Name, err)
+			}
 		}
 		alive := 0
 		for _, m := range st.Members {
@@ -329,6 +363,23 @@ func (c *cluster) converged(rng *rand.Rand) error {
 	}
 	if len(leaders) != 1 {
 		return fmt.Errorf("nodes disagree on the metadata leader: %v", leaders)
+	}
+	return nil
+}
+
+// metaConverged reports nil when n members report one metadata digest at one applied
+// index.
+func metaConverged(st status, n int) error {
+	seen := map[string][]string{} // "applied/digest" -> members
+	for _, m := range st.Members {
+		if m.Digest == "" {
+			return fmt.Errorf("no metadata digest from %s", m.ID)
+		}
+		k := fmt.Sprintf("applied %d digest %.12s", m.Applied, m.Digest)
+		seen[k] = append(seen[k], m.ID)
+	}
+	if len(seen) != 1 || len(st.Members) != n {
+		return fmt.Errorf("%d members, want %d, not at one state: %v", len(st.Members), n, seen)
 	}
 	return nil
 }

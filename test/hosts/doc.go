@@ -31,10 +31,14 @@
 // namespace (table inet PREFIX); process faults (Kill, Pause, Resume, Stop, Wipe,
 // Restart) act on the host's process group.
 //
+// With Config.LazyFS, each host's data directory is a test/lazyfs mount (served by the
+// test process, backed by data.disk beside it), and PowerLoss kills the process and
+// drops every write to it that was not fsynced.
+//
 // # Cleanup
 //
 // Everything is removed by t.Cleanup, also when the test fails: processes, namespaces,
-// veths, /etc/netns entries. New first sweeps leftovers with the same prefix (a test
+// veths, /etc/netns entries, lazyfs mounts. New first sweeps leftovers with the same prefix (a test
 // process killed by a timeout cannot clean up), under an flock on
 // /run/PREFIX-hosts.lock so that two suites never share (or sweep) one prefix. Nothing
 // is sent anywhere but inside these namespaces and loopback.

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quorumbus/quorumbus/test/lazyfs"
 )
 
 // Config describes the hosts of a test. The zero value of every field but N has a
@@ -38,6 +40,10 @@ type Config struct {
 	ProxyPort int
 	// Dir holds one directory per host (data and log), default t.TempDir().
 	Dir string
+	// LazyFS mounts each host's data directory through test/lazyfs (its backing
+	// directory is data.disk beside it), so that PowerLoss can drop what the host's
+	// process did not fsync. Needs /dev/fuse.
+	LazyFS bool
 }
 
 func (c *Config) defaults(t testing.TB) error {
@@ -82,6 +88,8 @@ type Host struct {
 	IP    string
 	Dir   string // the host's own directory; DataDir and LogPath are inside
 	net   *Net
+
+	lazy *lazyfs.FS // the data directory's file system with Config.LazyFS
 
 	mu   sync.Mutex
 	proc *process // the current process, nil before Launch; owner: mu
@@ -136,8 +144,9 @@ func New(t testing.TB, cfg Config) *Net {
 	return n
 }
 
-// Sweep removes every namespace, root-namespace veth and /etc/netns entry named after
-// prefix: what a killed test process left behind. New calls it under its lock.
+// Sweep removes every namespace, root-namespace veth, /etc/netns entry and lazyfs
+// mount named after prefix: what a killed test process left behind. New calls it under
+// its lock.
 func Sweep(prefix string) {
 	out, _ := exec.Command("ip", "netns", "list").Output()
 	for _, line := range strings.Split(string(out), "\n") {
@@ -197,6 +206,17 @@ func (n *Net) setup() error {
 		n.hosts = append(n.hosts, h)
 		if err := os.MkdirAll(h.DataDir(), 0o750); err != nil {
 			return err
+		}
+		if c.LazyFS {
+			disk := filepath.Join(h.Dir, "data.disk")
+			if err := os.MkdirAll(disk, 0o750); err != nil {
+				return err
+			}
+			l, err := lazyfs.Mount(h.DataDir(), disk, h.NS)
+			if err != nil {
+				return err
+			}
+			h.lazy = l
 		}
 		hv, bv := fmt.Sprintf("%s-%dh", p, i), fmt.Sprintf("%s-%db", p, i)
 		steps = append(steps,
@@ -293,6 +313,13 @@ func (n *Net) close() {
 	}
 	for _, l := range n.links {
 		l.Close()
+	}
+	for _, h := range n.hosts {
+		if h.lazy != nil {
+			if err := h.lazy.Unmount(); err != nil {
+				n.t.Logf("hosts: unmount %s: %v", h.DataDir(), err)
+			}
+		}
 	}
 	Sweep(n.cfg.Prefix)
 	if n.lock != nil {
@@ -486,8 +513,29 @@ func (h *Host) Resume() error { return h.signal(syscall.SIGCONT) }
 // Wipe kills the process and empties its data directory (the log stays).
 func (h *Host) Wipe() error {
 	h.Kill()
-	if err := os.RemoveAll(h.DataDir()); err != nil {
+	entries, err := os.ReadDir(h.DataDir()) // a lazyfs mount point itself stays
+	if err != nil {
 		return err
 	}
-	return os.MkdirAll(h.DataDir(), 0o750)
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(h.DataDir(), e.Name())); err != nil {
+			return err
+		}
+	}
+	if h.lazy != nil {
+		h.lazy.Crash() // nothing unsynced of the removed files lingers
+	}
+	return nil
+}
+
+// PowerLoss kills the process (SIGKILL) and then throws away every write to its data
+// directory that was not fsynced, as a power cut would: what a Restart finds is what
+// the node had made durable. It returns the bytes dropped per file (paths relative to
+// DataDir). Needs Config.LazyFS.
+func (h *Host) PowerLoss() (map[string]int64, error) {
+	if h.lazy == nil {
+		return nil, fmt.Errorf("hosts: PowerLoss of %s without Config.LazyFS", h.Name)
+	}
+	h.Kill()
+	return h.lazy.Crash(), nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumbus/quorumbus/test/harness"
 	"github.com/quorumbus/quorumbus/test/hosts"
 )
 
@@ -54,5 +55,37 @@ func TestHostsFormAClusterByName(t *testing.T) {
 	}
 	if err := n.Host(0).AwaitReady(60 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With LazyFS, a process in the host's namespace writes to its data directory through
+// the lazy file system: PowerLoss keeps what it fsynced and drops the rest.
+func TestHostsPowerLossDropsUnsynced(t *testing.T) {
+	needHosts(t)
+	n := hosts.New(t, hosts.Config{N: 1, Prefix: "qbl", Subnet: "10.77.2", LazyFS: true})
+	h := n.Host(0)
+	d := h.DataDir()
+	script := "printf kept > " + d + "/synced && sync " + d + "/synced && printf lost > " + d + "/unsynced && touch " + d + "/written && exec sleep 600"
+	if err := h.Launch(nil, "sh", "-c", script); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitFor(t, 10*time.Second, func() error {
+		_, err := os.Stat(d + "/written")
+		return err
+	})
+	if b, _ := os.ReadFile(d + "/unsynced"); string(b) != "lost" {
+		t.Fatalf("before the power loss: %q", b)
+	}
+	dropped, err := h.PowerLoss()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Running() || dropped["unsynced"] == 0 || dropped["synced"] != 0 {
+		t.Fatalf("after PowerLoss: running %v, dropped %v, want a page of unsynced only", h.Running(), dropped)
+	}
+	for name, want := range map[string]string{"synced": "kept", "unsynced": ""} {
+		if b, err := os.ReadFile(d + "/" + name); err != nil || string(b) != want {
+			t.Errorf("%s after the power loss: %q, %v; want %q", name, b, err, want)
+		}
 	}
 }
