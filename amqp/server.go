@@ -28,6 +28,7 @@ type Server struct {
 	closed    bool
 
 	authChecks atomic.Uint64 // checkAuth runs over all connections (tests wait on it)
+	suspended  suspended     // links that may be resumed (resume.go)
 	stats      serverStats   // Stats
 }
 

@@ -95,6 +95,10 @@ type link struct {
 	cancelRecv         context.CancelFunc
 	drain              bool
 	backoff            bool
+	// Link resume (resume.go): suspend is set when the link ends without being closed,
+	// so dropLink remembers its deliveries; resume holds kept deliveries to resend.
+	suspend bool
+	resume  []resumeItem
 }
 
 // partial is a delivery being assembled from several transfer frames.
@@ -113,6 +117,10 @@ type outDelivery struct {
 	token     UUID
 	addr      Address
 	sessionID string
+	// For link resume (resume.go): the delivery tag, sequence number and lock expiry.
+	tag         []byte
+	seq         int64
+	lockedUntil time.Time
 }
 
 type pendingDelivery struct {
@@ -121,6 +129,7 @@ type pendingDelivery struct {
 	tag     []byte
 	payload []byte
 	settled bool
+	resume  bool // a resumed delivery (part 2 §2.6.13)
 	off     int
 	started bool
 }
