@@ -35,9 +35,11 @@ func (rc *rawClient) resumeReceiver(name string, unsettled encoding.Map) *frames
 	return until[*frames.Attach](rc)
 }
 
-func (rc *rawClient) credit(n uint32) {
+func (rc *rawClient) credit(n uint32) { rc.creditOn(0, n) }
+
+func (rc *rawClient) creditOn(h, n uint32) {
 	rc.t.Helper()
-	h, nid := uint32(0), uint32(0)
+	nid := uint32(0)
 	rc.frame(frames.TypeAMQP, 0, &frames.Flow{NextIncomingID: &nid, IncomingWindow: 100, OutgoingWindow: 100, Handle: &h, LinkCredit: &n}, nil)
 }
 
@@ -136,14 +138,28 @@ func TestLinkResume(t *testing.T) {
 		return nil
 	})
 
-	// A closing detach forgets the link: re-attaching with the same name resumes nothing.
-	bc.frame(frames.TypeAMQP, 0, &frames.Detach{Handle: 0, Closed: true}, nil)
-	until[*frames.Detach](bc)
+	// On the same connection: a detach without closing, then the same name again.
 	first := frames.RcvFirst
-	bc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "res", Handle: 1, Role: frames.RoleReceiver, RcvSettleMode: &first,
-		Source: &frames.Source{Address: "q1"}, Target: &frames.Target{},
-		Unsettled: encoding.Map{{Key: next.DeliveryTag, Value: nil}}}, nil)
-	if got := until[*frames.Attach](bc); len(got.Unsettled) != 0 {
+	reattach := func(handle uint32) *frames.Attach {
+		bc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "res", Handle: handle, Role: frames.RoleReceiver, RcvSettleMode: &first,
+			Source: &frames.Source{Address: "q1"}, Target: &frames.Target{},
+			Unsettled: encoding.Map{{Key: next.DeliveryTag, Value: nil}}}, nil)
+		return until[*frames.Attach](bc)
+	}
+	bc.frame(frames.TypeAMQP, 0, &frames.Detach{Handle: 0}, nil)
+	until[*frames.Detach](bc)
+	if got := reattach(1); len(got.Unsettled) != 1 || !bytes.Equal(got.Unsettled[0].Key.([]byte), next.DeliveryTag) {
+		t.Fatalf("re-attach on the same connection: broker lists %v, want m2's tag", got.Unsettled)
+	}
+	bc.creditOn(1, 5)
+	if tr := until[*frames.Transfer](bc); !tr.Resume || tr.Handle != 1 || !bytes.Equal(tr.DeliveryTag, next.DeliveryTag) {
+		t.Fatalf("resumed transfer on the same connection: resume=%v handle %d tag %x", tr.Resume, tr.Handle, tr.DeliveryTag)
+	}
+
+	// A closing detach forgets the link: re-attaching with the same name resumes nothing.
+	bc.frame(frames.TypeAMQP, 0, &frames.Detach{Handle: 1, Closed: true}, nil)
+	until[*frames.Detach](bc)
+	if got := reattach(2); len(got.Unsettled) != 0 {
 		t.Fatalf("after a closing detach the broker still lists %v", got.Unsettled)
 	}
 }
