@@ -148,6 +148,7 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 		c.connCredit -= int(l.credit)
 		if l.partial != nil {
 			c.connCredit--
+			c.unbuffer(l.partial)
 		}
 		l.credit, l.partial = 0, nil
 	}

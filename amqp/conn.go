@@ -77,6 +77,7 @@ type conn struct {
 	pendingWrite    bool        // frames queued since the writer was last woken
 	ackSessions     []*session  // sessions with accepted deliveries to confirm (flushAcks)
 	connCredit      int         // credit granted plus deliveries in flight, over all client senders
+	buffered        int64       // bytes of incomplete incoming deliveries (Config.MaxConnBuffered)
 	closeSent       bool
 }
 

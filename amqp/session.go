@@ -107,8 +107,9 @@ type partial struct {
 	tag       []byte
 	format    uint32
 	settled   bool
-	buf       []byte
+	buf       []byte // counted in conn.buffered while the delivery is incomplete
 	oversized bool
+	overfull  bool // the connection's MaxConnBuffered would have been exceeded
 }
 
 // outDelivery is a delivery we sent and the client has not settled.
