@@ -93,6 +93,7 @@ type AMQPLimits struct {
 	MaxAppPropertiesSize    int
 	MaxAppProperties        int
 	MaxAppPropertyDepth     int
+	MaxConnBufferedMB       int
 }
 
 // defaultAMQPLimits are amqp.DefaultConfig's, so the defaults live in one place.
@@ -110,6 +111,7 @@ func defaultAMQPLimits() AMQPLimits {
 		MaxAppPropertiesSize:    d.MaxAppPropertiesSize,
 		MaxAppProperties:        d.MaxAppProperties,
 		MaxAppPropertyDepth:     d.MaxAppPropertyDepth,
+		MaxConnBufferedMB:       int(d.MaxConnBuffered >> 20),
 	}
 }
 
@@ -128,6 +130,7 @@ func (l AMQPLimits) apply(ac *amqp.Config) {
 	ac.MaxAppPropertiesSize = l.MaxAppPropertiesSize
 	ac.MaxAppProperties = l.MaxAppProperties
 	ac.MaxAppPropertyDepth = l.MaxAppPropertyDepth
+	ac.MaxConnBuffered = int64(l.MaxConnBufferedMB) << 20
 }
 
 // validate names the first limit that cannot work.
@@ -145,6 +148,7 @@ func (l AMQPLimits) validate() error {
 		{"amqp-max-app-properties-size", l.MaxAppPropertiesSize, 1, 1 << 30},
 		{"amqp-max-app-properties", l.MaxAppProperties, 1, 1 << 20},
 		{"amqp-max-app-property-depth", l.MaxAppPropertyDepth, 0, 32},
+		{"amqp-max-conn-buffered-mb", l.MaxConnBufferedMB, 1, 1 << 16},
 	} {
 		if n.v < n.lo || n.v > n.hi {
 			return fmt.Errorf("--%s %d: want %d..%d", n.name, n.v, n.lo, n.hi)
@@ -363,6 +367,7 @@ func settings(c *Config) []setting {
 		{name: "amqp-max-app-properties-size", usage: "largest application-properties section of a message, bytes (default 65536, as Service Bus)", num: &c.AMQPLimits.MaxAppPropertiesSize},
 		{name: "amqp-max-app-properties", usage: "most application properties in a message (default 32767, what the SDKs decode)", num: &c.AMQPLimits.MaxAppProperties},
 		{name: "amqp-max-app-property-depth", usage: "how deeply an application property may nest lists and maps (default 8)", num: &c.AMQPLimits.MaxAppPropertyDepth},
+		{name: "amqp-max-conn-buffered-mb", usage: "MiB of incomplete multi-frame messages one AMQP connection may buffer; a message beyond it is rejected with amqp:resource-limit-exceeded, so keep it above the largest MaxMessageSizeInKilobytes (default 128)", num: &c.AMQPLimits.MaxConnBufferedMB},
 	}
 }
 
