@@ -39,8 +39,8 @@ import (
 
 // forwardSpec is one forwarding source of one local partition.
 type forwardSpec struct {
-	r      *replica
-	target fsm.Target
+	r       *replica
+	target  fsm.Target
 	source  string // display path of the source, for DeadLetterSource
 	dest    string
 	session bool // the source requires sessions (never for a dead-letter queue)

@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkSmallBesideLarge measures what 10 MB messages (MaxMessageSizeInKilobytes
-// 102,400, issue 17) do to other traffic of the same partition: one node (fsync on),
+// up to 102,400) do to other traffic of the same partition: one node (fsync on),
 // one queue of one partition, 1 KiB sends one after the other, alone and while another
 // goroutine keeps sending 10 MB messages to the same queue (and taking them out again,
 // receive-and-delete, so the queue stays small). Besides ns/op it reports the 99th
