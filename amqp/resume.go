@@ -157,19 +157,27 @@ func (c *conn) resumeTakeover(ctx context.Context, name string, addr Address, cl
 	}
 	var reply Map
 	var items []resumeItem
+	var lost []Settlement
 	for _, d := range keep {
+		// The message is read again by sequence number to resend it. When that fails
+		// (it is gone, or browsing does not find it), it is released rather than left
+		// locked and unlisted.
 		ds, err := c.b.Peek(ctx, addr, "", d.seq, 1)
-		if err != nil || len(ds) == 0 || ds[0].SequenceNumber != d.seq {
-			continue // gone meanwhile (its lock expired and another receiver completed it)
+		var payload []byte
+		if err == nil && len(ds) == 1 && ds[0].SequenceNumber == d.seq {
+			del := *ds[0]
+			del.LockToken, del.LockedUntil = d.token, d.lockedUntil
+			payload, err = encodeDelivery(&del, true)
 		}
-		del := *ds[0]
-		del.LockToken, del.LockedUntil = d.token, d.lockedUntil
-		payload, err := encodeDelivery(&del, true)
-		if err != nil {
+		if payload == nil || err != nil {
+			lost = append(lost, Settlement{Address: addr, LockToken: d.token, Disposition: Release})
 			continue
 		}
 		reply = append(reply, encoding.MapEntry{Key: d.tag, Value: nil})
 		items = append(items, resumeItem{d: d, payload: payload})
+	}
+	if len(lost) > 0 {
+		_ = c.b.Settle(ctx, lost)
 	}
 	return reply, items
 }
