@@ -122,6 +122,7 @@ func (s *session) handleDetach(d *frames.Detach) {
 		return // the answer to our own detach
 	}
 	reply := &frames.Detach{Handle: d.Handle, Closed: d.Closed}
+	l.suspend = !d.Closed // may be resumed (resume.go)
 	release := s.dropLink(l, true)
 	if release == nil {
 		s.c.send(s.localChannel, reply, nil)
@@ -156,6 +157,7 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 		c.connCredit -= int(l.credit)
 		if l.partial != nil {
 			c.connCredit--
+			c.unbuffer(l.partial)
 		}
 		l.credit, l.partial = 0, nil
 	}
@@ -171,11 +173,15 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 		delete(c.replyLinks, l.replyAddr)
 		delete(c.pendingReplies, l.replyAddr)
 	}
+	var mine []*outDelivery
 	for id, od := range s.unsettled {
 		if od.l == l {
+			mine = append(mine, od)
 			delete(s.unsettled, id) // the lock stays until it expires or is settled by token
 		}
 	}
+	c.suspend(l, mine) // unless the link may be resumed (resume.go)
+	l.resume = nil
 	l.unsettled = 0
 	if explicit && l.sessionID != "" && l.attached && c.sessionLockHeld(l) {
 		addr, id := l.addr, l.sessionID
@@ -300,6 +306,7 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 		}
 	}
 	declared := declaredKind(a.Properties)
+	peekLock := a.Role == frames.RoleReceiver && (a.SndSettleMode == nil || *a.SndSettleMode != frames.SndSettled)
 	ctx := l.ctx
 	c.goFunc(func() {
 		info, err := c.b.Entity(ctx, ent)
@@ -315,7 +322,11 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 			addr := Address{Entity: info.Path, Sub: sub}
 			id, lockedUntil, err = c.b.AcceptSession(ctx, addr, wantSession, wait)
 		}
-		c.post(func() { s.finishEntityAttach(l, a, info, id, lockedUntil, err) })
+		var rs resumed
+		if err == nil && peekLock && !sessionful && !info.RequiresSession {
+			rs.unsettled, rs.items = c.resumeTakeover(ctx, a.Name, Address{Entity: info.Path, Sub: sub}, a.Unsettled)
+		}
+		c.post(func() { s.finishEntityAttach(l, a, info, id, lockedUntil, rs, err) })
 	})
 }
 
@@ -344,7 +355,13 @@ func checkAttach(info EntityInfo, role frames.Role, sub SubQueue, sessionful boo
 
 var errNonSessionReceiver = fmt.Errorf("%w: It is not possible for an entity that requires sessions to create a non-sessionful message receiver", ErrNotAllowed)
 
-func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo, sessionID string, lockedUntil time.Time, err error) {
+// resumed is what a receiver attach takes over from a suspended link (resume.go).
+type resumed struct {
+	unsettled Map // the broker's unsettled map for the attach
+	items     []resumeItem
+}
+
+func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo, sessionID string, lockedUntil time.Time, rs resumed, err error) {
 	c := s.c
 	if l.detached {
 		if err == nil && sessionID != "" {
@@ -436,6 +453,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 		reply.Source = &src
 		reply.Properties = Map{{Key: Symbol("com.microsoft:locked-until-utc"), Value: dotnetTicks(lockedUntil)}}
 	}
+	reply.Unsettled, l.resume = rs.unsettled, rs.items
 	l.attached = true
 	c.send(s.localChannel, reply, nil)
 	s.pump(l)

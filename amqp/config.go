@@ -47,6 +47,12 @@ type Config struct {
 	// MaxMessageSize is advertised on sender links when the entity does not
 	// say otherwise (bytes).
 	MaxMessageSize uint64
+	// MaxConnBuffered bounds the bytes of incomplete multi-frame deliveries one
+	// connection may have buffered at once, over all its links (bytes). A delivery that
+	// would go beyond it is refused, when its last frame arrives, with
+	// amqp:resource-limit-exceeded. It must hold the largest message an entity accepts
+	// (MaxMessageSizeInKilobytes up to 102,400 KB).
+	MaxConnBuffered int64
 	// MaxAppPropertiesSize bounds the encoded application-properties section
 	// of a message (bytes; Service Bus allows 64 KB). A larger one is refused
 	// with amqp:link:message-size-exceeded.
@@ -130,6 +136,7 @@ func DefaultConfig() *Config {
 		MaxConnCredit:     20000,
 		SessionWindow:     5000,
 		MaxMessageSize:    262144,
+		MaxConnBuffered:   128 << 20,
 		MaxSessions:       256,
 		MaxLinks:          500,
 		ReceiveWait:       60 * time.Second,
@@ -174,6 +181,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageSize == 0 {
 		errs = append(errs, errors.New("MaxMessageSize must be > 0"))
+	}
+	if c.MaxConnBuffered <= 0 {
+		errs = append(errs, errors.New("MaxConnBuffered must be > 0"))
 	}
 	if c.HeartbeatInterval <= 0 {
 		errs = append(errs, errors.New("HeartbeatInterval must be > 0"))

@@ -56,29 +56,31 @@ type conn struct {
 	wdrained chan struct{} // cap 1: "the writer emptied wbuf"
 
 	// owner fields
-	peerMaxFrame   uint32
-	peerIdle       time.Duration
-	hostname       string
-	sessions       map[uint16]*session // by remote channel
-	localChannels  map[uint16]*session
-	linksByName    map[linkKey]*link
-	replyLinks     map[string]*link    // RPC reply links by target address
-	pendingReplies map[string][][]byte // responses waiting for their reply link
-	claims         []claim
-	loginRights    Rights      // from SASL PLAIN
-	authenticated  bool        // a token was accepted or SASL PLAIN succeeded
-	opened         time.Time   // for UnauthenticatedTimeout
-	linkCount      int         // links over all sessions (MaxLinksPerConnection)
-	lastRecheck    time.Time   // when the claims were last checked against the rules
-	rechecking     bool        // a recheckClaims is running
-	overLimit      bool        // MaxConnections was reached: refuse after open (set before run)
-	settleQueue    []settleJob // dispositions of the current reader batch
-	pendingWrite   bool        // frames queued since the writer was last woken
-	ackSessions    []*session  // sessions with accepted deliveries to confirm (flushAcks)
-	connCredit     int         // credit granted plus deliveries in flight, over all client senders
-	closeSent      bool
-	txns           map[string]*txn // declared transactions by txn-id (txn.go); created on first declare
-	txnBytes       int             // message bytes buffered in txns
+	peerMaxFrame    uint32
+	peerIdle        time.Duration
+	hostname        string
+	remoteContainer string              // the client's container-id (link resume keys on it)
+	sessions        map[uint16]*session // by remote channel
+	localChannels   map[uint16]*session
+	linksByName     map[linkKey]*link
+	replyLinks      map[string]*link    // RPC reply links by target address
+	pendingReplies  map[string][][]byte // responses waiting for their reply link
+	claims          []claim
+	loginRights     Rights      // from SASL PLAIN
+	authenticated   bool        // a token was accepted or SASL PLAIN succeeded
+	opened          time.Time   // for UnauthenticatedTimeout
+	linkCount       int         // links over all sessions (MaxLinksPerConnection)
+	lastRecheck     time.Time   // when the claims were last checked against the rules
+	rechecking      bool        // a recheckClaims is running
+	overLimit       bool        // MaxConnections was reached: refuse after open (set before run)
+	settleQueue     []settleJob // dispositions of the current reader batch
+	pendingWrite    bool        // frames queued since the writer was last woken
+	ackSessions     []*session  // sessions with accepted deliveries to confirm (flushAcks)
+	connCredit      int         // credit granted plus deliveries in flight, over all client senders
+	buffered        int64       // bytes of incomplete incoming deliveries (Config.MaxConnBuffered)
+	closeSent       bool
+	txns            map[string]*txn // declared transactions by txn-id (txn.go); created on first declare
+	txnBytes        int             // message bytes buffered in txns
 }
 
 type linkKey struct {
@@ -221,6 +223,7 @@ func (c *conn) handshake(br *frames.Reader) error {
 	c.peerMaxFrame = min(max(open.MaxFrameSize, frames.MinMaxFrameSize), c.cfg.MaxFrameSize)
 	c.peerIdle = open.IdleTimeout
 	c.hostname = open.Hostname
+	c.remoteContainer = open.ContainerID
 	reply := &frames.Open{
 		ContainerID:  c.cfg.ContainerID,
 		Hostname:     open.Hostname,
@@ -605,6 +608,7 @@ func (c *conn) endSession(s *session, e *frames.Error) {
 		return
 	}
 	for _, l := range s.links {
+		l.suspend = e == nil // the client ended the session: its links may be resumed
 		if release := s.dropLink(l, true); release != nil {
 			c.goFunc(release)
 		}
@@ -620,6 +624,7 @@ func (c *conn) endSession(s *session, e *frames.Error) {
 func (c *conn) shutdownSessions() {
 	for _, s := range c.sessions {
 		for _, l := range s.links {
+			l.suspend = true // the connection went: its links may be resumed
 			s.dropLink(l, false)
 		}
 	}

@@ -19,8 +19,12 @@
 // owner: each runs in a WaitGroup-tracked goroutine (conn.goFunc) and posts
 // its result back as a closure the owner executes. Back-pressure: link
 // credit bounds deliveries in flight to the Backend per link, the session
-// window bounds frames, max-frame-size and max-message-size bound buffers;
-// Server.Close cancels everything and waits. Every AuthCheckInterval the
+// window bounds frames, max-frame-size and max-message-size bound buffers,
+// and MaxConnBuffered bounds the incomplete deliveries of one connection;
+// Server.Close cancels everything and waits. Link resume (resume.go): the
+// unsettled deliveries of a receiver that ends without closing wait in a
+// table on the Server (its own mutex, taken by owner and goFunc goroutines)
+// until a receiver with the same container-id and link name takes them over. Every AuthCheckInterval the
 // owner drops expired CBS claims and detaches the links they covered, and
 // every ClaimRecheckInterval it re-checks its tokens against the rules in a
 // goFunc goroutine (cbs.go).

@@ -55,25 +55,41 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 	}
 	if t.Aborted {
 		l.partial = nil // part 2 §2.6.14: an aborted delivery is discarded
+		c.unbuffer(p)
 		s.deliveryDone(l)
 		return nil
 	}
-	if !p.oversized {
-		if uint64(len(p.buf)+len(t.Payload)) > l.maxMessageSize {
-			p.oversized, p.buf = true, nil // stop buffering; reject at the end
-		} else if p.buf == nil && !t.More {
+	if !p.oversized && !p.overfull {
+		n := int64(len(t.Payload))
+		switch {
+		case uint64(len(p.buf))+uint64(n) > l.maxMessageSize:
+			c.unbuffer(p)
+			p.oversized = true // stop buffering; reject at the end
+		case c.buffered+n > c.cfg.MaxConnBuffered:
+			c.unbuffer(p)
+			p.overfull = true
+		case p.buf == nil && !t.More:
 			p.buf = t.Payload // single-frame delivery: the frame buffer is ours
-		} else {
+			c.buffered += n
+		default:
 			p.buf = append(p.buf, t.Payload...)
+			c.buffered += n
 		}
 	}
 	if t.More {
 		return nil
 	}
 	l.partial = nil
-	if p.oversized {
+	c.buffered -= int64(len(p.buf)) // complete: from here on bounded by link credit
+	switch {
+	case p.oversized:
 		s.settleIncoming(l, p, &frames.Rejected{Error: s.errorFor(l, condMessageSizeExceeded,
 			fmt.Sprintf("The received message (delivery-id:%d) exceeds the limit (%d bytes) currently allowed on the link.", p.id, l.maxMessageSize))})
+		s.deliveryDone(l)
+		return nil
+	case p.overfull:
+		s.settleIncoming(l, p, &frames.Rejected{Error: s.errorFor(l, condResourceLimit,
+			fmt.Sprintf("The received message (delivery-id:%d) does not fit in the %d bytes this connection may buffer for incomplete messages; send fewer large messages at once on one connection.", p.id, c.cfg.MaxConnBuffered))})
 		s.deliveryDone(l)
 		return nil
 	}
@@ -92,6 +108,12 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 		s.rpcRequest(l, p)
 	}
 	return nil
+}
+
+// unbuffer forgets p's buffered bytes.
+func (c *conn) unbuffer(p *partial) {
+	c.buffered -= int64(len(p.buf))
+	p.buf = nil
 }
 
 // settleIncoming confirms a client's delivery with a settled disposition.

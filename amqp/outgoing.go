@@ -15,6 +15,11 @@ import (
 // sendDelivery sends payload on l (consuming one credit), fragmenting to the
 // peer's max-frame-size and queuing while the session window is closed.
 func (s *session) sendDelivery(l *link, tag []byte, payload []byte, settled bool) uint32 {
+	return s.queueDelivery(l, tag, payload, settled, false)
+}
+
+// queueDelivery is sendDelivery, for a resumed delivery too (resume.go).
+func (s *session) queueDelivery(l *link, tag []byte, payload []byte, settled, resume bool) uint32 {
 	if tag == nil {
 		tag = binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(l.deliveryCount))
 	}
@@ -23,7 +28,7 @@ func (s *session) sendDelivery(l *link, tag []byte, payload []byte, settled bool
 	l.credit--
 	l.syncCredit()
 	l.deliveryCount++
-	s.queue = append(s.queue, &pendingDelivery{l: l, id: id, tag: tag, payload: payload, settled: settled})
+	s.queue = append(s.queue, &pendingDelivery{l: l, id: id, tag: tag, payload: payload, settled: settled, resume: resume})
 	s.flush()
 	return id
 }
@@ -45,6 +50,7 @@ func (s *session) flush() {
 				id := d.id
 				t.DeliveryID, t.DeliveryTag, t.MessageFormat = &id, d.tag, &zero
 				t.Settled, t.SettledSet = d.settled, d.settled
+				t.Resume = d.resume
 				d.started = true
 			}
 			end := min(d.off+room, len(d.payload))
@@ -85,6 +91,9 @@ func (s *session) pump(l *link) {
 	c := s.c
 	if l.node != nodeEntity || l.role != frames.RoleReceiver || !l.attached || l.detached ||
 		l.receiving || l.backoff || l.credit == 0 {
+		return
+	}
+	if s.sendResumed(l) || l.credit == 0 { // resumed deliveries go first (resume.go)
 		return
 	}
 	// Bound what one link holds: unsettled deliveries and transfers queued
@@ -135,9 +144,11 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 			s.sendDelivery(l, tag, payloads[i], true)
 			continue
 		}
-		id := s.sendDelivery(l, dotnetTag(d.LockToken), payloads[i], false)
+		tag := dotnetTag(d.LockToken)
+		id := s.sendDelivery(l, tag, payloads[i], false)
 		l.unsettled++
-		s.unsettled[id] = &outDelivery{l: l, token: d.LockToken, addr: l.addr, sessionID: l.sessionID}
+		s.unsettled[id] = &outDelivery{l: l, token: d.LockToken, addr: l.addr, sessionID: l.sessionID,
+			tag: tag, seq: d.SequenceNumber, lockedUntil: d.LockedUntil}
 	}
 	if len(leftovers) > 0 && l.mode == PeekLock {
 		addr, sid := l.addr, l.sessionID

@@ -34,6 +34,7 @@ type Server struct {
 	acceptErr map[net.Listener]error
 
 	authChecks atomic.Uint64 // checkAuth runs over all connections (tests wait on it)
+	suspended  suspended     // links that may be resumed (resume.go)
 	stats      serverStats   // Stats
 }
 

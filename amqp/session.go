@@ -96,6 +96,10 @@ type link struct {
 	cancelRecv         context.CancelFunc
 	drain              bool
 	backoff            bool
+	// Link resume (resume.go): suspend is set when the link ends without being closed,
+	// so dropLink remembers its deliveries; resume holds kept deliveries to resend.
+	suspend bool
+	resume  []resumeItem
 }
 
 // partial is a delivery being assembled from several transfer frames.
@@ -104,9 +108,10 @@ type partial struct {
 	tag       []byte
 	format    uint32
 	settled   bool
-	buf       []byte
+	buf       []byte // counted in conn.buffered while the delivery is incomplete
 	oversized bool
 	txnID     []byte // set when the transfer's state is transactional-state (txn.go)
+	overfull  bool   // the connection's MaxConnBuffered would have been exceeded
 }
 
 // outDelivery is a delivery we sent and the client has not settled.
@@ -115,6 +120,10 @@ type outDelivery struct {
 	token     UUID
 	addr      Address
 	sessionID string
+	// For link resume (resume.go): the delivery tag, sequence number and lock expiry.
+	tag         []byte
+	seq         int64
+	lockedUntil time.Time
 }
 
 type pendingDelivery struct {
@@ -123,6 +132,7 @@ type pendingDelivery struct {
 	tag     []byte
 	payload []byte
 	settled bool
+	resume  bool // a resumed delivery (part 2 §2.6.13)
 	off     int
 	started bool
 }

@@ -201,7 +201,13 @@ func (g *metaGroup) proposeIndex(ctx context.Context, cmd meta.Command) (uint64,
 	}
 	g.fsm.mu.RLock()
 	now := max(g.clock.Now().UnixMilli(), g.fsm.state.Now())
+	// Forwarding loops are refused here, on the leader's current state, not by Apply
+	// (see meta.State.CheckForwardLoop).
+	loopErr := g.fsm.state.CheckForwardLoop(cmd)
 	g.fsm.mu.RUnlock()
+	if loopErr != nil {
+		return 0, loopErr
+	}
 	data, err := meta.AppendEntry(nil, &meta.Entry{Now: now, Cmd: cmd})
 	if err != nil {
 		return 0, err

@@ -116,6 +116,7 @@ type AMQPLimits struct {
 	MaxAppPropertyDepth     int
 	TxnTimeout              time.Duration
 	TxnMaxOperations        int
+	MaxConnBufferedMB       int
 }
 
 // defaultAMQPLimits are amqp.DefaultConfig's, so the defaults live in one place.
@@ -135,6 +136,7 @@ func defaultAMQPLimits() AMQPLimits {
 		MaxAppPropertyDepth:     d.MaxAppPropertyDepth,
 		TxnTimeout:              d.TxnTimeout,
 		TxnMaxOperations:        d.TxnMaxOperations,
+		MaxConnBufferedMB:       int(d.MaxConnBuffered >> 20),
 	}
 }
 
@@ -155,6 +157,7 @@ func (l AMQPLimits) apply(ac *amqp.Config) {
 	ac.MaxAppPropertyDepth = l.MaxAppPropertyDepth
 	ac.TxnTimeout = l.TxnTimeout
 	ac.TxnMaxOperations = l.TxnMaxOperations
+	ac.MaxConnBuffered = int64(l.MaxConnBufferedMB) << 20
 }
 
 // validate names the first limit that cannot work.
@@ -173,6 +176,7 @@ func (l AMQPLimits) validate() error {
 		{"amqp-max-app-properties", l.MaxAppProperties, 1, 1 << 20},
 		{"amqp-max-app-property-depth", l.MaxAppPropertyDepth, 0, 32},
 		{"amqp-txn-max-operations", l.TxnMaxOperations, 1, 1 << 20},
+		{"amqp-max-conn-buffered-mb", l.MaxConnBufferedMB, 1, 1 << 16},
 	} {
 		if n.v < n.lo || n.v > n.hi {
 			return fmt.Errorf("--%s %d: want %d..%d", n.name, n.v, n.lo, n.hi)
@@ -440,6 +444,7 @@ func settings(c *Config) []setting {
 		{name: "amqp-max-app-property-depth", usage: "how deeply an application property may nest lists and maps (default 8)", num: &c.AMQPLimits.MaxAppPropertyDepth},
 		{name: "amqp-txn-timeout", usage: "how long a transaction may stay open between declare and discharge before it rolls back (default 2m, as Service Bus)", dur: &c.AMQPLimits.TxnTimeout},
 		{name: "amqp-txn-max-operations", usage: "most operations (messages sent plus messages settled) in one transaction (default 100, as Service Bus)", num: &c.AMQPLimits.TxnMaxOperations},
+		{name: "amqp-max-conn-buffered-mb", usage: "MiB of incomplete multi-frame messages one AMQP connection may buffer; a message beyond it is rejected with amqp:resource-limit-exceeded, so keep it above the largest MaxMessageSizeInKilobytes (default 128)", num: &c.AMQPLimits.MaxConnBufferedMB},
 	}
 }
 

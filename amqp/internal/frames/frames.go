@@ -945,6 +945,23 @@ func parseState(raw []byte) (DeliveryState, error) {
 	return st, r.err
 }
 
+// StateOf reads a delivery state held as a decoded value, as in an attach's unsettled
+// map; it returns nil for null or anything that is not a delivery state.
+func StateOf(v any) DeliveryState {
+	if v == nil {
+		return nil
+	}
+	raw, err := encoding.Append(nil, v)
+	if err != nil {
+		return nil
+	}
+	st, err := parseState(raw)
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
 // AppendState appends the encoding of a delivery state.
 func AppendState(b []byte, s DeliveryState) []byte {
 	switch st := s.(type) {

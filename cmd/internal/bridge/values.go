@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp"
+	"github.com/quorumbus/quorumbus/cluster"
 	"github.com/quorumbus/quorumbus/fsm/rule"
 )
 
@@ -121,21 +122,27 @@ func fromValue(v rule.Value) any {
 	return nil
 }
 
+// toProps and fromProps leave out cluster.ForwardHopsProperty: the broker's count of a
+// message's forwards is its own, neither set by a client nor shown to one.
 func toProps(ps []amqp.Property) []rule.Property {
 	if len(ps) == 0 {
 		return nil
 	}
-	out := make([]rule.Property, len(ps))
-	for i, p := range ps {
-		out[i] = rule.Property{Key: p.Key, Value: toValue(p.Value)}
+	out := make([]rule.Property, 0, len(ps))
+	for _, p := range ps {
+		if p.Key != cluster.ForwardHopsProperty {
+			out = append(out, rule.Property{Key: p.Key, Value: toValue(p.Value)})
+		}
 	}
 	return out
 }
 
 func fromProps(ps []rule.Property) []amqp.Property {
-	out := make([]amqp.Property, len(ps))
-	for i, p := range ps {
-		out[i] = amqp.Property{Key: p.Key, Value: fromValue(p.Value)}
+	out := make([]amqp.Property, 0, len(ps))
+	for _, p := range ps {
+		if p.Key != cluster.ForwardHopsProperty {
+			out = append(out, amqp.Property{Key: p.Key, Value: fromValue(p.Value)})
+		}
 	}
 	return out
 }

@@ -1,0 +1,165 @@
+package amqp
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/quorumbus/quorumbus/amqp/internal/encoding"
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+	"github.com/quorumbus/quorumbus/internal/testutil"
+)
+
+// until reads frames until one of type T arrives.
+func until[T frames.Body](rc *rawClient) T {
+	rc.t.Helper()
+	for {
+		if b, ok := rc.next().(T); ok {
+			return b
+		}
+	}
+}
+
+// resumeReceiver begins a session and attaches a peek-lock receiver named name on q1,
+// with unsettled as its unsettled map; it returns the broker's attach.
+func (rc *rawClient) resumeReceiver(name string, unsettled encoding.Map) *frames.Attach {
+	rc.t.Helper()
+	rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 100, OutgoingWindow: 100}, nil)
+	until[*frames.Begin](rc)
+	first := frames.RcvFirst
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: name, Role: frames.RoleReceiver, RcvSettleMode: &first,
+		Source: &frames.Source{Address: "q1"}, Target: &frames.Target{}, Unsettled: unsettled}, nil)
+	return until[*frames.Attach](rc)
+}
+
+func (rc *rawClient) credit(n uint32) { rc.creditOn(0, n) }
+
+func (rc *rawClient) creditOn(h, n uint32) {
+	rc.t.Helper()
+	nid := uint32(0)
+	rc.frame(frames.TypeAMQP, 0, &frames.Flow{NextIncomingID: &nid, IncomingWindow: 100, OutgoingWindow: 100, Handle: &h, LinkCredit: &n}, nil)
+}
+
+// q1State is what the fake broker holds in q1: body -> locked, delivery count.
+func q1State(b *memBackend) map[string]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]string{}
+	for _, m := range b.entities["q1"].queues[0] {
+		for _, body := range []string{"m0", "m1", "m2"} {
+			if bytes.Contains(m.m.Raw, []byte(body)) {
+				out[body] = fmt.Sprintf("locked=%v count=%d", m.token != UUID{}, m.deliveryCount)
+			}
+		}
+	}
+	return out
+}
+
+// TestLinkResume: a receiver that comes back (here on a new connection with the same
+// container-id) with its unsettled map keeps its deliveries' state (part 2 §2.6.13):
+// an outcome it lists is applied, a delivery it lists without one stays locked and is
+// resent with resume=true under the same tag for it to settle, one it does not list is
+// released without counting a delivery.
+func TestLinkResume(t *testing.T) {
+	srv, b, addr := testServer(t, nil)
+	c := dialPlain(t, addr)
+	ctx := ctxT(t)
+	s, _ := c.NewSession(ctx, nil)
+	snd, _ := s.NewSender(ctx, "q1", nil)
+	for _, body := range []string{"m0", "m1", "m2"} {
+		if err := snd.Send(ctx, goamqp.NewMessage([]byte(body)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	a := dialRaw(t, addr)
+	a.open()
+	if got := a.resumeReceiver("res", nil); len(got.Unsettled) != 0 {
+		t.Fatalf("a fresh link got an unsettled map %v", got.Unsettled)
+	}
+	a.credit(3)
+	tags := map[string][]byte{}
+	for len(tags) < 3 {
+		tr := until[*frames.Transfer](a)
+		for _, body := range []string{"m0", "m1", "m2"} {
+			if bytes.Contains(tr.Payload, []byte(body)) {
+				tags[body] = tr.DeliveryTag
+			}
+		}
+	}
+	a.nc.Close() // the connection drops with three deliveries unsettled
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		srv.suspended.mu.Lock()
+		defer srv.suspended.mu.Unlock()
+		if len(srv.suspended.links) == 0 {
+			return fmt.Errorf("the dropped link is not remembered yet")
+		}
+		return nil
+	})
+
+	bc := dialRaw(t, addr)
+	bc.open() // same container-id "raw"
+	reply := bc.resumeReceiver("res", encoding.Map{
+		{Key: tags["m0"], Value: &encoding.Described{Descriptor: uint64(frames.CodeAccepted), Value: encoding.List{}}},
+		{Key: tags["m1"], Value: nil},
+		{Key: []byte("never-sent"), Value: nil},
+	})
+	if len(reply.Unsettled) != 1 || !bytes.Equal(reply.Unsettled[0].Key.([]byte), tags["m1"]) {
+		t.Fatalf("broker's unsettled map %v, want just m1's tag %x", reply.Unsettled, tags["m1"])
+	}
+	// m0 was completed by the outcome the client listed; m1 is still locked; m2 was
+	// released without counting its delivery.
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		got := q1State(b)
+		if _, ok := got["m0"]; ok || got["m1"] != "locked=true count=1" || got["m2"] != "locked=false count=0" {
+			return fmt.Errorf("q1 holds %v", got)
+		}
+		return nil
+	})
+
+	bc.credit(5)
+	tr := until[*frames.Transfer](bc)
+	if !tr.Resume || !bytes.Equal(tr.DeliveryTag, tags["m1"]) || !bytes.Contains(tr.Payload, []byte("m1")) {
+		t.Fatalf("first transfer after the resume: resume=%v tag %x, want m1 resumed under %x", tr.Resume, tr.DeliveryTag, tags["m1"])
+	}
+	next := until[*frames.Transfer](bc)
+	if next.Resume || !bytes.Contains(next.Payload, []byte("m2")) || bytes.Equal(next.DeliveryTag, tags["m2"]) {
+		t.Fatalf("second transfer: resume=%v, want m2 delivered afresh under a new lock", next.Resume)
+	}
+	// The client settles the resumed delivery like any other.
+	bc.frame(frames.TypeAMQP, 0, &frames.Disposition{Role: frames.RoleReceiver, First: *tr.DeliveryID, Settled: true, State: frames.Accepted{}}, nil)
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if got := q1State(b); len(got) != 1 || got["m2"] != "locked=true count=1" {
+			return fmt.Errorf("q1 holds %v, want only m2, locked", got)
+		}
+		return nil
+	})
+
+	// On the same connection: a detach without closing, then the same name again.
+	first := frames.RcvFirst
+	reattach := func(handle uint32) *frames.Attach {
+		bc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "res", Handle: handle, Role: frames.RoleReceiver, RcvSettleMode: &first,
+			Source: &frames.Source{Address: "q1"}, Target: &frames.Target{},
+			Unsettled: encoding.Map{{Key: next.DeliveryTag, Value: nil}}}, nil)
+		return until[*frames.Attach](bc)
+	}
+	bc.frame(frames.TypeAMQP, 0, &frames.Detach{Handle: 0}, nil)
+	until[*frames.Detach](bc)
+	if got := reattach(1); len(got.Unsettled) != 1 || !bytes.Equal(got.Unsettled[0].Key.([]byte), next.DeliveryTag) {
+		t.Fatalf("re-attach on the same connection: broker lists %v, want m2's tag", got.Unsettled)
+	}
+	bc.creditOn(1, 5)
+	if tr := until[*frames.Transfer](bc); !tr.Resume || tr.Handle != 1 || !bytes.Equal(tr.DeliveryTag, next.DeliveryTag) {
+		t.Fatalf("resumed transfer on the same connection: resume=%v handle %d tag %x", tr.Resume, tr.Handle, tr.DeliveryTag)
+	}
+
+	// A closing detach forgets the link: re-attaching with the same name resumes nothing.
+	bc.frame(frames.TypeAMQP, 0, &frames.Detach{Handle: 1, Closed: true}, nil)
+	until[*frames.Detach](bc)
+	if got := reattach(2); len(got.Unsettled) != 0 {
+		t.Fatalf("after a closing detach the broker still lists %v", got.Unsettled)
+	}
+}
