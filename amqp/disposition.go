@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
 )
@@ -115,14 +116,36 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 				s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: d.First, Last: d.Last, Settled: true, State: frames.Accepted{}}, nil)
 				return
 			}
+			// A failed settlement on a session link detaches that link instead of
+			// being rejected (session-lock-lost, as Service Bus detaches a session
+			// link whose lock expired). A settled rejection would end the delivery at
+			// the client: go-amqp records it as settled, and the SDK, which retries
+			// lock lost on a session receiver (with a new link or connection), then
+			// re-sends nothing and reports the complete as done. Detached, the
+			// delivery stays unsettled, and the SDK's retry goes through $management,
+			// whose 410 it reports.
+			var lost []*link // in order of first failure
+			var lostErr []error
 			for i, it := range items {
 				var st frames.DeliveryState = frames.Accepted{}
 				if errs[i] != nil {
+					if it.od.sessionID != "" {
+						// No answer: the link is detached below, which leaves the
+						// delivery unsettled at the client.
+						if !slices.Contains(lost, it.od.l) {
+							lost = append(lost, it.od.l)
+							lostErr = append(lostErr, errs[i])
+						}
+						continue
+					}
 					e := amqpError(errs[i], s.tracker(it.od.l), c.now())
 					c.refused("amqp: rejecting a settlement", e, "link", it.od.l.name)
 					st = &frames.Rejected{Error: e}
 				}
 				s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: it.id, Settled: true, State: st}, nil)
+			}
+			for i, l := range lost {
+				s.detachLink(l, amqpError(lostErr[i], s.tracker(l), c.now()))
 			}
 		}
 	}
