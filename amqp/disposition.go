@@ -106,6 +106,12 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 		return
 	}
 	job := settleJob{batch: batch, local: local}
+	for i, it := range items { // a session link receives again once these are applied
+		if it.od.sessionID != "" && (local == nil || local[i] == nil) && !slices.Contains(job.hold, it.od.l) {
+			job.hold = append(job.hold, it.od.l)
+			it.od.l.settling++
+		}
+	}
 	if !d.Settled {
 		job.reply = func(errs []error) {
 			allOK := len(items) == int(span)+1
@@ -158,6 +164,20 @@ type settleJob struct {
 	batch []Settlement
 	local []error // when set, one entry per item: non-nil items never reached the Backend
 	reply func(errs []error)
+	// hold are the session links whose settling count this job holds up: S-SES-3 (an
+	// abandoned or released message comes first on the session's next receive) needs
+	// the settlements applied before the link's next receive starts.
+	hold []*link
+}
+
+// unhold ends j's hold on its links, resuming their receiving.
+func (j settleJob) unhold() {
+	for _, l := range j.hold {
+		l.settling--
+		if l.settling == 0 {
+			l.s.pump(l)
+		}
+	}
 }
 
 // results merges the Backend's errors for batch with the local ones.
@@ -209,14 +229,11 @@ func (c *conn) flushSettles() {
 				errs[i] = fmt.Errorf("%w: backend returned a wrong number of results", ErrServerBusy)
 			}
 		}
-		replies := false
+		answer := false
 		for _, j := range jobs {
-			replies = replies || j.reply != nil
+			answer = answer || j.reply != nil || len(j.hold) > 0
 		}
-		if len(all) == 0 && !replies {
-			return
-		}
-		if !replies {
+		if !answer {
 			return
 		}
 		c.post(func() {
@@ -225,6 +242,7 @@ func (c *conn) flushSettles() {
 				if j.reply != nil {
 					j.reply(j.results(errs[off : off+len(j.batch)]))
 				}
+				j.unhold()
 				off += len(j.batch)
 			}
 		})

@@ -96,6 +96,9 @@ type link struct {
 	cancelRecv         context.CancelFunc
 	drain              bool
 	backoff            bool
+	// settling counts the batches of this session link's settlements handed to the
+	// Backend and not yet answered; no receive starts meanwhile (S-SES-3).
+	settling int
 }
 
 // partial is a delivery being assembled from several transfer frames.
