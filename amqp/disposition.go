@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
 )
@@ -105,6 +106,12 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 		return
 	}
 	job := settleJob{batch: batch, local: local}
+	for i, it := range items { // a session link receives again once these are applied
+		if it.od.sessionID != "" && (local == nil || local[i] == nil) && !slices.Contains(job.hold, it.od.l) {
+			job.hold = append(job.hold, it.od.l)
+			it.od.l.settling++
+		}
+	}
 	if !d.Settled {
 		job.reply = func(errs []error) {
 			allOK := len(items) == int(span)+1
@@ -115,14 +122,36 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 				s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: d.First, Last: d.Last, Settled: true, State: frames.Accepted{}}, nil)
 				return
 			}
+			// A failed settlement on a session link detaches that link instead of
+			// being rejected (session-lock-lost, as Service Bus detaches a session
+			// link whose lock expired). A settled rejection would end the delivery at
+			// the client: go-amqp records it as settled, and the SDK, which retries
+			// lock lost on a session receiver (with a new link or connection), then
+			// re-sends nothing and reports the complete as done. Detached, the
+			// delivery stays unsettled, and the SDK's retry goes through $management,
+			// whose 410 it reports.
+			var lost []*link // in order of first failure
+			var lostErr []error
 			for i, it := range items {
 				var st frames.DeliveryState = frames.Accepted{}
 				if errs[i] != nil {
+					if it.od.sessionID != "" {
+						// No answer: the link is detached below, which leaves the
+						// delivery unsettled at the client.
+						if !slices.Contains(lost, it.od.l) {
+							lost = append(lost, it.od.l)
+							lostErr = append(lostErr, errs[i])
+						}
+						continue
+					}
 					e := amqpError(errs[i], s.tracker(it.od.l), c.now())
 					c.refused("amqp: rejecting a settlement", e, "link", it.od.l.name)
 					st = &frames.Rejected{Error: e}
 				}
 				s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleSender, First: it.id, Settled: true, State: st}, nil)
+			}
+			for i, l := range lost {
+				s.detachLink(l, amqpError(lostErr[i], s.tracker(l), c.now()))
 			}
 		}
 	}
@@ -135,6 +164,20 @@ type settleJob struct {
 	batch []Settlement
 	local []error // when set, one entry per item: non-nil items never reached the Backend
 	reply func(errs []error)
+	// hold are the session links whose settling count this job holds up: S-SES-3 (an
+	// abandoned or released message comes first on the session's next receive) needs
+	// the settlements applied before the link's next receive starts.
+	hold []*link
+}
+
+// unhold ends j's hold on its links, resuming their receiving.
+func (j settleJob) unhold() {
+	for _, l := range j.hold {
+		l.settling--
+		if l.settling == 0 {
+			l.s.pump(l)
+		}
+	}
 }
 
 // results merges the Backend's errors for batch with the local ones.
@@ -186,14 +229,11 @@ func (c *conn) flushSettles() {
 				errs[i] = fmt.Errorf("%w: backend returned a wrong number of results", ErrServerBusy)
 			}
 		}
-		replies := false
+		answer := false
 		for _, j := range jobs {
-			replies = replies || j.reply != nil
+			answer = answer || j.reply != nil || len(j.hold) > 0
 		}
-		if len(all) == 0 && !replies {
-			return
-		}
-		if !replies {
+		if !answer {
 			return
 		}
 		c.post(func() {
@@ -202,6 +242,7 @@ func (c *conn) flushSettles() {
 				if j.reply != nil {
 					j.reply(j.results(errs[off : off+len(j.batch)]))
 				}
+				j.unhold()
 				off += len(j.batch)
 			}
 		})

@@ -26,6 +26,9 @@ type memBackend struct {
 	now        func() time.Time
 	maxDC      uint32
 	commits    int // Commit calls
+	// settleGate, when set, holds every Settle call until it is closed; settleWaiting
+	// is closed when the first held call arrives. Owner: mu.
+	settleGate, settleWaiting chan struct{}
 }
 
 type memEntity struct {
@@ -327,6 +330,15 @@ func mergeProps(ps []Property, mod []Property) []Property {
 
 func (b *memBackend) Settle(ctx context.Context, ss []Settlement) []error {
 	b.mu.Lock()
+	if gate := b.settleGate; gate != nil {
+		if b.settleWaiting != nil {
+			close(b.settleWaiting)
+			b.settleWaiting = nil
+		}
+		b.mu.Unlock()
+		<-gate
+		b.mu.Lock()
+	}
 	defer b.mu.Unlock()
 	errs := make([]error, len(ss))
 	for i, s := range ss {

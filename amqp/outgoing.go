@@ -90,7 +90,7 @@ const (
 func (s *session) pump(l *link) {
 	c := s.c
 	if l.node != nodeEntity || l.role != frames.RoleReceiver || !l.attached || l.detached ||
-		l.receiving || l.backoff || l.credit == 0 {
+		l.receiving || l.backoff || l.settling > 0 || l.credit == 0 {
 		return
 	}
 	if s.sendResumed(l) || l.credit == 0 { // resumed deliveries go first (resume.go)
@@ -152,6 +152,11 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 	}
 	if len(leftovers) > 0 && l.mode == PeekLock {
 		addr, sid := l.addr, l.sessionID
+		var hold settleJob
+		if sid != "" { // the session's next receive must find them released (S-SES-3)
+			hold.hold = []*link{l}
+			l.settling++
+		}
 		c.goFunc(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
 			defer cancel()
@@ -160,6 +165,7 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 				batch[i] = Settlement{Address: addr, SessionID: sid, LockToken: d.LockToken, Disposition: Release}
 			}
 			_ = c.b.Settle(ctx, batch)
+			c.post(hold.unhold)
 		})
 	}
 	if l.detached {

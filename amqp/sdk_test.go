@@ -505,3 +505,72 @@ func TestSDKEntityLevelKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSDKLateSessionCompleteFails: a session receiver whose session lock expired while it
+// held received messages cannot complete one of them, and the SDK reports the failure.
+// The chaos run of seed 819341 found the SDK reporting success instead: the broker
+// answered the late disposition with a settled rejection (session-lock-lost), which
+// go-amqp records as the message's settlement; the SDK, which retries that condition
+// with a new connection, then re-sent nothing and returned nil. Its reconnect had
+// meanwhile re-accepted the (by then free) session, so the stale receiver went on to
+// overwrite the session state the next holder had set. S-SES-6; protocol.md §8.
+func TestSDKLateSessionCompleteFails(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	_, b, addr := testServer(t, func(c *Config) { c.Clock = clk })
+	b.addEntity(EntityInfo{Kind: KindQueue, Path: "ssq", RequiresSession: true, LockDuration: 30 * time.Second})
+	ctx := ctxT(t)
+	send(t, rootClient(t, addr), "ssq",
+		&azservicebus.Message{Body: []byte("1"), SessionID: ptrTo("s")},
+		&azservicebus.Message{Body: []byte("2"), SessionID: ptrTo("s")})
+	a, err := rootClient(t, addr).AcceptSessionForQueue(ctx, "ssq", "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(ctx)
+	stale := receiveN(t, a, 2)    // the link has no credit left: nothing detaches it
+	clk.Advance(31 * time.Second) // A's session lock expires
+
+	// B takes the session over, completes the first message, records it and leaves.
+	bRecv, err := rootClient(t, addr).AcceptSessionForQueue(ctx, "ssq", "s", nil)
+	if err != nil {
+		t.Fatalf("B could not accept the expired session: %v", err)
+	}
+	m := receiveN(t, bRecv, 1)[0]
+	if string(m.Body) != "1" {
+		t.Fatalf("B received %q first", m.Body)
+	}
+	if err := bRecv.CompleteMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := bRecv.SetSessionState(ctx, []byte("B"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := bRecv.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A, late, completes the message B completed. The SDK retries a session's lost lock
+	// for longer than a test waits (its settlement retries ignore the client's retry
+	// options), so the answer may be lock lost or the caller's deadline: anything but
+	// success. Before the fix the false success came with the SDK's first retry, about
+	// 4 s in.
+	late, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	if err := a.CompleteMessage(late, stale[0], nil); err == nil {
+		t.Error("A's late complete of a message B had completed reported success")
+	} else {
+		t.Logf("A's late complete: %v", err)
+	}
+	a.Close(ctx)
+	c, err := rootClient(t, addr).AcceptSessionForQueue(ctx, "ssq", "s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if st, err := c.GetSessionState(ctx, nil); err != nil || string(st) != "B" {
+		t.Errorf("session state %q (%v), want B's", st, err)
+	}
+	if m := receiveN(t, c, 1)[0]; string(m.Body) != "2" {
+		t.Errorf("the next holder received %q, want 2", m.Body)
+	}
+}

@@ -100,6 +100,9 @@ type link struct {
 	// so dropLink remembers its deliveries; resume holds kept deliveries to resend.
 	suspend bool
 	resume  []resumeItem
+	// settling counts the batches of this session link's settlements handed to the
+	// Backend and not yet answered; no receive starts meanwhile (S-SES-3).
+	settling int
 }
 
 // partial is a delivery being assembled from several transfer frames.
