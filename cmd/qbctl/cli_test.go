@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumbus/quorumbus/cmd/internal/redrive"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 )
@@ -72,7 +74,7 @@ func TestResubmitCopyDropsBrokerState(t *testing.T) {
 		MessageAnnotations: map[any]any{"x-opt-sequence-number": int64(7), "x-opt-partition-key": "pk",
 			"x-opt-locked-until": time.Now()},
 	}}
-	out := resubmitCopy(m)
+	out := redrive.Copy(m)
 	if out.Header != nil {
 		t.Errorf("header kept: %+v (its TTL is the effective one, its delivery count the broker's)", out.Header)
 	}

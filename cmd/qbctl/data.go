@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumbus/quorumbus/cmd/internal/redrive"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/spf13/cobra"
 )
@@ -289,7 +291,7 @@ func (g *globals) resubmit(ctx context.Context, e entityPath, limit int) (int, e
 	moved := 0
 	done, err := eachRound(ctx, r, limit, func(msgs []*azservicebus.ReceivedMessage) (int, error) {
 		for i, m := range msgs {
-			if err := s.SendAMQPAnnotatedMessage(ctx, resubmitCopy(m), nil); err != nil {
+			if err := s.SendAMQPAnnotatedMessage(ctx, redrive.Copy(m), nil); err != nil {
 				return i, fmt.Errorf("resubmit sequence number %d: %w", derefSeq(m.SequenceNumber), err)
 			}
 			if err := r.CompleteMessage(ctx, m, nil); err != nil {
@@ -309,41 +311,6 @@ func derefSeq(p *int64) int64 {
 		return 0
 	}
 	return *p
-}
-
-// deadLetterKeys are the application properties the broker adds to dead-lettered
-// messages; a resubmitted copy leaves them behind.
-var deadLetterKeys = []string{"DeadLetterReason", "DeadLetterErrorDescription"}
-
-func resubmitCopy(m *azservicebus.ReceivedMessage) *azservicebus.AMQPAnnotatedMessage {
-	raw := m.RawAMQPMessage
-	out := &azservicebus.AMQPAnnotatedMessage{Body: raw.Body, Properties: raw.Properties}
-	// The header's TTL on a received message is its effective TTL, usually the entity's
-	// default; a message dead-lettered because it expired would expire again as soon as
-	// it is back. The copy takes the entity's current default TTL instead.
-	if raw.Header != nil && (raw.Header.Durable || raw.Header.Priority != 0) {
-		out.Header = &azservicebus.AMQPAnnotatedMessageHeader{Durable: raw.Header.Durable, Priority: raw.Header.Priority}
-	}
-	if len(raw.ApplicationProperties) > 0 {
-		out.ApplicationProperties = make(map[string]any, len(raw.ApplicationProperties))
-		for k, v := range raw.ApplicationProperties {
-			out.ApplicationProperties[k] = v
-		}
-		for _, k := range deadLetterKeys {
-			delete(out.ApplicationProperties, k)
-		}
-	}
-	// Broker-stamped annotations (sequence number, lock, enqueued time...) are not the
-	// sender's to set; keep only the partition key, which routes the copy.
-	for k, v := range raw.MessageAnnotations {
-		if k == "x-opt-partition-key" {
-			if out.MessageAnnotations == nil {
-				out.MessageAnnotations = map[any]any{}
-			}
-			out.MessageAnnotations[k] = v
-		}
-	}
-	return out
 }
 
 // progress reports how far a long operation got, on standard error. On a terminal it

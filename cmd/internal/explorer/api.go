@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumbus/quorumbus/cmd/internal/redrive"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 )
@@ -495,7 +497,7 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 	for len(msgs) > 0 && err == nil {
 		for _, m := range msgs {
 			if !purge {
-				if err = snd.SendAMQPAnnotatedMessage(ctx, resubmitCopy(m), nil); err != nil {
+				if err = snd.SendAMQPAnnotatedMessage(ctx, redrive.Copy(m), nil); err != nil {
 					err = fmt.Errorf("resubmit sequence number %d: %w", seq(m), err)
 					// The rest of the round stays dead-lettered, locked until its lock
 					// expires; exists below keeps the commonest cause (a target that
@@ -613,35 +615,6 @@ func seq(m *azservicebus.ReceivedMessage) int64 {
 		return 0
 	}
 	return *m.SequenceNumber
-}
-
-// deadLetterKeys are the application properties the broker adds to dead-lettered
-// messages; a resubmitted copy leaves them behind.
-var deadLetterKeys = []string{"DeadLetterReason", "DeadLetterErrorDescription"}
-
-// resubmitCopy is what qbctl dlq resubmit sends: the body, properties and application
-// properties of m without its broker state (sequence number, lock, enqueued time, dead-
-// letter reason) or its effective TTL, which would expire a copy of an expired message
-// at once; the entity's default TTL applies instead.
-func resubmitCopy(m *azservicebus.ReceivedMessage) *azservicebus.AMQPAnnotatedMessage {
-	raw := m.RawAMQPMessage
-	out := &azservicebus.AMQPAnnotatedMessage{Body: raw.Body, Properties: raw.Properties}
-	if raw.Header != nil && (raw.Header.Durable || raw.Header.Priority != 0) {
-		out.Header = &azservicebus.AMQPAnnotatedMessageHeader{Durable: raw.Header.Durable, Priority: raw.Header.Priority}
-	}
-	if len(raw.ApplicationProperties) > 0 {
-		out.ApplicationProperties = make(map[string]any, len(raw.ApplicationProperties))
-		for k, v := range raw.ApplicationProperties {
-			out.ApplicationProperties[k] = v
-		}
-		for _, k := range deadLetterKeys {
-			delete(out.ApplicationProperties, k)
-		}
-	}
-	if v, ok := raw.MessageAnnotations["x-opt-partition-key"]; ok {
-		out.MessageAnnotations = map[any]any{"x-opt-partition-key": v}
-	}
-	return out
 }
 
 // CancelRequest cancels scheduled messages of a queue or topic by sequence number.
