@@ -107,17 +107,7 @@ func authorize(header string, now time.Time, st *meta.State, path, entity string
 
 // ruleOf converts a stored key to the sas package's rule.
 func ruleOf(k meta.SASKey, scope string) sas.Rule {
-	var r sas.Rights
-	if k.Rights.Has(meta.RightSend) {
-		r |= sas.Send
-	}
-	if k.Rights.Has(meta.RightListen) {
-		r |= sas.Listen
-	}
-	if k.Rights.Has(meta.RightManage) {
-		r |= sas.Manage
-	}
-	return sas.Rule{Name: k.Name, PrimaryKey: k.PrimaryKey, SecondaryKey: k.SecondaryKey, Rights: r, Scope: scope}
+	return sas.Rule{Name: k.Name, PrimaryKey: k.PrimaryKey, SecondaryKey: k.SecondaryKey, Rights: k.Rights.SAS(), Scope: scope}
 }
 
 // Authorize checks r's SAS token as the namespace-level admin API does (a known key, a

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm/rule"
+	"github.com/quorumbus/quorumbus/internal/sas"
 )
 
 // Status is an entity's status (S-ENT-2). The zero value is Active.
@@ -51,6 +52,22 @@ const (
 
 // Has reports whether r includes every right in want.
 func (r Right) Has(want Right) bool { return r&want == want }
+
+// SAS is r as the claims a token of this rule grants (internal/sas, which both the admin
+// API and the AMQP layer check tokens with).
+func (r Right) SAS() sas.Rights {
+	var out sas.Rights
+	if r.Has(RightSend) {
+		out |= sas.Send
+	}
+	if r.Has(RightListen) {
+		out |= sas.Listen
+	}
+	if r.Has(RightManage) {
+		out |= sas.Manage
+	}
+	return out
+}
 
 func (r Right) String() string {
 	var parts []string

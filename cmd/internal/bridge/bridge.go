@@ -55,17 +55,7 @@ func (b *Backend) EntitySASKey(ctx context.Context, path, name string) (amqp.SAS
 }
 
 func sasKey(k meta.SASKey) amqp.SASKey {
-	var r amqp.Rights
-	if k.Rights.Has(meta.RightSend) {
-		r |= amqp.RightSend
-	}
-	if k.Rights.Has(meta.RightListen) {
-		r |= amqp.RightListen
-	}
-	if k.Rights.Has(meta.RightManage) {
-		r |= amqp.RightManage
-	}
-	return amqp.SASKey{Name: k.Name, Key: k.PrimaryKey, SecondaryKey: k.SecondaryKey, Rights: r}
+	return amqp.SASKey{Name: k.Name, Key: k.PrimaryKey, SecondaryKey: k.SecondaryKey, Rights: k.Rights.SAS()}
 }
 
 // Entity implements amqp.Entities.
