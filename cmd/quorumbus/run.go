@@ -25,7 +25,6 @@ import (
 	"github.com/quorumbus/quorumbus/cmd/internal/amqpws"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
-	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/internal/certs"
 )
 
@@ -210,7 +209,7 @@ func run(cfg Config) error {
 	}
 	xc.Authorize = handler.Authorize
 	xc.Next = amqpws.Route(ws, handler)
-	xc.Sessions = explorerSessions{node}
+	xc.Sessions = explorer.NodeSessions(node)
 	xc.Logger = log
 	ui, err := explorer.New(xc)
 	if err != nil {
@@ -447,26 +446,4 @@ func newLogger(cfg Config) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
-}
-
-// explorerSessions lets the explorer list a node's sessions and read their state.
-type explorerSessions struct{ n *cluster.Node }
-
-var _ explorer.Sessions = explorerSessions{}
-
-func (s explorerSessions) ListSessions(ctx context.Context, t explorer.Target) ([]string, error) {
-	ids, err := s.n.ListSessions(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription})
-	return ids, notFound(err)
-}
-
-func (s explorerSessions) SessionState(ctx context.Context, t explorer.Target, id string) ([]byte, error) {
-	st, err := s.n.SessionState(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription}, id)
-	return st, notFound(err)
-}
-
-func notFound(err error) error {
-	if errors.Is(err, fsm.ErrNotFound) || errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: %v", explorer.ErrNotFound, err)
-	}
-	return err
 }

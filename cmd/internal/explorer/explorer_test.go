@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -27,7 +26,6 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
-	"github.com/quorumbus/quorumbus/fsm"
 )
 
 // env is one real node wired as run.go wires it: AMQP listener, admin API, and the
@@ -82,7 +80,7 @@ func start(t *testing.T) *env {
 	xc.Authorize = h.Authorize
 	xc.Next = h
 	xc.ReceiveRoundTimeout = 500 * time.Millisecond
-	xc.Sessions = sessions{node}
+	xc.Sessions = explorer.NodeSessions(node)
 	x, err := explorer.New(xc)
 	if err != nil {
 		t.Fatal(err)
@@ -100,25 +98,6 @@ func start(t *testing.T) *env {
 }
 
 // sessions is run.go's explorerSessions (package main cannot be imported).
-type sessions struct{ n *cluster.Node }
-
-func (s sessions) ListSessions(ctx context.Context, t explorer.Target) ([]string, error) {
-	ids, err := s.n.ListSessions(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription})
-	return ids, notFound(err)
-}
-
-func (s sessions) SessionState(ctx context.Context, t explorer.Target, id string) ([]byte, error) {
-	st, err := s.n.SessionState(ctx, cluster.Address{Entity: t.Entity, Subscription: t.Subscription}, id)
-	return st, notFound(err)
-}
-
-func notFound(err error) error {
-	if errors.Is(err, fsm.ErrNotFound) || errors.Is(err, meta.ErrNotFound) {
-		return fmt.Errorf("%w: %v", explorer.ErrNotFound, err)
-	}
-	return err
-}
-
 // token signs a SAS token for the whole namespace, as the page does.
 func token(keyName, key string, ttl time.Duration) string {
 	sr := url.QueryEscape("http://127.0.0.1/")
