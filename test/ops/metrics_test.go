@@ -237,7 +237,9 @@ func TestHealthJSONLogs(t *testing.T) {
 	if err := n.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	banner := []string{"Quorumbus is running", "  AMQP ", "  admin API ", "Connection string:", "Endpoint="}
+	// The start-up banner on standard output is for people, not a log line.
+	banner := []string{"Quorumbus is running", "  AMQP ", "  AMQPS ", "  WebSocket ", "  admin API ", "  explorer ",
+		"  TLS ", "Connection string", "Endpoint="}
 	raft, own := 0, 0
 lines:
 	for _, line := range strings.Split(strings.TrimSpace(n.Log()), "\n") {
