@@ -44,8 +44,9 @@ func (l *emfileListener) failures() int {
 
 // TestAcceptSurvivesEMFILE: a listener whose Accept fails with "too many open
 // files" (not a timeout) keeps being retried; Ready reports the failure while
-// it lasts, and once descriptors are available again a new client is served
-// and Ready is nil. Before the fix the accept loop returned for good on the
+// it lasts; once descriptors are available again Ready is nil before any new
+// client arrives (a health check must not wait for one), and a new client is
+// served. Before the fix the accept loop returned for good on the
 // first such error while health checks stayed green.
 func TestAcceptSurvivesEMFILE(t *testing.T) {
 	b := newMemBackend()
@@ -75,6 +76,9 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 		t.Fatalf("Ready() = %v while Accept fails with EMFILE, want that error", err)
 	}
 	close(ln.release)
+	// The retried Accept now blocks waiting for a client: no client comes until
+	// Ready is nil.
+	testutil.WaitFor(t, 10*time.Second, s.Ready)
 
 	c := dialPlain(t, inner.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -86,7 +90,9 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 	if _, err := sess.NewSender(ctx, "q1", nil); err != nil {
 		t.Fatalf("sender after EMFILE: %v", err)
 	}
-	testutil.WaitFor(t, 10*time.Second, s.Ready)
+	if err := s.Ready(); err != nil {
+		t.Fatalf("Ready() = %v after a client was served", err)
+	}
 
 	s.Close()
 	if err := <-served; err != nil {

@@ -28,10 +28,9 @@ type Server struct {
 	refusing  int // connections being refused for MaxConnections
 	closed    bool
 
-	// acceptErr holds, per listener, the error of its last Accept while the
-	// accept loop backs off (or the error that ended it); an entry is removed
-	// by the next successful Accept. Written by that listener's accept loop.
-	acceptErr map[net.Listener]error
+	// acceptErr holds, per listener, the error of its last failed Accept (or
+	// the error that ended its loop). Written by that listener's accept loop.
+	acceptErr map[net.Listener]acceptFailure
 
 	authChecks atomic.Uint64 // checkAuth runs over all connections (tests wait on it)
 	suspended  suspended     // links that may be resumed (resume.go)
@@ -48,6 +47,19 @@ const (
 	acceptRetryMin = 5 * time.Millisecond
 	acceptRetryMax = time.Second
 )
+
+// acceptRetryGrace is how long after a back-off ends a failure still counts if
+// no new one was seen: the retried Accept runs within microseconds, and if it
+// fails again the failure is renewed. Past it, the retry is taken to be blocked
+// waiting for a client, which means the listener accepts again.
+const acceptRetryGrace = 500 * time.Millisecond
+
+// acceptFailure is a listener's last Accept error. It counts until until; a
+// zero until (the listener was closed) counts for good.
+type acceptFailure struct {
+	err   error
+	until time.Time
+}
 
 // New returns a server. cfg nil means DefaultConfig().
 func New(cfg *Config, b Backend) (*Server, error) {
@@ -70,7 +82,7 @@ func New(cfg *Config, b Backend) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: &c, backend: b, log: log, ctx: ctx, cancel: cancel,
-		conns: map[*conn]struct{}{}, acceptErr: map[net.Listener]error{}}, nil
+		conns: map[*conn]struct{}{}, acceptErr: map[net.Listener]acceptFailure{}}, nil
 }
 
 // Start listens on every Config.Addresses entry and serves in the background.
@@ -128,8 +140,10 @@ func (s *Server) Serve(ln net.Listener) error {
 // never ends the loop: it backs off and retries, as net/http does, because the
 // cause is usually transient (connections closing free descriptors) and a
 // node whose listener stopped for good would look alive to its health checks
-// while serving no one. While it backs off, Ready reports the error. The loop
-// ends only when the server closes or ln is closed.
+// while serving no one. While it backs off, and until its retry has waited
+// acceptRetryGrace without failing, Ready reports the error: a retry that
+// blocks is waiting for a client, so no client has to arrive for the node to
+// be ready again. The loop ends only when the server closes or ln is closed.
 func (s *Server) serve(ln net.Listener) error {
 	var delay time.Duration
 	for {
@@ -137,7 +151,7 @@ func (s *Server) serve(ln net.Listener) error {
 		if err == nil {
 			if delay > 0 {
 				delay = 0
-				s.setAcceptErr(ln, nil)
+				s.setAcceptErr(ln, nil, 0)
 				s.log.Info("amqp: accepting connections again", "addr", ln.Addr())
 			}
 			s.ServeConn(nc)
@@ -148,7 +162,7 @@ func (s *Server) serve(ln net.Listener) error {
 		}
 		if errors.Is(err, net.ErrClosed) {
 			err = fmt.Errorf("amqp: listener %s closed: %w", ln.Addr(), err)
-			s.setAcceptErr(ln, err)
+			s.setAcceptErr(ln, err, -1)
 			return err
 		}
 		if delay == 0 {
@@ -156,7 +170,7 @@ func (s *Server) serve(ln net.Listener) error {
 		} else {
 			delay = min(2*delay, acceptRetryMax)
 		}
-		s.setAcceptErr(ln, fmt.Errorf("amqp: accept on %s: %w", ln.Addr(), err))
+		s.setAcceptErr(ln, fmt.Errorf("amqp: accept on %s: %w", ln.Addr(), err), delay+acceptRetryGrace)
 		s.log.Warn("amqp: accept failed; retrying", "addr", ln.Addr(), "err", err, "retry_in", delay)
 		t := time.NewTimer(delay)
 		select {
@@ -168,13 +182,18 @@ func (s *Server) serve(ln net.Listener) error {
 	}
 }
 
-func (s *Server) setAcceptErr(ln net.Listener, err error) {
+// setAcceptErr records ln's Accept error for d (for good when d < 0); a nil
+// err clears it.
+func (s *Server) setAcceptErr(ln net.Listener, err error, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err == nil {
+	switch {
+	case err == nil:
 		delete(s.acceptErr, ln)
-	} else {
-		s.acceptErr[ln] = err
+	case d < 0:
+		s.acceptErr[ln] = acceptFailure{err: err}
+	default:
+		s.acceptErr[ln] = acceptFailure{err: err, until: time.Now().Add(d)}
 	}
 }
 
@@ -189,9 +208,10 @@ func (s *Server) Ready() error {
 		return errors.New("amqp: server closed")
 	}
 	var errs []error
+	now := time.Now()
 	for _, ln := range s.listeners {
-		if err := s.acceptErr[ln]; err != nil {
-			errs = append(errs, err)
+		if f, ok := s.acceptErr[ln]; ok && (f.until.IsZero() || now.Before(f.until)) {
+			errs = append(errs, f.err)
 		}
 	}
 	return errors.Join(errs...)
