@@ -387,8 +387,8 @@ type summary struct {
 }
 
 func report(t *testing.T, seed uint64, res *Result, convErr error, took time.Duration) {
-	t.Logf("seed %d: %d acknowledged, %d maybe, %d deliveries, lost %d, unexpected %d, redeliveries explained %d, unexplained %d, enqueued twice %d, converged %v, %d violations, %v",
-		seed, res.Acked, res.Maybe, res.Delivered, res.Lost, res.Unexpected, res.DupOK, res.DupBad, res.Enqueued2, convErr == nil, len(res.Violations), took.Round(time.Second))
+	t.Logf("seed %d: %d acknowledged, %d maybe, %d deliveries, lost %d, unexpected %d, redeliveries explained %d, unexplained %d, enqueued twice %d, session deliveries behind SDK releases %d, converged %v, %d violations, %v",
+		seed, res.Acked, res.Maybe, res.Delivered, res.Lost, res.Unexpected, res.DupOK, res.DupBad, res.Enqueued2, res.Reordered, convErr == nil, len(res.Violations), took.Round(time.Second))
 	var fs []string
 	for f := range res.ByFault {
 		fs = append(fs, f)

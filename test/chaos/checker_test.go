@@ -162,6 +162,38 @@ func TestCheckSessions(t *testing.T) {
 			}
 		}
 	})
+	// The previous receive returned 1 of 5: the SDK's releaser gave back message 2,
+	// sent on the credit that call left, while the broker sent 3 behind it; the next
+	// receive returns 3, then 2. Explained up to the credit left, and no further.
+	releaser := func(left int) *Result {
+		h := &hb{}
+		h.add(Op{Kind: "start"}, 0, 0)
+		for n := 1; n <= 4; n++ {
+			sess(h, "send", "s", 0, n, float64(n)/10, float64(n)/10+0.01, 0, "", "")
+		}
+		d1 := sess(h, "deliver", "r1", 1, 1, 1, 1.01, 0, "", "")
+		sess(h, "complete", "r1", 1, 0, 1.1, 1.2, d1, "", "")
+		var ds []int
+		for i, n := range []int{4, 2, 3} {
+			ds = append(ds, h.add(Op{Kind: "deliver", Worker: "r1", Session: "s0", N: n, ID: "s0-" + strconv.Itoa(n), Epoch: 1, Left: left}, 2, 2.01+float64(i)/100))
+		}
+		for i, d := range ds {
+			sess(h, "complete", "r1", 1, 0, 3+float64(i)/10, 3.05+float64(i)/10, d, "", "")
+		}
+		return Check(h.ops)
+	}
+	t.Run("behind messages the SDK's releaser gave back", func(t *testing.T) {
+		res := releaser(4)
+		if len(res.Violations) != 0 || res.Reordered != 1 {
+			t.Fatalf("violations %v, reordered %d; want none and 1", res.Violations, res.Reordered)
+		}
+	})
+	t.Run("more skipped than the credit left", func(t *testing.T) {
+		res := releaser(1)
+		if v := strings.Join(res.Violations, "\n"); !strings.Contains(v, "session FIFO: s0 message 4") || !strings.Contains(v, "2 skipped, 1 credit left") {
+			t.Fatalf("want a FIFO violation for message 4 with 2 skipped, got:\n%s", v)
+		}
+	})
 }
 
 // A delivery that reaches a partitioned client after its lock ran out, while the

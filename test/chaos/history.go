@@ -23,6 +23,7 @@ type Op struct {
 	Seq     int64     `json:"seq,omitempty"`   // broker sequence number
 	DC      uint32    `json:"dc,omitempty"`    // delivery count
 	Epoch   int       `json:"epoch,omitempty"` // a session receiver's accept, or a receiver link
+	Left    int       `json:"left,omitempty"`  // credit the previous receive of the epoch left on the link
 	Ref     int       `json:"ref,omitempty"`   // the delivery a settlement refers to
 	At      time.Time `json:"at,omitempty"`    // scheduled enqueue time
 	DLQ     bool      `json:"dlq,omitempty"`

@@ -379,11 +379,19 @@ func (wl *workload) session(name, node string, sr *azservicebus.SessionReceiver,
 	if err != nil {
 		return false
 	}
+	// The state the workload keeps is the highest message number completed, as an
+	// application tracking its progress would: a message the SDK's releaser gave
+	// back may come after later ones (see checkSessions), and must not move it back.
+	state, _ := strconv.Atoi(strings.TrimSpace(string(st)))
+	// left is the credit the previous ReceiveMessages left on the link: each call
+	// tops it up to 5, so a call that returns r messages leaves 5-r.
+	const batchSize = 5
+	left := 0
 	got := false
 	for batch := 0; (batch < 4 || !chaos) && !done(); batch++ {
 		t := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		msgs, err := sr.ReceiveMessages(ctx, 5, nil)
+		msgs, err := sr.ReceiveMessages(ctx, batchSize, nil)
 		cancel()
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			wl.h.Add(Op{T: t, Worker: name, Node: node, Kind: "receive", Session: sid, Epoch: epoch, Err: errText(err)})
@@ -401,9 +409,10 @@ func (wl *workload) session(name, node string, sr *azservicebus.SessionReceiver,
 				n, _ = strconv.Atoi(m.MessageID[len(sid)+1:])
 			}
 			refs[i] = wl.h.Add(Op{T: t, Worker: name, Node: node, Kind: "deliver", ID: m.MessageID, Session: sid, N: n,
-				Seq: seqOf(m), DC: m.DeliveryCount, Epoch: epoch, Value: lockValue(m)})
+				Seq: seqOf(m), DC: m.DeliveryCount, Epoch: epoch, Left: left, Value: lockValue(m)})
 			ns[i] = n
 		}
+		left = batchSize - len(msgs)
 		for i, m := range msgs {
 			op := Op{T: time.Now(), Worker: name, Node: node, Kind: "complete", ID: m.MessageID, Session: sid, Ref: refs[i], Epoch: epoch}
 			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
@@ -417,7 +426,8 @@ func (wl *workload) session(name, node string, sr *azservicebus.SessionReceiver,
 				}
 				return got
 			}
-			n := strconv.Itoa(ns[i])
+			state = max(state, ns[i])
+			n := strconv.Itoa(state)
 			so := Op{T: time.Now(), Worker: name, Node: node, Kind: "state-set", Session: sid, Epoch: epoch, Value: n}
 			ctx, cancel = context.WithTimeout(context.Background(), opTimeout)
 			err = sr.SetSessionState(ctx, []byte(n), nil)
