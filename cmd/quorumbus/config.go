@@ -43,6 +43,9 @@ type Config struct {
 	// GCHeadroom is how far, in percent of the live heap, the heap may grow before the
 	// next collection; 0 leaves GOGC to the runtime (memory.go).
 	GCHeadroom int `json:"gc-headroom"`
+	// ClockOffsetFile names a file holding an offset for the node's clock (a Go
+	// duration), re-read while it runs; "" means the machine's clock. For fault tests.
+	ClockOffsetFile string `json:"clock-offset-file"`
 
 	// Cluster settings (cluster.Config has the meaning of each).
 	AdvertiseAddr   string        `json:"advertise-addr"`
@@ -423,6 +426,7 @@ func settings(c *Config) []setting {
 		{name: "shutdown-timeout", usage: "how long a graceful stop may take", dur: &c.ShutdownTimeout},
 		{name: "memory-limit", usage: "soft limit on the node's memory (Go's GOMEMLIMIT), e.g. 2GiB; default 90% of the container's cgroup limit, 0 for none", str: &c.MemoryLimit},
 		{name: "gc-headroom", usage: "how far the heap may grow past its live size before the next garbage collection, percent of it (at least 8 MiB): less memory per queued message, more CPU per message (docs/benchmarks.md); default 0 leaves GOGC to the runtime", num: &c.GCHeadroom},
+		{name: "clock-offset-file", usage: "for fault tests only: a file holding an offset for this node's clock (a Go duration such as 90s or -2m), re-read every 100 ms, so one node's clock can jump without moving the machine's; every time the node stamps (locks, TTLs, schedules, idle deletion) moves with it", str: &c.ClockOffsetFile},
 		{name: "advertise-addr", usage: "HOST:PORT peers dial to reach --cluster-addr (required when it is a wildcard such as 0.0.0.0:5400)", str: &c.AdvertiseAddr},
 		{name: "join", usage: "cluster addresses of nodes to join, HOST:PORT[,HOST:PORT...]; names are re-resolved on every try", list: &c.Join},
 		{name: "bootstrap-expect", usage: "how many nodes form a new cluster; 1 (the default) is a single node", num: &c.BootstrapExpect},

@@ -26,6 +26,7 @@ import (
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
 	"github.com/quorumbus/quorumbus/internal/certs"
+	"github.com/quorumbus/quorumbus/internal/offsetclock"
 )
 
 // run starts the node and blocks until SIGTERM or SIGINT, then stops it gracefully.
@@ -115,6 +116,16 @@ func run(cfg Config) error {
 	if cc.TLS == nil && (len(cfg.Join) > 0 || cfg.BootstrapExpect > 1) {
 		log.Warn("cluster traffic is not authenticated: any process that reaches --cluster-addr can join; set --cluster-secret",
 			"cluster_addr", cfg.ClusterAddr)
+	}
+	if cfg.ClockOffsetFile != "" {
+		clock, err := offsetclock.New(cfg.ClockOffsetFile, 100*time.Millisecond)
+		if err != nil {
+			return fmt.Errorf("--clock-offset-file: %w", err)
+		}
+		defer clock.Close()
+		log.Warn("this node's clock is offset by the contents of --clock-offset-file: for fault tests only",
+			"file", cfg.ClockOffsetFile, "offset", clock.Offset())
+		cc.Clock = clock
 	}
 	cc.Logger = log
 	cc.LogJSON = cfg.LogFormat == "json"
