@@ -173,7 +173,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	hist := &History{}
 	net := hosts.New(t, hosts.Config{N: nodes, Proxy: true, LazyFS: env("CHAOS_LAZYFS", "1") != "0",
 		Prefix: env("CHAOS_PREFIX", "qbc"), Subnet: env("CHAOS_SUBNET", "10.77.0")})
-	c := &cluster{net: net, bin: harness.Binary(t), lazy: env("CHAOS_LAZYFS", "1") != "0"}
+	c := &cluster{net: net, bin: harness.Binary(t), lazy: env("CHAOS_LAZYFS", "1") != "0", hist: hist}
 	start := time.Now()
 	failed := true
 	defer func() {

@@ -52,6 +52,27 @@ func TestCheck(t *testing.T) {
 			h.settle("complete", d, 3, 3.1, "")
 		}, ""},
 		{"lost", func(h *hb) { h.send("a", 1, "") }, "lost: a"},
+		{"early", func(h *hb) {
+			h.add(Op{Kind: "schedule", ID: "a", At: at(10)}, 1, 1.01)
+			d := h.deliver("r1", "a", 5)
+			h.settle("complete", d, 5.1, 5.2, "")
+		}, "early: a"},
+		// A leader's clock 8 s ahead from t=3, healed at t=4: until t=12 (heal plus the
+		// jump) its stamps run up to 8 s ahead, so a schedule may fall due that early.
+		{"early within a clock jump", func(h *hb) {
+			h.add(Op{Kind: "clock-jump", Worker: "nemesis", Value: "8s"}, 3, 3)
+			h.add(Op{Kind: "heal", Worker: "nemesis"}, 4, 4)
+			h.add(Op{Kind: "schedule", ID: "a", At: at(10)}, 1, 1.01)
+			d := h.deliver("r1", "a", 5)
+			h.settle("complete", d, 5.1, 5.2, "")
+		}, ""},
+		{"earlier than the clock jump explains", func(h *hb) {
+			h.add(Op{Kind: "clock-jump", Worker: "nemesis", Value: "2s"}, 3, 3)
+			h.add(Op{Kind: "heal", Worker: "nemesis"}, 4, 4)
+			h.add(Op{Kind: "schedule", ID: "a", At: at(10)}, 1, 1.01)
+			d := h.deliver("r1", "a", 5)
+			h.settle("complete", d, 5.1, 5.2, "")
+		}, "early: a"},
 		{"lost after an expired lock", func(h *hb) {
 			h.send("a", 1, "")
 			d := h.deliver("r1", "a", 2)

@@ -28,8 +28,9 @@ type fault struct {
 // cluster is the hosts of one run with the nemesis's view of them.
 type cluster struct {
 	net  *hosts.Net
-	bin  string // directory of quorumbus and qbctl
-	lazy bool   // data directories on test/lazyfs: power-loss drops unsynced writes
+	bin  string   // directory of quorumbus and qbctl
+	lazy bool     // data directories on test/lazyfs: power-loss drops unsynced writes
+	hist *History // where faults that the checker must know of are recorded
 }
 
 func (c *cluster) n() int { return len(c.net.Hosts()) }
@@ -156,6 +157,17 @@ var faults = []fault{
 			files = []string{"nothing"}
 		}
 		return fmt.Sprintf("power loss of %s: kill -9, unsynced pages dropped: %s", h.Name, strings.Join(files, ", ")), err
+	}},
+	{name: "clock-jump", apply: func(c *cluster, rng *rand.Rand) (string, error) {
+		// The busiest partition's leader: a leader's clock stamps the entries that
+		// lock expiries, schedules and TTLs are computed from. Forward now, back to
+		// the machine's clock at heal (a backward jump of the same size). Kept well
+		// under the drain's patience: after the heal, stamps stay at the jumped time
+		// until real time catches up, so locks taken then last that much longer.
+		h, why := c.busiestLeader(rng)
+		d := time.Duration(5+rng.IntN(26)) * time.Second
+		c.hist.Add(Op{T: time.Now(), Worker: "nemesis", Kind: "clock-jump", Node: h.Name, Value: d.String()})
+		return fmt.Sprintf("clock of %s (%s) jumped %v forward", h.Name, why, d), h.JumpClock(d)
 	}},
 	{name: "wipe", exclusive: true, apply: func(c *cluster, rng *rand.Rand) (string, error) {
 		h := c.pick(rng)

@@ -294,12 +294,12 @@ func (n *Net) Host(i int) *Host { return n.hosts[i] }
 // Link returns the proxy from host from to host to (nil without Config.Proxy).
 func (n *Net) Link(from, to int) *Link { return n.links[[2]int{from, to}] }
 
-// HealAll removes every network fault: nftables rules of every host and every
-// Link's delay and black hole.
+// HealAll removes every network fault (nftables rules of every host and every Link's
+// delay and black hole) and puts every host's clock back on the machine's.
 func (n *Net) HealAll() error {
 	var errs []error
 	for _, h := range n.hosts {
-		errs = append(errs, h.Heal())
+		errs = append(errs, h.Heal(), h.JumpClock(0))
 	}
 	for _, l := range n.links {
 		l.Set(LinkState{})

@@ -24,8 +24,9 @@ const (
 )
 
 // QuorumbusArgs is the command line of a quorumbus node on host h, a member of a cluster
-// of all the hosts of its Net: node ID and advertised address are the host's name, and
-// it joins the others by name with --bootstrap-expect N. extra flags come last.
+// of all the hosts of its Net: node ID and advertised address are the host's name, it
+// joins the others by name with --bootstrap-expect N, and its clock follows the host's
+// ClockOffsetFile (JumpClock). extra flags come last.
 func (h *Host) QuorumbusArgs(extra ...string) []string {
 	var join []string
 	for _, o := range h.net.hosts {
@@ -38,7 +39,8 @@ func (h *Host) QuorumbusArgs(extra ...string) []string {
 		"--admin-addr", h.IP + ":" + strconv.Itoa(AdminPort),
 		"--cluster-addr", h.IP + ":" + strconv.Itoa(ClusterPort), // not 0.0.0.0: the proxies hold 127.0.1.x
 		"--advertise-addr", h.Name + ":" + strconv.Itoa(ClusterPort),
-		"--bootstrap-expect", strconv.Itoa(len(h.net.hosts))}
+		"--bootstrap-expect", strconv.Itoa(len(h.net.hosts)),
+		"--clock-offset-file", h.ClockOffsetFile()}
 	if len(join) > 0 {
 		args = append(args, "--join", strings.Join(join, ","))
 	}
@@ -113,4 +115,14 @@ func (h *Host) LogTail(max int) string {
 		b = b[len(b)-max:]
 	}
 	return string(b)
+}
+
+// ClockOffsetFile is the file the host's node reads its clock offset from
+// (--clock-offset-file). It is outside the data directory: Wipe and PowerLoss keep it.
+func (h *Host) ClockOffsetFile() string { return filepath.Join(h.Dir, "clock-offset") }
+
+// JumpClock sets the host's node's clock d from the machine's (0: the machine's); the
+// node reads it within 100 ms.
+func (h *Host) JumpClock(d time.Duration) error {
+	return os.WriteFile(h.ClockOffsetFile(), []byte(d.String()), 0o644)
 }
