@@ -36,6 +36,7 @@ import (
 //	CHAOS_SUBNET=10.77.0       the hosts' /24 (two suites at once need two)
 //	CHAOS_LAZYFS=0             data directories on the real disk, without power-loss
 //	                           (to tell whether a finding needs test/lazyfs)
+//	CHAOS_MEMBERSHIP=0         no spare host: the add-remove fault only says so
 func env(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -171,9 +172,15 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	nodes, _ := strconv.Atoi(env("CHAOS_NODES", "3"))
 	hist := &History{}
-	net := hosts.New(t, hosts.Config{N: nodes, Proxy: true, LazyFS: env("CHAOS_LAZYFS", "1") != "0",
+	spare := 0
+	if env("CHAOS_MEMBERSHIP", "1") != "0" {
+		spare = 1 // a host for the node the add-remove fault adds
+	}
+	net := hosts.New(t, hosts.Config{N: nodes + spare, Spare: spare, Proxy: true, LazyFS: env("CHAOS_LAZYFS", "1") != "0",
 		Prefix: env("CHAOS_PREFIX", "qbc"), Subnet: env("CHAOS_SUBNET", "10.77.0")})
-	c := &cluster{net: net, bin: harness.Binary(t), lazy: env("CHAOS_LAZYFS", "1") != "0", hist: hist}
+	cs := &clients{}
+	c := &cluster{net: net, bin: harness.Binary(t), lazy: env("CHAOS_LAZYFS", "1") != "0", hist: hist, cs: cs,
+		members: net.Hosts()[:nodes], spares: net.Hosts()[nodes:], extra: []string{"--log-level", "info"}}
 	start := time.Now()
 	failed := true
 	defer func() {
@@ -181,16 +188,15 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 			keepResults(t, seed, hist, net)
 		}
 	}()
-	if err := net.StartQuorumbus(120*time.Second, "--log-level", "info"); err != nil {
+	if err := net.StartQuorumbus(120*time.Second, c.extra...); err != nil {
 		t.Fatal(err)
 	}
-	cs := &clients{}
-	for _, h := range net.Hosts() {
+	for _, h := range c.members {
 		e, err := h.Endpoints()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs.conns, cs.names = append(cs.conns, e.ConnectionString), append(cs.names, h.Name)
+		cs.add(e.ConnectionString, h.Name)
 	}
 	createEntities(t, net)
 	harness.WaitFor(t, 60*time.Second, func() error {

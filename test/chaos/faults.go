@@ -27,20 +27,26 @@ type fault struct {
 
 // cluster is the hosts of one run with the nemesis's view of them.
 type cluster struct {
-	net  *hosts.Net
-	bin  string   // directory of quorumbus and qbctl
-	lazy bool     // data directories on test/lazyfs: power-loss drops unsynced writes
-	hist *History // where faults that the checker must know of are recorded
+	net   *hosts.Net
+	bin   string   // directory of quorumbus and qbctl
+	lazy  bool     // data directories on test/lazyfs: power-loss drops unsynced writes
+	hist  *History // where faults that the checker must know of are recorded
+	cs    *clients // the workload's nodes: an added node joins them
+	extra []string // the nodes' flags beyond QuorumbusArgs
+
+	// members are the hosts whose nodes are in the cluster (faults pick among them);
+	// spares are down and out of it, for the add-remove fault.
+	members, spares []*hosts.Host
 }
 
-func (c *cluster) n() int { return len(c.net.Hosts()) }
+func (c *cluster) n() int { return len(c.members) }
 
-func (c *cluster) pick(rng *rand.Rand) *hosts.Host { return c.net.Host(rng.IntN(c.n())) }
+func (c *cluster) pick(rng *rand.Rand) *hosts.Host { return c.members[rng.IntN(c.n())] }
 
-// others returns every host but h, in a seeded order.
+// others returns every member but h, in a seeded order.
 func (c *cluster) others(rng *rand.Rand, h *hosts.Host) []*hosts.Host {
 	var out []*hosts.Host
-	for _, o := range c.net.Hosts() {
+	for _, o := range c.members {
 		if o != h {
 			out = append(out, o)
 		}
@@ -113,7 +119,7 @@ var faults = []fault{
 	}},
 	{name: "loss", apply: func(c *cluster, rng *rand.Rand) (string, error) {
 		p := 10 + rng.IntN(15)
-		for _, h := range c.net.Hosts() {
+		for _, h := range c.members {
 			if err := h.Loss(p, hosts.Both); err != nil {
 				return "", err
 			}
@@ -122,8 +128,8 @@ var faults = []fault{
 	}},
 	{name: "delay", apply: func(c *cluster, rng *rand.Rand) (string, error) {
 		d, j := time.Duration(20+rng.IntN(60))*time.Millisecond, time.Duration(50+rng.IntN(150))*time.Millisecond
-		for _, a := range c.net.Hosts() {
-			for _, b := range c.net.Hosts() {
+		for _, a := range c.members {
+			for _, b := range c.members {
 				if l := c.net.Link(a.Index, b.Index); l != nil {
 					l.Set(hosts.LinkState{Delay: d, Jitter: j})
 				}
@@ -169,6 +175,7 @@ var faults = []fault{
 		c.hist.Add(Op{T: time.Now(), Worker: "nemesis", Kind: "clock-jump", Node: h.Name, Value: d.String()})
 		return fmt.Sprintf("clock of %s (%s) jumped %v forward", h.Name, why, d), h.JumpClock(d)
 	}},
+	{name: "add-remove", apply: func(c *cluster, rng *rand.Rand) (string, error) { return c.addRemove(rng) }},
 	{name: "wipe", exclusive: true, apply: func(c *cluster, rng *rand.Rand) (string, error) {
 		h := c.pick(rng)
 		if err := h.Wipe(); err != nil {
@@ -190,7 +197,7 @@ func names(hs []*hosts.Host) string {
 // resumed, dead nodes restarted; then it waits for every node to be ready.
 func (c *cluster) heal(timeout time.Duration, hist *History) error {
 	err := c.net.HealAll()
-	for _, h := range c.net.Hosts() {
+	for _, h := range c.members {
 		if h.Running() {
 			h.Resume()
 			continue
@@ -204,7 +211,7 @@ func (c *cluster) heal(timeout time.Duration, hist *History) error {
 		return err
 	}
 	deadline := time.Now().Add(timeout)
-	for _, h := range c.net.Hosts() {
+	for _, h := range c.members {
 		if err := h.AwaitReady(time.Until(deadline)); err != nil {
 			return err
 		}
@@ -309,7 +316,7 @@ func (c *cluster) busiestLeader(rng *rand.Rand) (*hosts.Host, string) {
 		if best == nil {
 			continue
 		}
-		for _, o := range c.net.Hosts() {
+		for _, o := range c.members {
 			if o.Name == best.Leader {
 				return o, fmt.Sprintf("leader of %s/%d, index %d", best.Entity, best.Partition, bestIdx)
 			}
@@ -348,7 +355,7 @@ func (c *cluster) converged(rng *rand.Rand) error {
 		}
 	}
 	leaders := map[string]bool{}
-	for i, h := range c.net.Hosts() {
+	for i, h := range c.members {
 		var st status
 		args := []string{"cluster", "status"}
 		if i == 0 {
@@ -394,4 +401,72 @@ func metaConverged(st status, n int) error {
 		return fmt.Errorf("%d members, want %d, not at one state: %v", len(st.Members), n, seen)
 	}
 	return nil
+}
+
+// addRemove is a membership change while faults run, as an operator replacing a node
+// does: a spare host's node (on an empty data directory) joins the cluster, then a
+// member is drained, removed (its replicas are placed on the others, the new node
+// among them) and stopped, and its host becomes the spare. Each step is retried for a
+// while, since another fault may be in force; a step that cannot be done is reported
+// and the rest skipped, so a node is never stopped unless its removal was accepted.
+func (c *cluster) addRemove(rng *rand.Rand) (string, error) {
+	if len(c.spares) == 0 {
+		return "add-remove skipped: no spare host (CHAOS_MEMBERSHIP=0)", nil
+	}
+	s := c.spares[0]
+	if err := s.Wipe(); err != nil { // a node that was removed before comes back new
+		return "", err
+	}
+	if err := s.LaunchQuorumbus(c.extra...); err != nil {
+		return "", err
+	}
+	c.spares = c.spares[1:]
+	c.members = append(c.members, s)
+	what := "add " + s.Name
+	if err := s.AwaitReady(60 * time.Second); err != nil {
+		return what + fmt.Sprintf(" (not ready within 60 s, left to join: %.200s); no removal", err), nil
+	}
+	if e, err := s.Endpoints(); err == nil {
+		c.cs.add(e.ConnectionString, s.Name)
+	}
+	// Remove a member other than the new one, only once every member sees the new
+	// node alive: a replica is placed only on a node the metadata leader knows.
+	m := c.others(rng, s)[0]
+	if err := waitFor(30*time.Second, func() error { return c.seesAlive(rng, s.Name) }); err != nil {
+		return what + fmt.Sprintf("; no removal: %v", err), nil
+	}
+	var out any
+	for _, verb := range []string{"drain", "remove"} {
+		err := waitFor(30*time.Second, func() error {
+			via := c.others(rng, m)
+			return c.qbctl(via[0], &out, "node", verb, m.Name)
+		})
+		if err != nil {
+			return what + fmt.Sprintf("; %s %s failed, it stays: %v", verb, m.Name, err), nil
+		}
+		what += fmt.Sprintf("; %s %s", verb, m.Name)
+	}
+	m.Stop(30 * time.Second)
+	for i, h := range c.members {
+		if h == m {
+			c.members = append(c.members[:i], c.members[i+1:]...)
+			break
+		}
+	}
+	c.spares = append(c.spares, m)
+	return what + "; stop " + m.Name + " (its host is the spare now)", nil
+}
+
+// seesAlive reports nil once a random member's cluster status has node alive.
+func (c *cluster) seesAlive(rng *rand.Rand, node string) error {
+	var st status
+	if err := c.qbctl(c.pick(rng), &st, "cluster", "status"); err != nil {
+		return err
+	}
+	for _, m := range st.Members {
+		if m.ID == node && m.State == "alive" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s not alive in the cluster status yet", node)
 }

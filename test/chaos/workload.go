@@ -26,13 +26,31 @@ const (
 
 // clients hands out SDK clients connected to nodes chosen at random.
 type clients struct {
-	conns []string // connection string of each host, by index
-	names []string
+	mu    sync.Mutex
+	conns []string // connection string of every host that ever served; owner: mu
+	names []string // owner: mu
+}
+
+// add makes the node on host name one the clients may pick (a node added to the
+// cluster); a node removed later stays, as a stale address in a client's
+// configuration would: dialling it fails and the client moves on.
+func (cs *clients) add(conn, name string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, n := range cs.names {
+		if n == name {
+			return
+		}
+	}
+	cs.conns, cs.names = append(cs.conns, conn), append(cs.names, name)
 }
 
 func (cs *clients) dial(rng *rand.Rand) (*azservicebus.Client, string) {
+	cs.mu.Lock()
 	i := rng.IntN(len(cs.conns))
-	c, err := azservicebus.NewClientFromConnectionString(cs.conns[i], &azservicebus.ClientOptions{
+	conn, name := cs.conns[i], cs.names[i]
+	cs.mu.Unlock()
+	c, err := azservicebus.NewClientFromConnectionString(conn, &azservicebus.ClientOptions{
 		// One attempt per call: the workload retries itself, with a new MessageId for a
 		// send, so that an ID is never sent twice.
 		RetryOptions: azservicebus.RetryOptions{MaxRetries: -1},
@@ -40,7 +58,7 @@ func (cs *clients) dial(rng *rand.Rand) (*azservicebus.Client, string) {
 	if err != nil {
 		panic(err) // only a malformed connection string fails here
 	}
-	return c, cs.names[i]
+	return c, name
 }
 
 // conn is one worker's client, replaced by one to another random node after an error.

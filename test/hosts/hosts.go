@@ -22,6 +22,9 @@ import (
 type Config struct {
 	// N is the number of hosts (1 to 200).
 	N int
+	// Spare is how many of them (the last ones) StartQuorumbus leaves down: the others
+	// form a cluster of N-Spare, and a spare's node joins it when launched later.
+	Spare int
 	// Prefix names every namespace, veth, nftables table and lock file; at most 8
 	// characters, default "qbc". Two suites that may run at once need two prefixes
 	// and two subnets.
@@ -49,6 +52,9 @@ type Config struct {
 func (c *Config) defaults(t testing.TB) error {
 	if c.N < 1 || c.N > 200 {
 		return fmt.Errorf("hosts: N = %d, want 1..200", c.N)
+	}
+	if c.Spare < 0 || c.Spare >= c.N {
+		return fmt.Errorf("hosts: Spare = %d of %d hosts, want 0..N-1", c.Spare, c.N)
 	}
 	if c.Prefix == "" {
 		c.Prefix = "qbc"

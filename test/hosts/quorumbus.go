@@ -24,8 +24,8 @@ const (
 )
 
 // QuorumbusArgs is the command line of a quorumbus node on host h, a member of a cluster
-// of all the hosts of its Net: node ID and advertised address are the host's name, it
-// joins the others by name with --bootstrap-expect N, and its clock follows the host's
+// of the hosts of its Net: node ID and advertised address are the host's name, it joins
+// the others by name with --bootstrap-expect N-Spare, and its clock follows the host's
 // ClockOffsetFile (JumpClock). extra flags come last.
 func (h *Host) QuorumbusArgs(extra ...string) []string {
 	var join []string
@@ -39,7 +39,7 @@ func (h *Host) QuorumbusArgs(extra ...string) []string {
 		"--admin-addr", h.IP + ":" + strconv.Itoa(AdminPort),
 		"--cluster-addr", h.IP + ":" + strconv.Itoa(ClusterPort), // not 0.0.0.0: the proxies hold 127.0.1.x
 		"--advertise-addr", h.Name + ":" + strconv.Itoa(ClusterPort),
-		"--bootstrap-expect", strconv.Itoa(len(h.net.hosts)),
+		"--bootstrap-expect", strconv.Itoa(len(h.net.hosts) - h.net.cfg.Spare),
 		"--clock-offset-file", h.ClockOffsetFile()}
 	if len(join) > 0 {
 		args = append(args, "--join", strings.Join(join, ","))
@@ -47,22 +47,29 @@ func (h *Host) QuorumbusArgs(extra ...string) []string {
 	return append(args, extra...)
 }
 
-// StartQuorumbus launches the quorumbus binary of harness.Binary on every host with
-// QuorumbusArgs(extra...), all at once (a forming cluster needs its peers), and waits
-// until each serves (endpoints.json written and /readyz answering 200).
+// StartQuorumbus launches the quorumbus binary of harness.Binary with
+// QuorumbusArgs(extra...) on every host but the spares, all at once (a forming cluster
+// needs its peers), and waits until each serves (endpoints.json written and /readyz
+// answering 200).
 func (n *Net) StartQuorumbus(timeout time.Duration, extra ...string) error {
-	bin := filepath.Join(harness.Binary(n.t), "quorumbus")
-	for _, h := range n.hosts {
-		if err := h.Launch(nil, bin, h.QuorumbusArgs(extra...)...); err != nil {
+	up := n.hosts[:len(n.hosts)-n.cfg.Spare]
+	for _, h := range up {
+		if err := h.LaunchQuorumbus(extra...); err != nil {
 			return err
 		}
 	}
 	var errs []error
 	deadline := time.Now().Add(timeout)
-	for _, h := range n.hosts {
+	for _, h := range up {
 		errs = append(errs, h.AwaitReady(time.Until(deadline)))
 	}
 	return errors.Join(errs...)
+}
+
+// LaunchQuorumbus starts the quorumbus binary of harness.Binary on h with
+// QuorumbusArgs(extra...), without waiting: a spare joins the running cluster this way.
+func (h *Host) LaunchQuorumbus(extra ...string) error {
+	return h.Launch(nil, filepath.Join(harness.Binary(h.net.t), "quorumbus"), h.QuorumbusArgs(extra...)...)
 }
 
 // Endpoints reads what the host's node wrote to its data directory once serving.
