@@ -96,8 +96,8 @@ type Config struct {
 	// cannot reach any of them (internal/certs builds it from files or a shared secret).
 	TLS *tls.Config
 	// GossipKey, when set (16, 24 or 32 bytes), encrypts and authenticates memberlist's
-	// packets and streams (memberlist Config.SecretKey): gossip over UDP does not go
-	// through TLS. Nodes with another key cannot join or gossip.
+	// packets and streams (the primary key of memberlist's Keyring): gossip over UDP
+	// does not go through TLS. Nodes with another key cannot join or gossip.
 	GossipKey []byte
 	// GossipAcceptKeys are further keys memberlist opens packets and streams with but
 	// never seals them with (secondary keys of its Keyring), so that a cluster can

@@ -34,7 +34,7 @@ func rotationSteps() []struct {
 		{"before", "cluster-secret", nil},
 		{"accept the new", "cluster-secret", []string{"cluster-secret-2"}},
 		{"use the new", "cluster-secret-2", []string{"cluster-secret"}},
-		{"drop the old", "cluster-secret-2", nil},
+		{"drop the old", "cluster-secret-2", []string{}}, // as --set-json '...=[]' gives
 	}
 }
 
@@ -203,5 +203,15 @@ func TestGeneratedSecretKeepsKeysThroughARotation(t *testing.T) {
 	}
 	if len(data) != 3 {
 		t.Errorf("after the rotation the Secret holds %d keys, want sas-key and both cluster secrets (the old one is deleted by hand): %v", len(data), data)
+	}
+}
+
+// `--set 'clusterAuth.acceptedSecretKeys={}'` gives a list holding one empty key, which
+// no Secret has: refused at render time, naming the value, rather than a pod that cannot
+// mount its volume.
+func TestEmptyAcceptedSecretKeyIsRefused(t *testing.T) {
+	_, err := renderErr(map[string]any{"clusterAuth": map[string]any{"acceptedSecretKeys": []any{""}}})
+	if err == nil || !strings.Contains(err.Error(), "acceptedSecretKeys") {
+		t.Fatalf("err = %v, want mention of acceptedSecretKeys", err)
 	}
 }
