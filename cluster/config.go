@@ -96,9 +96,14 @@ type Config struct {
 	// cannot reach any of them (internal/certs builds it from files or a shared secret).
 	TLS *tls.Config
 	// GossipKey, when set (16, 24 or 32 bytes), encrypts and authenticates memberlist's
-	// packets and streams (memberlist Config.SecretKey): gossip over UDP does not go
-	// through TLS. Nodes with another key cannot join or gossip.
+	// packets and streams (the primary key of memberlist's Keyring): gossip over UDP
+	// does not go through TLS. Nodes with another key cannot join or gossip.
 	GossipKey []byte
+	// GossipAcceptKeys are further keys memberlist opens packets and streams with but
+	// never seals them with (secondary keys of its Keyring), so that a cluster can
+	// change GossipKey one node at a time (docs/security.md § Rotation). Each is 16, 24
+	// or 32 bytes; they need GossipKey.
+	GossipAcceptKeys [][]byte
 
 	Raft   RaftTiming
 	Clock  Clock        // nil: real clock
@@ -147,6 +152,14 @@ func (c *Config) Validate() error {
 	case 0, 16, 24, 32:
 	default:
 		errs = append(errs, fmt.Errorf("cluster: GossipKey must be 16, 24 or 32 bytes, got %d", len(c.GossipKey)))
+	}
+	if len(c.GossipAcceptKeys) > 0 && len(c.GossipKey) == 0 {
+		errs = append(errs, errors.New("cluster: GossipAcceptKeys need a GossipKey to seal with"))
+	}
+	for i, k := range c.GossipAcceptKeys {
+		if l := len(k); l != 16 && l != 24 && l != 32 {
+			errs = append(errs, fmt.Errorf("cluster: GossipAcceptKeys[%d] must be 16, 24 or 32 bytes, got %d", i, l))
+		}
 	}
 	if c.Raft.HeartbeatTimeout <= 0 || c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout ||
 		c.Raft.LeaderLeaseTimeout <= 0 || c.Raft.LeaderLeaseTimeout > c.Raft.HeartbeatTimeout || c.Raft.CommitTimeout <= 0 {

@@ -53,7 +53,7 @@ type gossip struct {
 	alive map[string]memberMeta // live members by name, from memberlist's events; owner: mu
 }
 
-func startGossip(mux *transport.Mux, self memberMeta, key []byte, changed func(), logger *log.Logger) (*gossip, error) {
+func startGossip(mux *transport.Mux, self memberMeta, key []byte, acceptKeys [][]byte, changed func(), logger *log.Logger) (*gossip, error) {
 	g := &gossip{self: self, changed: changed, alive: map[string]memberMeta{}}
 	tr, err := newGossipTransport(mux, self.Cluster)
 	if err != nil {
@@ -68,9 +68,17 @@ func startGossip(mux *transport.Mux, self memberMeta, key []byte, changed func()
 	mc.Logger = logger
 	mc.AdvertiseAddr = tr.advIP.String()
 	mc.AdvertisePort = tr.advPort
-	// With a key every packet and stream is AES-GCM sealed, and memberlist drops what
-	// does not open with it (GossipVerifyIncoming defaults to true).
-	mc.SecretKey = key
+	// With a key every packet and stream is AES-GCM sealed with it, and memberlist
+	// drops what opens with no key of its keyring (GossipVerifyIncoming defaults to
+	// true): the primary key, then the accepted ones.
+	if len(key) > 0 {
+		kr, err := memberlist.NewKeyring(acceptKeys, key)
+		if err != nil {
+			tr.Shutdown()
+			return nil, fmt.Errorf("cluster: memberlist keyring: %w", err)
+		}
+		mc.Keyring = kr
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		tr.Shutdown()

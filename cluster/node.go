@@ -154,7 +154,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	self := memberMeta{ID: cfg.NodeID, Cluster: n.adv, AMQP: cfg.AMQPAddr, Admin: cfg.AdminAddr, Zone: cfg.Zone,
 		Formed: n.meta.hadState, Inc: n.inc}
-	if n.gossip, err = startGossip(mux, self, cfg.GossipKey, n.changed, n.memberlistLogger()); err != nil {
+	if n.gossip, err = startGossip(mux, self, cfg.GossipKey, cfg.GossipAcceptKeys, n.changed, n.memberlistLogger()); err != nil {
 		return fail(err)
 	}
 	if len(cfg.Join) > 0 {

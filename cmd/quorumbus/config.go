@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,10 +67,14 @@ type Config struct {
 
 	// Cluster credentials: mutual TLS on the cluster port and gossip encryption.
 	// ClusterSecret is the value or @FILE; the certificate files are optional.
-	ClusterSecret  string `json:"cluster-secret"`
-	ClusterTLSCert string `json:"cluster-tls-cert"`
-	ClusterTLSKey  string `json:"cluster-tls-key"`
-	ClusterTLSCA   string `json:"cluster-tls-ca"`
+	ClusterSecret string `json:"cluster-secret"`
+	// ClusterSecretAccepted are further secrets (each a value or @FILE) whose peers
+	// this node accepts while it presents and encrypts with ClusterSecret: the secret
+	// being introduced or retired during a rotation (docs/security.md § Rotation).
+	ClusterSecretAccepted []string `json:"cluster-secret-accepted"`
+	ClusterTLSCert        string   `json:"cluster-tls-cert"`
+	ClusterTLSKey         string   `json:"cluster-tls-key"`
+	ClusterTLSCA          string   `json:"cluster-tls-ca"`
 
 	// nodeIDDefaulted: no source set --node-id, so the host name was taken and the ID
 	// recorded in the data directory wins over it (resolveNodeID).
@@ -267,9 +272,14 @@ func (c *Config) validateTLS() error {
 	case (c.ClusterTLSCert != "" || c.ClusterTLSKey != "" || c.ClusterTLSCA != "") &&
 		(c.ClusterTLSCert == "" || c.ClusterTLSKey == "" || c.ClusterTLSCA == ""):
 		return errors.New("--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca: set all three (this node's certificate, its key, the CA peers must chain to) or none")
+	case len(c.ClusterSecretAccepted) > 0 && c.ClusterSecret == "":
+		return errors.New("--cluster-secret-accepted needs --cluster-secret: a node presents and encrypts with its " +
+			"current secret and only accepts peers of the listed ones too")
 	case c.ClusterTLSCert != "" && c.ClusterSecret == "":
 		return errors.New("--cluster-tls-cert needs --cluster-secret too: it keys gossip encryption, " +
 			"since memberlist's UDP packets do not go through TLS")
+	case slices.Contains(c.ClusterSecretAccepted, ""):
+		return errors.New("--cluster-secret-accepted: an empty entry (a stray comma?); want SECRET or @FILE[,SECRET or @FILE...]")
 	case c.AMQPAddr == "" && !c.tlsEnabled():
 		return errors.New("--amqp-addr is off and TLS is not configured, so no AMQP listener would run: " +
 			"set --tls-cert/--tls-key or --tls-self-signed (AMQPS on --amqps-addr), or give --amqp-addr HOST:PORT")
@@ -411,6 +421,7 @@ func settings(c *Config) []setting {
 		{name: "tls-key", usage: "PEM private key of --tls-cert; reloaded when the file changes", str: &c.TLSKey},
 		{name: "tls-self-signed", usage: "serve TLS with a development CA and certificate kept in --data/tls (its ca.crt path is printed at start)", b: &c.TLSSelfSigned},
 		{name: "cluster-secret", usage: "shared secret (>= 16 bytes, or @FILE) that authenticates and encrypts cluster traffic: mutual TLS from a CA derived from it, and gossip encryption; the same on every node", str: &c.ClusterSecret},
+		{name: "cluster-secret-accepted", usage: "further cluster secrets (each >= 16 bytes, or @FILE; comma-separated) whose peers this node accepts, while it presents and encrypts with --cluster-secret: the secret being introduced or retired during a rotation (docs/security.md)", list: &c.ClusterSecretAccepted},
 		{name: "cluster-tls-cert", usage: "PEM certificate of this node for mutual TLS on the cluster port, instead of one derived from --cluster-secret; reloaded on change", str: &c.ClusterTLSCert},
 		{name: "cluster-tls-key", usage: "PEM private key of --cluster-tls-cert; reloaded on change", str: &c.ClusterTLSKey},
 		{name: "cluster-tls-ca", usage: "PEM CA bundle peers' cluster certificates must chain to; reloaded on change", str: &c.ClusterTLSCA},
@@ -613,7 +624,7 @@ func applyFile(ss []setting, path string) error {
 }
 
 // effectiveJSON is c as a config file (keys are flag names, durations in Go form), with
-// the value of sas-key (and of cluster-secret, unless it names a file) replaced by
+// the value of sas-key (and of each cluster secret, unless it names a file) replaced by
 // "REDACTED" when one is set.
 func (c Config) effectiveJSON() ([]byte, error) {
 	out := map[string]any{}
@@ -637,5 +648,13 @@ func (c Config) effectiveJSON() ([]byte, error) {
 	if c.ClusterSecret != "" && !strings.HasPrefix(c.ClusterSecret, "@") {
 		out["cluster-secret"] = "REDACTED"
 	}
+	accepted := []string{}
+	for _, v := range c.ClusterSecretAccepted {
+		if !strings.HasPrefix(v, "@") {
+			v = "REDACTED"
+		}
+		accepted = append(accepted, v)
+	}
+	out["cluster-secret-accepted"] = accepted
 	return json.MarshalIndent(out, "", "  ")
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -368,12 +370,77 @@ func TestConfigClusterCredentials(t *testing.T) {
 			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	if _, _, err := clusterCredentials(Config{ClusterSecret: "short", NodeID: "n1"}); err == nil ||
+	if _, _, _, err := clusterCredentials(Config{ClusterSecret: "short", NodeID: "n1"}); err == nil ||
 		!strings.Contains(err.Error(), "--cluster-secret") {
 		t.Errorf("a 5-byte secret: err = %v, want a --cluster-secret error", err)
 	}
-	tc, key, err := clusterCredentials(Config{ClusterSecret: "0123456789abcdef", NodeID: "n1"})
-	if err != nil || tc == nil || len(key) != 32 {
+	tc, key, accept, err := clusterCredentials(Config{ClusterSecret: "0123456789abcdef", NodeID: "n1"})
+	if err != nil || tc == nil || len(key) != 32 || len(accept) != 0 {
 		t.Fatalf("derived credentials: %v, %v, %d-byte key", tc != nil, err, len(key))
+	}
+}
+
+// TestConfigClusterSecretAccepted: the secrets accepted besides the current one are a
+// comma-separated list in a flag and QUORUMBUS_*, an array (or such a string) in the
+// file; each is a value or @FILE, is redacted by --check-config unless it names a file,
+// and yields a gossip key. They need --cluster-secret, and a stray comma or a short
+// secret is named.
+func TestConfigClusterSecretAccepted(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "next")
+	if err := os.WriteFile(file, []byte("the next cluster secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"@" + file, "an accepted secret of some length"}
+	cfgFile := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(cfgFile, []byte(`{"cluster-secret": "the current cluster secret",
+		"cluster-secret-accepted": ["@`+file+`", "an accepted secret of some length"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, load := range map[string]func() (Config, error){
+		"flag": func() (Config, error) {
+			return loadConfig([]string{"--cluster-secret", "the current cluster secret",
+				"--cluster-secret-accepted", strings.Join(want, " , ")}, env(nil), io.Discard)
+		},
+		"env": func() (Config, error) {
+			return loadConfig(nil, env(map[string]string{"QUORUMBUS_CLUSTER_SECRET": "the current cluster secret",
+				"QUORUMBUS_CLUSTER_SECRET_ACCEPTED": strings.Join(want, ",")}), io.Discard)
+		},
+		"file": func() (Config, error) { return loadConfig([]string{"--config", cfgFile}, env(nil), io.Discard) },
+	} {
+		c, err := load()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.Equal(c.ClusterSecretAccepted, want) {
+			t.Fatalf("%s: accepted %q, want %q", name, c.ClusterSecretAccepted, want)
+		}
+		b, err := c.effectiveJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "some length") || !strings.Contains(string(b), `"@`+file+`",`) {
+			t.Fatalf("%s: accepted secrets not redacted, or the file not named:\n%s", name, b)
+		}
+		tc, key, accept, err := clusterCredentials(c)
+		if err != nil || tc == nil || len(key) != 32 || len(accept) != 2 || len(accept[0]) != 32 ||
+			bytes.Equal(accept[0], key) || bytes.Equal(accept[0], accept[1]) {
+			t.Fatalf("%s: credentials: %v, %d-byte key, accepted keys %d", name, err, len(key), len(accept))
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster-secret-accepted", "an accepted secret of some length"}, "needs --cluster-secret"},
+		{[]string{"--cluster-secret", "the current cluster secret", "--cluster-secret-accepted", "an accepted secret of some length,"}, "empty entry"},
+	} {
+		if _, err := loadConfig(tc.args, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	_, _, _, err := clusterCredentials(Config{ClusterSecret: "the current cluster secret", NodeID: "n1",
+		ClusterSecretAccepted: []string{"an accepted secret of some length", "short"}})
+	if err == nil || !strings.Contains(err.Error(), "--cluster-secret-accepted entry 2") {
+		t.Errorf("a 5-byte accepted secret: err = %v, want it named", err)
 	}
 }

@@ -110,7 +110,7 @@ func run(cfg Config) error {
 	}
 
 	cc := clusterConfig(cfg, clientLn.Addr(), adminLn.Addr())
-	if cc.TLS, cc.GossipKey, err = clusterCredentials(cfg); err != nil {
+	if cc.TLS, cc.GossipKey, cc.GossipAcceptKeys, err = clusterCredentials(cfg); err != nil {
 		return err
 	}
 	if cc.TLS == nil && (len(cfg.Join) > 0 || cfg.BootstrapExpect > 1) {
@@ -375,32 +375,43 @@ func clientTLS(cfg Config) (*tls.Config, string, error) {
 }
 
 // clusterCredentials are the mutual-TLS configuration of the cluster port and the
-// gossip key: from --cluster-tls-* files when given, else derived from --cluster-secret;
-// none without a secret.
-func clusterCredentials(cfg Config) (*tls.Config, []byte, error) {
+// gossip keys: from --cluster-tls-* files when given, else derived from --cluster-secret
+// (trusting also the CAs of --cluster-secret-accepted); none without a secret. The
+// gossip key is the current secret's, the accepted keys those of the accepted secrets.
+func clusterCredentials(cfg Config) (tc *tls.Config, key []byte, accept [][]byte, err error) {
 	if cfg.ClusterSecret == "" {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	secret, err := certs.ReadSecret(cfg.ClusterSecret)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+		return nil, nil, nil, fmt.Errorf("--cluster-secret: %w", err)
 	}
-	key, err := certs.GossipKey(secret)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+	if key, err = certs.GossipKey(secret); err != nil {
+		return nil, nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+	}
+	var accepted [][]byte
+	for i, v := range cfg.ClusterSecretAccepted {
+		a, err := certs.ReadSecret(v)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--cluster-secret-accepted entry %d: %w", i+1, err)
+		}
+		k, err := certs.GossipKey(a)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--cluster-secret-accepted entry %d: %w", i+1, err)
+		}
+		accepted, accept = append(accepted, a), append(accept, k)
 	}
 	if cfg.ClusterTLSCert != "" {
 		tc, err := certs.FileClusterTLS(cfg.ClusterTLSCert, cfg.ClusterTLSKey, cfg.ClusterTLSCA)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca: %w", err)
+			return nil, nil, nil, fmt.Errorf("--cluster-tls-cert/--cluster-tls-key/--cluster-tls-ca: %w", err)
 		}
-		return tc, key, nil
+		return tc, key, accept, nil
 	}
-	tc, err := certs.SecretClusterTLS(secret, cfg.NodeID, time.Now())
-	if err != nil {
-		return nil, nil, fmt.Errorf("--cluster-secret: %w", err)
+	if tc, err = certs.SecretClusterTLS(secret, cfg.NodeID, time.Now(), accepted...); err != nil {
+		return nil, nil, nil, fmt.Errorf("--cluster-secret: %w", err)
 	}
-	return tc, key, nil
+	return tc, key, accept, nil
 }
 
 // tlsConnectionString is a normal (non-emulator) connection string for the AMQPS

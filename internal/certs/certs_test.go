@@ -239,3 +239,55 @@ func TestClusterTLSFromFilesAndSecret(t *testing.T) {
 		t.Error("a 5-byte secret was accepted")
 	}
 }
+
+// TestSecretRotationStates: the configurations a cluster passes through while its secret
+// changes from A to B (docs/security.md § Rotation) complete mutual TLS, in both roles,
+// with the configuration of the step before and after; A and B alone do not, nor does
+// a node that skips the first step (B current, A accepted) with one that has only A.
+func TestSecretRotationStates(t *testing.T) {
+	now := time.Now()
+	a, b := []byte("the old cluster secret, A"), []byte("the new cluster secret, B")
+	cfg := func(id string, secret []byte, accepted ...[]byte) *tls.Config {
+		c, err := SecretClusterTLS(secret, id, now, accepted...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	states := map[string]*tls.Config{
+		"A":       cfg("n1", a),
+		"A+accB":  cfg("n2", a, b),
+		"B+accA":  cfg("n3", b, a),
+		"B":       cfg("n4", b),
+		"B+accB":  cfg("n5", b, b), // a listed secret equal to the current one is harmless
+		"A+accAB": cfg("n6", a, a, b),
+	}
+	for _, tc := range []struct {
+		x, y string
+		ok   bool
+	}{
+		{"A", "A+accB", true},       // step 1: install B
+		{"A+accB", "B+accA", true},  // step 2: use B
+		{"B+accA", "B", true},       // step 3: drop A
+		{"A+accB", "A+accB", true},  // between the steps
+		{"B+accA", "B+accA", true},  // between the steps
+		{"B", "B+accB", true},       // duplicates
+		{"A+accAB", "B+accA", true}, // duplicates
+		{"A", "B", false},           // the end: A alone is out
+		{"A", "B+accA", false},      // step 1 skipped
+		{"A+accB", "B", false},      // step 2 skipped
+	} {
+		for _, dir := range [][2]string{{tc.x, tc.y}, {tc.y, tc.x}} {
+			serr, cerr := handshake(t, states[dir[0]], states[dir[1]])
+			if tc.ok && (serr != nil || cerr != nil) {
+				t.Errorf("server %s, client %s: server %v, client %v; want a handshake", dir[0], dir[1], serr, cerr)
+			}
+			if !tc.ok && serr == nil && cerr == nil {
+				t.Errorf("server %s, client %s: handshake completed; want it refused", dir[0], dir[1])
+			}
+		}
+	}
+	if _, err := SecretClusterTLS(a, "n1", now, []byte("short")); err == nil {
+		t.Error("a 5-byte accepted secret was accepted")
+	}
+}

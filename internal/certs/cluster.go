@@ -85,11 +85,23 @@ func ClusterCA(secret []byte) (ed25519.PrivateKey, *x509.Certificate, error) {
 
 // SecretClusterTLS is the mutual-TLS configuration of a node that knows the secret: a
 // leaf certificate for nodeID, freshly issued by the derived CA, and the derived CA as
-// the only root.
-func SecretClusterTLS(secret []byte, nodeID string, now time.Time) (*tls.Config, error) {
+// a root. Each accepted secret adds its derived CA as a root too, never as the issuer
+// of what the node presents: during a rotation (docs/security.md § Rotation) a node
+// accepts peers of the secret being introduced or retired while it still presents,
+// and so is accepted with, the one every peer knows.
+func SecretClusterTLS(secret []byte, nodeID string, now time.Time, accepted ...[]byte) (*tls.Config, error) {
 	caKey, ca, err := ClusterCA(secret)
 	if err != nil {
 		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	for i, a := range accepted {
+		_, other, err := ClusterCA(a)
+		if err != nil {
+			return nil, fmt.Errorf("certs: accepted cluster secret %d: %w", i+1, err)
+		}
+		pool.AddCert(other)
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -104,8 +116,6 @@ func SecretClusterTLS(secret []byte, nodeID string, now time.Time) (*tls.Config,
 		return nil, fmt.Errorf("certs: %w", err)
 	}
 	cert := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
 	get := func() (*tls.Certificate, error) { return cert, nil }
 	return clusterConfig(get, func() (*x509.CertPool, error) { return pool, nil }), nil
 }

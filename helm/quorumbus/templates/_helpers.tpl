@@ -29,6 +29,16 @@
 {{ default (include "quorumbus.secretName" .) .Values.clusterAuth.existingSecret }}
 {{- end }}
 
+{{- /* QUORUMBUS_CLUSTER_SECRET_ACCEPTED: each of clusterAuth.acceptedSecretKeys as a file
+of the cluster-secret-accepted volume, comma-separated. */}}
+{{- define "quorumbus.acceptedSecretFiles" -}}
+{{- $files := list }}
+{{- range .Values.clusterAuth.acceptedSecretKeys }}
+{{- $files = append $files (printf "@/etc/quorumbus/cluster-secret-accepted/%s" .) }}
+{{- end }}
+{{- join "," $files }}
+{{- end }}
+
 {{- define "quorumbus.image" -}}
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
 {{- end }}

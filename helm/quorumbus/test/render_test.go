@@ -124,9 +124,9 @@ func renderRelease(vals map[string]any) (manifest, notes string, err error) {
 	return b.String(), rel.Info.Notes, nil
 }
 
-// generatedKey is the random key of a generated Secret, replaced in golden files by
-// base64("GENERATED"), which still decodes as Secret data.
-var generatedKey = regexp.MustCompile(`(?m)^(  (?:sas-key|cluster-secret): )[A-Za-z0-9+/=]{40,}$`)
+// generatedKey is a random key or cluster secret of a generated Secret, replaced in
+// golden files by base64("GENERATED"), which still decodes as Secret data.
+var generatedKey = regexp.MustCompile(`(?m)^(  (?:sas-key|cluster-secret[-._a-zA-Z0-9]*): )[A-Za-z0-9+/=]{40,}$`)
 
 // Each values file renders exactly as its golden file says (run with -update after a
 // chart change and review the diff).
