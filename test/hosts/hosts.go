@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"runtime"
 	"strings"
 	"sync"
@@ -291,8 +292,9 @@ func (n *Net) writeHosts(h *Host) error {
 	return os.WriteFile(filepath.Join(dir, "hosts"), []byte(b.String()), 0o644)
 }
 
-// Hosts returns the hosts in index order.
-func (n *Net) Hosts() []*Host { return n.hosts }
+// Hosts returns the hosts in index order, in a slice of the caller's own: appending to
+// it or removing from it leaves the Net's list (which close walks) as it is.
+func (n *Net) Hosts() []*Host { return slices.Clone(n.hosts) }
 
 // Host returns host i.
 func (n *Net) Host(i int) *Host { return n.hosts[i] }
