@@ -66,7 +66,9 @@ func TestTransactions(t *testing.T) {
 		expectNothing(t, r, time.Second) // "out" was never sent
 	})
 
-	t.Run("CrossEntityRefused", func(t *testing.T) {
+	// Across two queues (two partition groups: two-phase commit): a receive from A,
+	// its complete and a send to B commit together, or roll back together.
+	t.Run("CrossEntityCommit", func(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "txn-cross-a", nil)
 		other := e.queue(t, "txn-cross-b", nil)
@@ -77,16 +79,39 @@ func TestTransactions(t *testing.T) {
 		did := c.receive()
 		c.complete(did, id)
 		c.sendOn(3, "out", id)
-		st := c.discharge(id, false)
-		if st.code != codeRejected || st.condition != "amqp:not-implemented" || !strings.Contains(st.description, "TrackingId:") {
-			t.Fatalf("cross-entity discharge: %v, want rejected amqp:not-implemented with a TrackingId", st)
-		}
 		if got := bodies(peekAll(t, e.receiver(t, other, nil))); len(got) != 0 {
-			t.Fatalf("%s holds %v after a refused transaction", other, got)
+			t.Fatalf("%s holds %v before the discharge", other, got)
 		}
-		if got := bodies(peekAll(t, e.receiver(t, q, nil))); fmt.Sprint(got) != "[in]" {
-			t.Fatalf("%s holds %v after a refused transaction, want [in]", q, got)
+		if st := c.discharge(id, false); st.code != codeAccepted {
+			t.Fatalf("cross-entity discharge: %v", st)
 		}
+		if got := bodies(peekAll(t, e.receiver(t, other, nil))); fmt.Sprint(got) != "[out]" {
+			t.Fatalf("%s holds %v after commit, want [out]", other, got)
+		}
+		r := e.receiver(t, q, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		expectNothing(t, r, time.Second) // "in" was completed
+	})
+
+	t.Run("CrossEntityRollback", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "txn-crossrb-a", nil)
+		other := e.queue(t, "txn-crossrb-b", nil)
+		send(t, e.sender(t, q), body("in"))
+		c := dialTxn(t, e, q)
+		c.attachSender(3, other)
+		id := c.declare()
+		did := c.receive()
+		c.complete(did, id)
+		c.sendOn(3, "out", id)
+		if st := c.discharge(id, true); st.code != codeAccepted {
+			t.Fatalf("discharge(fail=true): %v", st)
+		}
+		m := receiveOne(t, e.receiver(t, q, nil), 10*time.Second)
+		if string(m.Body) != "in" || m.DeliveryCount != 2 {
+			t.Fatalf("after rollback received %q with DeliveryCount %d, want in, 2", m.Body, m.DeliveryCount)
+		}
+		r := e.receiver(t, other, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		expectNothing(t, r, time.Second) // "out" was never sent
 	})
 }
 
