@@ -332,8 +332,11 @@ func (f *FSM) readTxnState(d *dec) error {
 		for _, s := range p.settles {
 			for _, t := range s.Tokens {
 				m := f.locks[binary.BigEndian.Uint64(t[8:16])]
-				if m == nil || f.token(m) != t || m.flags&fPinned != 0 {
-					return fmt.Errorf("prepared transaction %q settles a message not locked for it", p.id)
+				if m == nil || f.token(m) != t {
+					continue // removed while prepared (purge, subscription deleted), as unpin skips it
+				}
+				if m.flags&fPinned != 0 {
+					return fmt.Errorf("prepared transaction %q settles a message another one holds", p.id)
 				}
 				m.flags |= fPinned // pin below, once all are read
 			}

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/quorumbus/quorumbus/fsm/rule"
@@ -320,5 +321,32 @@ func TestTxnDecode2PC(t *testing.T) {
 	nested := AppendEntry(nil, &Entry{Now: t0, Cmds: []Command{&TxnPrepare{ID: "t", Cmds: []Command{&Txn{}}}}})
 	if _, err := DecodeEntry(nested); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("nested transaction in a prepare: %v, want ErrBadCommand", err)
+	}
+}
+
+// TestTxnPreparedMessagePurged: a held message removed meanwhile (a purge) is skipped by
+// the commit, and the state with the prepared record still snapshots and restores (tf).
+func TestTxnPreparedMessagePurged(t *testing.T) {
+	x := newTF(t, queueCfg())
+	x.send(msgOf("a"))
+	m := x.recv(q, 1)[0]
+	if r := x.one(prepareOf("t1", m, msgOf("b"))); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := x.one(&Purge{Target: q}); r.Err != nil || r.Count != 1 {
+		t.Fatalf("purge: %v, %d", r.Err, r.Count)
+	}
+	var buf bytes.Buffer
+	if err := x.f.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := New(queueCfg()).Restore(&buf); err != nil {
+		t.Fatalf("restore with a prepared record whose message is gone: %v", err)
+	}
+	if r := x.one(&TxnCommit{ID: "t1"}); r.Err != nil {
+		t.Fatalf("commit: %v", r.Err)
+	}
+	if got := bodies(x.f.Peek(q, 0, 10)); fmt.Sprint(got) != "[b]" {
+		t.Fatalf("after commit: %v, want [b]", got)
 	}
 }
