@@ -113,6 +113,38 @@ func TestTransactions(t *testing.T) {
 		r := e.receiver(t, other, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
 		expectNothing(t, r, time.Second) // "out" was never sent
 	})
+
+	// Send-via (the NServiceBus and MassTransit pattern): the sender is attached to the
+	// queue the message was received from, with the transfer destination naming the
+	// other queue; the receive's complete and the send commit together.
+	t.Run("SendVia", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "txn-via-in", nil)
+		other := e.queue(t, "txn-via-out", nil)
+		send(t, e.sender(t, q), body("in"))
+		c := dialTxn(t, e, q)
+		c.attachSenderVia(3, q, other)
+		id := c.declare()
+		did := c.receive()
+		c.complete(did, id)
+		c.sendOn(3, "out", id)
+		if got := bodies(peekAll(t, e.receiver(t, other, nil))); len(got) != 0 {
+			t.Fatalf("%s holds %v before the discharge", other, got)
+		}
+		if st := c.discharge(id, false); st.code != codeAccepted {
+			t.Fatalf("send-via discharge: %v", st)
+		}
+		if got := bodies(peekAll(t, e.receiver(t, other, nil))); fmt.Sprint(got) != "[out]" {
+			t.Fatalf("%s holds %v after commit, want [out]", other, got)
+		}
+		r := e.receiver(t, q, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		expectNothing(t, r, time.Second) // "in" completed, nothing sent to the via queue
+		// Outside a transaction, a send-via message goes to the destination.
+		c.sendPlainOn(3, "direct")
+		if got := bodies(peekAll(t, e.receiver(t, other, nil))); fmt.Sprint(got) != "[out direct]" {
+			t.Fatalf("%s holds %v, want [out direct]", other, got)
+		}
+	})
 }
 
 // ---- a minimal transactional AMQP client ----
@@ -195,6 +227,28 @@ func (c *txnConn) attachSender(h uint32, q string) {
 		if len(f) > 4 && f[4] == h {
 			return
 		}
+	}
+}
+
+// attachSenderVia attaches a sender to via whose messages go to dest (the Service Bus
+// link property com.microsoft:transfer-destination-address).
+func (c *txnConn) attachSenderVia(h uint32, via, dest string) {
+	c.frame(0, list(codeAttach, str(fmt.Sprint("via", h)), u32(h), boolean(false), null(), null(), list(codeSource), list(codeTarget, str(via)),
+		null(), null(), null(), null(), null(), null(), mapOf(sym("com.microsoft:transfer-destination-address"), str(dest))), nil)
+	for { // wait for its credit
+		f := c.expect(codeFlow)
+		if len(f) > 4 && f[4] == h {
+			return
+		}
+	}
+}
+
+// sendPlainOn sends outside any transaction and checks it is accepted.
+func (c *txnConn) sendPlainOn(h uint32, body string) {
+	c.t.Helper()
+	msg := append(descriptor(codeData), bin([]byte(body))...)
+	if st := c.outcome(c.transferOn(h, msg, nil)); st.code != codeAccepted {
+		c.t.Fatalf("send answered %v", st)
 	}
 }
 
@@ -405,6 +459,14 @@ func variable(code byte, p []byte) []byte {
 func bin(p []byte) []byte { return variable(0xb0, p) }
 func str(s string) []byte { return variable(0xb1, []byte(s)) }
 func sym(s string) []byte { return variable(0xb3, []byte(s)) }
+
+// mapOf is a map32 of one key and value.
+func mapOf(k, v []byte) []byte {
+	b := []byte{0xd1}
+	b = binary.BigEndian.AppendUint32(b, uint32(4+len(k)+len(v)))
+	b = binary.BigEndian.AppendUint32(b, 2)
+	return append(append(b, k...), v...)
+}
 
 // list is a described list: descriptor code, then the fields.
 func list(code uint64, fields ...[]byte) []byte {
