@@ -308,6 +308,7 @@ func appendTxnState(b []byte, v txnState) []byte {
 // locks are already restored: it pins the held messages and reserves the held bytes.
 func (f *FSM) readTxnState(d *dec) error {
 	np := d.count(4)
+	last := ""
 	for i := 0; i < np && d.err == nil; i++ {
 		p := &prepTxn{id: d.string()}
 		p.coord = d.uint32v()
@@ -326,9 +327,10 @@ func (f *FSM) readTxnState(d *dec) error {
 		if d.err != nil {
 			break
 		}
-		if p.id == "" || f.prepared[p.id] != nil || p.reserved < 0 {
-			return fmt.Errorf("prepared transaction %q repeated or malformed", p.id)
+		if p.id <= last || p.reserved < 0 { // in id order, as written: one state, one encoding
+			return fmt.Errorf("prepared transaction %q out of order or malformed", p.id)
 		}
+		last = p.id
 		for _, s := range p.settles {
 			for _, t := range s.Tokens {
 				m := f.locks[binary.BigEndian.Uint64(t[8:16])]
@@ -345,15 +347,20 @@ func (f *FSM) readTxnState(d *dec) error {
 		f.bytes += p.reserved
 	}
 	nd := d.count(4)
+	last = ""
 	for i := 0; i < nd && d.err == nil; i++ {
 		t := &txnDecision{id: d.string(), commit: d.bool(), deadline: d.varint()}
 		n := d.count(1)
 		for j := 0; j < n && d.err == nil; j++ {
 			t.parts = append(t.parts, d.uint32v())
 		}
-		if d.err == nil && (t.id == "" || f.decided[t.id] != nil) {
-			return fmt.Errorf("decision %q repeated or malformed", t.id)
+		if d.err != nil {
+			break
 		}
+		if t.id <= last {
+			return fmt.Errorf("decision %q out of order or malformed", t.id)
+		}
+		last = t.id
 		f.decided[t.id] = t
 	}
 	if err := d.end(); err != nil {
