@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 )
 
 // Transactions through a real node. Neither the Go SDK nor go-amqp has a transaction
@@ -144,6 +145,46 @@ func TestTransactions(t *testing.T) {
 		if got := bodies(peekAll(t, e.receiver(t, other, nil))); fmt.Sprint(got) != "[out direct]" {
 			t.Fatalf("%s holds %v, want [out direct]", other, got)
 		}
+	})
+
+	// A generic AMQP client (go-amqp) opens a send-via link with the link property and
+	// sends outside a transaction: the message reaches the destination, not the via queue.
+	t.Run("SendViaGoAMQP", func(t *testing.T) {
+		t.Parallel()
+		via := e.queue(t, "txn-goamqp-via", nil)
+		dest := e.queue(t, "txn-goamqp-dest", nil)
+		kv := map[string]string{}
+		for _, part := range strings.Split(e.n.ConnectionString, ";") {
+			if k, v, ok := strings.Cut(part, "="); ok {
+				kv[k] = v
+			}
+		}
+		ctx := testCtx(t)
+		conn, err := amqp.Dial(ctx, "amqp://"+e.n.AMQP, &amqp.ConnOptions{
+			SASLType: amqp.SASLTypePlain(kv["SharedAccessKeyName"], kv["SharedAccessKey"]),
+		})
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		sess, err := conn.NewSession(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snd, err := sess.NewSender(ctx, via, &amqp.SenderOptions{
+			Properties: map[string]any{"com.microsoft:transfer-destination-address": dest}})
+		if err != nil {
+			t.Fatalf("send-via attach: %v", err)
+		}
+		if err := snd.Send(ctx, &amqp.Message{Data: [][]byte{[]byte("via")}}, nil); err != nil {
+			t.Fatalf("send-via send: %v", err)
+		}
+		m := receiveOne(t, e.receiver(t, dest, nil), 10*time.Second)
+		if string(m.Body) != "via" {
+			t.Fatalf("%s received %q, want via", dest, m.Body)
+		}
+		r := e.receiver(t, via, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		expectNothing(t, r, time.Second)
 	})
 }
 
