@@ -43,17 +43,30 @@ func (s *session) handleAttach(a *frames.Attach) error {
 		s.attachCoordinator(l, a)
 		return nil
 	}
-	if dest, other := sendViaOther(a); other && a.Role == frames.RoleSender {
-		s.refuse(l, a, s.errorFor(l, condNotImplemented, fmt.Sprintf(
-			"Sending via %q to %q (a cross-entity transaction) is not supported; send to %q directly.", a.Target.Address, dest, dest)))
-		return nil
-	}
 	if a.Role == frames.RoleSender {
 		if a.Target == nil {
 			s.refuse(l, a, s.errorFor(nil, condInvalidField, "attach without a target"))
 			return nil
 		}
 		address = a.Target.Address
+		if dest, other := sendViaOther(a); other {
+			// Send-via (Service Bus transfer destination): the link's target is the via
+			// entity, its messages go to dest. Inside a transaction they are part of it
+			// (applied atomically with the rest at commit); outside one they go straight
+			// to dest, not through the via entity (docs/compatibility.md).
+			ent, sub := parseEntityPath(address)
+			via := Address{Entity: ent, Sub: sub}
+			if ent == "" {
+				s.refuse(l, a, s.errorFor(l, condNotFound, fmt.Sprintf("The messaging entity '%s' could not be found.", address)))
+				return nil
+			}
+			if !c.hasClaim(via.String(), RightSend) {
+				s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. 'Send' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", c.hostname, address)))
+				return nil
+			}
+			l.via = via
+			address = dest
+		}
 	} else {
 		if a.Source == nil {
 			s.refuse(l, a, s.errorFor(nil, condInvalidField, "attach without a source"))
@@ -309,7 +322,17 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 	peekLock := a.Role == frames.RoleReceiver && (a.SndSettleMode == nil || *a.SndSettleMode != frames.SndSettled)
 	ctx := l.ctx
 	c.goFunc(func() {
-		info, err := c.b.Entity(ctx, ent)
+		var err error
+		if l.via.Entity != "" { // send-via: the via entity must exist and take sends
+			var vi EntityInfo
+			if vi, err = c.b.Entity(ctx, l.via.Entity); err == nil {
+				err = checkAttach(vi, a.Role, l.via.Sub, false)
+			}
+		}
+		var info EntityInfo
+		if err == nil {
+			info, err = c.b.Entity(ctx, ent)
+		}
 		var id string
 		var lockedUntil time.Time
 		if err == nil {

@@ -32,6 +32,9 @@ var (
 	// ErrNotImplemented: the Backend cannot do what was asked (amqp:not-implemented),
 	// e.g. a transaction spanning partitions (Transactor).
 	ErrNotImplemented = errors.New("amqp: not implemented")
+	// ErrTxnRolledBack: a Transactor aborted a transaction it had begun to commit
+	// (amqp:transaction:rollback): nothing of it applied.
+	ErrTxnRolledBack = errors.New("amqp: transaction rolled back")
 
 	// errInvalidField: a client's frame or message has a field the server
 	// refuses (amqp:invalid-field), such as too many application properties.
@@ -94,6 +97,7 @@ var errorTable = []struct {
 	{errInvalidField, condInvalidField, 400},
 	{ErrEntityExists, condEntityExists, 409},
 	{errNotImplemented, condNotImplemented, 501},
+	{ErrTxnRolledBack, condTxnRollback, 409},
 }
 
 // classify returns the condition and RPC status for err.

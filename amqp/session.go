@@ -63,6 +63,7 @@ type link struct {
 	detached bool
 
 	addr      Address // entity links and management nodes
+	via       Address // send-via links: the via entity (the attach's target); addr is the destination
 	entity    EntityInfo
 	trackerID string // SystemTracker for error descriptions, set at attach
 	claimPath string // what CBS claims must cover: "q1/$DeadLetterQueue", "q1/$management"

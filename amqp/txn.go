@@ -26,9 +26,9 @@ import (
 
 // Transactor is an optional Backend capability: atomic transactions. Commit applies
 // every operation of ops, in order, or none of them. It returns ErrNotImplemented
-// (wrapped) when the Backend cannot apply these operations atomically together (for
-// instance, when they span more than one partition), without having applied any; a
-// settlement whose lock is lost gives ErrLockLost; other errors as Send and Settle.
+// (wrapped) when the Backend cannot apply these operations atomically together,
+// without having applied any; ErrTxnRolledBack when it aborted them (nothing applied);
+// a settlement whose lock is lost gives ErrLockLost; other errors as Send and Settle.
 type Transactor interface {
 	Commit(ctx context.Context, ops []TxnOp) error
 }
@@ -368,7 +368,7 @@ func sendViaOther(a *frames.Attach) (string, bool) {
 // rolledBack lists the errors after which a Backend's Commit certainly applied nothing:
 // the transaction's own content was refused. After any other error (a timeout, a lost
 // leader) the outcome is unknown: everything applied or nothing did.
-var rolledBack = []error{ErrNotImplemented, ErrLockLost, ErrSessionLockLost, ErrQuotaExceeded,
+var rolledBack = []error{ErrNotImplemented, ErrTxnRolledBack, ErrLockLost, ErrSessionLockLost, ErrQuotaExceeded,
 	ErrMessageTooLarge, ErrEntityDisabled, ErrNotAllowed, ErrNotFound, ErrBadRequest, errInvalidField}
 
 // commitError is the error a failed discharge answers with: amqp:not-implemented for a

@@ -260,20 +260,59 @@ func TestTxnTimeoutAndLimits(t *testing.T) {
 	wantRejected(t, tc.send("x", []byte("nope")), condTxnUnknownID)
 }
 
-// TestTxnSendViaOtherEntityRefused: a send-via link to another entity is refused with
-// amqp:not-implemented instead of sending to the via entity.
-func TestTxnSendViaOtherEntityRefused(t *testing.T) {
-	_, _, addr := testServer(t, nil)
-	rc := dialRaw(t, addr)
-	rc.open()
-	rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 100, OutgoingWindow: 100}, nil)
-	rc.next()
-	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "via", Handle: 0, Role: frames.RoleSender,
+// TestTxnSendVia: a sender attached to q1 with the transfer destination q2 (send-via)
+// is accepted; what it sends inside a transaction goes to q2 at commit, atomically with
+// the transaction's completion on q1, and nothing before; outside a transaction it goes
+// to q2 at once. A via entity that does not exist is refused.
+func TestTxnSendVia(t *testing.T) {
+	_, b, addr := testServer(t, nil)
+	b.addEntity(EntityInfo{Kind: KindQueue, Path: "q2"})
+	tc := newTxnClient(t, addr)
+	seed := encoding.AppendDescriptor(nil, secData)
+	seed, _ = encoding.Append(seed, []byte("in"))
+	if _, ok := tc.outcome(tc.transfer(1, seed, nil)).(frames.Accepted); !ok {
+		t.Fatal("plain send not accepted")
+	}
+	tc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "via", Handle: 3, Role: frames.RoleSender,
 		Target: &frames.Target{Address: "q1"}, Source: &frames.Source{},
-		Properties: encoding.Map{{Key: Symbol(transferDestination), Value: "t1"}}}, nil)
-	d := rc.waitFor(func(b frames.Body) bool { _, ok := b.(*frames.Detach); return ok }).(*frames.Detach)
-	if d.Error == nil || string(d.Error.Condition) != condNotImplemented {
-		t.Fatalf("send-via attach detached with %v, want %s", d.Error, condNotImplemented)
+		Properties: encoding.Map{{Key: Symbol(transferDestination), Value: "q2"}}}, nil)
+	tc.waitFor(func(fb frames.Body) bool { f, ok := fb.(*frames.Flow); return ok && f.Handle != nil && *f.Handle == 3 })
+	sendOn := func(body string, st frames.DeliveryState) frames.DeliveryState {
+		msg := encoding.AppendDescriptor(nil, secData)
+		msg, _ = encoding.Append(msg, []byte(body))
+		return tc.outcome(tc.transfer(3, msg, st))
+	}
+
+	id := tc.declare()
+	did := tc.receive()
+	wantTxnAccepted(t, tc.settle(did, id), id)
+	wantTxnAccepted(t, sendOn("out", &frames.TransactionalState{TxnID: id}), id)
+	if got := b.bodies("q2"); len(got) != 0 {
+		t.Fatalf("q2 holds %v before the discharge", got)
+	}
+	if st, ok := tc.discharge(id, false).(frames.Accepted); !ok {
+		t.Fatalf("discharge answered %#v", st)
+	}
+	if got := b.bodies("q2"); fmt.Sprint(got) != "[out]" {
+		t.Fatalf("after commit q2 holds %v, want [out]", got)
+	}
+	if got := b.bodies("q1"); len(got) != 0 {
+		t.Fatalf("after commit q1 holds %v, want nothing (completed, and nothing sent to the via entity)", got)
+	}
+
+	if st, ok := sendOn("direct", nil).(frames.Accepted); !ok {
+		t.Fatalf("a send-via send outside a transaction answered %#v", st)
+	}
+	if got := b.bodies("q2"); fmt.Sprint(got) != "[out direct]" {
+		t.Fatalf("q2 holds %v, want [out direct]", got)
+	}
+
+	tc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "via-nowhere", Handle: 4, Role: frames.RoleSender,
+		Target: &frames.Target{Address: "nope"}, Source: &frames.Source{},
+		Properties: encoding.Map{{Key: Symbol(transferDestination), Value: "q2"}}}, nil)
+	d := tc.waitFor(func(fb frames.Body) bool { d, ok := fb.(*frames.Detach); return ok && d.Handle == 4 }).(*frames.Detach)
+	if d.Error == nil || string(d.Error.Condition) != condNotFound {
+		t.Fatalf("send-via through a missing entity detached with %v, want %s", d.Error, condNotFound)
 	}
 }
 

@@ -105,6 +105,16 @@ type Config struct {
 	// or 32 bytes; they need GossipKey.
 	GossipAcceptKeys [][]byte
 
+	// TxnPrepareWindow bounds a transaction that spans partition groups (two-phase
+	// commit, txn.go): its commit must be decided within this time after its prepare
+	// began, and a participant still prepared after it asks the coordinator and presumes
+	// abort. 0: DefaultTxnPrepareWindow.
+	TxnPrepareWindow time.Duration
+	// TxnRecoveryInterval is how often each partition leader completes decided
+	// transactions and resolves prepared ones past their window. 0:
+	// DefaultTxnRecoveryInterval.
+	TxnRecoveryInterval time.Duration
+
 	Raft   RaftTiming
 	Clock  Clock        // nil: real clock
 	Logger *slog.Logger // nil: slog.Default()

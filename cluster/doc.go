@@ -30,8 +30,9 @@
 //     read-your-writes, runtime counts); ops.go: the operator surface (admin.Cluster) and
 //     the graceful stop; forward.go: auto-forwarding (S-FWD-1); idle.go: auto-delete on
 //     idle (S-IDLE-1), run by the metadata leader; txn.go: Commit, a transaction's sends
-//     and settlements applied in one fsm.Txn entry of the one partition group they fall
-//     on (cross-partition transactions are refused: docs/guarantees.md § Transactions).
+//     and settlements applied in one fsm.Txn entry when they fall on one partition
+//     group, by two-phase commit over the groups otherwise, with its recovery loop
+//     (docs/guarantees.md § Transactions).
 //
 // Gossip suggests, the metadata group decides: placement and Raft membership change
 // only through metadata commands proposed by the metadata leader, never straight from a
@@ -51,7 +52,9 @@
 //
 // Goroutines, all tracked by Node.wg and stopped by Close (closing is closed first):
 // the reconcile loop (kicked by metadata applies and gossip events, and every second);
-// the metadata loop (leader duties, every second); the join loop (while --join is set);
+// the metadata loop (leader duties, every second); the transaction recovery loop (every
+// TxnRecoveryInterval, with one short goroutine per pass that cancels it at Close); the
+// join loop (while --join is set);
 // one forwarder per auto-forwarding source hosted here; the RPC server's accept loop and
 // one goroutine per peer connection (rpcLayer.wg); memberlist's own; raft's and each
 // partition's (see partition's doc). A forwarded call whose caller gave up leaves one

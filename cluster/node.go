@@ -64,6 +64,11 @@ type Node struct {
 	closing chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
+
+	// txnHook, set by tests before use, is called by two-phase commit at each stage
+	// ("prepared", "decided"); true stops the commit there, as a crash of the driving
+	// node would (txn.go).
+	txnHook func(stage, id string) bool
 }
 
 // replica is one partition replica this node runs.
@@ -91,6 +96,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.ReadyMaxLag == 0 {
 		cfg.ReadyMaxLag = DefaultReadyMaxLag
+	}
+	if cfg.TxnPrepareWindow <= 0 {
+		cfg.TxnPrepareWindow = DefaultTxnPrepareWindow
+	}
+	if cfg.TxnRecoveryInterval <= 0 {
+		cfg.TxnRecoveryInterval = DefaultTxnRecoveryInterval
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -169,9 +180,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	n.reconcile(ctx)
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.reconcileLoop()
 	go n.metaLoop()
+	go n.txnRecoveryLoop()
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.

@@ -44,6 +44,10 @@ const (
 	opLockedWithSalt
 	opSessionsUpdatedSince // sessions whose state was set at From (Unix ms) or later
 	opTxn                  // a committed transaction on one partition: Msgs and TxnSettles in one fsm.Txn
+	opTxnPrepare           // two-phase commit (txn.go): hold Msgs and TxnSettles under TxnID
+	opTxnDecide            // record TxnCommit for TxnID in the coordinator group
+	opTxnComplete          // commit (TxnCommit) or abort TxnID's held effects
+	opTxnForget            // drop the coordinator's record of TxnID
 )
 
 // CallReq is one operation on one partition group.
@@ -72,6 +76,12 @@ type CallReq struct {
 	Max        int
 	MetaIndex  uint64
 	TxnSettles []fsm.Settle
+	// Two-phase commit (txn.go).
+	TxnID       string
+	TxnCoord    uint32
+	TxnDeadline int64
+	TxnCommit   bool
+	TxnParts    []uint32
 }
 
 // CallResp is its outcome. err is set on the local path; E carries it over the network.
@@ -87,6 +97,8 @@ type CallResp struct {
 	Stats     fsm.Stats
 	Count     int
 	Tokens    []fsm.LockToken
+	// TxnCommitted is the decision in force after opTxnDecide (also with an error).
+	TxnCommitted bool
 
 	err       error
 	tokenErrs []error
@@ -142,6 +154,22 @@ func exec(ctx context.Context, p *partition.Partition, req *CallReq) *CallResp {
 		r.Tokens, r.err = p.LockedWithSalt(ctx, req.Target, req.Receive.Salt)
 	case opTxn:
 		r.Seqs, r.err = p.Txn(ctx, req.Msgs, req.TxnSettles)
+	case opTxnPrepare:
+		c := &fsm.TxnPrepare{ID: req.TxnID, Coordinator: req.TxnCoord, Deadline: req.TxnDeadline}
+		if len(req.Msgs) > 0 {
+			c.Cmds = append(c.Cmds, &fsm.Enqueue{Messages: req.Msgs})
+		}
+		for i := range req.TxnSettles {
+			c.Cmds = append(c.Cmds, &req.TxnSettles[i])
+		}
+		r.err = p.TxnPrepare(ctx, c)
+	case opTxnDecide:
+		r.TxnCommitted, r.err = p.TxnDecide(ctx, &fsm.TxnDecide{ID: req.TxnID, Commit: req.TxnCommit,
+			Deadline: req.TxnDeadline, Participants: req.TxnParts})
+	case opTxnComplete:
+		r.err = p.TxnComplete(ctx, req.TxnID, req.TxnCommit)
+	case opTxnForget:
+		r.err = p.TxnForget(ctx, req.TxnID)
 	default:
 		r.err = fmt.Errorf("%w: unknown operation %d", fsm.ErrBadCommand, req.Op)
 	}
@@ -205,7 +233,9 @@ func retriable(o op, err error) bool {
 func repeatable(o op) bool {
 	switch o {
 	case opGetState, opListSessions, opSessionsUpdatedSince, opPeek, opStats, opLockedWithSalt,
-		opSettle, opRenewLock, opAcceptSession, opReleaseSession, opRenewSession, opSetState, opSyncConfig, opCancel:
+		opSettle, opRenewLock, opAcceptSession, opReleaseSession, opRenewSession, opSetState, opSyncConfig, opCancel,
+		// Two-phase commit: each is idempotent for its transaction id (fsm/txn2pc.go).
+		opTxnPrepare, opTxnDecide, opTxnComplete, opTxnForget:
 		return true
 	}
 	return false

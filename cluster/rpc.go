@@ -174,6 +174,7 @@ var wireSentinels = []error{
 	meta.ErrExists, meta.ErrNotFound, meta.ErrInvalid,
 	ErrUnavailable, ErrNotMetadataLeader, ErrClosed, admin.ErrUnavailable,
 	context.DeadlineExceeded, context.Canceled,
+	fsm.ErrTxnTimeout, fsm.ErrTxnDecided,
 }
 
 // WireErr is an error as it crosses the network: its text, which sentinels it matches,

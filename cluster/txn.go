@@ -1,25 +1,60 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
+	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/partition"
 )
 
 // Transactions (AMQP 1.0 part 4, the Service Bus profile; docs/guarantees.md): the
 // protocol layer buffers a transaction's sends and settlements and hands them over at
-// commit. Commit applies them in one Raft entry of one partition group (fsm.Txn), so
-// they take effect all together or not at all, on every replica, surviving a leader
-// failover like any other entry. A transaction whose operations fall on more than one
-// partition group (another entity, or another partition of a partitioned entity) is
-// refused with ErrCrossPartition before anything is applied; docs/guarantees.md
-// describes the two-phase protocol that would lift this limit.
+// commit.
+//
+// On one partition group, commit applies them in one Raft entry (fsm.Txn), so they take
+// effect all together or not at all, on every replica, surviving a leader failover like
+// any other entry.
+//
+// On several groups (another entity, another partition of a partitioned entity, a
+// send-via destination), commit runs two-phase commit over the groups' Raft logs
+// (fsm/txn2pc.go):
+//  1. prepare on every participant in group-id order (fsm.TxnPrepare): each validates
+//     its part as fsm.Txn would and holds it (settled messages pinned, sends invisible);
+//     the first refusal aborts the prepared ones and fails the commit;
+//  2. decide commit in the coordinator group, the first participant (fsm.TxnDecide):
+//     the commit point; it is refused after the transaction's deadline
+//     (Config.TxnPrepareWindow after the prepare began), and then the transaction aborts;
+//  3. complete on every participant (fsm.TxnCommit or fsm.TxnAbort), then forget the
+//     decision in the coordinator (fsm.TxnForget).
+//
+// Recovery (recoverTxns, every Config.TxnRecoveryInterval on each partition leader): a
+// coordinator leader re-drives step 3 for the decisions it holds (after one interval, so
+// the driver that made them normally finishes first), and forgets abort records once
+// their deadline has passed (a late commit is then refused by the deadline anyway). A
+// participant leader holding a prepared transaction past its deadline asks the
+// coordinator by proposing an abort decision there: the first decision stands, so the
+// answer is the commit if one was made, and otherwise abort is recorded before the
+// participant aborts (presumed abort), so no late decide can commit.
 
-// ErrCrossPartition is returned by Commit when a transaction touches more than one
-// partition group.
+// ErrCrossPartition was returned by Commit when a transaction touched more than one
+// partition group, before two-phase commit lifted that limit; kept for callers that
+// still test for it.
 var ErrCrossPartition = errors.New("cluster: a transaction spanning more than one partition is not supported")
+
+// DefaultTxnPrepareWindow and DefaultTxnRecoveryInterval are the defaults of
+// Config.TxnPrepareWindow and Config.TxnRecoveryInterval.
+const (
+	DefaultTxnPrepareWindow    = 30 * time.Second
+	DefaultTxnRecoveryInterval = time.Second
+)
 
 // TxnSend is one send inside a transaction.
 type TxnSend struct {
@@ -33,39 +68,53 @@ type Txn struct {
 	Settles []Settlement
 }
 
-// Commit applies t atomically on its one partition group. It returns nil when every
-// operation applied; otherwise nothing applied (fsm.Txn), except when the outcome is
-// unknown (partition.ErrOutcomeUnknown: the leader failed after proposing), in which
-// case the whole transaction applied or none of it did.
+// txnPart is what one partition group does in a transaction.
+type txnPart struct {
+	g       group
+	msgs    []*fsm.Message
+	settles []fsm.Settle
+}
+
+// Commit applies t atomically. It returns nil when every operation applied (on several
+// groups: once the commit decision is durable; a participant that could not be told yet
+// is completed by recovery); otherwise nothing applied, except when the outcome is
+// unknown (partition.ErrOutcomeUnknown: a leader failed after a proposal), in which case
+// the whole transaction applied or none of it did.
 func (n *Node) Commit(ctx context.Context, t Txn) error {
-	var g group
-	have := false
-	use := func(h group) error {
-		if have && h.id != g.id {
-			return ErrCrossPartition
+	var parts []*txnPart
+	part := func(h group) *txnPart {
+		for _, p := range parts {
+			if p.g.id == h.id {
+				return p
+			}
 		}
-		g, have = h, true
-		return nil
+		p := &txnPart{g: h}
+		parts = append(parts, p)
+		return p
 	}
-	var settles []fsm.Settle
 	for _, s := range t.Settles {
 		e, tgt, err := n.target(s.Address)
 		if err != nil {
 			return err
 		}
+		byGroup := map[uint32][]fsm.LockToken{} // lookup only; order from the tokens
+		var order []group
 		for _, tok := range s.Tokens {
 			h, err := e.groupOfToken(tok)
 			if err != nil {
 				return err
 			}
-			if err := use(h); err != nil {
-				return err
+			if _, ok := byGroup[h.id]; !ok {
+				order = append(order, h)
 			}
+			byGroup[h.id] = append(byGroup[h.id], tok)
 		}
-		settles = append(settles, fsm.Settle{Target: tgt, Tokens: s.Tokens, Disposition: s.Disposition,
-			Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
+		for _, h := range order {
+			p := part(h)
+			p.settles = append(p.settles, fsm.Settle{Target: tgt, Tokens: byGroup[h.id], Disposition: s.Disposition,
+				Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
+		}
 	}
-	var msgs []*fsm.Message
 	for _, s := range t.Sends {
 		if len(s.Msgs) == 0 {
 			continue
@@ -74,29 +123,125 @@ func (n *Node) Commit(ctx context.Context, t Txn) error {
 		if err != nil {
 			return err
 		}
-		var h group
 		keyed := s.Msgs[0].SessionID != "" || s.Msgs[0].PartitionKey != ""
-		if have && !keyed && sameGroup(e, g) {
+		h := e.parts[e.pick(s.Msgs[0].SessionID, s.Msgs[0].PartitionKey)]
+		if !keyed {
 			// Unkeyed messages to a partitioned entity the transaction already uses stay
-			// on its partition (as on Service Bus, a transaction stays on one partition);
-			// keyed ones must go to their key's partition (S-SES-8).
-			h = g
-		} else {
-			h = e.parts[e.pick(s.Msgs[0].SessionID, s.Msgs[0].PartitionKey)]
+			// on its partition (as on Service Bus, a transaction stays on one partition
+			// where it can); keyed ones go to their key's partition (S-SES-8).
+			for _, p := range parts {
+				if sameGroup(e, p.g) {
+					h = p.g
+					break
+				}
+			}
 		}
-		if err := use(h); err != nil {
-			return err
-		}
-		msgs = append(msgs, s.Msgs...)
+		p := part(h)
+		p.msgs = append(p.msgs, s.Msgs...)
 	}
-	if !have {
+	switch len(parts) {
+	case 0:
 		return nil // an empty transaction commits trivially
+	case 1:
+		r := n.call(ctx, parts[0].g, &CallReq{Op: opTxn, Msgs: parts[0].msgs, TxnSettles: parts[0].settles}, nil)
+		if r.err != nil {
+			return fmt.Errorf("commit: %w", r.err)
+		}
+		return nil
 	}
-	r := n.call(ctx, g, &CallReq{Op: opTxn, Msgs: msgs, TxnSettles: settles}, nil)
-	if r.err != nil {
+	slices.SortFunc(parts, func(a, b *txnPart) int { return cmp.Compare(a.g.id, b.g.id) })
+	return n.commit2PC(ctx, parts)
+}
+
+// commit2PC runs two-phase commit over parts, sorted by group id (see the top of the file).
+func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
+	id := newTxnID()
+	coord := parts[0].g
+	deadline := n.clock.Now().Add(n.cfg.TxnPrepareWindow).UnixMilli()
+	ids := make([]uint32, len(parts))
+	for i, p := range parts {
+		ids[i] = p.g.id
+	}
+	for i, p := range parts {
+		r := n.call(ctx, p.g, &CallReq{Op: opTxnPrepare, TxnID: id, TxnCoord: coord.id, TxnDeadline: deadline,
+			Msgs: p.msgs, TxnSettles: p.settles}, nil)
+		if r.err != nil {
+			// Nothing is decided: release what was prepared (a prepare whose outcome is
+			// unknown included). One that cannot be told now presumes abort at its deadline.
+			n.completeAll(ids[:i+1], id, false)
+			return fmt.Errorf("commit: prepare in partition group %d: %w", p.g.id, r.err)
+		}
+	}
+	if n.txnHook != nil && n.txnHook("prepared", id) {
+		return fmt.Errorf("commit: %w: stopped by a test after the prepare", partition.ErrOutcomeUnknown)
+	}
+	r := n.call(ctx, coord, &CallReq{Op: opTxnDecide, TxnID: id, TxnCommit: true, TxnDeadline: deadline, TxnParts: ids}, nil)
+	switch {
+	case r.err == nil && r.TxnCommitted:
+	case errors.Is(r.err, fsm.ErrTxnDecided) || errors.Is(r.err, fsm.ErrTxnTimeout):
+		// Aborted: by a participant that presumed abort, or past the deadline.
+		n.completeAll(ids, id, false)
 		return fmt.Errorf("commit: %w", r.err)
+	default:
+		// Unknown: the decision may be durable (recovery then completes it) or not
+		// (the participants then presume abort at the deadline).
+		return fmt.Errorf("commit: %w: decide in partition group %d: %w", partition.ErrOutcomeUnknown, coord.id, r.err)
+	}
+	if n.txnHook != nil && n.txnHook("decided", id) {
+		return nil // committed; the test leaves completion to recovery
+	}
+	if n.completeAll(ids, id, true) {
+		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n.call(fctx, coord, &CallReq{Op: opTxnForget, TxnID: id}, nil) // failure: recovery forgets it
+		cancel()
 	}
 	return nil
+}
+
+// completeAll tells every group of ids to commit or abort transaction id, and reports
+// whether all of them acknowledged. It does not wait on the client's context: a
+// completion left half done is finished by recovery, but sooner is better.
+func (n *Node) completeAll(ids []uint32, id string, commit bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	all := true
+	for _, gid := range ids {
+		g, ok := n.groupByID(gid)
+		if !ok {
+			continue // its entity was deleted, and its prepared state with it
+		}
+		if r := n.call(ctx, g, &CallReq{Op: opTxnComplete, TxnID: id, TxnCommit: commit}, nil); r.err != nil {
+			all = false
+		}
+	}
+	return all
+}
+
+// groupByID finds a partition group by id in the metadata, wherever it runs.
+func (n *Node) groupByID(id uint32) (group, bool) {
+	var g group
+	found := false
+	n.meta.read(func(s *meta.State) {
+		for _, pl := range s.Placements() {
+			for i, p := range pl.Partitions {
+				if p.GroupID == id {
+					g, found = group{id: id, index: i, replicas: p.Replicas}, true
+				}
+			}
+		}
+	})
+	if found {
+		n.mu.RLock()
+		g.local = n.parts[id]
+		n.mu.RUnlock()
+	}
+	return g, found
+}
+
+func newTxnID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 // sameGroup reports whether g is one of e's partitions.
@@ -107,4 +252,94 @@ func sameGroup(e *entity, g group) bool {
 		}
 	}
 	return false
+}
+
+// txnRecoveryLoop runs recoverTxns every TxnRecoveryInterval until Close.
+func (n *Node) txnRecoveryLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.TxnRecoveryInterval)
+	defer t.Stop()
+	seen := map[string]bool{} // decisions seen on the previous pass; owner: this goroutine
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			select {
+			case <-n.closing:
+				cancel()
+			case <-done:
+			}
+		}()
+		seen = n.recoverTxns(ctx, seen)
+		close(done)
+		cancel()
+	}
+}
+
+// recoverTxns completes what the partitions this node leads hold (see the top of the
+// file) and returns the decisions it saw.
+func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string]bool {
+	n.mu.RLock()
+	var leading []uint32
+	for id, r := range n.parts {
+		if r.p.IsLeader() {
+			leading = append(leading, id)
+		}
+	}
+	n.mu.RUnlock()
+	slices.Sort(leading)
+	next := map[string]bool{}
+	now := n.clock.Now().UnixMilli()
+	for _, gid := range leading {
+		n.mu.RLock()
+		r := n.parts[gid]
+		n.mu.RUnlock()
+		if r == nil {
+			continue
+		}
+		prep, dec, err := r.p.TxnState(ctx)
+		if err != nil {
+			continue
+		}
+		for _, d := range dec {
+			next[d.ID] = true
+			if !seen[d.ID] {
+				continue // the driver that decided it normally completes it within an interval
+			}
+			if !n.completeAll(d.Participants, d.ID, d.Commit) {
+				continue
+			}
+			if d.Commit || now > d.Deadline+n.cfg.TxnRecoveryInterval.Milliseconds() {
+				if g, ok := n.groupByID(gid); ok {
+					n.call(ctx, g, &CallReq{Op: opTxnForget, TxnID: d.ID}, nil)
+				}
+			}
+		}
+		for _, p := range prep {
+			if now <= p.Deadline {
+				continue
+			}
+			commit := false
+			if cg, ok := n.groupByID(p.Coordinator); ok {
+				cr := n.call(ctx, cg, &CallReq{Op: opTxnDecide, TxnID: p.ID, TxnDeadline: p.Deadline, TxnParts: []uint32{gid}}, nil)
+				switch {
+				case cr.err == nil:
+				case errors.Is(cr.err, fsm.ErrTxnDecided):
+					commit = cr.TxnCommitted
+				default:
+					continue // the coordinator cannot answer now; ask again next pass
+				}
+			}
+			// No coordinator group any more (its entity was deleted): abort.
+			n.completeAll([]uint32{gid}, p.ID, commit)
+		}
+	}
+	return next
 }

@@ -21,8 +21,8 @@ func payloads(ms []*fsm.Message) []string {
 
 // TestTxnCommitOnePartition: through a node, a transaction that completes a received
 // message and sends another to the same queue applies both at commit; one whose
-// settlement lost its lock applies nothing; one spanning two queues is refused with
-// ErrCrossPartition before anything applies.
+// settlement lost its lock applies nothing; one spanning two queues commits on both
+// (two-phase commit, txn2pc_test.go covers its failures).
 func TestTxnCommitOnePartition(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	defer n.Close()
@@ -93,21 +93,21 @@ func TestTxnCommitOnePartition(t *testing.T) {
 		t.Fatalf("complete after a failed commit: %v", errs[0])
 	}
 
-	// Two queues are two partition groups: refused, nothing applied.
+	// Two queues are two partition groups: both apply.
 	send("again")
 	m = recv()
 	err = n.Commit(ctx, Txn{
 		Settles: []Settlement{{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}},
 		Sends:   []TxnSend{{Entity: "other", Msgs: []*fsm.Message{{Payload: []byte("x")}}}},
 	})
-	if !errors.Is(err, ErrCrossPartition) {
-		t.Fatalf("cross-entity commit: %v, want ErrCrossPartition", err)
+	if err != nil {
+		t.Fatalf("cross-entity commit: %v", err)
 	}
-	if ms, err := n.Peek(ctx, Address{Entity: "other"}, "", 0, 10); err != nil || len(ms) != 0 {
-		t.Fatalf("other holds %d messages after a refused commit (%v)", len(ms), err)
+	if ms, err := n.Peek(ctx, Address{Entity: "other"}, "", 0, 10); err != nil || len(ms) != 1 || string(ms[0].Payload) != "x" {
+		t.Fatalf("other holds %v after a cross-entity commit (%v), want [x]", payloads(ms), err)
 	}
-	if errs := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}); errs[0] != nil {
-		t.Fatalf("the lock was lost by a refused commit: %v", errs[0])
+	if got := peek(); len(got) != 0 {
+		t.Fatalf("after a cross-entity commit work holds %v, want nothing", got)
 	}
 }
 
@@ -188,8 +188,8 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 }
 
 // TestTxnPartitionedEntity: on a partitioned queue, unkeyed sends in a transaction go to
-// the partition its settlements use, so receive-complete-send commits; a keyed send whose
-// key maps to another partition is refused with nothing applied.
+// the partition its settlements use, so receive-complete-send commits in one entry; a
+// keyed send whose key maps to another partition commits across the two partitions.
 func TestTxnPartitionedEntity(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	defer n.Close()
@@ -221,12 +221,6 @@ func TestTxnPartitionedEntity(t *testing.T) {
 			other = k
 		}
 	}
-	keyedMsg := &fsm.Message{Payload: []byte("keyed")}
-	keyedMsg.PartitionKey = other
-	err = n.Commit(ctx, Txn{Settles: []Settlement{complete}, Sends: []TxnSend{{Entity: "pq", Msgs: []*fsm.Message{keyedMsg}}}})
-	if !errors.Is(err, ErrCrossPartition) {
-		t.Fatalf("keyed send to another partition: %v, want ErrCrossPartition", err)
-	}
 	err = n.Commit(ctx, Txn{Settles: []Settlement{complete}, Sends: []TxnSend{{Entity: "pq", Msgs: []*fsm.Message{{Payload: []byte("out")}}}}})
 	if err != nil {
 		t.Fatalf("commit: %v", err)
@@ -234,5 +228,24 @@ func TestTxnPartitionedEntity(t *testing.T) {
 	ps, err := n.Peek(ctx, a, "", 0, 10)
 	if err != nil || len(ps) != 1 || string(ps[0].Payload) != "out" {
 		t.Fatalf("after commit pq holds %v (%v), want [out]", payloads(ps), err)
+	}
+	if ps[0].SequenceNumber>>seqShift != int64(g.index) {
+		t.Fatalf("the unkeyed send went to partition %d, not the settlement's %d", ps[0].SequenceNumber>>seqShift, g.index)
+	}
+	// A keyed send to another partition, with the completion of "out": two groups.
+	ms, err = n.Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("receive: %v %d", err, len(ms))
+	}
+	keyedMsg := &fsm.Message{Payload: []byte("keyed")}
+	keyedMsg.PartitionKey = other
+	complete.Tokens = []fsm.LockToken{ms[0].LockToken}
+	err = n.Commit(ctx, Txn{Settles: []Settlement{complete}, Sends: []TxnSend{{Entity: "pq", Msgs: []*fsm.Message{keyedMsg}}}})
+	if err != nil {
+		t.Fatalf("keyed send to another partition: %v", err)
+	}
+	ps, err = n.Peek(ctx, a, "", 0, 10)
+	if err != nil || len(ps) != 1 || string(ps[0].Payload) != "keyed" {
+		t.Fatalf("after the cross-partition commit pq holds %v (%v), want [keyed]", payloads(ps), err)
 	}
 }

@@ -198,7 +198,12 @@ const (
 	OpUpdateEntity
 	OpPurge
 	OpTouch
-	OpTxn // a committed transaction's operations, all-or-nothing (txn.go)
+	OpTxn        // a committed transaction's operations, all-or-nothing (txn.go)
+	OpTxnPrepare // two-phase commit across partition groups (txn2pc.go)
+	OpTxnDecide
+	OpTxnCommit
+	OpTxnAbort
+	OpTxnForget
 )
 
 // Entry is the unit the partition layer replicates: the leader's time and a batch of
@@ -382,6 +387,7 @@ type Result struct {
 	TokenErrs   []error
 	SessionID   string
 	Count       int
+	Committed   bool // TxnDecide: the decision in force
 }
 
 // The FSM type (fsm.go, snapshot.go) offers, and the layers above rely on, exactly

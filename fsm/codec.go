@@ -120,6 +120,28 @@ func appendCommand(b []byte, c Command) []byte {
 		for _, sc := range c.Cmds {
 			b = appendCommand(b, sc)
 		}
+	case *TxnPrepare:
+		b = appendString(b, c.ID)
+		b = appendUvarint(b, uint64(c.Coordinator))
+		b = binary.AppendVarint(b, c.Deadline)
+		b = appendUvarint(b, uint64(len(c.Cmds)))
+		for _, sc := range c.Cmds {
+			b = appendCommand(b, sc)
+		}
+	case *TxnDecide:
+		b = appendString(b, c.ID)
+		b = appendBool(b, c.Commit)
+		b = binary.AppendVarint(b, c.Deadline)
+		b = appendUvarint(b, uint64(len(c.Participants)))
+		for _, g := range c.Participants {
+			b = appendUvarint(b, uint64(g))
+		}
+	case *TxnCommit:
+		b = appendString(b, c.ID)
+	case *TxnAbort:
+		b = appendString(b, c.ID)
+	case *TxnForget:
+		b = appendString(b, c.ID)
 	default:
 		panic(fmt.Sprintf("fsm: AppendEntry: unknown command %T", c))
 	}
@@ -202,6 +224,35 @@ func (d *dec) command() Command {
 		}
 		d.depth--
 		return c
+	case OpTxnPrepare:
+		if d.depth > 0 {
+			d.failf("nested transaction")
+			return nil
+		}
+		c := &TxnPrepare{ID: d.string(), Coordinator: d.uint32v(), Deadline: d.varint()}
+		n := d.count(1)
+		c.Cmds = make([]Command, 0, n)
+		d.depth++
+		for i := 0; i < n && d.err == nil; i++ {
+			if sc := d.command(); d.err == nil {
+				c.Cmds = append(c.Cmds, sc)
+			}
+		}
+		d.depth--
+		return c
+	case OpTxnDecide:
+		c := &TxnDecide{ID: d.string(), Commit: d.bool(), Deadline: d.varint()}
+		n := d.count(1)
+		for i := 0; i < n && d.err == nil; i++ {
+			c.Participants = append(c.Participants, d.uint32v())
+		}
+		return c
+	case OpTxnCommit:
+		return &TxnCommit{ID: d.string()}
+	case OpTxnAbort:
+		return &TxnAbort{ID: d.string()}
+	case OpTxnForget:
+		return &TxnForget{ID: d.string()}
 	}
 	d.failf("unknown opcode %d", op)
 	return nil
@@ -472,6 +523,16 @@ func (d *dec) uint32() uint32 {
 
 // count reads an element count and checks that that many elements of at least min bytes
 // each fit in what is left, so a corrupt count cannot make us allocate.
+// uint32v reads a uvarint that must fit in 32 bits (a partition group id).
+func (d *dec) uint32v() uint32 {
+	v := d.uvarint()
+	if v > 1<<32-1 {
+		d.failf("group id %d out of range", v)
+		return 0
+	}
+	return uint32(v)
+}
+
 func (d *dec) count(min int) int {
 	v := d.uvarint()
 	if d.err != nil {

@@ -106,23 +106,41 @@ func ttlFor(msgTTL int64, defs ...int64) int64 {
 	return t
 }
 
-func (f *FSM) enqueue(ms []*Message, r *Result) {
-	if s := f.cfg.Queue.Status; s == StatusDisabled || s == StatusSendDisabled {
+func (f *FSM) enqueue(ms []*Message, r *Result) { f.enqueueMode(ms, r, enqStore) }
+
+// enqueue modes: enqStore validates and stores; enqDryRun validates (quota included)
+// and returns the bytes the batch would add, storing nothing (TxnPrepare); enqForce
+// stores without the checks a prepared transaction already passed (TxnCommit: status,
+// size, session, quota), skipping a subscription whose rules now refuse the copy.
+type enqMode uint8
+
+const (
+	enqStore enqMode = iota
+	enqDryRun
+	enqForce
+)
+
+func (f *FSM) enqueueMode(ms []*Message, r *Result, mode enqMode) int64 {
+	force := mode == enqForce
+	if s := f.cfg.Queue.Status; !force && (s == StatusDisabled || s == StatusSendDisabled) {
 		r.Err = ErrEntityDisabled
-		return
+		return 0
 	}
 	for i, m := range ms {
 		if m == nil {
 			r.Err = fmt.Errorf("%w: message %d is nil", ErrBadCommand, i)
-			return
+			return 0
+		}
+		if force {
+			continue
 		}
 		if max := f.cfg.MaxMessageSizeBytes; max > 0 && msgSize(m) > max { // S-SEND-6
 			r.Err = fmt.Errorf("%w: message %d is %d bytes, the limit is %d", ErrMessageTooLarge, i, msgSize(m), max)
-			return
+			return 0
 		}
 		if f.cfg.Kind == KindQueue && f.ents[0].cfg.RequiresSession && m.SessionID == "" { // S-SES-1
 			r.Err = fmt.Errorf("%w: message %d has no SessionId", ErrSessionRequired, i)
-			return
+			return 0
 		}
 	}
 	dedupe := f.cfg.RequiresDuplicateDetection
@@ -190,9 +208,12 @@ func (f *FSM) enqueue(ms []*Message, r *Result) {
 		strs := ""
 		for _, e := range f.ents { // S-TOP-1 fan-out
 			cp, toDLQ, err := f.route(e, &p)
+			if err != nil && force {
+				continue // the subscription changed since the prepare: no copy for it
+			}
 			if err != nil {
 				r.Err = err
-				return
+				return 0
 			}
 			if cp == nil {
 				continue
@@ -229,9 +250,12 @@ func (f *FSM) enqueue(ms []*Message, r *Result) {
 			added += c.bytes()
 		}
 	}
-	if max := f.cfg.MaxSizeBytes; max > 0 && added > 0 && f.bytes+added > max { // S-SEND-6
+	if max := f.cfg.MaxSizeBytes; !force && max > 0 && added > 0 && f.bytes+added > max { // S-SEND-6
 		r.Err = fmt.Errorf("%w: %d + %d bytes exceeds %d", ErrQuotaExceeded, f.bytes, added, max)
-		return
+		return 0
+	}
+	if mode == enqDryRun {
+		return added
 	}
 	// Commit: from here on nothing fails (S-SEND-5: all or nothing).
 	f.lastSeq = seq
@@ -251,6 +275,7 @@ func (f *FSM) enqueue(ms []*Message, r *Result) {
 		}
 	}
 	r.SeqNos = seqs
+	return added
 }
 
 const toDLQErr = "A subscription rule could not be evaluated for this message."

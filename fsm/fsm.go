@@ -31,6 +31,9 @@ type FSM struct {
 	dup  map[string]dupRec // S-DUP-1 history by MessageId; lookup only
 	dupq []dupEnt          // the same history in insertion (= time) order; dupq[duph:] is live
 	duph int
+
+	prepared map[string]*prepTxn     // transactions prepared here (txn2pc.go); lookup only, iterated sorted
+	decided  map[string]*txnDecision // decisions of transactions this partition coordinates; same
 }
 
 type dupRec struct{ seq, at int64 }
@@ -101,6 +104,9 @@ func New(cfg Config) *FSM {
 		byName: map[string]*entity{},
 		locks:  map[uint64]*msg{},
 		dup:    map[string]dupRec{},
+
+		prepared: map[string]*prepTxn{},
+		decided:  map[string]*txnDecision{},
 	}
 	f.setConfig(cfg)
 	return f
@@ -311,6 +317,16 @@ func (f *FSM) apply(c Command, r *Result) {
 		}
 	case *Txn:
 		f.txn(c, r)
+	case *TxnPrepare:
+		f.txnPrepare(c, r)
+	case *TxnDecide:
+		f.txnDecide(c, r)
+	case *TxnCommit:
+		f.txnCommit(c, r)
+	case *TxnAbort:
+		f.txnAbort(c, r)
+	case *TxnForget:
+		f.txnForget(c)
 	case nil:
 		r.Err = fmt.Errorf("%w: nil command", ErrBadCommand)
 		return

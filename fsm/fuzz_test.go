@@ -47,6 +47,10 @@ func seedEntries() []*Entry {
 		{Now: t0 + 6, Cmds: []Command{&Txn{Cmds: []Command{&Enqueue{Messages: []*Message{msgOf("t")}},
 			&Settle{Target: q, Tokens: []LockToken{tok}, Disposition: Complete}, &Schedule{Messages: []*Message{full}}}}, &Txn{}}},
 		{Now: -1},
+		{Now: t0 + 7, Cmds: []Command{&TxnPrepare{ID: "p", Coordinator: 3, Deadline: t0 + 60_000, Cmds: []Command{
+			&Enqueue{Messages: []*Message{msgOf("u")}}, &Settle{Target: q, Tokens: []LockToken{tok}, Disposition: Abandon}}},
+			&TxnDecide{ID: "p", Commit: true, Deadline: t0 + 60_000, Participants: []uint32{3, 8}},
+			&TxnCommit{ID: "p"}, &TxnAbort{ID: "q"}, &TxnForget{ID: "p"}}},
 	}
 }
 
@@ -130,7 +134,20 @@ func seedSnapshots(t testing.TB) [][]byte {
 		}
 		out = append(out, buf.Bytes())
 	}
-	return out
+	// Version 3: a prepared transaction holding a message and a send, and a decision.
+	f := New(queueCfg())
+	f.Apply(&Entry{Now: t0, Cmds: []Command{&Enqueue{Messages: []*Message{msgOf("a"), msgOf("b")}}}})
+	res := f.Apply(&Entry{Now: t0 + 1, Cmds: []Command{&Receive{Target: q, Max: 1, Salt: 1}}})
+	f.Apply(&Entry{Now: t0 + 2, Cmds: []Command{
+		&TxnPrepare{ID: "t1", Coordinator: 4, Deadline: t0 + 30_000, Cmds: []Command{
+			&Enqueue{Messages: []*Message{msgOf("c", withID("m"))}},
+			&Settle{Target: q, Tokens: []LockToken{res[0].Messages[0].LockToken}, Disposition: Complete}}},
+		&TxnDecide{ID: "t0", Commit: true, Deadline: t0 + 30_000, Participants: []uint32{4, 9}}}})
+	var buf bytes.Buffer
+	if err := f.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return append(out, buf.Bytes())
 }
 
 func FuzzRestore(f *testing.F) {
@@ -155,7 +172,7 @@ func FuzzRestore(f *testing.F) {
 		if err := fs.Snapshot(&again); err != nil {
 			t.Fatal(err)
 		}
-		if b[4] == snapVersion && !bytes.Equal(again.Bytes(), b) {
+		if b[4] >= snapVersionNoTxn && !bytes.Equal(again.Bytes(), b) {
 			t.Fatal("restored state snapshots differently")
 		}
 		fs.Apply(&Entry{Now: fs.Now() + 1_000_000, Cmds: []Command{&Tick{},

@@ -58,8 +58,11 @@ func (f *FSM) checkInvariants() {
 					if f.locks[m.lockCtr] != m {
 						fail("message %d: not in the lock table", m.seq)
 					}
-					if s != nil && (s.locked[m.lockCtr] != m || !s.held) {
+					if s != nil && m.flags&fPinned == 0 && (s.locked[m.lockCtr] != m || !s.held) {
 						fail("message %d: locked outside a held session", m.seq)
+					}
+					if s != nil && m.flags&fPinned != 0 && s.locked[m.lockCtr] != nil {
+						fail("message %d: pinned by a transaction but in its session's locks", m.seq)
 					}
 					if m.state == StateScheduled {
 						fail("message %d: scheduled and locked", m.seq)
@@ -110,6 +113,9 @@ func (f *FSM) checkInvariants() {
 				fail("session %q: locks without a holder", id)
 			}
 		}
+	}
+	for _, id := range sortedKeys(f.prepared) {
+		bytes += f.prepared[id].reserved
 	}
 	if bytes != f.bytes {
 		fail("bytes %d, actual %d", f.bytes, bytes)

@@ -12,8 +12,8 @@ import (
 func (m *msg) deadlineOf() int64 {
 	switch {
 	case m.locked():
-		if m.flags&fSession != 0 {
-			return NeverMs // the session lock governs (S-SES-4)
+		if m.flags&(fSession|fPinned) != 0 {
+			return NeverMs // the session lock governs (S-SES-4), or the prepared transaction
 		}
 		return m.lockedUntil
 	case m.state == StateScheduled:

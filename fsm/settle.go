@@ -69,40 +69,58 @@ func (f *FSM) settle(c *Settle, r *Result) {
 			}
 			continue
 		}
-		switch c.Disposition {
-		case Complete: // S-LOCK-2
-			st.ev.Completed++
-			f.remove(m)
-		case Abandon: // S-LOCK-3
-			st.ev.Abandoned++
+		if m.flags&fPinned != 0 { // held by a prepared transaction (txn2pc.go)
+			err := ErrLockLost
+			if m.flags&fSession != 0 {
+				err = ErrSessionLockLost
+			}
+			if r.TokenErrs != nil {
+				r.TokenErrs[i] = err
+			}
+			if r.Err == nil {
+				r.Err = err
+			}
+			continue
+		}
+		f.settleMsg(st, m, c)
+	}
+}
+
+// settleMsg applies c's disposition to m, a message locked in st.
+func (f *FSM) settleMsg(st *store, m *msg, c *Settle) {
+	switch c.Disposition {
+	case Complete: // S-LOCK-2
+		st.ev.Completed++
+		f.remove(m)
+	case Abandon: // S-LOCK-3
+		st.ev.Abandoned++
+		setProps(m, c.Properties)
+		f.unlock(m)
+		f.requeue(m, true)
+	case Release:
+		f.unlock(m)
+		f.requeue(m, false)
+	case Defer: // S-LOCK-7
+		setProps(m, c.Properties)
+		f.unlock(m)
+		if m.state == StateActive {
+			st.countState(StateActive, -1)
+			m.state = StateDeferred
+			st.countState(StateDeferred, 1)
+		}
+		if !st.dlq && m.expires <= f.now { // S-TTL-3
+			f.expire(m)
+		} else {
+			f.place(m)
+		}
+	case DeadLetter: // S-LOCK-6
+		if st.dlq { // S-DLQ-1: never dead-lettered again; it stays, unlocked
 			setProps(m, c.Properties)
-			f.unlock(m)
-			f.requeue(m, true)
-		case Release:
 			f.unlock(m)
 			f.requeue(m, false)
-		case Defer: // S-LOCK-7
-			setProps(m, c.Properties)
-			f.unlock(m)
-			if m.state == StateActive {
-				st.countState(StateActive, -1)
-				m.state = StateDeferred
-				st.countState(StateDeferred, 1)
-			}
-			if !st.dlq && m.expires <= f.now { // S-TTL-3
-				f.expire(m)
-			} else {
-				f.place(m)
-			}
-		case DeadLetter: // S-LOCK-6
-			if st.dlq { // S-DLQ-1: never dead-lettered again; it stays, unlocked
-				setProps(m, c.Properties)
-				f.unlock(m)
-				f.requeue(m, false)
-				continue
-			}
-			f.deadLetter(m, c.Reason, c.Description, c.Properties)
+			return
 		}
+		f.deadLetter(m, c.Reason, c.Description, c.Properties)
 	}
 }
 

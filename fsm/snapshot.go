@@ -25,13 +25,19 @@ import (
 // The same state always gives the same bytes: stores are written in sequence order,
 // sessions in id order, and no map is iterated unsorted.
 //
-// Versions: 1 is the first layout; 2 appends stateAt to each session record. Restore
+// Versions: 1 is the first layout; 2 appends stateAt to each session record; 3 appends
+// one record after the dedupe record: the prepared transactions and the decision
+// records of two-phase commit (txn2pc.go). A state without either is written as
+// version 2, byte for byte as before, so a release that reads only version 2 can still
+// restore it; a state with them needs a release that reads version 3. Restore
 // reads every version from snapOldest; a version 1 session with state restores with
 // the snapshot's time as stateAt (its update time is unknown; that is the latest it
 // can have been, so a listing by update time includes it rather than misses it).
 const (
 	snapMagic   = "QBFS"
-	snapVersion = 2
+	snapVersion = 3
+	// snapVersionNoTxn is the version written when no transaction is prepared or decided.
+	snapVersionNoTxn = 2
 	// snapOldest is the oldest version Restore still reads.
 	snapOldest = 1
 	// maxRecord bounds one record (a message with a 100 MiB body and its properties).
@@ -85,6 +91,7 @@ type Frozen struct {
 	lockCtr  uint64
 	ents     []snapEnt
 	dup      []dupEnt
+	txn      txnState
 }
 
 type snapEnt struct {
@@ -110,7 +117,7 @@ func (f *FSM) Freeze() *Frozen { return f.view(true) }
 
 func (f *FSM) view(freeze bool) *Frozen {
 	v := &Frozen{cfg: f.cfg, now: f.now, lastSeq: f.lastSeq, lastSend: f.lastSend, lockCtr: f.lockCtr,
-		ents: make([]snapEnt, len(f.ents)), dup: slices.Clone(f.dupq[f.duph:])}
+		ents: make([]snapEnt, len(f.ents)), dup: slices.Clone(f.dupq[f.duph:]), txn: f.txnView()}
 	if freeze {
 		v.cfg.Subscriptions = slices.Clone(v.cfg.Subscriptions)
 	}
@@ -143,7 +150,11 @@ func (f *FSM) view(freeze bool) *Frozen {
 func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
 	s := &snapWriter{w: bufio.NewWriterSize(cw, 64<<10)}
-	s.write(append([]byte(snapMagic), snapVersion))
+	version := byte(snapVersion)
+	if v.txn.empty() {
+		version = snapVersionNoTxn
+	}
+	s.write(append([]byte(snapMagic), version))
 	b := appendConfig(s.buf[:0], &v.cfg)
 	b = binary.AppendVarint(b, v.now)
 	b = binary.AppendVarint(b, v.lastSeq)
@@ -196,6 +207,10 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 		b = binary.AppendVarint(b, d.seq)
 	}
 	s.record(b)
+	if version >= 3 {
+		b = appendTxnState(b[:0], v.txn)
+		s.record(b)
+	}
 	s.buf = b
 	if s.err != nil {
 		return cw.n, s.err
@@ -233,7 +248,7 @@ func appendMsg(b []byte, m *msg) []byte {
 	b = appendUvarint(b, m.lockCtr)
 	b = binary.BigEndian.AppendUint32(b, m.salt)
 	b = binary.AppendVarint(b, int64(m.dcount))
-	b = append(b, byte(m.state), m.flags&^fRing) // fRing is derived
+	b = append(b, byte(m.state), m.flags&^(fRing|fPinned)) // fRing and fPinned are derived
 	b = appendString(b, m.strs)
 	b = appendProps(b, m.app)
 	b = appendBytes(b, m.payload)
@@ -406,6 +421,15 @@ func restore(r io.Reader) (*FSM, error) {
 	if err := d.end(); err != nil {
 		return nil, err
 	}
+	if version >= 3 {
+		d, err := s.record()
+		if err != nil {
+			return nil, err
+		}
+		if err := f.readTxnState(&d); err != nil {
+			return nil, err
+		}
+	}
 	want := s.crc.Sum32()
 	var tr [4]byte
 	if _, err := io.ReadFull(s.r, tr[:]); err != nil {
@@ -420,7 +444,7 @@ func restore(r io.Reader) (*FSM, error) {
 	// Locks of sessions no longer held would be a corrupt snapshot; check the invariants
 	// the fsm relies on.
 	for ctr, m := range f.locks {
-		if m.flags&fSession != 0 {
+		if m.flags&fSession != 0 && m.flags&fPinned == 0 { // a pinned message is the transaction's, not the session's
 			s := f.session(m)
 			if s == nil || !s.held {
 				return nil, fmt.Errorf("lock %d in a session that is not held", ctr)

@@ -38,6 +38,7 @@ const (
 	fModified                    // Properties changed after the send
 	fSession                     // the message belongs to a session store (sessionID non-empty)
 	fRing                        // the message is in its availQ's ring
+	fPinned                      // locked under a prepared transaction (txn2pc.go): no expiry, no other settlement; derived from the prepared records
 )
 
 func (m *msg) locked() bool { return m.flags&fLocked != 0 }

@@ -33,45 +33,10 @@ func (*Txn) activity() (activity, Target) { return noActivity, Target{} }
 // txn applies c (see Txn). A malformed transaction fails with ErrBadCommand; lock
 // failures wrap ErrLockLost or ErrSessionLockLost as a Settle outside one would.
 func (f *FSM) txn(c *Txn, r *Result) {
-	var msgs []*Message
-	var settles []*Settle
-	for i, sc := range c.Cmds {
-		switch sc := sc.(type) {
-		case *Enqueue:
-			msgs = append(msgs, sc.Messages...)
-		case *Schedule:
-			msgs = append(msgs, sc.Messages...)
-		case *Settle:
-			settles = append(settles, sc)
-		default:
-			r.Err = fmt.Errorf("%w: transaction command %d is %T", ErrBadCommand, i, sc)
-			return
-		}
-	}
-	// 1. Validate every settlement against the state before the transaction.
-	seen := map[uint64]bool{} // lookup only
-	for _, s := range settles {
-		_, st, err := f.lookup(s.Target)
-		if err != nil {
-			r.Err = err
-			return
-		}
-		if s.Disposition < Complete || s.Disposition > Release {
-			r.Err = fmt.Errorf("%w: disposition %d", ErrBadCommand, s.Disposition)
-			return
-		}
-		for _, t := range s.Tokens {
-			if _, err := f.lockedMsg(st, t, s.SessionID, s.Owner); err != nil {
-				r.Err = err
-				return
-			}
-			ctr := binary.BigEndian.Uint64(t[8:16])
-			if seen[ctr] {
-				r.Err = fmt.Errorf("%w: a message is settled twice in one transaction", ErrLockLost)
-				return
-			}
-			seen[ctr] = true
-		}
+	msgs, settles, err := f.checkTxn(c.Cmds)
+	if err != nil {
+		r.Err = err
+		return
 	}
 	// 2. Store the messages, all-or-nothing.
 	if len(msgs) > 0 {
@@ -93,4 +58,50 @@ func (f *FSM) txn(c *Txn, r *Result) {
 		}
 		f.noteActivity(s, &sr)
 	}
+}
+
+// checkTxn splits a transaction's commands into its messages and settlements and
+// validates every settlement against the current state (step 1 of Txn): target,
+// disposition, each token locked (and not held by a prepared transaction), the session
+// held by its Owner, no message settled twice.
+func (f *FSM) checkTxn(cmds []Command) ([]*Message, []*Settle, error) {
+	var msgs []*Message
+	var settles []*Settle
+	for i, sc := range cmds {
+		switch sc := sc.(type) {
+		case *Enqueue:
+			msgs = append(msgs, sc.Messages...)
+		case *Schedule:
+			msgs = append(msgs, sc.Messages...)
+		case *Settle:
+			settles = append(settles, sc)
+		default:
+			return nil, nil, fmt.Errorf("%w: transaction command %d is %T", ErrBadCommand, i, sc)
+		}
+	}
+	seen := map[uint64]bool{} // lookup only
+	for _, s := range settles {
+		_, st, err := f.lookup(s.Target)
+		if err != nil {
+			return nil, nil, err
+		}
+		if s.Disposition < Complete || s.Disposition > Release {
+			return nil, nil, fmt.Errorf("%w: disposition %d", ErrBadCommand, s.Disposition)
+		}
+		for _, t := range s.Tokens {
+			m, err := f.lockedMsg(st, t, s.SessionID, s.Owner)
+			if err != nil {
+				return nil, nil, err
+			}
+			if m.flags&fPinned != 0 {
+				return nil, nil, fmt.Errorf("%w: the message is held by another transaction", ErrLockLost)
+			}
+			ctr := binary.BigEndian.Uint64(t[8:16])
+			if seen[ctr] {
+				return nil, nil, fmt.Errorf("%w: a message is settled twice in one transaction", ErrLockLost)
+			}
+			seen[ctr] = true
+		}
+	}
+	return msgs, settles, nil
 }

@@ -492,3 +492,52 @@ func first(v []int64) int64 {
 	}
 	return v[0]
 }
+
+// Two-phase commit across partition groups (fsm/txn2pc.go; the cluster layer drives it).
+
+// TxnPrepare holds this partition's part of a transaction (fsm.TxnPrepare).
+func (p *Partition) TxnPrepare(ctx context.Context, c *fsm.TxnPrepare) error {
+	res, err := p.propose(ctx, c)
+	if err != nil {
+		return err
+	}
+	return resultErr("transaction prepare", res.Err)
+}
+
+// TxnDecide records a decision in the coordinator's group (fsm.TxnDecide) and returns
+// the decision in force, also when err wraps fsm.ErrTxnDecided or fsm.ErrTxnTimeout.
+func (p *Partition) TxnDecide(ctx context.Context, c *fsm.TxnDecide) (committed bool, err error) {
+	res, err := p.propose(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	return res.Committed, resultErr("transaction decide", res.Err)
+}
+
+// TxnComplete applies (commit) or drops (abort) a prepared transaction's held effects.
+func (p *Partition) TxnComplete(ctx context.Context, id string, commit bool) error {
+	var c fsm.Command = &fsm.TxnAbort{ID: id}
+	if commit {
+		c = &fsm.TxnCommit{ID: id}
+	}
+	res, err := p.propose(ctx, c)
+	if err != nil {
+		return err
+	}
+	return resultErr("transaction complete", res.Err)
+}
+
+// TxnForget drops a coordinator's decision record.
+func (p *Partition) TxnForget(ctx context.Context, id string) error {
+	_, err := p.propose(ctx, &fsm.TxnForget{ID: id})
+	return err
+}
+
+// TxnState returns the transactions prepared here and the decisions kept here (leader
+// read).
+func (p *Partition) TxnState(ctx context.Context) ([]fsm.PreparedTxn, []fsm.TxnDecision, error) {
+	var prep []fsm.PreparedTxn
+	var dec []fsm.TxnDecision
+	err := p.leaderRead(ctx, func(f *fsm.FSM) { prep, dec = f.PreparedTxns(), f.TxnDecisions() })
+	return prep, dec, err
+}

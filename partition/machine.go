@@ -81,7 +81,7 @@ func wakes(e *fsm.Entry) bool {
 	for _, c := range e.Cmds {
 		switch c.(type) {
 		case *fsm.Enqueue, *fsm.Schedule, *fsm.Settle, *fsm.Tick, *fsm.ReleaseSession,
-			*fsm.UpdateEntity:
+			*fsm.UpdateEntity, *fsm.Txn, *fsm.TxnCommit, *fsm.TxnAbort:
 			return true
 		}
 	}

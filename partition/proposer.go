@@ -92,6 +92,10 @@ func cmdSize(c fsm.Command) int {
 		for _, sc := range c.Cmds {
 			n += cmdSize(sc)
 		}
+	case *fsm.TxnPrepare:
+		for _, sc := range c.Cmds {
+			n += cmdSize(sc)
+		}
 	}
 	return n
 }

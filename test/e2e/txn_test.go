@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 )
 
 // Transactions through a real node. Neither the Go SDK nor go-amqp has a transaction
@@ -66,7 +67,9 @@ func TestTransactions(t *testing.T) {
 		expectNothing(t, r, time.Second) // "out" was never sent
 	})
 
-	t.Run("CrossEntityRefused", func(t *testing.T) {
+	// Across two queues (two partition groups: two-phase commit): a receive from A,
+	// its complete and a send to B commit together, or roll back together.
+	t.Run("CrossEntityCommit", func(t *testing.T) {
 		t.Parallel()
 		q := e.queue(t, "txn-cross-a", nil)
 		other := e.queue(t, "txn-cross-b", nil)
@@ -77,16 +80,111 @@ func TestTransactions(t *testing.T) {
 		did := c.receive()
 		c.complete(did, id)
 		c.sendOn(3, "out", id)
-		st := c.discharge(id, false)
-		if st.code != codeRejected || st.condition != "amqp:not-implemented" || !strings.Contains(st.description, "TrackingId:") {
-			t.Fatalf("cross-entity discharge: %v, want rejected amqp:not-implemented with a TrackingId", st)
-		}
 		if got := bodies(peekAll(t, e.receiver(t, other, nil))); len(got) != 0 {
-			t.Fatalf("%s holds %v after a refused transaction", other, got)
+			t.Fatalf("%s holds %v before the discharge", other, got)
 		}
-		if got := bodies(peekAll(t, e.receiver(t, q, nil))); fmt.Sprint(got) != "[in]" {
-			t.Fatalf("%s holds %v after a refused transaction, want [in]", q, got)
+		if st := c.discharge(id, false); st.code != codeAccepted {
+			t.Fatalf("cross-entity discharge: %v", st)
 		}
+		if got := bodies(peekAll(t, e.receiver(t, other, nil))); fmt.Sprint(got) != "[out]" {
+			t.Fatalf("%s holds %v after commit, want [out]", other, got)
+		}
+		r := e.receiver(t, q, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		expectNothing(t, r, time.Second) // "in" was completed
+	})
+
+	t.Run("CrossEntityRollback", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "txn-crossrb-a", nil)
+		other := e.queue(t, "txn-crossrb-b", nil)
+		send(t, e.sender(t, q), body("in"))
+		c := dialTxn(t, e, q)
+		c.attachSender(3, other)
+		id := c.declare()
+		did := c.receive()
+		c.complete(did, id)
+		c.sendOn(3, "out", id)
+		if st := c.discharge(id, true); st.code != codeAccepted {
+			t.Fatalf("discharge(fail=true): %v", st)
+		}
+		m := receiveOne(t, e.receiver(t, q, nil), 10*time.Second)
+		if string(m.Body) != "in" || m.DeliveryCount != 2 {
+			t.Fatalf("after rollback received %q with DeliveryCount %d, want in, 2", m.Body, m.DeliveryCount)
+		}
+		r := e.receiver(t, other, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		expectNothing(t, r, time.Second) // "out" was never sent
+	})
+
+	// Send-via (the NServiceBus and MassTransit pattern): the sender is attached to the
+	// queue the message was received from, with the transfer destination naming the
+	// other queue; the receive's complete and the send commit together.
+	t.Run("SendVia", func(t *testing.T) {
+		t.Parallel()
+		q := e.queue(t, "txn-via-in", nil)
+		other := e.queue(t, "txn-via-out", nil)
+		send(t, e.sender(t, q), body("in"))
+		c := dialTxn(t, e, q)
+		c.attachSenderVia(3, q, other)
+		id := c.declare()
+		did := c.receive()
+		c.complete(did, id)
+		c.sendOn(3, "out", id)
+		if got := bodies(peekAll(t, e.receiver(t, other, nil))); len(got) != 0 {
+			t.Fatalf("%s holds %v before the discharge", other, got)
+		}
+		if st := c.discharge(id, false); st.code != codeAccepted {
+			t.Fatalf("send-via discharge: %v", st)
+		}
+		if got := bodies(peekAll(t, e.receiver(t, other, nil))); fmt.Sprint(got) != "[out]" {
+			t.Fatalf("%s holds %v after commit, want [out]", other, got)
+		}
+		r := e.receiver(t, q, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		expectNothing(t, r, time.Second) // "in" completed, nothing sent to the via queue
+		// Outside a transaction, a send-via message goes to the destination.
+		c.sendPlainOn(3, "direct")
+		if got := bodies(peekAll(t, e.receiver(t, other, nil))); fmt.Sprint(got) != "[out direct]" {
+			t.Fatalf("%s holds %v, want [out direct]", other, got)
+		}
+	})
+
+	// A generic AMQP client (go-amqp) opens a send-via link with the link property and
+	// sends outside a transaction: the message reaches the destination, not the via queue.
+	t.Run("SendViaGoAMQP", func(t *testing.T) {
+		t.Parallel()
+		via := e.queue(t, "txn-goamqp-via", nil)
+		dest := e.queue(t, "txn-goamqp-dest", nil)
+		kv := map[string]string{}
+		for _, part := range strings.Split(e.n.ConnectionString, ";") {
+			if k, v, ok := strings.Cut(part, "="); ok {
+				kv[k] = v
+			}
+		}
+		ctx := testCtx(t)
+		conn, err := amqp.Dial(ctx, "amqp://"+e.n.AMQP, &amqp.ConnOptions{
+			SASLType: amqp.SASLTypePlain(kv["SharedAccessKeyName"], kv["SharedAccessKey"]),
+		})
+		if err != nil {
+			t.Fatalf("dial: %v", err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		sess, err := conn.NewSession(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snd, err := sess.NewSender(ctx, via, &amqp.SenderOptions{
+			Properties: map[string]any{"com.microsoft:transfer-destination-address": dest}})
+		if err != nil {
+			t.Fatalf("send-via attach: %v", err)
+		}
+		if err := snd.Send(ctx, &amqp.Message{Data: [][]byte{[]byte("via")}}, nil); err != nil {
+			t.Fatalf("send-via send: %v", err)
+		}
+		m := receiveOne(t, e.receiver(t, dest, nil), 10*time.Second)
+		if string(m.Body) != "via" {
+			t.Fatalf("%s received %q, want via", dest, m.Body)
+		}
+		r := e.receiver(t, via, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		expectNothing(t, r, time.Second)
 	})
 }
 
@@ -170,6 +268,28 @@ func (c *txnConn) attachSender(h uint32, q string) {
 		if len(f) > 4 && f[4] == h {
 			return
 		}
+	}
+}
+
+// attachSenderVia attaches a sender to via whose messages go to dest (the Service Bus
+// link property com.microsoft:transfer-destination-address).
+func (c *txnConn) attachSenderVia(h uint32, via, dest string) {
+	c.frame(0, list(codeAttach, str(fmt.Sprint("via", h)), u32(h), boolean(false), null(), null(), list(codeSource), list(codeTarget, str(via)),
+		null(), null(), null(), null(), null(), null(), mapOf(sym("com.microsoft:transfer-destination-address"), str(dest))), nil)
+	for { // wait for its credit
+		f := c.expect(codeFlow)
+		if len(f) > 4 && f[4] == h {
+			return
+		}
+	}
+}
+
+// sendPlainOn sends outside any transaction and checks it is accepted.
+func (c *txnConn) sendPlainOn(h uint32, body string) {
+	c.t.Helper()
+	msg := append(descriptor(codeData), bin([]byte(body))...)
+	if st := c.outcome(c.transferOn(h, msg, nil)); st.code != codeAccepted {
+		c.t.Fatalf("send answered %v", st)
 	}
 }
 
@@ -380,6 +500,14 @@ func variable(code byte, p []byte) []byte {
 func bin(p []byte) []byte { return variable(0xb0, p) }
 func str(s string) []byte { return variable(0xb1, []byte(s)) }
 func sym(s string) []byte { return variable(0xb3, []byte(s)) }
+
+// mapOf is a map32 of one key and value.
+func mapOf(k, v []byte) []byte {
+	b := []byte{0xd1}
+	b = binary.BigEndian.AppendUint32(b, uint32(4+len(k)+len(v)))
+	b = binary.BigEndian.AppendUint32(b, 2)
+	return append(append(b, k...), v...)
+}
 
 // list is a described list: descriptor code, then the fields.
 func list(code uint64, fields ...[]byte) []byte {

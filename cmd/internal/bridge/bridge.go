@@ -438,6 +438,8 @@ var errMap = []struct{ from, to error }{
 	{fsm.ErrNotFound, amqp.ErrNotFound},
 	{fsm.ErrBadCommand, amqp.ErrBadRequest},
 	{cluster.ErrCrossPartition, amqp.ErrNotImplemented},
+	{fsm.ErrTxnDecided, amqp.ErrTxnRolledBack},
+	{fsm.ErrTxnTimeout, amqp.ErrTxnRolledBack},
 	{partition.ErrNotLeader, amqp.ErrServerBusy},
 	{partition.ErrClosed, amqp.ErrServerBusy},
 	{cluster.ErrUnavailable, amqp.ErrServerBusy},
@@ -461,8 +463,8 @@ func mapErr(err error) error {
 var _ amqp.Transactor = (*Backend)(nil)
 
 // Commit implements amqp.Transactor: the operations go to cluster.Node.Commit, which
-// applies them atomically on one partition group or refuses them
-// (cluster.ErrCrossPartition, answered as amqp:not-implemented) before applying any.
+// applies them atomically, on one partition group in one Raft entry or on several by
+// two-phase commit (an abort there is amqp.ErrTxnRolledBack).
 func (b *Backend) Commit(ctx context.Context, ops []amqp.TxnOp) error {
 	var t cluster.Txn
 	for _, op := range ops {
