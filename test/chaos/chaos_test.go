@@ -329,19 +329,6 @@ func waitConverged(c *cluster, rng *rand.Rand, timeout time.Duration) error {
 	return waitFor(timeout, func() error { return c.converged(rng) })
 }
 
-// waitFor polls cond every second until it returns nil or timeout passes, and returns
-// its last error.
-func waitFor(timeout time.Duration, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(time.Second) // polling other processes
-	}
-}
-
 // rewrite sends the admin client's https requests to a node's plain-HTTP admin port.
 type rewrite struct{ addr string }
 

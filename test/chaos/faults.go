@@ -470,3 +470,16 @@ func (c *cluster) seesAlive(rng *rand.Rand, node string) error {
 	}
 	return fmt.Errorf("%s not alive in the cluster status yet", node)
 }
+
+// waitFor polls cond every second until it returns nil or timeout passes, and returns
+// its last error.
+func waitFor(timeout time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Second) // polling other processes
+	}
+}
