@@ -67,6 +67,7 @@ type conn struct {
 	pendingReplies  map[string][][]byte // responses waiting for their reply link
 	claims          []claim
 	loginRights     Rights      // from SASL PLAIN
+	login           plainLogin  // the SASL PLAIN credentials, rechecked like tokens (recheckClaims)
 	authenticated   bool        // a token was accepted or SASL PLAIN succeeded
 	opened          time.Time   // for UnauthenticatedTimeout
 	linkCount       int         // links over all sessions (MaxLinksPerConnection)
@@ -264,11 +265,11 @@ func (c *conn) sasl(br *frames.Reader) error {
 	switch init.Mechanism {
 	case "ANONYMOUS", "MSSBCBS":
 	case "PLAIN":
-		rights, err := c.plainLogin(init.InitialResponse)
+		login, rights, err := c.plainLogin(init.InitialResponse)
 		if err != nil {
 			code = frames.SASLAuth
 		} else {
-			c.loginRights = rights
+			c.login, c.loginRights = login, rights
 			c.authenticated = true
 		}
 	default:
@@ -283,21 +284,41 @@ func (c *conn) sasl(br *frames.Reader) error {
 	return nil
 }
 
+// plainLogin is what a SASL PLAIN login presented: a key name and a key.
+type plainLogin struct {
+	keyName, key string
+}
+
 // plainLogin checks "authzid NUL authcid NUL passwd" where authcid is a key
 // name and passwd the key (as real Service Bus accepts).
-func (c *conn) plainLogin(resp []byte) (Rights, error) {
+func (c *conn) plainLogin(resp []byte) (plainLogin, Rights, error) {
 	parts := strings.SplitN(string(resp), "\x00", 3)
 	if len(parts) != 3 {
-		return 0, ErrUnauthorized
+		return plainLogin{}, 0, ErrUnauthorized
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.HandshakeTimeout)
 	defer cancel()
-	k, err := c.b.SASKey(ctx, parts[1])
+	login := plainLogin{keyName: parts[1], key: parts[2]}
+	rights, err := login.check(ctx, c.b)
 	if err != nil {
+		return plainLogin{}, 0, err
+	}
+	return login, rights, nil
+}
+
+// check returns the rights the login has under the keys the Backend holds now:
+// ErrUnauthorized when the key name is unknown or neither of its keys matches.
+// Another Backend error is returned as it is.
+func (p plainLogin) check(ctx context.Context, b Backend) (Rights, error) {
+	k, err := b.SASKey(ctx, p.keyName)
+	if errors.Is(err, ErrNotFound) {
 		return 0, ErrUnauthorized
 	}
-	primary := subtle.ConstantTimeCompare([]byte(k.Key), []byte(parts[2]))
-	secondary := subtle.ConstantTimeCompare([]byte(k.SecondaryKey), []byte(parts[2]))
+	if err != nil {
+		return 0, err
+	}
+	primary := subtle.ConstantTimeCompare([]byte(k.Key), []byte(p.key))
+	secondary := subtle.ConstantTimeCompare([]byte(k.SecondaryKey), []byte(p.key))
 	if primary != 1 && (k.SecondaryKey == "" || secondary != 1) { // either key, as for tokens (rotation)
 		return 0, ErrUnauthorized
 	}
