@@ -182,6 +182,7 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 	}
 	c.suspend(l, mine) // unless the link may be resumed (resume.go)
 	l.resume = nil
+	c.uncount(l.unsettled)
 	l.unsettled = 0
 	if explicit && l.sessionID != "" && l.attached && c.sessionLockHeld(l) {
 		addr, id := l.addr, l.sessionID

@@ -53,6 +53,14 @@ type Config struct {
 	// amqp:resource-limit-exceeded. It must hold the largest message an entity accepts
 	// (MaxMessageSizeInKilobytes up to 102,400 KB).
 	MaxConnBuffered int64
+	// MaxUnsettledPerLink and MaxUnsettledPerConn bound the peek-lock
+	// deliveries sent to a client and not yet settled (nor their lock
+	// expired), per receiving link and over all links of a connection. At the
+	// bound the server sends nothing more on the link, as if its credit were
+	// used up, and resumes by itself once settlements bring the count under
+	// it; receive-and-delete deliveries do not count.
+	MaxUnsettledPerLink int
+	MaxUnsettledPerConn int
 	// MaxAppPropertiesSize bounds the encoded application-properties section
 	// of a message (bytes; Service Bus allows 64 KB). A larger one is refused
 	// with amqp:link:message-size-exceeded.
@@ -137,18 +145,23 @@ func DefaultConfig() *Config {
 		SessionWindow:     5000,
 		MaxMessageSize:    262144,
 		MaxConnBuffered:   128 << 20,
-		MaxSessions:       256,
-		MaxLinks:          500,
-		ReceiveWait:       60 * time.Second,
-		SessionAcceptWait: 60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		HandshakeTimeout:  30 * time.Second,
-		RPCTimeout:        60 * time.Second,
-		MaxPendingReplies: 1024,
-		RequireAuth:       true,
-		Namespace:         "quorumbus",
-		TxnTimeout:        2 * time.Minute,
-		TxnMaxOperations:  100,
+		// 5000 is what the SDKs grant at most (azservicebus caps ReceiveMessages
+		// at 5000); two such receivers per connection, about 300 bytes each on
+		// the connection plus the broker's lock record (docs/security.md, "Limits").
+		MaxUnsettledPerLink: 5000,
+		MaxUnsettledPerConn: 10000,
+		MaxSessions:         256,
+		MaxLinks:            500,
+		ReceiveWait:         60 * time.Second,
+		SessionAcceptWait:   60 * time.Second,
+		WriteTimeout:        60 * time.Second,
+		HandshakeTimeout:    30 * time.Second,
+		RPCTimeout:          60 * time.Second,
+		MaxPendingReplies:   1024,
+		RequireAuth:         true,
+		Namespace:           "quorumbus",
+		TxnTimeout:          2 * time.Minute,
+		TxnMaxOperations:    100,
 
 		// Limits on what clients send (docs/security.md, "Limits").
 		MaxAppPropertiesSize: 64 << 10,
@@ -181,6 +194,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageSize == 0 {
 		errs = append(errs, errors.New("MaxMessageSize must be > 0"))
+	}
+	if c.MaxUnsettledPerLink <= 0 || c.MaxUnsettledPerConn <= 0 {
+		errs = append(errs, errors.New("MaxUnsettledPerLink and MaxUnsettledPerConn must be > 0"))
 	}
 	if c.MaxConnBuffered <= 0 {
 		errs = append(errs, errors.New("MaxConnBuffered must be > 0"))

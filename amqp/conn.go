@@ -79,6 +79,10 @@ type conn struct {
 	ackSessions     []*session  // sessions with accepted deliveries to confirm (flushAcks)
 	connCredit      int         // credit granted plus deliveries in flight, over all client senders
 	buffered        int64       // bytes of incomplete incoming deliveries (Config.MaxConnBuffered)
+	unsettled       int         // counted peek-lock deliveries awaiting the client's outcome, over all links (MaxUnsettledPerConn)
+	recvReserved    int         // Max of the peek-lock Backend.Receive calls in flight: they may all become unsettled
+	connStalled     bool        // a receiver stopped at MaxUnsettledPerConn
+	repump          bool        // the connection went back under MaxUnsettledPerConn: pump every receiver (loop)
 	closeSent       bool
 	txns            map[string]*txn // declared transactions by txn-id (txn.go); created on first declare
 	txnBytes        int             // message bytes buffered in txns
@@ -469,6 +473,9 @@ func (c *conn) loop() error {
 	defer auth.Stop()
 	for {
 		c.flushAcks()
+		if c.repump {
+			c.pumpAllLinks()
+		}
 		c.kickWriter()
 		select {
 		case batch := <-c.in:
@@ -507,6 +514,7 @@ func (c *conn) loop() error {
 				return err
 			}
 			c.txnTick()
+			c.expireUnsettled()
 		case <-c.ctx.Done():
 			return c.ctx.Err()
 		}

@@ -94,6 +94,7 @@ func (c *conn) mgmtRenewLock(ctx context.Context, m *mgmtCall) (rpcResponse, err
 	if err != nil {
 		return rpcResponse{}, err
 	}
+	c.post(func() { c.renewedLocks(tokens, exp) })
 	return rpcResponse{status: 200, body: Map{{Key: "expirations", Value: exp}}}, nil
 }
 

@@ -79,11 +79,8 @@ func (s *session) pumpAll() {
 	}
 }
 
-// Back-pressure bounds for deliveries to clients.
-const (
-	maxUnsettledPerLink = 5000
-	maxQueuedPerSession = 256
-)
+// maxQueuedPerSession bounds the deliveries queued behind a closed session window.
+const maxQueuedPerSession = 256
 
 // pump keeps one Backend.Receive long-poll running per entity receiver
 // link that has credit.
@@ -98,8 +95,12 @@ func (s *session) pump(l *link) {
 	}
 	// Bound what one link holds: unsettled deliveries and transfers queued
 	// behind a closed session window (a client may grant any credit).
-	room := maxUnsettledPerLink - l.unsettled
-	if room <= 0 || len(s.queue) >= maxQueuedPerSession {
+	room := s.unsettledRoom(l)
+	if room <= 0 {
+		c.s.stats.stalls.Add(1)
+		return // resumed by a settlement, a lock expiry or a detach (unsettled.go)
+	}
+	if len(s.queue) >= maxQueuedPerSession {
 		return
 	}
 	max := min(int(l.credit), room, maxQueuedPerSession-len(s.queue))
@@ -117,6 +118,10 @@ func (s *session) pump(l *link) {
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
 	l.receiving, l.cancelRecv = true, cancel
+	if l.mode == PeekLock {
+		l.reserved = max
+		c.recvReserved += max
+	}
 	req := ReceiveRequest{Address: l.addr, SessionID: l.sessionID, Mode: l.mode, Max: max, Wait: wait}
 	c.goFunc(func() {
 		defer cancel()
@@ -132,6 +137,7 @@ func (s *session) pump(l *link) {
 func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err error) {
 	c := s.c
 	l.receiving, l.cancelRecv = false, nil
+	c.unreserve(l)
 	var leftovers []*Delivery
 	lockGone := l.sessionID != "" && !c.sessionLockHeld(l)
 	for i, d := range ds {
@@ -146,9 +152,8 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 		}
 		tag := dotnetTag(d.LockToken)
 		id := s.sendDelivery(l, tag, payloads[i], false)
-		l.unsettled++
-		s.unsettled[id] = &outDelivery{l: l, token: d.LockToken, addr: l.addr, sessionID: l.sessionID,
-			tag: tag, seq: d.SequenceNumber, lockedUntil: d.LockedUntil}
+		s.addUnsettled(id, &outDelivery{l: l, token: d.LockToken, addr: l.addr, sessionID: l.sessionID,
+			tag: tag, seq: d.SequenceNumber, lockedUntil: d.LockedUntil})
 	}
 	if len(leftovers) > 0 && l.mode == PeekLock {
 		addr, sid := l.addr, l.sessionID

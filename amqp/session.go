@@ -92,6 +92,7 @@ type link struct {
 	// so the link stops receiving, settling, renewing and releasing.
 	sessionLockedUntil time.Time
 	unsettled          int // our peek-lock deliveries on this link awaiting the client's outcome
+	reserved           int // Max of this link's peek-lock receive in flight (conn.recvReserved)
 	receiving          bool
 	cancelRecv         context.CancelFunc
 	drain              bool
@@ -127,6 +128,10 @@ type outDelivery struct {
 	tag         []byte
 	seq         int64
 	lockedUntil time.Time
+	// uncounted: the lock expired (lockedUntil passed), so the delivery no longer
+	// counts against MaxUnsettledPerLink/PerConn; it stays in the map so that a
+	// late settlement still reaches the Backend.
+	uncounted bool
 }
 
 type pendingDelivery struct {

@@ -21,6 +21,11 @@ type Stats struct {
 	// SenderCredit is the credit granted to client senders and not yet used;
 	// ReceiverCredit the credit client receivers granted us that no delivery has used.
 	SenderCredit, ReceiverCredit int64
+	// Unsettled counts peek-lock deliveries sent to clients that await their outcome
+	// (lock not expired); UnsettledStalls counts the times a receiver with credit got
+	// nothing more because it or its connection held MaxUnsettledPerLink/PerConn.
+	Unsettled       int64
+	UnsettledStalls uint64
 	// Errors counts the AMQP errors sent to clients by condition ("amqp:not-found",
 	// "com.microsoft:message-lock-lost", ...): link detaches, session ends, connection
 	// closes, rejected deliveries and dispositions, and refused $management and $cbs
@@ -34,19 +39,24 @@ type serverStats struct {
 	conns  atomic.Int64
 	links  [2]atomic.Int64 // by client role: 0 sender, 1 receiver
 	credit [2]atomic.Int64
-	errMu  sync.Mutex
-	errs   map[string]uint64 // owner: errMu
+	// unsettled and stalls back Stats.Unsettled and Stats.UnsettledStalls.
+	unsettled atomic.Int64
+	stalls    atomic.Uint64
+	errMu     sync.Mutex
+	errs      map[string]uint64 // owner: errMu
 }
 
 // Stats returns the server's current counts.
 func (s *Server) Stats() Stats {
 	st := &s.stats
 	out := Stats{
-		Connections:    st.conns.Load(),
-		SenderLinks:    st.links[0].Load(),
-		ReceiverLinks:  st.links[1].Load(),
-		SenderCredit:   st.credit[0].Load(),
-		ReceiverCredit: st.credit[1].Load(),
+		Connections:     st.conns.Load(),
+		SenderLinks:     st.links[0].Load(),
+		ReceiverLinks:   st.links[1].Load(),
+		SenderCredit:    st.credit[0].Load(),
+		ReceiverCredit:  st.credit[1].Load(),
+		Unsettled:       st.unsettled.Load(),
+		UnsettledStalls: st.stalls.Load(),
 	}
 	st.errMu.Lock()
 	out.Errors = maps.Clone(st.errs)
