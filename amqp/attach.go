@@ -171,6 +171,9 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 	}
 	if l.replyAddr != "" && c.replyLinks[l.replyAddr] == l {
 		delete(c.replyLinks, l.replyAddr)
+		for _, msg := range c.pendingReplies[l.replyAddr] {
+			c.addQueued(-int64(len(msg)))
+		}
 		delete(c.pendingReplies, l.replyAddr)
 	}
 	var mine []*outDelivery

@@ -61,6 +61,13 @@ type Config struct {
 	// it; receive-and-delete deliveries do not count.
 	MaxUnsettledPerLink int
 	MaxUnsettledPerConn int
+	// MaxConnOutgoing bounds the bytes held for one connection and not yet
+	// written to its socket: deliveries fetched for its receivers, $management
+	// and $cbs responses, and framed bytes (outbytes.go). A client that stops
+	// reading makes its receivers and requests wait, not the node's memory grow.
+	// One delivery or response larger than the bound still goes when nothing
+	// else is queued.
+	MaxConnOutgoing int64
 	// MaxAppPropertiesSize bounds the encoded application-properties section
 	// of a message (bytes; Service Bus allows 64 KB). A larger one is refused
 	// with amqp:link:message-size-exceeded.
@@ -150,18 +157,23 @@ func DefaultConfig() *Config {
 		// the connection plus the broker's lock record (docs/security.md, "Limits").
 		MaxUnsettledPerLink: 5000,
 		MaxUnsettledPerConn: 10000,
-		MaxSessions:         256,
-		MaxLinks:            500,
-		ReceiveWait:         60 * time.Second,
-		SessionAcceptWait:   60 * time.Second,
-		WriteTimeout:        60 * time.Second,
-		HandshakeTimeout:    30 * time.Second,
-		RPCTimeout:          60 * time.Second,
-		MaxPendingReplies:   1024,
-		RequireAuth:         true,
-		Namespace:           "quorumbus",
-		TxnTimeout:          2 * time.Minute,
-		TxnMaxOperations:    100,
+		// Enough to keep a fast reader's pipe full (the writer's 4 MiB plus
+		// deliveries fetched ahead); 1000 connections stalled at once hold 16 GiB
+		// at worst, but each needs a client that stopped reading with credit
+		// granted and messages waiting (docs/security.md, "Limits").
+		MaxConnOutgoing:   16 << 20,
+		MaxSessions:       256,
+		MaxLinks:          500,
+		ReceiveWait:       60 * time.Second,
+		SessionAcceptWait: 60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		HandshakeTimeout:  30 * time.Second,
+		RPCTimeout:        60 * time.Second,
+		MaxPendingReplies: 1024,
+		RequireAuth:       true,
+		Namespace:         "quorumbus",
+		TxnTimeout:        2 * time.Minute,
+		TxnMaxOperations:  100,
 
 		// Limits on what clients send (docs/security.md, "Limits").
 		MaxAppPropertiesSize: 64 << 10,
@@ -197,6 +209,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxUnsettledPerLink <= 0 || c.MaxUnsettledPerConn <= 0 {
 		errs = append(errs, errors.New("MaxUnsettledPerLink and MaxUnsettledPerConn must be > 0"))
+	}
+	if c.MaxConnOutgoing < 64<<10 {
+		errs = append(errs, errors.New("MaxConnOutgoing must be >= 64 KiB"))
 	}
 	if c.MaxConnBuffered <= 0 {
 		errs = append(errs, errors.New("MaxConnBuffered must be > 0"))

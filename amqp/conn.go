@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
@@ -55,6 +56,14 @@ type conn struct {
 	wsig     chan struct{} // cap 1: "wbuf has data or wclosed"
 	wdrained chan struct{} // cap 1: "the writer emptied wbuf"
 
+	// Bytes queued for the client (outbytes.go; MaxConnOutgoing): queued is
+	// updated by the owner, the writer and goFunc goroutines; roomCh (guarded by
+	// roomMu) is closed when queued falls under the bound while roomWaiters wait.
+	queued      atomic.Int64
+	roomMu      sync.Mutex
+	roomCh      chan struct{}
+	roomWaiters atomic.Int32
+
 	// owner fields
 	peerMaxFrame    uint32
 	peerIdle        time.Duration
@@ -83,6 +92,8 @@ type conn struct {
 	recvReserved    int         // Max of the peek-lock Backend.Receive calls in flight: they may all become unsettled
 	connStalled     bool        // a receiver stopped at MaxUnsettledPerConn
 	repump          bool        // the connection went back under MaxUnsettledPerConn: pump every receiver (loop)
+	outStalled      bool        // a receiver or RPC link stopped at MaxConnOutgoing (outResume)
+	outNeed         int64       // the bytes the largest of them needs
 	closeSent       bool
 	txns            map[string]*txn // declared transactions by txn-id (txn.go); created on first declare
 	txnBytes        int             // message bytes buffered in txns
@@ -144,6 +155,7 @@ func (c *conn) run() {
 		c.cancel()
 		c.nc.Close()
 		c.wg.Wait()
+		c.s.stats.outQueued.Add(-c.queued.Load()) // never written
 	}()
 	br := frames.NewReader(c.nc, c.cfg.MaxFrameSize)
 	if err := c.handshake(br); err != nil {
@@ -407,6 +419,7 @@ func (c *conn) writer() {
 				c.cancel()
 				return
 			}
+			c.addQueued(-int64(len(b)))
 		}
 		spare = b
 		if cap(spare) > maxUnwritten {
@@ -433,14 +446,17 @@ func (c *conn) kickWriter() {
 // frame.
 func (c *conn) send(channel uint16, body frames.Body, payload []byte) {
 	c.wmu.Lock()
+	before := len(c.wbuf)
 	c.wbuf = frames.AppendFrame(c.wbuf, frames.TypeAMQP, channel, body, payload)
 	n := len(c.wbuf)
 	c.wmu.Unlock()
+	c.addQueued(int64(n - before))
 	c.pendingWrite = true
-	if n > maxUnwritten/4 {
+	limit := min(maxUnwritten, int(c.cfg.MaxConnOutgoing))
+	if n > limit/4 {
 		c.kickWriter()
 	}
-	for n > maxUnwritten {
+	for n > limit {
 		select {
 		case <-c.wdrained:
 		case <-c.ctx.Done():
@@ -476,6 +492,7 @@ func (c *conn) loop() error {
 		if c.repump {
 			c.pumpAllLinks()
 		}
+		c.outResume()
 		c.kickWriter()
 		select {
 		case batch := <-c.in:
@@ -506,6 +523,7 @@ func (c *conn) loop() error {
 					more = false
 				}
 			}
+		case <-c.wdrained: // the writer made room: outResume may restart receivers
 		case <-hb.C:
 			c.send(0, nil, nil) // empty frame: heartbeat (part 2 §2.4.5)
 		case <-auth.C:
@@ -642,6 +660,10 @@ func (c *conn) endSession(s *session, e *frames.Error) {
 			c.goFunc(release)
 		}
 	}
+	for _, d := range s.queue { // never framed
+		c.addQueued(-int64(len(d.payload) - d.off))
+	}
+	s.queue = nil
 	delete(c.sessions, s.remoteChannel)
 	delete(c.localChannels, s.localChannel)
 	if e != nil {
@@ -697,9 +719,11 @@ func (c *conn) deliverReply(addr string, msg []byte) {
 	}
 	q := c.pendingReplies[addr]
 	if len(q) >= c.cfg.MaxPendingReplies {
+		c.addQueued(-int64(len(q[0])))
 		q = q[1:]
 	}
 	if len(c.pendingReplies) >= c.cfg.MaxPendingReplies && q == nil {
+		c.addQueued(-int64(len(msg)))
 		return // too many distinct reply addresses; drop
 	}
 	c.pendingReplies[addr] = append(q, msg)

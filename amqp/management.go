@@ -108,6 +108,15 @@ func (c *conn) mgmtPeek(ctx context.Context, m *mgmtCall) (rpcResponse, error) {
 	if err != nil {
 		return rpcResponse{}, err
 	}
+	// One response holds at most MaxConnOutgoing bytes of messages (at least one
+	// message): the SDKs peek on from the last sequence number they got.
+	var size int64
+	for i, d := range ds {
+		if size += int64(len(d.Message.Raw)); i > 0 && size > c.cfg.MaxConnOutgoing {
+			ds = ds[:i]
+			break
+		}
+	}
 	for _, d := range ds {
 		// Service Bus shows a message that is not locked with the count its next
 		// delivery will carry (S-LOCK-5): 1 when new, 2 after one abandon.

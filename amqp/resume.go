@@ -199,6 +199,7 @@ func (s *session) sendResumed(l *link) bool {
 	for len(l.resume) > 0 && l.credit > 0 {
 		r := l.resume[0]
 		l.resume = l.resume[1:]
+		s.c.addQueued(int64(len(r.payload)))
 		id := s.queueDelivery(l, r.d.tag, r.payload, false, true)
 		s.addUnsettled(id, &outDelivery{l: l, token: r.d.token, addr: l.addr, tag: r.d.tag, seq: r.d.seq, lockedUntil: r.d.lockedUntil})
 	}

@@ -200,6 +200,9 @@ func (s *session) rpcRequest(l *link, p *partial) {
 				"operation", req.operation, "address", addr.String(), "status", resp.status)
 		}
 		msg := encodeRPCResponse(req.messageID, resp)
+		if req.replyTo != "" && c.reserveOut(c.ctx, int64(len(msg)), 0) != nil {
+			return // the connection ended while the client did not read
+		}
 		c.post(func() {
 			l.inflight--
 			if cl != nil {
@@ -209,7 +212,7 @@ func (s *session) rpcRequest(l *link, p *partial) {
 				holder.sessionLockedUntil = resp.renewedUntil
 			}
 			if req.replyTo != "" {
-				c.deliverReply(req.replyTo, msg)
+				c.deliverReply(req.replyTo, msg) // reserved above
 			}
 			s.deliveryDone(l)
 		})

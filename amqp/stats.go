@@ -26,6 +26,13 @@ type Stats struct {
 	// nothing more because it or its connection held MaxUnsettledPerLink/PerConn.
 	Unsettled       int64
 	UnsettledStalls uint64
+	// OutgoingQueued is the bytes held for clients and not yet written to their
+	// sockets, over all connections; OutgoingQueuedPeak the most one connection
+	// ever held (Config.MaxConnOutgoing bounds it); OutgoingStalls the times a
+	// receiver or request link waited for a connection's writer to make room.
+	OutgoingQueued     int64
+	OutgoingQueuedPeak int64
+	OutgoingStalls     uint64
 	// Errors counts the AMQP errors sent to clients by condition ("amqp:not-found",
 	// "com.microsoft:message-lock-lost", ...): link detaches, session ends, connection
 	// closes, rejected deliveries and dispositions, and refused $management and $cbs
@@ -42,6 +49,10 @@ type serverStats struct {
 	// unsettled and stalls back Stats.Unsettled and Stats.UnsettledStalls.
 	unsettled atomic.Int64
 	stalls    atomic.Uint64
+	// outQueued, outPeak and outStalls back the Outgoing* fields of Stats.
+	outQueued atomic.Int64
+	outPeak   atomic.Int64
+	outStalls atomic.Uint64
 	errMu     sync.Mutex
 	errs      map[string]uint64 // owner: errMu
 }
@@ -50,13 +61,16 @@ type serverStats struct {
 func (s *Server) Stats() Stats {
 	st := &s.stats
 	out := Stats{
-		Connections:     st.conns.Load(),
-		SenderLinks:     st.links[0].Load(),
-		ReceiverLinks:   st.links[1].Load(),
-		SenderCredit:    st.credit[0].Load(),
-		ReceiverCredit:  st.credit[1].Load(),
-		Unsettled:       st.unsettled.Load(),
-		UnsettledStalls: st.stalls.Load(),
+		Connections:        st.conns.Load(),
+		SenderLinks:        st.links[0].Load(),
+		ReceiverLinks:      st.links[1].Load(),
+		SenderCredit:       st.credit[0].Load(),
+		ReceiverCredit:     st.credit[1].Load(),
+		Unsettled:          st.unsettled.Load(),
+		UnsettledStalls:    st.stalls.Load(),
+		OutgoingQueued:     st.outQueued.Load(),
+		OutgoingQueuedPeak: st.outPeak.Load(),
+		OutgoingStalls:     st.outStalls.Load(),
 	}
 	st.errMu.Lock()
 	out.Errors = maps.Clone(st.errs)
@@ -65,6 +79,16 @@ func (s *Server) Stats() Stats {
 		out.Errors = map[string]uint64{}
 	}
 	return out
+}
+
+// notePeak raises outPeak to v, one connection's queued bytes.
+func (st *serverStats) notePeak(v int64) {
+	for {
+		p := st.outPeak.Load()
+		if v <= p || st.outPeak.CompareAndSwap(p, v) {
+			return
+		}
+	}
 }
 
 func (st *serverStats) noteError(cond string) {

@@ -119,6 +119,7 @@ type AMQPLimits struct {
 	MaxConnBufferedMB       int
 	MaxUnsettledPerLink     int
 	MaxUnsettledPerConn     int
+	MaxConnOutgoingMB       int
 }
 
 // defaultAMQPLimits are amqp.DefaultConfig's, so the defaults live in one place.
@@ -141,6 +142,7 @@ func defaultAMQPLimits() AMQPLimits {
 		MaxConnBufferedMB:       int(d.MaxConnBuffered >> 20),
 		MaxUnsettledPerLink:     d.MaxUnsettledPerLink,
 		MaxUnsettledPerConn:     d.MaxUnsettledPerConn,
+		MaxConnOutgoingMB:       int(d.MaxConnOutgoing >> 20),
 	}
 }
 
@@ -164,6 +166,7 @@ func (l AMQPLimits) apply(ac *amqp.Config) {
 	ac.MaxConnBuffered = int64(l.MaxConnBufferedMB) << 20
 	ac.MaxUnsettledPerLink = l.MaxUnsettledPerLink
 	ac.MaxUnsettledPerConn = l.MaxUnsettledPerConn
+	ac.MaxConnOutgoing = int64(l.MaxConnOutgoingMB) << 20
 }
 
 // validate names the first limit that cannot work.
@@ -185,6 +188,7 @@ func (l AMQPLimits) validate() error {
 		{"amqp-max-conn-buffered-mb", l.MaxConnBufferedMB, 1, 1 << 16},
 		{"amqp-max-unsettled-per-link", l.MaxUnsettledPerLink, 1, 1 << 24},
 		{"amqp-max-unsettled-per-conn", l.MaxUnsettledPerConn, 1, 1 << 24},
+		{"amqp-max-conn-outgoing-mb", l.MaxConnOutgoingMB, 1, 1 << 16},
 	} {
 		if n.v < n.lo || n.v > n.hi {
 			return fmt.Errorf("--%s %d: want %d..%d", n.name, n.v, n.lo, n.hi)
@@ -455,6 +459,7 @@ func settings(c *Config) []setting {
 		{name: "amqp-max-conn-buffered-mb", usage: "MiB of incomplete multi-frame messages one AMQP connection may buffer; a message beyond it is rejected with amqp:resource-limit-exceeded, so keep it above the largest MaxMessageSizeInKilobytes (default 128)", num: &c.AMQPLimits.MaxConnBufferedMB},
 		{name: "amqp-max-unsettled-per-link", usage: "peek-lock deliveries a receiving link may hold unsettled; at the bound the node sends nothing more on it until the client settles (default 5000, the SDKs' largest credit)", num: &c.AMQPLimits.MaxUnsettledPerLink},
 		{name: "amqp-max-unsettled-per-conn", usage: "peek-lock deliveries one AMQP connection may hold unsettled over all its receivers; at the bound its receivers wait for settlements (default 10000)", num: &c.AMQPLimits.MaxUnsettledPerConn},
+		{name: "amqp-max-conn-outgoing-mb", usage: "MiB one AMQP connection may have queued for the client and not yet written (deliveries fetched for its receivers, $management responses, frames); a client that stops reading makes its receivers wait (default 16)", num: &c.AMQPLimits.MaxConnOutgoingMB},
 	}
 }
 

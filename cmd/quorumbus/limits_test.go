@@ -41,6 +41,7 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 			"QUORUMBUS_AMQP_MAX_APP_PROPERTY_DEPTH":    "0",
 			"QUORUMBUS_AMQP_TXN_MAX_OPERATIONS":        "20",
 			"QUORUMBUS_AMQP_MAX_UNSETTLED_PER_LINK":    "100",
+			"QUORUMBUS_AMQP_MAX_CONN_OUTGOING_MB":      "4",
 		}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +52,7 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 		ac.MaxSessions != 16 || ac.ChannelMax != 15 || ac.MaxFrameSize != 4096 || ac.UnauthenticatedTimeout != 10*time.Second ||
 		ac.MaxLinks != 7 || ac.MaxUnauthenticatedLinks != 3 || ac.MaxAppPropertyDepth != 0 ||
 		ac.TxnTimeout != 30*time.Second || ac.TxnMaxOperations != 20 ||
-		ac.MaxUnsettledPerLink != 100 || ac.MaxUnsettledPerConn != 300 {
+		ac.MaxUnsettledPerLink != 100 || ac.MaxUnsettledPerConn != 300 || ac.MaxConnOutgoing != 4<<20 {
 		t.Fatalf("limits not applied: %+v", c.AMQPLimits)
 	}
 	if err := ac.Validate(); err != nil {
@@ -69,6 +70,7 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 		{[]string{"--amqp-txn-timeout", "0s"}, "--amqp-txn-timeout"},
 		{[]string{"--amqp-txn-max-operations", "0"}, "--amqp-txn-max-operations 0"},
 		{[]string{"--amqp-max-unsettled-per-link", "0"}, "--amqp-max-unsettled-per-link 0"},
+		{[]string{"--amqp-max-conn-outgoing-mb", "0"}, "--amqp-max-conn-outgoing-mb 0"},
 	} {
 		_, err := loadConfig(tc.args, env(nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
