@@ -63,6 +63,7 @@ type conn struct {
 	roomMu      sync.Mutex
 	roomCh      chan struct{}
 	roomWaiters atomic.Int32
+	rpcOutMu    sync.Mutex // held by an RPC goroutine while it encodes its response and waits for room
 
 	// owner fields
 	peerMaxFrame    uint32

@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
+	"github.com/quorumbus/quorumbus/amqp/internal/encoding"
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
 	"github.com/quorumbus/quorumbus/internal/testutil"
 )
@@ -181,5 +182,85 @@ func TestPeekResponseBounded(t *testing.T) {
 		if len(got) != 10 || m.Body[0] != byte(i) {
 			t.Fatalf("peeked %d messages; message %d has body %d", len(got), i, m.Body[0])
 		}
+	}
+}
+
+// peekRequest is a $management peek of up to 5000 messages from sequence number 1,
+// answered to the link whose target is "reply".
+func peekRequest(t *testing.T, id int) []byte {
+	t.Helper()
+	b := encoding.AppendDescriptor(nil, secProperties)
+	b, lo := encoding.ListStart(b)
+	b = encoding.AppendString(b, fmt.Sprint("req-", id)) // message-id
+	b = encoding.AppendNull(b)                           // user-id
+	b = encoding.AppendNull(b)                           // to
+	b = encoding.AppendNull(b)                           // subject
+	b = encoding.AppendString(b, "reply")                // reply-to
+	b = encoding.ListEnd(b, lo, 5)
+	b = encoding.AppendDescriptor(b, secAppProperties)
+	b, mo := encoding.MapStart(b)
+	b = encoding.AppendString(b, "operation")
+	b = encoding.AppendString(b, "com.microsoft:peek-message")
+	b = encoding.MapEnd(b, mo, 2)
+	b = encoding.AppendDescriptor(b, secValue)
+	b, err := encoding.Append(b, Map{{Key: "from-sequence-number", Value: int64(1)}, {Key: "message-count", Value: int32(5000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestManagementResponsesBoundedForNonReader: a raw client that sends 100 peek
+// requests, each answered with about MaxConnOutgoing bytes of messages, and reads
+// nothing makes the node hold at most the bound for it: requests wait for their
+// responses to be written instead of every response being queued (before, 100
+// responses of 1 MiB each).
+func TestManagementResponsesBoundedForNonReader(t *testing.T) {
+	const bound = 1 << 20
+	srv, _, addr := testServer(t, func(c *Config) { c.MaxConnOutgoing = bound })
+	body := bytes.Repeat([]byte("x"), 100_000)
+	msgs := make([]*azservicebus.Message, 30)
+	for i := range msgs {
+		msgs[i] = &azservicebus.Message{Body: body}
+	}
+	send(t, rootClient(t, addr), "q1", msgs...)
+
+	rc := dialRaw(t, addr)
+	if tc, ok := rc.nc.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(64 << 10)
+	}
+	rc.open()
+	rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 1 << 31, OutgoingWindow: 1 << 31, HandleMax: 10}, nil)
+	if _, ok := rc.next().(*frames.Begin); !ok {
+		t.Fatal("no begin")
+	}
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "req", Handle: 0, Role: frames.RoleSender,
+		Source: &frames.Source{}, Target: &frames.Target{Address: "q1/$management"}}, nil)
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "resp", Handle: 1, Role: frames.RoleReceiver,
+		Source: &frames.Source{Address: "q1/$management"}, Target: &frames.Target{Address: "reply"}}, nil)
+	zero, h, credit := uint32(0), uint32(1), uint32(1_000_000)
+	rc.frame(frames.TypeAMQP, 0, &frames.Flow{NextIncomingID: &zero, IncomingWindow: 1 << 31, OutgoingWindow: 1 << 31,
+		Handle: &h, DeliveryCount: &zero, LinkCredit: &credit}, nil)
+	format := uint32(0)
+	for i := range 100 {
+		id := uint32(i)
+		rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{byte(i)},
+			MessageFormat: &format, Settled: true, SettledSet: true}, peekRequest(t, i))
+	}
+	// From here on the client reads nothing.
+
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		st := srv.Stats()
+		if st.OutgoingQueuedPeak > bound+outSlack {
+			return testutil.Permanent(fmt.Errorf("one connection held %d bytes, more than the bound %d", st.OutgoingQueuedPeak, bound))
+		}
+		if st.OutgoingQueued < bound/2 {
+			return fmt.Errorf("responses not yet queued: %d bytes", st.OutgoingQueued)
+		}
+		return nil
+	})
+	checkHealthy(t, addr)
+	if st := srv.Stats(); st.OutgoingQueuedPeak > bound+outSlack {
+		t.Fatalf("one connection held %d bytes, more than the bound %d", st.OutgoingQueuedPeak, bound)
 	}
 }

@@ -101,6 +101,9 @@ func (s *session) pump(l *link) {
 	room := s.unsettledRoom(l)
 	if room <= 0 {
 		c.s.stats.stalls.Add(1)
+		if l.drain { // nothing can come now: the credit is used up (part 2 §2.6.7)
+			s.finishDrain(l)
+		}
 		return // resumed by a settlement, a lock expiry or a detach (unsettled.go)
 	}
 	if len(s.queue) >= maxQueuedPerSession {
@@ -112,6 +115,9 @@ func (s *session) pump(l *link) {
 	// link (which cannot give messages back) assumes the largest message.
 	est := l.outEst
 	if !c.outRoomFor(max(est, 1)) {
+		if l.drain {
+			s.finishDrain(l)
+		}
 		return
 	}
 	if est == 0 && l.mode == ReceiveAndDelete {
@@ -259,6 +265,9 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, short i
 		s.finishDrain(l)
 	}
 	if short > 0 {
+		if l.drain {
+			s.finishDrain(l)
+		}
 		return // outResume pumps once the writer made room
 	}
 	s.pump(l)
