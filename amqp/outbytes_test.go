@@ -61,8 +61,10 @@ func TestOutgoingBytesBoundedForNonReader(t *testing.T) {
 		if st.OutgoingStalls == 0 || st.OutgoingQueued < bound/2 {
 			return fmt.Errorf("not yet waiting for the writer: %d bytes queued, %d stalls", st.OutgoingQueued, st.OutgoingStalls)
 		}
-		// Deliveries that did not fit went back to the queue.
-		if n := b.availableCount("q1"); n < 100 {
+		// Deliveries that did not fit went back to the queue: the bound holds about
+		// 67 of these messages and the kernel's buffers (a 4 MiB send buffer by
+		// default) about 17 more, so most are still there.
+		if n := b.availableCount("q1"); n < 50 {
 			return fmt.Errorf("%d of 200 messages available", n)
 		}
 		return nil
