@@ -184,6 +184,9 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 	}
 	if l.replyAddr != "" && c.replyLinks[l.replyAddr] == l {
 		delete(c.replyLinks, l.replyAddr)
+		for _, msg := range c.pendingReplies[l.replyAddr] {
+			c.addQueued(-int64(len(msg)))
+		}
 		delete(c.pendingReplies, l.replyAddr)
 	}
 	var mine []*outDelivery
@@ -195,6 +198,7 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 	}
 	c.suspend(l, mine) // unless the link may be resumed (resume.go)
 	l.resume = nil
+	c.uncount(l.unsettled)
 	l.unsettled = 0
 	if explicit && l.sessionID != "" && l.attached && c.sessionLockHeld(l) {
 		addr, id := l.addr, l.sessionID

@@ -362,3 +362,74 @@ func TestPlainLoginWithEitherKey(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovedRuleDetachesPlainLogin: a connection that logged in with SASL
+// PLAIN (key name and key) loses its links within ClaimRecheckInterval when
+// the key is removed, regenerated or loses the right, as a token's links do;
+// rotating the key it did not log in with keeps them.
+func TestRemovedRuleDetachesPlainLogin(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(k *SASKey) bool // false: remove the key
+	}{
+		{"key removed", func(*SASKey) bool { return false }},
+		{"login key regenerated", func(k *SASKey) bool { k.Key = "new-primary"; return true }},
+		{"key lost Send", func(k *SASKey) bool { k.Rights = RightListen; return true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, b, addr := testServer(t, func(c *Config) {
+				c.AuthCheckInterval = 10 * time.Millisecond
+				c.ClaimRecheckInterval = 20 * time.Millisecond
+			})
+			key := SASKey{Name: "app", Key: "primary", SecondaryKey: "secondary", Rights: RightSend | RightListen}
+			set := func(k *SASKey) {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if k == nil {
+					delete(b.keys, key.Name)
+				} else {
+					b.keys[key.Name] = *k
+				}
+			}
+			set(&key)
+			c, err := goamqp.Dial(ctxT(t), "amqp://"+addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(key.Name, key.Key)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			s, err := c.NewSession(ctxT(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snd, err := s.NewSender(ctxT(t), "q1", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rotated := key
+			rotated.SecondaryKey = "new-secondary"
+			set(&rotated)
+			waitChecks(t, srv)
+			if err := snd.Send(ctxT(t), &goamqp.Message{Data: [][]byte{[]byte("x")}}, nil); err != nil {
+				t.Fatalf("send after the other key changed: %v", err)
+			}
+			if tc.change(&rotated) {
+				set(&rotated)
+			} else {
+				set(nil)
+			}
+			testutil.WaitFor(t, 10*time.Second, func() error {
+				return wantUnauthorizedDetach(snd.Send(ctxT(t), &goamqp.Message{Data: [][]byte{[]byte("x")}}, nil))
+			})
+			// A new link is refused too: the login no longer grants Send.
+			snd2, err := s.NewSender(ctxT(t), "q1", nil)
+			if err == nil {
+				err = snd2.Send(ctxT(t), &goamqp.Message{Data: [][]byte{[]byte("x")}}, nil)
+			}
+			var ae *goamqp.Error
+			if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondUnauthorizedAccess {
+				t.Fatalf("new sender after the change: %v", err)
+			}
+			checkHealthy(t, addr)
+		})
+	}
+}

@@ -168,7 +168,7 @@ func (c *conn) checkAuth() error {
 	if expired {
 		c.detachUnauthorized("Unauthorized access. The token that authorized this link expired and was not renewed; put a new token on $cbs before the old one expires.")
 	}
-	if len(c.claims) > 0 && !c.rechecking && now.Sub(c.lastRecheck) >= c.cfg.ClaimRecheckInterval {
+	if (len(c.claims) > 0 || c.loginRights != 0) && !c.rechecking && now.Sub(c.lastRecheck) >= c.cfg.ClaimRecheckInterval {
 		c.recheckClaims()
 	}
 	return nil
@@ -187,18 +187,30 @@ func (c *conn) detachUnauthorized(desc string) {
 }
 
 // recheckClaims checks each claim's token against the rule that signed it as
-// the Backend has it now, off the owner goroutine. A claim whose rule is gone
-// or whose keys no longer sign its token is dropped; one whose rule lost
-// rights keeps only the rights left. Links the claims then no longer cover
-// are detached. A Backend error other than not-found keeps the claim (a
-// broker that cannot answer does not cut everyone off).
+// the Backend has it now, off the owner goroutine, and a SASL PLAIN login's
+// key name and key the same way. A claim whose rule is gone or whose keys no
+// longer sign its token is dropped (a login loses all its rights); one whose
+// rule lost rights keeps only the rights left. Links the claims then no
+// longer cover are detached. A Backend error other than not-found keeps the
+// claim (a broker that cannot answer does not cut everyone off).
 func (c *conn) recheckClaims() {
 	c.rechecking = true
 	claims := append([]claim(nil), c.claims...)
+	login, loginHad := c.login, c.loginRights
 	c.goFunc(func() {
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
 		defer cancel()
 		now := c.now()
+		loginLeft := fullRights(loginHad)
+		if loginHad != 0 {
+			r, err := login.check(ctx, c.b)
+			switch {
+			case err == nil:
+				loginLeft = fullRights(r) & fullRights(loginHad)
+			case errors.Is(err, ErrUnauthorized):
+				loginLeft = 0
+			}
+		}
 		rights := make(map[string]Rights, len(claims)) // by signature: what is left of each claim
 		type found struct {
 			rule sas.Rule
@@ -232,7 +244,11 @@ func (c *conn) recheckClaims() {
 		c.post(func() {
 			c.rechecking = false
 			c.lastRecheck = c.now()
-			if len(rights) == 0 {
+			loginChanged := loginLeft != fullRights(loginHad)
+			if loginChanged {
+				c.loginRights = loginLeft
+			}
+			if len(rights) == 0 && !loginChanged {
 				return
 			}
 			kept := c.claims[:0]

@@ -53,6 +53,21 @@ type Config struct {
 	// amqp:resource-limit-exceeded. It must hold the largest message an entity accepts
 	// (MaxMessageSizeInKilobytes up to 102,400 KB).
 	MaxConnBuffered int64
+	// MaxUnsettledPerLink and MaxUnsettledPerConn bound the peek-lock
+	// deliveries sent to a client and not yet settled (nor their lock
+	// expired), per receiving link and over all links of a connection. At the
+	// bound the server sends nothing more on the link, as if its credit were
+	// used up, and resumes by itself once settlements bring the count under
+	// it; receive-and-delete deliveries do not count.
+	MaxUnsettledPerLink int
+	MaxUnsettledPerConn int
+	// MaxConnOutgoing bounds the bytes held for one connection and not yet
+	// written to its socket: deliveries fetched for its receivers, $management
+	// and $cbs responses, and framed bytes (outbytes.go). A client that stops
+	// reading makes its receivers and requests wait, not the node's memory grow.
+	// One delivery or response larger than the bound still goes when nothing
+	// else is queued.
+	MaxConnOutgoing int64
 	// MaxAppPropertiesSize bounds the encoded application-properties section
 	// of a message (bytes; Service Bus allows 64 KB). A larger one is refused
 	// with amqp:link:message-size-exceeded.
@@ -137,6 +152,16 @@ func DefaultConfig() *Config {
 		SessionWindow:     5000,
 		MaxMessageSize:    262144,
 		MaxConnBuffered:   128 << 20,
+		// 5000 is what the SDKs grant at most (azservicebus caps ReceiveMessages
+		// at 5000); two such receivers per connection, about 300 bytes each on
+		// the connection plus the broker's lock record (docs/security.md, "Limits").
+		MaxUnsettledPerLink: 5000,
+		MaxUnsettledPerConn: 10000,
+		// Enough to keep a fast reader's pipe full (the writer's 4 MiB plus
+		// deliveries fetched ahead); 1000 connections stalled at once hold 16 GiB
+		// at worst, but each needs a client that stopped reading with credit
+		// granted and messages waiting (docs/security.md, "Limits").
+		MaxConnOutgoing:   16 << 20,
 		MaxSessions:       256,
 		MaxLinks:          500,
 		ReceiveWait:       60 * time.Second,
@@ -181,6 +206,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxMessageSize == 0 {
 		errs = append(errs, errors.New("MaxMessageSize must be > 0"))
+	}
+	if c.MaxUnsettledPerLink <= 0 || c.MaxUnsettledPerConn <= 0 {
+		errs = append(errs, errors.New("MaxUnsettledPerLink and MaxUnsettledPerConn must be > 0"))
+	}
+	if c.MaxConnOutgoing < 64<<10 {
+		errs = append(errs, errors.New("MaxConnOutgoing must be >= 64 KiB"))
 	}
 	if c.MaxConnBuffered <= 0 {
 		errs = append(errs, errors.New("MaxConnBuffered must be > 0"))

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
@@ -55,6 +56,15 @@ type conn struct {
 	wsig     chan struct{} // cap 1: "wbuf has data or wclosed"
 	wdrained chan struct{} // cap 1: "the writer emptied wbuf"
 
+	// Bytes queued for the client (outbytes.go; MaxConnOutgoing): queued is
+	// updated by the owner, the writer and goFunc goroutines; roomCh (guarded by
+	// roomMu) is closed when queued falls under the bound while roomWaiters wait.
+	queued      atomic.Int64
+	roomMu      sync.Mutex
+	roomCh      chan struct{}
+	roomWaiters atomic.Int32
+	rpcOutMu    sync.Mutex // held by an RPC goroutine while it encodes its response and waits for room
+
 	// owner fields
 	peerMaxFrame    uint32
 	peerIdle        time.Duration
@@ -67,6 +77,7 @@ type conn struct {
 	pendingReplies  map[string][][]byte // responses waiting for their reply link
 	claims          []claim
 	loginRights     Rights      // from SASL PLAIN
+	login           plainLogin  // the SASL PLAIN credentials, rechecked like tokens (recheckClaims)
 	authenticated   bool        // a token was accepted or SASL PLAIN succeeded
 	opened          time.Time   // for UnauthenticatedTimeout
 	linkCount       int         // links over all sessions (MaxLinksPerConnection)
@@ -78,6 +89,12 @@ type conn struct {
 	ackSessions     []*session  // sessions with accepted deliveries to confirm (flushAcks)
 	connCredit      int         // credit granted plus deliveries in flight, over all client senders
 	buffered        int64       // bytes of incomplete incoming deliveries (Config.MaxConnBuffered)
+	unsettled       int         // counted peek-lock deliveries awaiting the client's outcome, over all links (MaxUnsettledPerConn)
+	recvReserved    int         // Max of the peek-lock Backend.Receive calls in flight: they may all become unsettled
+	connStalled     bool        // a receiver stopped at MaxUnsettledPerConn
+	repump          bool        // the connection went back under MaxUnsettledPerConn: pump every receiver (loop)
+	outStalled      bool        // a receiver or RPC link stopped at MaxConnOutgoing (outResume)
+	outNeed         int64       // the bytes the largest of them needs
 	closeSent       bool
 	txns            map[string]*txn // declared transactions by txn-id (txn.go); created on first declare
 	txnBytes        int             // message bytes buffered in txns
@@ -139,6 +156,7 @@ func (c *conn) run() {
 		c.cancel()
 		c.nc.Close()
 		c.wg.Wait()
+		c.s.stats.outQueued.Add(-c.queued.Load()) // never written
 	}()
 	br := frames.NewReader(c.nc, c.cfg.MaxFrameSize)
 	if err := c.handshake(br); err != nil {
@@ -264,11 +282,11 @@ func (c *conn) sasl(br *frames.Reader) error {
 	switch init.Mechanism {
 	case "ANONYMOUS", "MSSBCBS":
 	case "PLAIN":
-		rights, err := c.plainLogin(init.InitialResponse)
+		login, rights, err := c.plainLogin(init.InitialResponse)
 		if err != nil {
 			code = frames.SASLAuth
 		} else {
-			c.loginRights = rights
+			c.login, c.loginRights = login, rights
 			c.authenticated = true
 		}
 	default:
@@ -283,21 +301,41 @@ func (c *conn) sasl(br *frames.Reader) error {
 	return nil
 }
 
+// plainLogin is what a SASL PLAIN login presented: a key name and a key.
+type plainLogin struct {
+	keyName, key string
+}
+
 // plainLogin checks "authzid NUL authcid NUL passwd" where authcid is a key
 // name and passwd the key (as real Service Bus accepts).
-func (c *conn) plainLogin(resp []byte) (Rights, error) {
+func (c *conn) plainLogin(resp []byte) (plainLogin, Rights, error) {
 	parts := strings.SplitN(string(resp), "\x00", 3)
 	if len(parts) != 3 {
-		return 0, ErrUnauthorized
+		return plainLogin{}, 0, ErrUnauthorized
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.HandshakeTimeout)
 	defer cancel()
-	k, err := c.b.SASKey(ctx, parts[1])
+	login := plainLogin{keyName: parts[1], key: parts[2]}
+	rights, err := login.check(ctx, c.b)
 	if err != nil {
+		return plainLogin{}, 0, err
+	}
+	return login, rights, nil
+}
+
+// check returns the rights the login has under the keys the Backend holds now:
+// ErrUnauthorized when the key name is unknown or neither of its keys matches.
+// Another Backend error is returned as it is.
+func (p plainLogin) check(ctx context.Context, b Backend) (Rights, error) {
+	k, err := b.SASKey(ctx, p.keyName)
+	if errors.Is(err, ErrNotFound) {
 		return 0, ErrUnauthorized
 	}
-	primary := subtle.ConstantTimeCompare([]byte(k.Key), []byte(parts[2]))
-	secondary := subtle.ConstantTimeCompare([]byte(k.SecondaryKey), []byte(parts[2]))
+	if err != nil {
+		return 0, err
+	}
+	primary := subtle.ConstantTimeCompare([]byte(k.Key), []byte(p.key))
+	secondary := subtle.ConstantTimeCompare([]byte(k.SecondaryKey), []byte(p.key))
 	if primary != 1 && (k.SecondaryKey == "" || secondary != 1) { // either key, as for tokens (rotation)
 		return 0, ErrUnauthorized
 	}
@@ -382,6 +420,7 @@ func (c *conn) writer() {
 				c.cancel()
 				return
 			}
+			c.addQueued(-int64(len(b)))
 		}
 		spare = b
 		if cap(spare) > maxUnwritten {
@@ -408,14 +447,17 @@ func (c *conn) kickWriter() {
 // frame.
 func (c *conn) send(channel uint16, body frames.Body, payload []byte) {
 	c.wmu.Lock()
+	before := len(c.wbuf)
 	c.wbuf = frames.AppendFrame(c.wbuf, frames.TypeAMQP, channel, body, payload)
 	n := len(c.wbuf)
 	c.wmu.Unlock()
+	c.addQueued(int64(n - before))
 	c.pendingWrite = true
-	if n > maxUnwritten/4 {
+	limit := min(maxUnwritten, int(c.cfg.MaxConnOutgoing))
+	if n > limit/4 {
 		c.kickWriter()
 	}
-	for n > maxUnwritten {
+	for n > limit {
 		select {
 		case <-c.wdrained:
 		case <-c.ctx.Done():
@@ -448,6 +490,10 @@ func (c *conn) loop() error {
 	defer auth.Stop()
 	for {
 		c.flushAcks()
+		if c.repump {
+			c.pumpAllLinks()
+		}
+		c.outResume()
 		c.kickWriter()
 		select {
 		case batch := <-c.in:
@@ -478,6 +524,7 @@ func (c *conn) loop() error {
 					more = false
 				}
 			}
+		case <-c.wdrained: // the writer made room: outResume may restart receivers
 		case <-hb.C:
 			c.send(0, nil, nil) // empty frame: heartbeat (part 2 §2.4.5)
 		case <-auth.C:
@@ -486,6 +533,7 @@ func (c *conn) loop() error {
 				return err
 			}
 			c.txnTick()
+			c.expireUnsettled()
 		case <-c.ctx.Done():
 			return c.ctx.Err()
 		}
@@ -613,6 +661,10 @@ func (c *conn) endSession(s *session, e *frames.Error) {
 			c.goFunc(release)
 		}
 	}
+	for _, d := range s.queue { // never framed
+		c.addQueued(-int64(len(d.payload) - d.off))
+	}
+	s.queue = nil
 	delete(c.sessions, s.remoteChannel)
 	delete(c.localChannels, s.localChannel)
 	if e != nil {
@@ -668,9 +720,11 @@ func (c *conn) deliverReply(addr string, msg []byte) {
 	}
 	q := c.pendingReplies[addr]
 	if len(q) >= c.cfg.MaxPendingReplies {
+		c.addQueued(-int64(len(q[0])))
 		q = q[1:]
 	}
 	if len(c.pendingReplies) >= c.cfg.MaxPendingReplies && q == nil {
+		c.addQueued(-int64(len(msg)))
 		return // too many distinct reply addresses; drop
 	}
 	c.pendingReplies[addr] = append(q, msg)

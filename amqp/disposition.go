@@ -42,8 +42,7 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 			id := d.First + i
 			if od := s.unsettled[id]; od != nil {
 				items = append(items, item{id, od})
-				delete(s.unsettled, id)
-				od.l.unsettled--
+				s.removeUnsettled(id, od)
 			}
 			if i == span {
 				break
@@ -53,8 +52,7 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 		for id, od := range s.unsettled {
 			if id-d.First <= span {
 				items = append(items, item{id, od})
-				delete(s.unsettled, id)
-				od.l.unsettled--
+				s.removeUnsettled(id, od)
 			}
 		}
 	}

@@ -21,6 +21,9 @@
 // credit bounds deliveries in flight to the Backend per link, the session
 // window bounds frames, max-frame-size and max-message-size bound buffers,
 // and MaxConnBuffered bounds the incomplete deliveries of one connection;
+// MaxUnsettledPerLink/PerConn bound the peek-lock deliveries awaiting the
+// client (unsettled.go) and MaxConnOutgoing the bytes waiting to be written to
+// it (outbytes.go); at these bounds links wait rather than fail.
 // Server.Close cancels everything and waits. Link resume (resume.go): the
 // unsettled deliveries of a receiver that ends without closing wait in a
 // table on the Server (its own mutex, taken by owner and goFunc goroutines)

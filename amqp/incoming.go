@@ -186,6 +186,9 @@ func (s *session) topUp(l *link) {
 	if have > lc/2 {
 		return
 	}
+	if l.node != nodeEntity && !c.outRoomFor(1) {
+		return // requests wait until their responses can be written (outResume)
+	}
 	add := min(lc-have, c.cfg.MaxConnCredit-c.connCredit)
 	add = max(add, min(minLinkCredit, lc)-have)
 	if add <= 0 {

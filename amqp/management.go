@@ -94,6 +94,7 @@ func (c *conn) mgmtRenewLock(ctx context.Context, m *mgmtCall) (rpcResponse, err
 	if err != nil {
 		return rpcResponse{}, err
 	}
+	c.post(func() { c.renewedLocks(tokens, exp) })
 	return rpcResponse{status: 200, body: Map{{Key: "expirations", Value: exp}}}, nil
 }
 
@@ -106,6 +107,15 @@ func (c *conn) mgmtPeek(ctx context.Context, m *mgmtCall) (rpcResponse, error) {
 	ds, err := c.b.Peek(ctx, m.addr, m.sessionID, from, int(min(n, 5000)))
 	if err != nil {
 		return rpcResponse{}, err
+	}
+	// One response holds at most MaxConnOutgoing bytes of messages (at least one
+	// message): the SDKs peek on from the last sequence number they got.
+	var size int64
+	for i, d := range ds {
+		if size += int64(len(d.Message.Raw)); i > 0 && size > c.cfg.MaxConnOutgoing {
+			ds = ds[:i]
+			break
+		}
 	}
 	for _, d := range ds {
 		// Service Bus shows a message that is not locked with the count its next

@@ -13,7 +13,8 @@ import (
 // ---- outgoing deliveries (client receivers) ----
 
 // sendDelivery sends payload on l (consuming one credit), fragmenting to the
-// peer's max-frame-size and queuing while the session window is closed.
+// peer's max-frame-size and queuing while the session window is closed. The
+// payload's bytes are already counted in conn.queued (outbytes.go).
 func (s *session) sendDelivery(l *link, tag []byte, payload []byte, settled bool) uint32 {
 	return s.queueDelivery(l, tag, payload, settled, false)
 }
@@ -40,6 +41,7 @@ func (s *session) flush() {
 	for len(s.queue) > 0 && s.remoteIncomingWindow > 0 {
 		d := s.queue[0]
 		if d.l.detached {
+			c.addQueued(-int64(len(d.payload) - d.off))
 			s.queue = s.queue[1:]
 			continue
 		}
@@ -55,6 +57,7 @@ func (s *session) flush() {
 			}
 			end := min(d.off+room, len(d.payload))
 			t.More = end < len(d.payload)
+			c.addQueued(-int64(end - d.off)) // counted as framed bytes from here on
 			c.send(s.localChannel, t, d.payload[d.off:end])
 			d.off = end
 			s.nextOutgoingID++
@@ -79,11 +82,8 @@ func (s *session) pumpAll() {
 	}
 }
 
-// Back-pressure bounds for deliveries to clients.
-const (
-	maxUnsettledPerLink = 5000
-	maxQueuedPerSession = 256
-)
+// maxQueuedPerSession bounds the deliveries queued behind a closed session window.
+const maxQueuedPerSession = 256
 
 // pump keeps one Backend.Receive long-poll running per entity receiver
 // link that has credit.
@@ -98,11 +98,34 @@ func (s *session) pump(l *link) {
 	}
 	// Bound what one link holds: unsettled deliveries and transfers queued
 	// behind a closed session window (a client may grant any credit).
-	room := maxUnsettledPerLink - l.unsettled
-	if room <= 0 || len(s.queue) >= maxQueuedPerSession {
+	room := s.unsettledRoom(l)
+	if room <= 0 {
+		c.s.stats.stalls.Add(1)
+		if l.drain { // nothing can come now: the credit is used up (part 2 §2.6.7)
+			s.finishDrain(l)
+		}
+		return // resumed by a settlement, a lock expiry or a detach (unsettled.go)
+	}
+	if len(s.queue) >= maxQueuedPerSession {
 		return
 	}
-	max := min(int(l.credit), room, maxQueuedPerSession-len(s.queue))
+	n := min(int(l.credit), room, maxQueuedPerSession-len(s.queue))
+	// Bytes: start no receive while the client's writer is behind, and ask for
+	// about what fits (outbytes.go). Until a size is known, a receive-and-delete
+	// link (which cannot give messages back) assumes the largest message.
+	est := l.outEst
+	if !c.outRoomFor(max(est, 1)) {
+		if l.drain {
+			s.finishDrain(l)
+		}
+		return
+	}
+	if est == 0 && l.mode == ReceiveAndDelete {
+		est = int64(c.cfg.MaxMessageSize)
+	}
+	if est > 0 {
+		n = min(n, max(1, int((c.cfg.MaxConnOutgoing-c.queued.Load())/est)))
+	}
 	wait := c.cfg.ReceiveWait
 	if l.sessionID != "" {
 		left := l.sessionLockedUntil.Sub(c.now())
@@ -117,46 +140,79 @@ func (s *session) pump(l *link) {
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
 	l.receiving, l.cancelRecv = true, cancel
-	req := ReceiveRequest{Address: l.addr, SessionID: l.sessionID, Mode: l.mode, Max: max, Wait: wait}
+	if l.mode == PeekLock {
+		l.reserved = n
+		c.recvReserved += n
+	}
+	req := ReceiveRequest{Address: l.addr, SessionID: l.sessionID, Mode: l.mode, Max: n, Wait: wait}
+	lctx := l.ctx
 	c.goFunc(func() {
 		defer cancel()
 		ds, err := c.b.Receive(ctx, req)
 		payloads := make([][]byte, len(ds))
+		var short int64 // a peek-lock delivery that did not fit: it and the rest go back
+		var mine int64  // reserved by this receive
 		for i, d := range ds {
-			payloads[i], _ = encodeDelivery(d, req.Mode == PeekLock)
+			p, _ := encodeDelivery(d, req.Mode == PeekLock)
+			if p == nil {
+				continue
+			}
+			if req.Mode == PeekLock && !c.tryReserveOut(int64(len(p)), 0) {
+				short = int64(len(p))
+				break
+			}
+			// Receive-and-delete messages are gone from the queue: wait for room.
+			if req.Mode == ReceiveAndDelete && c.reserveOut(lctx, int64(len(p)), mine) != nil {
+				break
+			}
+			mine += int64(len(p))
+			payloads[i] = p
 		}
-		c.post(func() { s.onReceived(l, ds, payloads, err) })
+		c.post(func() { s.onReceived(l, ds, payloads, short, err) })
 	})
 }
 
-func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err error) {
+func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, short int64, err error) {
 	c := s.c
 	l.receiving, l.cancelRecv = false, nil
+	c.unreserve(l)
+	var size, sized int64
+	for _, p := range payloads {
+		if p != nil {
+			size += int64(len(p))
+			sized++
+		}
+	}
+	if sized > 0 {
+		l.outEst = max(size/sized, 1)
+	}
+	if short > 0 { // the rest is released below; receivers wait for the writer
+		l.outEst = max(l.outEst, short)
+		c.outStalled = true
+		c.outNeed = max(c.outNeed, short)
+		c.s.stats.outStalls.Add(1)
+	}
+	// Sort first, send after: sending may wait for a client that does not read
+	// (conn.send), and what goes back to the queue must not wait with it.
 	var leftovers []*Delivery
+	sendable := make([]int, 0, len(ds))
 	lockGone := l.sessionID != "" && !c.sessionLockHeld(l)
+	credit := l.credit
 	for i, d := range ds {
-		if l.detached || l.credit == 0 || payloads[i] == nil || lockGone {
+		if l.detached || credit == 0 || payloads[i] == nil || lockGone {
+			c.addQueued(-int64(len(payloads[i]))) // reserved, never sent
 			leftovers = append(leftovers, d)
 			continue
 		}
-		if l.mode == ReceiveAndDelete {
-			tag := binary.BigEndian.AppendUint64(nil, uint64(d.SequenceNumber))
-			s.sendDelivery(l, tag, payloads[i], true)
-			continue
-		}
-		tag := dotnetTag(d.LockToken)
-		id := s.sendDelivery(l, tag, payloads[i], false)
-		l.unsettled++
-		s.unsettled[id] = &outDelivery{l: l, token: d.LockToken, addr: l.addr, sessionID: l.sessionID,
-			tag: tag, seq: d.SequenceNumber, lockedUntil: d.LockedUntil}
+		credit--
+		sendable = append(sendable, i)
 	}
 	if len(leftovers) > 0 && l.mode == PeekLock {
 		addr, sid := l.addr, l.sessionID
-		var hold settleJob
-		if sid != "" { // the session's next receive must find them released (S-SES-3)
-			hold.hold = []*link{l}
-			l.settling++
-		}
+		// The link's next receive must find them released, so that they come
+		// first again (sequence order; S-SES-3 for a session).
+		hold := settleJob{hold: []*link{l}}
+		l.settling++
 		c.goFunc(func() {
 			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
 			defer cancel()
@@ -167,6 +223,18 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 			_ = c.b.Settle(ctx, batch)
 			c.post(hold.unhold)
 		})
+	}
+	for _, i := range sendable {
+		d := ds[i]
+		if l.mode == ReceiveAndDelete {
+			tag := binary.BigEndian.AppendUint64(nil, uint64(d.SequenceNumber))
+			s.sendDelivery(l, tag, payloads[i], true)
+			continue
+		}
+		tag := dotnetTag(d.LockToken)
+		id := s.sendDelivery(l, tag, payloads[i], false)
+		s.addUnsettled(id, &outDelivery{l: l, token: d.LockToken, addr: l.addr, sessionID: l.sessionID,
+			tag: tag, seq: d.SequenceNumber, lockedUntil: d.LockedUntil})
 	}
 	if l.detached {
 		return
@@ -195,6 +263,12 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 		s.finishDrain(l)
 	} else if l.drain && l.credit == 0 {
 		s.finishDrain(l)
+	}
+	if short > 0 {
+		if l.drain {
+			s.finishDrain(l)
+		}
+		return // outResume pumps once the writer made room
 	}
 	s.pump(l)
 }

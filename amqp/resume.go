@@ -199,9 +199,9 @@ func (s *session) sendResumed(l *link) bool {
 	for len(l.resume) > 0 && l.credit > 0 {
 		r := l.resume[0]
 		l.resume = l.resume[1:]
+		s.c.addQueued(int64(len(r.payload)))
 		id := s.queueDelivery(l, r.d.tag, r.payload, false, true)
-		l.unsettled++
-		s.unsettled[id] = &outDelivery{l: l, token: r.d.token, addr: l.addr, tag: r.d.tag, seq: r.d.seq, lockedUntil: r.d.lockedUntil}
+		s.addUnsettled(id, &outDelivery{l: l, token: r.d.token, addr: l.addr, tag: r.d.tag, seq: r.d.seq, lockedUntil: r.d.lockedUntil})
 	}
 	return len(l.resume) > 0
 }

@@ -199,7 +199,18 @@ func (s *session) rpcRequest(l *link, p *partial) {
 			c.refused("amqp: request refused", &frames.Error{Condition: Symbol(condOf(resp)), Description: resp.desc},
 				"operation", req.operation, "address", addr.String(), "status", resp.status)
 		}
-		msg := encodeRPCResponse(req.messageID, resp)
+		var msg []byte
+		if req.replyTo != "" {
+			// Encode (copy) one response of this connection at a time, and queue
+			// it once it fits under the bound (outbytes.go).
+			c.rpcOutMu.Lock()
+			msg = encodeRPCResponse(req.messageID, resp)
+			err := c.reserveOut(c.ctx, int64(len(msg)), 0)
+			c.rpcOutMu.Unlock()
+			if err != nil {
+				return // the connection ended while the client did not read
+			}
+		}
 		c.post(func() {
 			l.inflight--
 			if cl != nil {
@@ -209,7 +220,7 @@ func (s *session) rpcRequest(l *link, p *partial) {
 				holder.sessionLockedUntil = resp.renewedUntil
 			}
 			if req.replyTo != "" {
-				c.deliverReply(req.replyTo, msg)
+				c.deliverReply(req.replyTo, msg) // reserved above
 			}
 			s.deliveryDone(l)
 		})

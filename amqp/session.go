@@ -92,7 +92,9 @@ type link struct {
 	// renewed. Past it the lock may belong to another receiver (S-SES-6),
 	// so the link stops receiving, settling, renewing and releasing.
 	sessionLockedUntil time.Time
-	unsettled          int // our peek-lock deliveries on this link awaiting the client's outcome
+	unsettled          int   // our peek-lock deliveries on this link awaiting the client's outcome
+	reserved           int   // Max of this link's peek-lock receive in flight (conn.recvReserved)
+	outEst             int64 // bytes of this link's recent deliveries, on average (outbytes.go)
 	receiving          bool
 	cancelRecv         context.CancelFunc
 	drain              bool
@@ -128,6 +130,10 @@ type outDelivery struct {
 	tag         []byte
 	seq         int64
 	lockedUntil time.Time
+	// uncounted: the lock expired (lockedUntil passed), so the delivery no longer
+	// counts against MaxUnsettledPerLink/PerConn; it stays in the map so that a
+	// late settlement still reaches the Backend.
+	uncounted bool
 }
 
 type pendingDelivery struct {

@@ -21,6 +21,18 @@ type Stats struct {
 	// SenderCredit is the credit granted to client senders and not yet used;
 	// ReceiverCredit the credit client receivers granted us that no delivery has used.
 	SenderCredit, ReceiverCredit int64
+	// Unsettled counts peek-lock deliveries sent to clients that await their outcome
+	// (lock not expired); UnsettledStalls counts the times a receiver with credit got
+	// nothing more because it or its connection held MaxUnsettledPerLink/PerConn.
+	Unsettled       int64
+	UnsettledStalls uint64
+	// OutgoingQueued is the bytes held for clients and not yet written to their
+	// sockets, over all connections; OutgoingQueuedPeak the most one connection
+	// ever held (Config.MaxConnOutgoing bounds it); OutgoingStalls the times a
+	// receiver or request link waited for a connection's writer to make room.
+	OutgoingQueued     int64
+	OutgoingQueuedPeak int64
+	OutgoingStalls     uint64
 	// Errors counts the AMQP errors sent to clients by condition ("amqp:not-found",
 	// "com.microsoft:message-lock-lost", ...): link detaches, session ends, connection
 	// closes, rejected deliveries and dispositions, and refused $management and $cbs
@@ -34,19 +46,31 @@ type serverStats struct {
 	conns  atomic.Int64
 	links  [2]atomic.Int64 // by client role: 0 sender, 1 receiver
 	credit [2]atomic.Int64
-	errMu  sync.Mutex
-	errs   map[string]uint64 // owner: errMu
+	// unsettled and stalls back Stats.Unsettled and Stats.UnsettledStalls.
+	unsettled atomic.Int64
+	stalls    atomic.Uint64
+	// outQueued, outPeak and outStalls back the Outgoing* fields of Stats.
+	outQueued atomic.Int64
+	outPeak   atomic.Int64
+	outStalls atomic.Uint64
+	errMu     sync.Mutex
+	errs      map[string]uint64 // owner: errMu
 }
 
 // Stats returns the server's current counts.
 func (s *Server) Stats() Stats {
 	st := &s.stats
 	out := Stats{
-		Connections:    st.conns.Load(),
-		SenderLinks:    st.links[0].Load(),
-		ReceiverLinks:  st.links[1].Load(),
-		SenderCredit:   st.credit[0].Load(),
-		ReceiverCredit: st.credit[1].Load(),
+		Connections:        st.conns.Load(),
+		SenderLinks:        st.links[0].Load(),
+		ReceiverLinks:      st.links[1].Load(),
+		SenderCredit:       st.credit[0].Load(),
+		ReceiverCredit:     st.credit[1].Load(),
+		Unsettled:          st.unsettled.Load(),
+		UnsettledStalls:    st.stalls.Load(),
+		OutgoingQueued:     st.outQueued.Load(),
+		OutgoingQueuedPeak: st.outPeak.Load(),
+		OutgoingStalls:     st.outStalls.Load(),
 	}
 	st.errMu.Lock()
 	out.Errors = maps.Clone(st.errs)
@@ -55,6 +79,16 @@ func (s *Server) Stats() Stats {
 		out.Errors = map[string]uint64{}
 	}
 	return out
+}
+
+// notePeak raises outPeak to v, one connection's queued bytes.
+func (st *serverStats) notePeak(v int64) {
+	for {
+		p := st.outPeak.Load()
+		if v <= p || st.outPeak.CompareAndSwap(p, v) {
+			return
+		}
+	}
 }
 
 func (st *serverStats) noteError(cond string) {

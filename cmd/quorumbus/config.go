@@ -125,6 +125,9 @@ type AMQPLimits struct {
 	TxnTimeout              time.Duration
 	TxnMaxOperations        int
 	MaxConnBufferedMB       int
+	MaxUnsettledPerLink     int
+	MaxUnsettledPerConn     int
+	MaxConnOutgoingMB       int
 }
 
 // defaultAMQPLimits are amqp.DefaultConfig's, so the defaults live in one place.
@@ -145,6 +148,9 @@ func defaultAMQPLimits() AMQPLimits {
 		TxnTimeout:              d.TxnTimeout,
 		TxnMaxOperations:        d.TxnMaxOperations,
 		MaxConnBufferedMB:       int(d.MaxConnBuffered >> 20),
+		MaxUnsettledPerLink:     d.MaxUnsettledPerLink,
+		MaxUnsettledPerConn:     d.MaxUnsettledPerConn,
+		MaxConnOutgoingMB:       int(d.MaxConnOutgoing >> 20),
 	}
 }
 
@@ -166,6 +172,9 @@ func (l AMQPLimits) apply(ac *amqp.Config) {
 	ac.TxnTimeout = l.TxnTimeout
 	ac.TxnMaxOperations = l.TxnMaxOperations
 	ac.MaxConnBuffered = int64(l.MaxConnBufferedMB) << 20
+	ac.MaxUnsettledPerLink = l.MaxUnsettledPerLink
+	ac.MaxUnsettledPerConn = l.MaxUnsettledPerConn
+	ac.MaxConnOutgoing = int64(l.MaxConnOutgoingMB) << 20
 }
 
 // validate names the first limit that cannot work.
@@ -185,6 +194,9 @@ func (l AMQPLimits) validate() error {
 		{"amqp-max-app-property-depth", l.MaxAppPropertyDepth, 0, 32},
 		{"amqp-txn-max-operations", l.TxnMaxOperations, 1, 1 << 20},
 		{"amqp-max-conn-buffered-mb", l.MaxConnBufferedMB, 1, 1 << 16},
+		{"amqp-max-unsettled-per-link", l.MaxUnsettledPerLink, 1, 1 << 24},
+		{"amqp-max-unsettled-per-conn", l.MaxUnsettledPerConn, 1, 1 << 24},
+		{"amqp-max-conn-outgoing-mb", l.MaxConnOutgoingMB, 1, 1 << 16},
 	} {
 		if n.v < n.lo || n.v > n.hi {
 			return fmt.Errorf("--%s %d: want %d..%d", n.name, n.v, n.lo, n.hi)
@@ -460,6 +472,9 @@ func settings(c *Config) []setting {
 		{name: "amqp-txn-timeout", usage: "how long a transaction may stay open between declare and discharge before it rolls back (default 2m, as Service Bus)", dur: &c.AMQPLimits.TxnTimeout},
 		{name: "amqp-txn-max-operations", usage: "most operations (messages sent plus messages settled) in one transaction (default 100, as Service Bus)", num: &c.AMQPLimits.TxnMaxOperations},
 		{name: "amqp-max-conn-buffered-mb", usage: "MiB of incomplete multi-frame messages one AMQP connection may buffer; a message beyond it is rejected with amqp:resource-limit-exceeded, so keep it above the largest MaxMessageSizeInKilobytes (default 128)", num: &c.AMQPLimits.MaxConnBufferedMB},
+		{name: "amqp-max-unsettled-per-link", usage: "peek-lock deliveries a receiving link may hold unsettled; at the bound the node sends nothing more on it until the client settles (default 5000, the SDKs' largest credit)", num: &c.AMQPLimits.MaxUnsettledPerLink},
+		{name: "amqp-max-unsettled-per-conn", usage: "peek-lock deliveries one AMQP connection may hold unsettled over all its receivers; at the bound its receivers wait for settlements (default 10000)", num: &c.AMQPLimits.MaxUnsettledPerConn},
+		{name: "amqp-max-conn-outgoing-mb", usage: "MiB one AMQP connection may have queued for the client and not yet written (deliveries fetched for its receivers, $management responses, frames); a client that stops reading makes its receivers wait (default 16)", num: &c.AMQPLimits.MaxConnOutgoingMB},
 	}
 }
 

@@ -29,7 +29,8 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 
 	file := filepath.Join(t.TempDir(), "qb.json")
 	if err := os.WriteFile(file, []byte(`{"amqp-max-connections": 50, "amqp-max-app-properties-size": 1000,
-		"amqp-claim-recheck-interval": "5s", "amqp-txn-timeout": "30s"}`), 0o600); err != nil {
+		"amqp-claim-recheck-interval": "5s", "amqp-txn-timeout": "30s",
+		"amqp-max-unsettled-per-conn": 300}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, err = loadConfig([]string{"--amqp-max-sessions", "16", "--amqp-max-frame-size=4096", "--amqp-unauthenticated-timeout", "10s"},
@@ -39,6 +40,8 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 			"QUORUMBUS_AMQP_MAX_UNAUTHENTICATED_LINKS": "3",
 			"QUORUMBUS_AMQP_MAX_APP_PROPERTY_DEPTH":    "0",
 			"QUORUMBUS_AMQP_TXN_MAX_OPERATIONS":        "20",
+			"QUORUMBUS_AMQP_MAX_UNSETTLED_PER_LINK":    "100",
+			"QUORUMBUS_AMQP_MAX_CONN_OUTGOING_MB":      "4",
 		}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +51,8 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 	if ac.MaxConnections != 50 || ac.MaxAppPropertiesSize != 1000 || ac.ClaimRecheckInterval != 5*time.Second ||
 		ac.MaxSessions != 16 || ac.ChannelMax != 15 || ac.MaxFrameSize != 4096 || ac.UnauthenticatedTimeout != 10*time.Second ||
 		ac.MaxLinks != 7 || ac.MaxUnauthenticatedLinks != 3 || ac.MaxAppPropertyDepth != 0 ||
-		ac.TxnTimeout != 30*time.Second || ac.TxnMaxOperations != 20 {
+		ac.TxnTimeout != 30*time.Second || ac.TxnMaxOperations != 20 ||
+		ac.MaxUnsettledPerLink != 100 || ac.MaxUnsettledPerConn != 300 || ac.MaxConnOutgoing != 4<<20 {
 		t.Fatalf("limits not applied: %+v", c.AMQPLimits)
 	}
 	if err := ac.Validate(); err != nil {
@@ -65,6 +69,8 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 		{[]string{"--amqp-unauthenticated-timeout", "-1s"}, "--amqp-unauthenticated-timeout"},
 		{[]string{"--amqp-txn-timeout", "0s"}, "--amqp-txn-timeout"},
 		{[]string{"--amqp-txn-max-operations", "0"}, "--amqp-txn-max-operations 0"},
+		{[]string{"--amqp-max-unsettled-per-link", "0"}, "--amqp-max-unsettled-per-link 0"},
+		{[]string{"--amqp-max-conn-outgoing-mb", "0"}, "--amqp-max-conn-outgoing-mb 0"},
 	} {
 		_, err := loadConfig(tc.args, env(nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

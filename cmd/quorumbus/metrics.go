@@ -16,16 +16,22 @@ type amqpCollector struct {
 }
 
 var (
-	descConns  = prometheus.NewDesc("quorumbus_amqp_connections", "Open AMQP connections on this node.", nil, nil)
-	descLinks  = prometheus.NewDesc("quorumbus_amqp_links", "Attached AMQP links on this node by the client's role (sender, receiver), $management and $cbs links included.", []string{"role"}, nil)
-	descCredit = prometheus.NewDesc("quorumbus_amqp_link_credit", "Link credit outstanding on this node: for senders, granted by the node and not yet used; for receivers, granted by clients and not yet used by a delivery.", []string{"role"}, nil)
-	descErrors = prometheus.NewDesc("quorumbus_amqp_errors_total", "AMQP errors this node sent to clients (detach, end, close, rejected deliveries and settlements, refused $management and $cbs requests), by condition.", []string{"condition"}, nil)
+	descConns     = prometheus.NewDesc("quorumbus_amqp_connections", "Open AMQP connections on this node.", nil, nil)
+	descLinks     = prometheus.NewDesc("quorumbus_amqp_links", "Attached AMQP links on this node by the client's role (sender, receiver), $management and $cbs links included.", []string{"role"}, nil)
+	descCredit    = prometheus.NewDesc("quorumbus_amqp_link_credit", "Link credit outstanding on this node: for senders, granted by the node and not yet used; for receivers, granted by clients and not yet used by a delivery.", []string{"role"}, nil)
+	descUnsettled = prometheus.NewDesc("quorumbus_amqp_unsettled_deliveries", "Peek-lock deliveries sent to clients on this node that await their outcome (lock not expired).", nil, nil)
+	descOutQueued = prometheus.NewDesc("quorumbus_amqp_outgoing_queued_bytes", "Bytes held for clients on this node and not yet written to their sockets.", nil, nil)
+	descStalls    = prometheus.NewDesc("quorumbus_amqp_stalls_total", "Times a receiver (or request link) waited at a bound: unsettled (--amqp-max-unsettled-per-link/-per-conn) or outgoing (--amqp-max-conn-outgoing-mb).", []string{"bound"}, nil)
+	descErrors    = prometheus.NewDesc("quorumbus_amqp_errors_total", "AMQP errors this node sent to clients (detach, end, close, rejected deliveries and settlements, refused $management and $cbs requests), by condition.", []string{"condition"}, nil)
 )
 
 func (c amqpCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descConns
 	ch <- descLinks
 	ch <- descCredit
+	ch <- descUnsettled
+	ch <- descOutQueued
+	ch <- descStalls
 	ch <- descErrors
 }
 
@@ -36,6 +42,10 @@ func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLinks, prometheus.GaugeValue, float64(st.ReceiverLinks), "receiver")
 	ch <- prometheus.MustNewConstMetric(descCredit, prometheus.GaugeValue, float64(st.SenderCredit), "sender")
 	ch <- prometheus.MustNewConstMetric(descCredit, prometheus.GaugeValue, float64(st.ReceiverCredit), "receiver")
+	ch <- prometheus.MustNewConstMetric(descUnsettled, prometheus.GaugeValue, float64(st.Unsettled))
+	ch <- prometheus.MustNewConstMetric(descOutQueued, prometheus.GaugeValue, float64(st.OutgoingQueued))
+	ch <- prometheus.MustNewConstMetric(descStalls, prometheus.CounterValue, float64(st.UnsettledStalls), "unsettled")
+	ch <- prometheus.MustNewConstMetric(descStalls, prometheus.CounterValue, float64(st.OutgoingStalls), "outgoing")
 	for cond, n := range st.Errors {
 		ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(n), cond)
 	}
