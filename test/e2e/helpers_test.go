@@ -239,7 +239,9 @@ type rawMgmt struct {
 	n     int
 }
 
-func (e *env) rawMgmt(t *testing.T, entity string) *rawMgmt {
+// goAMQPSession opens a go-amqp connection to the node, logged in with SASL PLAIN and
+// the connection string's key, and a session on it; both close with the test.
+func (e *env) goAMQPSession(t *testing.T) *amqp.Session {
 	t.Helper()
 	kv := map[string]string{}
 	for _, part := range strings.Split(e.n.ConnectionString, ";") {
@@ -259,8 +261,16 @@ func (e *env) rawMgmt(t *testing.T, entity string) *rawMgmt {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sess
+}
+
+func (e *env) rawMgmt(t *testing.T, entity string) *rawMgmt {
+	t.Helper()
+	ctx := testCtx(t)
+	sess := e.goAMQPSession(t)
 	node := entity + "/$management"
 	m := &rawMgmt{reply: "raw-reply-" + name("r")}
+	var err error
 	if m.snd, err = sess.NewSender(ctx, node, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -153,24 +153,8 @@ func TestTransactions(t *testing.T) {
 		t.Parallel()
 		via := e.queue(t, "txn-goamqp-via", nil)
 		dest := e.queue(t, "txn-goamqp-dest", nil)
-		kv := map[string]string{}
-		for _, part := range strings.Split(e.n.ConnectionString, ";") {
-			if k, v, ok := strings.Cut(part, "="); ok {
-				kv[k] = v
-			}
-		}
 		ctx := testCtx(t)
-		conn, err := amqp.Dial(ctx, "amqp://"+e.n.AMQP, &amqp.ConnOptions{
-			SASLType: amqp.SASLTypePlain(kv["SharedAccessKeyName"], kv["SharedAccessKey"]),
-		})
-		if err != nil {
-			t.Fatalf("dial: %v", err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		sess, err := conn.NewSession(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sess := e.goAMQPSession(t)
 		snd, err := sess.NewSender(ctx, via, &amqp.SenderOptions{
 			Properties: map[string]any{"com.microsoft:transfer-destination-address": dest}})
 		if err != nil {

@@ -99,26 +99,7 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 // and dies with the test.
 func (c *Cluster) AddNode(t testing.TB, extra ...string) *Node {
 	t.Helper()
-	addrs, err := freeAddrs(3)
-	if err != nil {
-		t.Fatalf("AddNode: picking ports: %v", err)
-	}
-	nd := &Node{ID: "n" + strconv.Itoa(len(c.Nodes)+1), Dir: t.TempDir(), t: t,
-		fixed: &ports{amqp: addrs[0], admin: addrs[1], cluster: addrs[2]}}
-	var join []string
-	for _, other := range c.Nodes {
-		join = append(join, other.fixed.cluster)
-	}
-	nd.Args = append([]string{"--node-id", nd.ID, "--advertise-addr", nd.fixed.cluster,
-		"--bootstrap-expect", strconv.Itoa(c.size)}, c.opts.args...)
-	nd.Args = append(nd.Args, extra...)
-	if len(join) > 0 {
-		nd.Args = append(nd.Args, "--join", strings.Join(join, ","))
-	}
-	t.Cleanup(func() { nd.Kill() })
-	if err := nd.launch(); err != nil {
-		t.Fatal(err)
-	}
+	nd := c.LaunchNode(t, extra...)
 	if err := nd.awaitServing(time.Now().Add(c.opts.timeout)); err != nil {
 		t.Fatalf("AddNode: %v", err)
 	}
