@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/quorumbus/quorumbus/test/lazyfs"
@@ -14,18 +12,7 @@ import (
 // node's first start gave the same directory a new incarnation (as if its disk had
 // been wiped). test/lazyfs drops what was not fsynced, as a power cut does.
 func TestIncarnationSurvivesPowerLoss(t *testing.T) {
-	if err := lazyfs.Available(); err != nil {
-		t.Skip(err)
-	}
-	root := t.TempDir()
-	dir, disk := filepath.Join(root, "data"), filepath.Join(root, "disk")
-	os.Mkdir(dir, 0o755)
-	os.Mkdir(disk, 0o755)
-	l, err := lazyfs.Mount(dir, disk, "incarnation-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Unmount() })
+	l, dir := lazyfs.MountTemp(t, "incarnation-test")
 
 	first, err := incarnation(dir)
 	if err != nil {
