@@ -39,7 +39,7 @@ func TestMissingFileIsZero(t *testing.T) {
 	if off := c.Offset(); off != 0 {
 		t.Fatalf("offset %v without a file, want 0", off)
 	}
-	if d := c.Now().Sub(time.Now()); d > time.Second || d < -time.Second {
+	if d := time.Until(c.Now()); d > time.Second || d < -time.Second {
 		t.Fatalf("Now is %v from the machine's clock", d)
 	}
 }
@@ -49,7 +49,7 @@ func TestOffsetFollowsTheFile(t *testing.T) {
 	if off := c.Offset(); off != 90*time.Second {
 		t.Fatalf("offset %v at start, want 90s", off)
 	}
-	if d := c.Now().Sub(time.Now()); d < 89*time.Second || d > 91*time.Second {
+	if d := time.Until(c.Now()); d < 89*time.Second || d > 91*time.Second {
 		t.Fatalf("Now is %v ahead, want about 90s", d)
 	}
 	write(t, path, "-2m")

@@ -48,7 +48,7 @@ func TestClockOffsetFile(t *testing.T) {
 		t.Fatalf("receive: %d messages, %v", len(msgs), err)
 	}
 	m := msgs[0]
-	if ahead := m.EnqueuedTime.Sub(time.Now()); ahead < 59*time.Minute || ahead > 61*time.Minute {
+	if ahead := time.Until(*m.EnqueuedTime); ahead < 59*time.Minute || ahead > 61*time.Minute {
 		t.Fatalf("EnqueuedTime %v is %v from the machine's clock, want about 1h ahead", m.EnqueuedTime, ahead)
 	}
 	if until := m.LockedUntil.Sub(*m.EnqueuedTime); until < 4*time.Minute {
