@@ -157,8 +157,9 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, err err
 			hold.hold = []*link{l}
 			l.settling++
 		}
+		octx := l.ownerCtx(c.ctx)
 		c.goFunc(func() {
-			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
+			ctx, cancel := context.WithTimeout(octx, c.cfg.RPCTimeout)
 			defer cancel()
 			batch := make([]Settlement, len(leftovers))
 			for i, d := range leftovers {
