@@ -163,3 +163,193 @@ func TestLinkResume(t *testing.T) {
 		t.Fatalf("after a closing detach the broker still lists %v", got.Unsettled)
 	}
 }
+
+// sendSession sends m0, m1 and m2 to the session queue sq, all in session s1.
+func sendSession(t *testing.T, addr string) {
+	t.Helper()
+	ctx := ctxT(t)
+	s, err := dialPlain(t, addr).NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := s.NewSender(ctx, "sq", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"m0", "m1", "m2"} {
+		m := goamqp.NewMessage([]byte(body))
+		m.Properties = &goamqp.MessageProperties{GroupID: ptrTo("s1")}
+		if err := snd.Send(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (rc *rawClient) begin() {
+	rc.t.Helper()
+	rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 100, OutgoingWindow: 100}, nil)
+	until[*frames.Begin](rc)
+}
+
+// sessionAttach attaches a peek-lock receiver named name on handle h for session s1 of
+// sq, with unsettled as its unsettled map. It returns the broker's attach, and its
+// detach when the broker refused the link.
+func (rc *rawClient) sessionAttach(h uint32, name string, unsettled encoding.Map) (*frames.Attach, *frames.Detach) {
+	rc.t.Helper()
+	first := frames.RcvFirst
+	filter := encoding.Map{{Key: encoding.Symbol(sessionFilterKey), Value: &encoding.Described{Descriptor: sessionFilterCode, Value: "s1"}}}
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: name, Handle: h, Role: frames.RoleReceiver, RcvSettleMode: &first,
+		Source: &frames.Source{Address: "sq", Filter: filter}, Target: &frames.Target{}, Unsettled: unsettled}, nil)
+	reply := until[*frames.Attach](rc)
+	if reply.Source != nil {
+		return reply, nil
+	}
+	return reply, until[*frames.Detach](rc)
+}
+
+// receive3 grants credit on h and reads the three deliveries: body -> transfer.
+func (rc *rawClient) receive3(h uint32) map[string]*frames.Transfer {
+	rc.t.Helper()
+	rc.creditOn(h, 3)
+	got := map[string]*frames.Transfer{}
+	for len(got) < 3 {
+		tr := until[*frames.Transfer](rc)
+		for _, body := range []string{"m0", "m1", "m2"} {
+			if bytes.Contains(tr.Payload, []byte(body)) {
+				got[body] = tr
+			}
+		}
+	}
+	return got
+}
+
+// sqState is what the fake broker holds in sq: body -> lock token, delivery count;
+// and session s1's lock: its holder (a ConnectionID, "" when free) and expiry.
+func sqState(b *memBackend) (msgs map[string]string, holder string, until time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	msgs = map[string]string{}
+	e := b.entities["sq"]
+	for _, m := range e.queues[0] {
+		for _, body := range []string{"m0", "m1", "m2"} {
+			if bytes.Contains(m.m.Raw, []byte(body)) {
+				msgs[body] = fmt.Sprintf("token=%x count=%d", m.token[:2], m.deliveryCount)
+			}
+		}
+	}
+	if s := e.sessions["s1"]; s != nil && s.held {
+		holder, until = s.holder, s.lockedUntil
+	}
+	return msgs, holder, until
+}
+
+// suspendedCount is how many links the server remembers for a resume.
+func suspendedCount(srv *Server) int {
+	srv.suspended.mu.Lock()
+	defer srv.suspended.mu.Unlock()
+	return len(srv.suspended.links)
+}
+
+func wantRefused(t *testing.T, what string, d *frames.Detach) {
+	t.Helper()
+	if d == nil || d.Error == nil || string(d.Error.Condition) != condSessionCannotLock {
+		t.Fatalf("%s: detach %v, want %s", what, d, condSessionCannotLock)
+	}
+}
+
+// TestLinkResumeSession: a session receiver whose connection drops comes back on a new
+// connection (same container-id, link name and session) with its unsettled map and
+// keeps its session lock: same holder and expiry as the Backend sees them, the
+// deliveries it lists stay locked under their lock tokens and are resent with
+// resume=true, and settling one after the resume applies. Meanwhile no other receiver
+// gets the session.
+func TestLinkResumeSession(t *testing.T) {
+	srv, b, addr := testServer(t, nil)
+	sendSession(t, addr)
+
+	a := dialRaw(t, addr)
+	a.open()
+	a.begin()
+	if reply, d := a.sessionAttach(0, "sres", nil); d != nil || len(reply.Unsettled) != 0 {
+		t.Fatalf("fresh session link: detach %v, unsettled %v", d, reply.Unsettled)
+	}
+	got := a.receive3(0)
+	before, holder, lockedUntil := sqState(b)
+	if holder == "" {
+		t.Fatal("session s1 is not locked after the accept")
+	}
+	a.nc.Close() // the connection drops with three deliveries unsettled
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if suspendedCount(srv) == 0 {
+			return fmt.Errorf("the dropped link is not remembered yet")
+		}
+		return nil
+	})
+
+	// While suspended, the session is the client's: another container is refused, as
+	// for any locked session.
+	other := dialRaw(t, addr)
+	other.openAs("other")
+	other.begin()
+	_, d := other.sessionAttach(0, "someone-else", nil)
+	wantRefused(t, "another link during the suspension", d)
+
+	bc := dialRaw(t, addr)
+	bc.open() // same container-id "raw"
+	bc.begin()
+	reply, d := bc.sessionAttach(0, "sres", encoding.Map{
+		{Key: got["m0"].DeliveryTag, Value: &encoding.Described{Descriptor: uint64(frames.CodeAccepted), Value: encoding.List{}}},
+		{Key: got["m1"].DeliveryTag, Value: nil},
+		{Key: got["m2"].DeliveryTag, Value: nil},
+	})
+	if d != nil {
+		t.Fatalf("resume refused: %v", d.Error)
+	}
+	if len(reply.Unsettled) != 2 {
+		t.Fatalf("broker's unsettled map %v, want m1's and m2's tags", reply.Unsettled)
+	}
+	// m0 was completed by the outcome listed; m1 and m2 keep their locks; the session
+	// lock is the one taken before the drop.
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		msgs, h, until := sqState(b)
+		if _, ok := msgs["m0"]; ok || msgs["m1"] != before["m1"] || msgs["m2"] != before["m2"] {
+			return fmt.Errorf("sq holds %v, want m1 %s and m2 %s", msgs, before["m1"], before["m2"])
+		}
+		if h != holder || !until.Equal(lockedUntil) {
+			return fmt.Errorf("session lock held by %q until %v, want %q until %v", h, until, holder, lockedUntil)
+		}
+		return nil
+	})
+	_, d = other.sessionAttach(1, "someone-else-again", nil)
+	wantRefused(t, "another link after the resume", d)
+
+	bc.creditOn(0, 5)
+	resent := map[string]*frames.Transfer{}
+	for len(resent) < 2 {
+		tr := until[*frames.Transfer](bc)
+		for _, body := range []string{"m1", "m2"} {
+			if bytes.Contains(tr.Payload, []byte(body)) {
+				if !tr.Resume || !bytes.Equal(tr.DeliveryTag, got[body].DeliveryTag) {
+					t.Fatalf("%s sent again with resume=%v under tag %x, want resumed under %x", body, tr.Resume, tr.DeliveryTag, got[body].DeliveryTag)
+				}
+				resent[body] = tr
+			}
+		}
+	}
+	// A settlement after the resume applies.
+	bc.frame(frames.TypeAMQP, 0, &frames.Disposition{Role: frames.RoleReceiver, First: *resent["m1"].DeliveryID, Settled: true, State: frames.Accepted{}}, nil)
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if msgs, _, _ := sqState(b); len(msgs) != 1 || msgs["m2"] != before["m2"] {
+			return fmt.Errorf("sq holds %v, want only m2, still locked", msgs)
+		}
+		return nil
+	})
+
+	// A closing detach ends the hold as a session receiver's close does: the session is
+	// free for the other container.
+	bc.frame(frames.TypeAMQP, 0, &frames.Detach{Handle: 0, Closed: true}, nil)
+	until[*frames.Detach](bc)
+	if _, d := other.sessionAttach(2, "someone-else-at-last", nil); d != nil {
+		t.Fatalf("after the close the session is still refused: %v", d.Error)
+	}
+}
