@@ -3,6 +3,7 @@ package amqp
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -351,5 +352,157 @@ func TestLinkResumeSession(t *testing.T) {
 	until[*frames.Detach](bc)
 	if _, d := other.sessionAttach(2, "someone-else-at-last", nil); d != nil {
 		t.Fatalf("after the close the session is still refused: %v", d.Error)
+	}
+}
+
+// TestLinkResumeSessionSameConnection: a session link detached without closing keeps its
+// session from every other acceptor, another link of the same connection included
+// (the Backend holds session locks per connection, so only the broker's own check
+// stops that one), until it re-attaches and resumes.
+func TestLinkResumeSessionSameConnection(t *testing.T) {
+	_, b, addr := testServer(t, nil)
+	b.mu.Lock()
+	b.ownerReaccepts = true
+	b.mu.Unlock()
+	sendSession(t, addr)
+	a := dialRaw(t, addr)
+	a.open()
+	a.begin()
+	if _, d := a.sessionAttach(0, "sres", nil); d != nil {
+		t.Fatalf("fresh session link refused: %v", d.Error)
+	}
+	got := a.receive3(0)
+	before, holder, _ := sqState(b)
+	a.frame(frames.TypeAMQP, 0, &frames.Detach{Handle: 0}, nil)
+	until[*frames.Detach](a)
+
+	_, d := a.sessionAttach(1, "sibling", nil)
+	wantRefused(t, "another link of the same connection", d)
+	other := dialRaw(t, addr)
+	other.openAs("other")
+	other.begin()
+	_, d = other.sessionAttach(0, "elsewhere", nil)
+	wantRefused(t, "another connection", d)
+	if msgs, h, _ := sqState(b); h != holder || msgs["m0"] != before["m0"] {
+		t.Fatalf("the refusals changed the session: holder %q (want %q), sq %v", h, holder, msgs)
+	}
+
+	reply, d := a.sessionAttach(2, "sres", encoding.Map{
+		{Key: got["m0"].DeliveryTag, Value: nil},
+		{Key: got["m1"].DeliveryTag, Value: nil},
+		{Key: got["m2"].DeliveryTag, Value: nil},
+	})
+	if d != nil || len(reply.Unsettled) != 3 {
+		t.Fatalf("resume on the same connection: detach %v, unsettled %v", d, reply.Unsettled)
+	}
+	a.creditOn(2, 5)
+	tr := until[*frames.Transfer](a)
+	if !tr.Resume || tr.Handle != 2 || !bytes.Contains(tr.Payload, []byte("m0")) || !bytes.Equal(tr.DeliveryTag, got["m0"].DeliveryTag) {
+		t.Fatalf("first transfer after the resume: resume=%v handle %d tag %x, want m0 resumed", tr.Resume, tr.Handle, tr.DeliveryTag)
+	}
+	a.frame(frames.TypeAMQP, 0, &frames.Disposition{Role: frames.RoleReceiver, First: *tr.DeliveryID, Settled: true, State: frames.Accepted{}}, nil)
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if msgs, _, _ := sqState(b); len(msgs) != 2 {
+			return fmt.Errorf("sq holds %v, want m0 completed", msgs)
+		}
+		return nil
+	})
+}
+
+// TestLinkResumeSessionWindow: past the session lock's expiry there is nothing to
+// resume: the re-attach accepts the session afresh, lists nothing, and the messages
+// come back with their expired locks counted as deliveries.
+func TestLinkResumeSessionWindow(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	srv, b, addr := testServer(t, func(c *Config) { c.Clock = clk })
+	sendSession(t, addr)
+	a := dialRaw(t, addr)
+	a.open()
+	a.begin()
+	if _, d := a.sessionAttach(0, "sres", nil); d != nil {
+		t.Fatalf("fresh session link refused: %v", d.Error)
+	}
+	got := a.receive3(0)
+	_, holder, _ := sqState(b)
+	a.nc.Close()
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if suspendedCount(srv) == 0 {
+			return fmt.Errorf("the dropped link is not remembered yet")
+		}
+		return nil
+	})
+	clk.Advance(31 * time.Second) // past sq's 30 s lock duration
+
+	bc := dialRaw(t, addr)
+	bc.open()
+	bc.begin()
+	reply, d := bc.sessionAttach(0, "sres", encoding.Map{{Key: got["m0"].DeliveryTag, Value: nil}})
+	if d != nil || len(reply.Unsettled) != 0 {
+		t.Fatalf("re-attach after the window: detach %v, unsettled %v, want a fresh accept", d, reply.Unsettled)
+	}
+	if _, h, _ := sqState(b); h == "" || h == holder {
+		t.Fatalf("session held by %q after the window, want the new connection (not %q)", h, holder)
+	}
+	again := bc.receive3(0)
+	for body, tr := range again {
+		if tr.Resume || bytes.Equal(tr.DeliveryTag, got[body].DeliveryTag) {
+			t.Fatalf("%s came back resumed (tag %x) after the window", body, tr.DeliveryTag)
+		}
+	}
+	msgs, _, _ := sqState(b)
+	for _, body := range []string{"m0", "m1", "m2"} {
+		if !strings.HasSuffix(msgs[body], " count=2") {
+			t.Fatalf("sq holds %v, want each delivered twice", msgs)
+		}
+	}
+}
+
+// TestLinkResumeSessionMismatch: a re-attach whose unsettled map names none of the
+// suspended link's deliveries does not resume: the broker does what a session
+// receiver's detach does (releases the deliveries without counting them and the
+// session lock), and the attach accepts the session afresh.
+func TestLinkResumeSessionMismatch(t *testing.T) {
+	srv, b, addr := testServer(t, nil)
+	sendSession(t, addr)
+	a := dialRaw(t, addr)
+	a.open()
+	a.begin()
+	if _, d := a.sessionAttach(0, "sres", nil); d != nil {
+		t.Fatalf("fresh session link refused: %v", d.Error)
+	}
+	got := a.receive3(0)
+	_, holder, _ := sqState(b)
+	a.nc.Close()
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if suspendedCount(srv) == 0 {
+			return fmt.Errorf("the dropped link is not remembered yet")
+		}
+		return nil
+	})
+
+	bc := dialRaw(t, addr)
+	bc.open()
+	bc.begin()
+	reply, d := bc.sessionAttach(0, "sres", encoding.Map{{Key: []byte("not-a-tag-of-it"), Value: nil}})
+	if d != nil || len(reply.Unsettled) != 0 {
+		t.Fatalf("mismatched re-attach: detach %v, unsettled %v, want a fresh accept", d, reply.Unsettled)
+	}
+	msgs, h, _ := sqState(b)
+	if h == "" || h == holder {
+		t.Fatalf("session held by %q, want the new connection (not %q)", h, holder)
+	}
+	if len(msgs) != 3 {
+		t.Fatalf("sq holds %v, want all three", msgs)
+	}
+	for body, st := range msgs {
+		if st != "token=0000 count=0" {
+			t.Fatalf("%s is %s, want released without counting a delivery", body, st)
+		}
+	}
+	again := bc.receive3(0)
+	for body, tr := range again {
+		if tr.Resume || bytes.Equal(tr.DeliveryTag, got[body].DeliveryTag) {
+			t.Fatalf("%s came back resumed (tag %x)", body, tr.DeliveryTag)
+		}
 	}
 }
