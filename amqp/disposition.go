@@ -91,6 +91,14 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 			}
 			local[i] = ErrSessionLockLost
 		}
+		if ts != nil && it.od.l.owner != "" && (local == nil || local[i] == nil) {
+			// A transaction commits under this connection's identity, which does not
+			// hold the session of a link resumed from another connection (resume.go).
+			if local == nil {
+				local = make([]error, len(items))
+			}
+			local[i] = fmt.Errorf("%w: a session receiver resumed from another connection settles outside transactions", ErrSessionLockLost)
+		}
 	}
 	if local != nil { // keep only the settlements the Backend should see
 		kept := batch[:0:0]

@@ -2,7 +2,9 @@ package amqp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -176,6 +178,9 @@ func (c *conn) suspend(l *link, ods []*outDelivery, open bool) bool {
 	if len(sl.deliveries) == 0 {
 		return false
 	}
+	// Resent in the order they were first sent (ods come from a map), which a session
+	// receiver in particular expects.
+	slices.SortFunc(sl.deliveries, func(x, y suspendedDelivery) int { return cmp.Compare(x.seq, y.seq) })
 	if l.sessionID != "" {
 		if !c.sessionLockHeld(l) {
 			return false // the lock is gone: there is nothing left to keep

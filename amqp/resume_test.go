@@ -346,6 +346,14 @@ func TestLinkResumeSession(t *testing.T) {
 		return nil
 	})
 
+	// $management requests for the resumed link act for the lock's holder too.
+	if st := bc.renewSessionLock(1, "sres"); st != 200 {
+		t.Fatalf("renew-session-lock after the resume: status %d, want 200", st)
+	}
+	if _, h, until := sqState(b); h != holder || !until.After(lockedUntil) {
+		t.Fatalf("after renewing, the session is held by %q until %v, want %q after %v", h, until, holder, lockedUntil)
+	}
+
 	// A closing detach ends the hold as a session receiver's close does: the session is
 	// free for the other container.
 	bc.frame(frames.TypeAMQP, 0, &frames.Detach{Handle: 0, Closed: true}, nil)
@@ -505,4 +513,45 @@ func TestLinkResumeSessionMismatch(t *testing.T) {
 			t.Fatalf("%s came back resumed (tag %x)", body, tr.DeliveryTag)
 		}
 	}
+}
+
+// renewSessionLock sends renew-session-lock for the receiver link assoc over a
+// $management link pair on handles h and h+1 of channel 0 and returns the status code.
+func (rc *rawClient) renewSessionLock(h uint32, assoc string) int32 {
+	rc.t.Helper()
+	first := frames.RcvFirst
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "mgmt-snd", Handle: h, Role: frames.RoleSender,
+		Target: &frames.Target{Address: "sq/$management"}, Source: &frames.Source{}}, nil)
+	rc.waitFor(func(b frames.Body) bool { f, ok := b.(*frames.Flow); return ok && f.Handle != nil && *f.Handle == h })
+	rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "mgmt-rcv", Handle: h + 1, Role: frames.RoleReceiver, RcvSettleMode: &first,
+		Source: &frames.Source{Address: "sq/$management"}, Target: &frames.Target{Address: "reply"}}, nil)
+	rc.waitFor(func(b frames.Body) bool { a, ok := b.(*frames.Attach); return ok && a.Name == "mgmt-rcv" })
+	rc.creditOn(h+1, 1)
+
+	p := encoding.AppendDescriptor(nil, secProperties)
+	p, lo := encoding.ListStart(p)
+	p, _ = encoding.Append(p, uint64(1)) // message-id
+	for range 3 {
+		p = encoding.AppendNull(p)
+	}
+	p = encoding.AppendString(p, "reply") // reply-to
+	p = encoding.ListEnd(p, lo, 5)
+	p = encoding.AppendDescriptor(p, secAppProperties)
+	p, mo := encoding.MapStart(p)
+	for _, s := range []string{"operation", "com.microsoft:renew-session-lock", "associated-link-name", assoc} {
+		p = encoding.AppendString(p, s)
+	}
+	p = encoding.MapEnd(p, mo, 4)
+	p = append(p, amqpValue(encoding.Map{{Key: "session-id", Value: "s1"}})...)
+	id := uint32(0)
+	rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: h, DeliveryID: &id, DeliveryTag: []byte("renew"), Settled: true}, p)
+
+	tr := rc.waitFor(func(b frames.Body) bool { t, ok := b.(*frames.Transfer); return ok && t.Handle == h+1 }).(*frames.Transfer)
+	key := encoding.AppendString(nil, "statusCode")
+	i := bytes.Index(tr.Payload, key)
+	if i < 0 || len(tr.Payload) < i+len(key)+5 || tr.Payload[i+len(key)] != 0x71 {
+		rc.t.Fatalf("response without an int statusCode: %x", tr.Payload)
+	}
+	v := tr.Payload[i+len(key)+1:]
+	return int32(uint32(v[0])<<24 | uint32(v[1])<<16 | uint32(v[2])<<8 | uint32(v[3]))
 }
