@@ -366,7 +366,8 @@ func TestLinkResumeSession(t *testing.T) {
 // TestLinkResumeSessionSameConnection: a session link detached without closing keeps its
 // session from every other acceptor, another link of the same connection included
 // (the Backend holds session locks per connection, so only the broker's own check
-// stops that one), until it re-attaches and resumes.
+// stops that one) and the same link name on another connection while this one is
+// open, until it re-attaches and resumes.
 func TestLinkResumeSessionSameConnection(t *testing.T) {
 	_, b, addr := testServer(t, nil)
 	b.mu.Lock()
@@ -391,6 +392,13 @@ func TestLinkResumeSessionSameConnection(t *testing.T) {
 	other.begin()
 	_, d = other.sessionAttach(0, "elsewhere", nil)
 	wantRefused(t, "another connection", d)
+	// While the connection that suspended the link is open, only it may resume the link:
+	// the same container and link name on another connection would make two holders.
+	twin := dialRaw(t, addr)
+	twin.open()
+	twin.begin()
+	_, d = twin.sessionAttach(0, "sres", encoding.Map{{Key: got["m0"].DeliveryTag, Value: nil}})
+	wantRefused(t, "the same link name on another connection", d)
 	if msgs, h, _ := sqState(b); h != holder || msgs["m0"] != before["m0"] {
 		t.Fatalf("the refusals changed the session: holder %q (want %q), sq %v", h, holder, msgs)
 	}
