@@ -196,14 +196,14 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 			delete(s.unsettled, id) // the lock stays until it expires or is settled by token
 		}
 	}
-	c.suspend(l, mine) // unless the link may be resumed (resume.go)
+	kept := c.suspend(l, mine, explicit) // unless the link may be resumed (resume.go)
 	l.resume = nil
 	c.uncount(l.unsettled)
 	l.unsettled = 0
-	if explicit && l.sessionID != "" && l.attached && c.sessionLockHeld(l) {
+	if explicit && !kept && l.sessionID != "" && l.attached && c.sessionLockHeld(l) {
 		addr, id := l.addr, l.sessionID
 		return func() {
-			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
+			ctx, cancel := context.WithTimeout(l.ownerCtx(c.ctx), c.cfg.RPCTimeout)
 			defer cancel()
 			_ = c.b.ReleaseSession(ctx, addr, id)
 		}
@@ -345,13 +345,15 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 		if err == nil && declared != 0 && declared != info.Kind {
 			err = fmt.Errorf("%w: the link declares com.microsoft:entity-type %s but '%s' is a %s", ErrNotAllowed, declared, info.Path, info.Kind)
 		}
-		if err == nil && sessionful {
+		var rs resumed
+		if err == nil && peekLock && (sessionful || !info.RequiresSession) {
+			// A resumed session link keeps its session lock (resume.go).
+			rs = c.resumeTakeover(ctx, a.Name, Address{Entity: info.Path, Sub: sub}, wantSession, a.Unsettled)
+			id, lockedUntil = rs.sessionID, rs.lockedUntil
+		}
+		if err == nil && sessionful && id == "" {
 			addr := Address{Entity: info.Path, Sub: sub}
 			id, lockedUntil, err = c.b.AcceptSession(ctx, addr, wantSession, wait)
-		}
-		var rs resumed
-		if err == nil && peekLock && !sessionful && !info.RequiresSession {
-			rs.unsettled, rs.items = c.resumeTakeover(ctx, a.Name, Address{Entity: info.Path, Sub: sub}, a.Unsettled)
 		}
 		c.post(func() { s.finishEntityAttach(l, a, info, id, lockedUntil, rs, err) })
 	})
@@ -386,6 +388,10 @@ var errNonSessionReceiver = fmt.Errorf("%w: It is not possible for an entity tha
 type resumed struct {
 	unsettled Map // the broker's unsettled map for the attach
 	items     []resumeItem
+	// A resumed session link's session, lock expiry and lock holder (ConnectionID).
+	sessionID   string
+	lockedUntil time.Time
+	owner       string
 }
 
 func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo, sessionID string, lockedUntil time.Time, rs resumed, err error) {
@@ -393,8 +399,12 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 	if l.detached {
 		if err == nil && sessionID != "" {
 			addr := Address{Entity: info.Path, Sub: l.addr.Sub}
+			ctx := c.ctx
+			if rs.owner != "" {
+				ctx = WithConnectionID(ctx, rs.owner)
+			}
 			c.goFunc(func() {
-				ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
+				ctx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
 				defer cancel()
 				_ = c.b.ReleaseSession(ctx, addr, sessionID)
 			})
@@ -407,9 +417,12 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 		// Service Bus lets one receiver hold a session (S-SES-2), also within one
 		// connection (the SDK's TestSessionReceiver_acceptSessionButAlreadyLocked). The
 		// lock stays with the first link: nothing is released here.
-		if h := c.sessionHolder(Address{Entity: info.Path, Sub: l.addr.Sub}, sessionID); h != nil && h != l && c.sessionLockHeld(h) {
+		// A suspended link of this connection (resume.go) holds its session the same way.
+		addr := Address{Entity: info.Path, Sub: l.addr.Sub}
+		if h := c.sessionHolder(addr, sessionID); h != nil && h != l && c.sessionLockHeld(h) ||
+			c.s.suspended.sessionHeld(resumeKey{c.remoteContainer, l.name}, addr, sessionID, c.now()) {
 			l.entity = info
-			s.refuse(l, a, amqpError(fmt.Errorf("%w: the session '%s' is held by another receiver of this connection",
+			s.refuse(l, a, amqpError(fmt.Errorf("%w: the session '%s' is held by another receiver",
 				ErrSessionCannotBeLocked, wireSessionID(sessionID)), s.tracker(l), c.now()))
 			return
 		}
@@ -465,6 +478,10 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 	if sessionID != "" {
 		l.sessionID = sessionID
 		l.sessionLockedUntil = lockedUntil
+		if rs.owner != "" && rs.owner != ConnectionID(c.ctx) { // resumed from another connection
+			l.owner = rs.owner
+			l.ctx = WithConnectionID(l.ctx, l.owner) // its receives act for the lock's holder
+		}
 		src := *a.Source
 		src.Filter = append(Map(nil), a.Source.Filter...)
 		// Echo the accepted session id in the form the client used: described for the

@@ -89,6 +89,14 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 			}
 			local[i] = ErrSessionLockLost
 		}
+		if ts != nil && it.od.l.owner != "" && (local == nil || local[i] == nil) {
+			// A transaction commits under this connection's identity, which does not
+			// hold the session of a link resumed from another connection (resume.go).
+			if local == nil {
+				local = make([]error, len(items))
+			}
+			local[i] = fmt.Errorf("%w: a session receiver resumed from another connection settles outside transactions", ErrSessionLockLost)
+		}
 	}
 	if local != nil { // keep only the settlements the Backend should see
 		kept := batch[:0:0]
@@ -104,6 +112,18 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 		return
 	}
 	job := settleJob{batch: batch, local: local}
+	for _, it := range items { // a resumed session link settles for its lock's holder (resume.go)
+		if it.od.l.owner == "" {
+			continue
+		}
+		job.owners = make([]string, 0, len(batch))
+		for i, it := range items {
+			if local == nil || local[i] == nil {
+				job.owners = append(job.owners, it.od.l.owner)
+			}
+		}
+		break
+	}
 	for i, it := range items { // a session link receives again once these are applied
 		if it.od.sessionID != "" && (local == nil || local[i] == nil) && !slices.Contains(job.hold, it.od.l) {
 			job.hold = append(job.hold, it.od.l)
@@ -162,6 +182,9 @@ type settleJob struct {
 	batch []Settlement
 	local []error // when set, one entry per item: non-nil items never reached the Backend
 	reply func(errs []error)
+	// owners, when set, has one entry per batch item: the ConnectionID to settle it
+	// under ("" for this connection), for a session link resumed from another one.
+	owners []string
 	// hold are the session links whose settling count this job holds up: S-SES-3 (an
 	// abandoned or released message comes first on the session's next receive) needs
 	// the settlements applied before the link's next receive starts.
@@ -219,7 +242,7 @@ func (c *conn) flushSettles() {
 		// (or lost) the connection is applied all the same.
 		var errs []error
 		if len(all) > 0 {
-			errs = c.b.Settle(context.WithoutCancel(c.ctx), all)
+			errs = c.settleAs(context.WithoutCancel(c.ctx), jobs, all)
 		}
 		if len(errs) != len(all) {
 			errs = make([]error, len(all))
@@ -245,6 +268,49 @@ func (c *conn) flushSettles() {
 			}
 		})
 	})
+}
+
+// settleAs settles all (the jobs' batches in order) in one Backend call, or, when a
+// job settles for a resumed session link's lock holder, in one call per holder.
+func (c *conn) settleAs(ctx context.Context, jobs []settleJob, all []Settlement) []error {
+	if !slices.ContainsFunc(jobs, func(j settleJob) bool { return j.owners != nil }) {
+		return c.b.Settle(ctx, all)
+	}
+	owners := make([]string, 0, len(all))
+	for _, j := range jobs {
+		if j.owners != nil {
+			owners = append(owners, j.owners...)
+		} else {
+			owners = append(owners, make([]string, len(j.batch))...)
+		}
+	}
+	errs := make([]error, len(all))
+	done := make([]bool, len(all))
+	for i := range all {
+		if done[i] {
+			continue
+		}
+		var idx []int
+		var group []Settlement
+		for k := i; k < len(all); k++ {
+			if !done[k] && owners[k] == owners[i] {
+				idx, group, done[k] = append(idx, k), append(group, all[k]), true
+			}
+		}
+		gctx := ctx
+		if owners[i] != "" {
+			gctx = WithConnectionID(ctx, owners[i])
+		}
+		ge := c.b.Settle(gctx, group)
+		for n, k := range idx {
+			if n < len(ge) {
+				errs[k] = ge[n]
+			} else {
+				errs[k] = fmt.Errorf("%w: backend returned a wrong number of results", ErrServerBusy)
+			}
+		}
+	}
+	return errs
 }
 
 // settlementFor maps an outcome to a settlement (protocol.md §6.4).

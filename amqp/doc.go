@@ -27,7 +27,8 @@
 // Server.Close cancels everything and waits. Link resume (resume.go): the
 // unsettled deliveries of a receiver that ends without closing wait in a
 // table on the Server (its own mutex, taken by owner and goFunc goroutines)
-// until a receiver with the same container-id and link name takes them over. Every AuthCheckInterval the
+// until a receiver with the same container-id and link name takes them over; a
+// session receiver's suspended link keeps its session lock meanwhile. Every AuthCheckInterval the
 // owner drops expired CBS claims and detaches the links they covered, and
 // every ClaimRecheckInterval it re-checks its tokens against the rules in a
 // goFunc goroutine (cbs.go).

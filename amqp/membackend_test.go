@@ -29,6 +29,9 @@ type memBackend struct {
 	// settleGate, when set, holds every Settle call until it is closed; settleWaiting
 	// is closed when the first held call arrives. Owner: mu.
 	settleGate, settleWaiting chan struct{}
+	// ownerReaccepts lets the holding connection accept its session again, as the
+	// cluster's session locks do (held per owner); otherwise that is refused. Owner: mu.
+	ownerReaccepts bool
 }
 
 type memEntity struct {
@@ -458,7 +461,9 @@ func (b *memBackend) AcceptSession(ctx context.Context, a Address, id string, wa
 			return "", time.Time{}, err
 		}
 		now := b.now()
-		free := func(s *memSession) bool { return !s.held || now.After(s.lockedUntil) }
+		free := func(s *memSession) bool {
+			return !s.held || now.After(s.lockedUntil) || b.ownerReaccepts && s.holder == ConnectionID(ctx)
+		}
 		if id != "" {
 			s := e.sessions[id]
 			if s == nil {

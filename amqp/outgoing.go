@@ -213,8 +213,9 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, short i
 		// first again (sequence order; S-SES-3 for a session).
 		hold := settleJob{hold: []*link{l}}
 		l.settling++
+		octx := l.ownerCtx(c.ctx)
 		c.goFunc(func() {
-			ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RPCTimeout)
+			ctx, cancel := context.WithTimeout(octx, c.cfg.RPCTimeout)
 			defer cancel()
 			batch := make([]Settlement, len(leftovers))
 			for i, d := range leftovers {

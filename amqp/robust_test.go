@@ -62,8 +62,14 @@ func (rc *rawClient) next() frames.Body {
 	}
 }
 
-// open performs SASL (PLAIN with the root key) and open.
+// open performs SASL (PLAIN with the root key) and open, as container "raw".
 func (rc *rawClient) open() {
+	rc.t.Helper()
+	rc.openAs("raw")
+}
+
+// openAs is open with container-id container.
+func (rc *rawClient) openAs(container string) {
 	rc.t.Helper()
 	rc.write(frames.ProtoSASL[:])
 	if h, _ := rc.r.ReadProtoHeader(); h != frames.ProtoSASL {
@@ -80,7 +86,7 @@ func (rc *rawClient) open() {
 	if h, _ := rc.r.ReadProtoHeader(); h != frames.ProtoAMQP {
 		rc.t.Fatalf("header %q", h)
 	}
-	rc.frame(frames.TypeAMQP, 0, &frames.Open{ContainerID: "raw", MaxFrameSize: 65536, ChannelMax: 10}, nil)
+	rc.frame(frames.TypeAMQP, 0, &frames.Open{ContainerID: container, MaxFrameSize: 65536, ChannelMax: 10}, nil)
 	if _, ok := rc.next().(*frames.Open); !ok {
 		rc.t.Fatal("no open")
 	}

@@ -178,8 +178,9 @@ func (s *session) rpcRequest(l *link, p *partial) {
 	}
 	l.inflight++
 	node, addr, tracker := l.node, l.addr, s.tracker(l)
+	octx := holder.ownerCtx(c.ctx) // a resumed session link acts for its lock's holder (resume.go)
 	c.goFunc(func() {
-		ctx, cancel := context.WithTimeout(c.ctx, timeout)
+		ctx, cancel := context.WithTimeout(octx, timeout)
 		defer cancel()
 		var resp rpcResponse
 		var cl *claim

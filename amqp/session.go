@@ -103,6 +103,9 @@ type link struct {
 	// so dropLink remembers its deliveries; resume holds kept deliveries to resend.
 	suspend bool
 	resume  []resumeItem
+	// owner is the ConnectionID this session link's lock is held under when the link
+	// was resumed from another connection ("" for this connection's own).
+	owner string
 	// settling counts the batches of this session link's settlements handed to the
 	// Backend and not yet answered; no receive starts meanwhile (S-SES-3).
 	settling int
