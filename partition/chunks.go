@@ -107,6 +107,14 @@ func definite(ctx context.Context, err error) error {
 	return err
 }
 
+// PendingUploads lists the chunked bodies this replica holds that no final command has
+// consumed yet (the fsm drops them at their deadline). Any replica answers.
+func (p *Partition) PendingUploads() []fsm.PendingUpload {
+	var out []fsm.PendingUpload
+	p.m.read(func(f *fsm.FSM) { out = f.PendingUploads() })
+	return out
+}
+
 // uploadID is a fresh upload id, unique with overwhelming probability (the leader
 // chooses it; the fsm only compares it).
 func uploadID() string {

@@ -36,11 +36,7 @@ func patterned(n int, seed byte) []byte {
 	return b
 }
 
-func pendingUploads(p *Partition) []fsm.PendingUpload {
-	var out []fsm.PendingUpload
-	p.m.read(func(f *fsm.FSM) { out = f.PendingUploads() })
-	return out
-}
+func pendingUploads(p *Partition) []fsm.PendingUpload { return p.PendingUploads() }
 
 // TestChunkedSend: payloads above ChunkBytes, sent concurrently with small ones, arrive
 // whole and in the order of their sends' results; no entry holds two chunks (each entry
