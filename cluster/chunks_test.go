@@ -20,7 +20,14 @@ import (
 // receivable; never part of a message. The orphaned chunks of the interrupted attempt
 // are held aside (not a message) on every replica alike.
 func TestLargeSendSurvivesLeaderChange(t *testing.T) {
-	nodes := startCluster(t, 3, 3)
+	// Production Raft timing: the test's 100 ms election timeout loses leaders all the
+	// time while 24 MB go through three replicas on two shared cores under -race, and
+	// the test needs the one leader change it makes.
+	nodes := startClusterWith(t, 3, 3, func(c *Config) {
+		nosync := c.Raft.NoSync
+		c.Raft = DefaultRaftTiming()
+		c.Raft.NoSync = nosync
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := queueProps(1)
@@ -102,8 +109,10 @@ func TestLargeSendSurvivesLeaderChange(t *testing.T) {
 		newL.mu.RLock()
 		np := newL.parts[gid].p
 		newL.mu.RUnlock()
-		if newL != old && len(np.PendingUploads()) > before {
-			interrupted = true // the first attempt's chunks are orphaned; the send went on
+		if len(np.PendingUploads()) > before {
+			// An attempt's chunks are orphaned: it was cut off by the leader change (the
+			// cluster may have moved leadership back to its preferred node since).
+			interrupted = true
 		}
 		t.Logf("attempt %d: leader %s -> %s, orphaned uploads %d", attempt, old.cfg.NodeID, newL.cfg.NodeID, len(np.PendingUploads()))
 	}
