@@ -57,7 +57,8 @@ type UploadRef struct {
 // are given by Bodies (one per message): the payload of message i is its upload's
 // chunks, concatenated, when Bodies[i].Upload is set. Every named upload is consumed,
 // whether the enqueue succeeds or not; an upload missing or lacking a chunk fails the
-// whole command with ErrUploadIncomplete (nothing is stored).
+// whole command with ErrUploadIncomplete (nothing is stored). Naming an upload with
+// Chunks 0 is how a sender abandons it: it is dropped and nothing is stored.
 type EnqueueUploaded struct {
 	Schedule bool
 	Messages []*Message

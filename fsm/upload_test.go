@@ -128,6 +128,15 @@ func TestUploadRefusedDropsChunks(t *testing.T) {
 			}
 		})
 	}
+	t.Run("abandoned", func(t *testing.T) {
+		x := newTF(t, cfg)
+		x.apply(chunksOf("u", bigBody(9_000), 3000, t0+120_000)...)
+		r := x.one(&EnqueueUploaded{Messages: []*Message{{}}, Bodies: []UploadRef{{Upload: "u"}}})
+		wantErr(t, r.Err, ErrUploadIncomplete)
+		if len(x.f.PendingUploads()) != 0 || x.f.bytes != 0 || x.stats(q).Active != 0 {
+			t.Fatalf("after abandoning: %+v, %d bytes, %d messages", x.f.PendingUploads(), x.f.bytes, x.stats(q).Active)
+		}
+	})
 	t.Run("unknown upload", func(t *testing.T) {
 		x := newTF(t, cfg)
 		r := x.one(&EnqueueUploaded{Messages: []*Message{msgOf("a"), msgOf("")}, Bodies: []UploadRef{{}, {Upload: "nope", Chunks: 1}}})

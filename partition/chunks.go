@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/fsm"
 )
@@ -86,10 +89,29 @@ func (p *Partition) upload(ctx context.Context, id string, body []byte) (uint32,
 		wait() // every submitted proposal is awaited, so none outlives the call
 	}
 	if firstErr != nil {
+		p.abandonUpload(ctx, id)
 		return 0, definite(ctx, firstErr)
 	}
 	return n, nil
 }
+
+// abandonUpload asks the fsm, best effort, to drop what it holds of upload id now rather
+// than at the deadline, so that a sender that gave up (its context ended, a chunk was
+// refused) does not keep quota held for UploadTimeout. An EnqueueUploaded naming the
+// upload with zero chunks consumes it and stores nothing (fsm.ErrUploadIncomplete). It
+// follows the chunks in the log, so no chunk can arrive after it. A replica that no
+// longer leads leaves the drop to the deadline.
+func (p *Partition) abandonUpload(ctx context.Context, id string) {
+	if p.raft.State() != raft.Leader {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonPatience)
+	defer cancel()
+	_, _ = p.propose(ctx, &fsm.EnqueueUploaded{Messages: []*fsm.Message{{}}, Bodies: []fsm.UploadRef{{Upload: id}}})
+}
+
+// abandonPatience bounds how long a failed chunked send spends dropping its chunks.
+const abandonPatience = 5 * time.Second
 
 // definite strips "outcome unknown" from an error of the chunk phase: whether the chunk
 // committed or not, the message was not stored, since its final command was never

@@ -197,3 +197,36 @@ func TestChunkedSendLeaderChange(t *testing.T) {
 	}
 	c.checkConverged(1)
 }
+
+// TestChunkedSendAbandoned: a sender that gives up mid-upload gets a definite error, and
+// its chunks are dropped at once (not held toward the quota until UploadTimeout).
+func TestChunkedSendAbandoned(t *testing.T) {
+	c := newCluster(t, 1, func(cfg *Config) { cfg.ChunkBytes = 1 << 10 })
+	c.addGroup(testQueue(1, 5*time.Second))
+	_, p := c.leader(1, 20*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Enqueue(ctx, []*fsm.Message{{Payload: patterned(8<<20, 3)}})
+		done <- err
+	}()
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if up := p.PendingUploads(); len(up) == 0 || up[0].Chunks < 16 {
+			return errors.New("upload not under way yet")
+		}
+		return nil
+	})
+	cancel()
+	err := <-done
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("abandoned send: %v, want a definite context.Canceled", err)
+	}
+	if up := p.PendingUploads(); len(up) != 0 {
+		t.Fatalf("chunks still held after the send returned: %+v", up)
+	}
+	st, err := p.Stats(ctxT(t, 5*time.Second))
+	if err != nil || st.Bytes != 0 || st.Targets[0].Active != 0 {
+		t.Fatalf("stats after the abandoned send: %+v, %v", st, err)
+	}
+}
