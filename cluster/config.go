@@ -31,6 +31,10 @@ type RaftTiming struct {
 	CommitTimeout      time.Duration
 	// NoSync skips fsync of Raft logs. Unsafe (S-DUR-1 no longer holds); tests only.
 	NoSync bool
+	// WholeBodies sends every message body as one Raft entry of its partition, as
+	// releases before chunked bodies did (partition.Config.ChunkBytes 0), instead of
+	// chunking the large ones; for benchmarks that compare the two.
+	WholeBodies bool
 }
 
 // DefaultRaftTiming is the production timing.

@@ -15,14 +15,29 @@ import (
 // up to 102,400) do to other traffic of the same partition: one node (fsync on),
 // one queue of one partition, 1 KiB sends one after the other, alone and while another
 // goroutine keeps sending 10 MB messages to the same queue (and taking them out again,
-// receive-and-delete, so the queue stays small). Besides ns/op it reports the 99th
-// percentile of the small sends' latency (p99-ms) and the large messages moved (large/op):
+// receive-and-delete, so the queue stays small). It runs twice: "whole" sends each body
+// as one Raft entry (RaftTiming.WholeBodies, as before chunked bodies), "chunked" with
+// the partition's default chunking, so one run gives both on the same machine load.
+// Besides ns/op it reports the 99th percentile of the small sends' latency (p99-ms),
+// the large messages moved per small send (large/op) and per second (large/s):
 //
 //	go test ./cluster/ -run '^$' -bench SmallBesideLarge -benchtime 200x
 func BenchmarkSmallBesideLarge(b *testing.B) {
+	for _, whole := range []bool{true, false} {
+		name := "chunked"
+		if whole {
+			name = "whole"
+		}
+		b.Run(name, func(b *testing.B) { benchSmallBesideLarge(b, whole) })
+	}
+}
+
+func benchSmallBesideLarge(b *testing.B, whole bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	n, err := Start(ctx, testConfig(b.TempDir()))
+	cfg := testConfig(b.TempDir())
+	cfg.Raft.WholeBodies = whole
+	n, err := Start(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,11 +87,13 @@ func BenchmarkSmallBesideLarge(b *testing.B) {
 				lat = append(lat, time.Since(start))
 			}
 			b.StopTimer()
+			elapsed := b.Elapsed()
 			stop()
 			wg.Wait()
 			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 			b.ReportMetric(float64(moved)/float64(b.N), "large/op")
+			b.ReportMetric(float64(moved)/elapsed.Seconds(), "large/s")
 			_, _ = n.Receive(ctx, Address{Entity: "mixed"}, "", "", fsm.ReceiveAndDelete, 5000, 0)
 		})
 	}

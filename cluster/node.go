@@ -757,6 +757,9 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.LeaderLeaseTimeout = n.cfg.Raft.LeaderLeaseTimeout
 	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
 	pc.NoSync = n.cfg.Raft.NoSync
+	if n.cfg.Raft.WholeBodies {
+		pc.ChunkBytes = 0
+	}
 	pc.Logger = n.raftLogger(fmt.Sprintf("%s.%d", d.entity, d.index))
 	if n.metrics != nil {
 		pc.Observer = n.metrics

@@ -175,6 +175,7 @@ var wireSentinels = []error{
 	ErrUnavailable, ErrNotMetadataLeader, ErrClosed, admin.ErrUnavailable,
 	context.DeadlineExceeded, context.Canceled,
 	fsm.ErrTxnTimeout, fsm.ErrTxnDecided,
+	fsm.ErrUploadIncomplete,
 }
 
 // WireErr is an error as it crosses the network: its text, which sentinels it matches,

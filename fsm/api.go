@@ -204,6 +204,8 @@ const (
 	OpTxnCommit
 	OpTxnAbort
 	OpTxnForget
+	OpBodyChunk       // a chunk of a large body (upload.go)
+	OpEnqueueUploaded // Enqueue or Schedule of messages whose bodies came as chunks
 )
 
 // Entry is the unit the partition layer replicates: the leader's time and a batch of

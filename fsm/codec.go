@@ -142,6 +142,19 @@ func appendCommand(b []byte, c Command) []byte {
 		b = appendString(b, c.ID)
 	case *TxnForget:
 		b = appendString(b, c.ID)
+	case *BodyChunk:
+		b = appendString(b, c.Upload)
+		b = appendUvarint(b, uint64(c.Index))
+		b = binary.AppendVarint(b, c.Deadline)
+		b = appendBytes(b, c.Data)
+	case *EnqueueUploaded:
+		b = appendBool(b, c.Schedule)
+		b = appendMessages(b, c.Messages)
+		b = appendUvarint(b, uint64(len(c.Bodies)))
+		for _, r := range c.Bodies {
+			b = appendString(b, r.Upload)
+			b = appendUvarint(b, uint64(r.Chunks))
+		}
 	default:
 		panic(fmt.Sprintf("fsm: AppendEntry: unknown command %T", c))
 	}
@@ -253,6 +266,15 @@ func (d *dec) command() Command {
 		return &TxnAbort{ID: d.string()}
 	case OpTxnForget:
 		return &TxnForget{ID: d.string()}
+	case OpBodyChunk:
+		return &BodyChunk{Upload: d.string(), Index: d.uint32v(), Deadline: d.varint(), Data: d.bytes()}
+	case OpEnqueueUploaded:
+		c := &EnqueueUploaded{Schedule: d.bool(), Messages: d.messages()}
+		n := d.count(2)
+		for i := 0; i < n && d.err == nil; i++ {
+			c.Bodies = append(c.Bodies, UploadRef{Upload: d.string(), Chunks: d.uint32v()})
+		}
+		return c
 	}
 	d.failf("unknown opcode %d", op)
 	return nil

@@ -36,6 +36,7 @@ func (f *FSM) runDeadlines() {
 		f.endSession(f.sh[0], true) // S-SES-6: counted
 	}
 	f.pruneDup()
+	f.dropExpiredUploads()
 }
 
 func (f *FSM) pruneDup() {

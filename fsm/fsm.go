@@ -34,6 +34,8 @@ type FSM struct {
 
 	prepared map[string]*prepTxn     // transactions prepared here (txn2pc.go); lookup only, iterated sorted
 	decided  map[string]*txnDecision // decisions of transactions this partition coordinates; same
+
+	uploads map[string]*upload // chunked bodies not yet completed (upload.go); lookup only, iterated sorted or as a set
 }
 
 type dupRec struct{ seq, at int64 }
@@ -107,6 +109,7 @@ func New(cfg Config) *FSM {
 
 		prepared: map[string]*prepTxn{},
 		decided:  map[string]*txnDecision{},
+		uploads:  map[string]*upload{},
 	}
 	f.setConfig(cfg)
 	return f
@@ -327,6 +330,10 @@ func (f *FSM) apply(c Command, r *Result) {
 		f.txnAbort(c, r)
 	case *TxnForget:
 		f.txnForget(c)
+	case *BodyChunk:
+		f.bodyChunk(c, r)
+	case *EnqueueUploaded:
+		f.enqueueUploaded(c, r)
 	case nil:
 		r.Err = fmt.Errorf("%w: nil command", ErrBadCommand)
 		return
@@ -360,7 +367,8 @@ func (f *FSM) noteActivity(c Command, r *Result) {
 func (f *FSM) Now() int64 { return f.now }
 
 // NextDeadline returns the earliest pending deadline (lock expiry, message expiry,
-// scheduled activation, session lock expiry, duplicate-history pruning), NeverMs if none.
+// scheduled activation, session lock expiry, duplicate-history pruning, the deadline of
+// an incomplete chunked body), NeverMs if none.
 // The partition leader proposes a Tick at that time.
 func (f *FSM) NextDeadline() int64 {
 	d := NeverMs
@@ -375,7 +383,7 @@ func (f *FSM) NextDeadline() int64 {
 			d = t
 		}
 	}
-	return d
+	return min(d, f.uploadDeadline())
 }
 
 // Config returns the configuration in force. The caller must not modify its slices.

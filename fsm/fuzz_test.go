@@ -51,6 +51,10 @@ func seedEntries() []*Entry {
 			&Enqueue{Messages: []*Message{msgOf("u")}}, &Settle{Target: q, Tokens: []LockToken{tok}, Disposition: Abandon}}},
 			&TxnDecide{ID: "p", Commit: true, Deadline: t0 + 60_000, Participants: []uint32{3, 8}},
 			&TxnCommit{ID: "p"}, &TxnAbort{ID: "q"}, &TxnForget{ID: "p"}}},
+		{Now: t0 + 8, Cmds: []Command{&BodyChunk{Upload: "u", Index: 1, Deadline: t0 + 120_000, Data: []byte("lo")},
+			&BodyChunk{Upload: "u", Index: 0, Deadline: t0 + 120_000, Data: []byte("hel")},
+			&EnqueueUploaded{Schedule: true, Messages: []*Message{full, msgOf("i")},
+				Bodies: []UploadRef{{Upload: "u", Chunks: 2}, {}}}}},
 	}
 }
 
@@ -147,7 +151,24 @@ func seedSnapshots(t testing.TB) [][]byte {
 	if err := f.Snapshot(&buf); err != nil {
 		t.Fatal(err)
 	}
-	return append(out, buf.Bytes())
+	out = append(out, bytes.Clone(buf.Bytes()))
+	// Version 4: pending chunked bodies, one with a hole, beside the transaction above
+	// (a version 3 record that is not empty), and alone (an empty one).
+	for _, withTxn := range []bool{true, false} {
+		g := f
+		if !withTxn {
+			g = New(queueCfg())
+		}
+		g.Apply(&Entry{Now: t0 + 3, Cmds: []Command{
+			&BodyChunk{Upload: "u1", Index: 0, Deadline: t0 + 120_000, Data: []byte("first")},
+			&BodyChunk{Upload: "u2", Index: 2, Deadline: t0 + 60_000, Data: []byte("third")}}})
+		buf.Reset()
+		if err := g.Snapshot(&buf); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, bytes.Clone(buf.Bytes()))
+	}
+	return out
 }
 
 func FuzzRestore(f *testing.F) {

@@ -117,6 +117,21 @@ func (f *FSM) checkInvariants() {
 	for _, id := range sortedKeys(f.prepared) {
 		bytes += f.prepared[id].reserved
 	}
+	for _, id := range sortedKeys(f.uploads) {
+		u := f.uploads[id]
+		var b int64
+		have := 0
+		for _, ch := range u.chunks {
+			if ch != nil {
+				b += int64(len(ch))
+				have++
+			}
+		}
+		if b != u.bytes || have != u.have || u.deadline <= f.now {
+			fail("upload %q: bytes %d/%d, chunks %d/%d, deadline %d at %d", id, u.bytes, b, u.have, have, u.deadline, f.now)
+		}
+		bytes += b
+	}
 	if bytes != f.bytes {
 		fail("bytes %d, actual %d", f.bytes, bytes)
 	}

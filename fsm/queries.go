@@ -164,7 +164,7 @@ func (f *FSM) Session(t Target, sessionID string) (SessionInfo, bool) {
 // Stats counts the messages of every target of a partition.
 type Stats struct {
 	Targets  []TargetStats // the queue or each subscription in config order, each main target before its DLQ
-	Bytes    int64         // everything counted toward MaxSizeBytes (messages and session state)
+	Bytes    int64         // everything counted toward MaxSizeBytes (messages, session state, held transaction sends, pending chunked bodies)
 	LastSeq  int64         // the last sequence number handed out
 	LastSend int64         // S-IDLE-1: fsm time of the last send, schedule, cancel or update; 0 = none
 	Locks    int64         // message locks held

@@ -29,14 +29,21 @@ import (
 // one record after the dedupe record: the prepared transactions and the decision
 // records of two-phase commit (txn2pc.go). A state without either is written as
 // version 2, byte for byte as before, so a release that reads only version 2 can still
-// restore it; a state with them needs a release that reads version 3. Restore
+// restore it; a state with them needs a release that reads version 3. Version 4 adds,
+// after the version 3 record (which may then be empty), a record with the count of
+// pending chunked bodies (upload.go) and one record per upload in id order; it is
+// written only while an upload is pending, so a state without one is written as
+// version 2 or 3, byte for byte as before. Restore
 // reads every version from snapOldest; a version 1 session with state restores with
 // the snapshot's time as stateAt (its update time is unknown; that is the latest it
 // can have been, so a listing by update time includes it rather than misses it).
 const (
 	snapMagic   = "QBFS"
-	snapVersion = 3
-	// snapVersionNoTxn is the version written when no transaction is prepared or decided.
+	snapVersion = 4
+	// snapVersionNoUpload is the version written when no chunked body is pending.
+	snapVersionNoUpload = 3
+	// snapVersionNoTxn is the version written when, besides, no transaction is prepared
+	// or decided.
 	snapVersionNoTxn = 2
 	// snapOldest is the oldest version Restore still reads.
 	snapOldest = 1
@@ -92,6 +99,7 @@ type Frozen struct {
 	ents     []snapEnt
 	dup      []dupEnt
 	txn      txnState
+	up       []upload
 }
 
 type snapEnt struct {
@@ -117,7 +125,8 @@ func (f *FSM) Freeze() *Frozen { return f.view(true) }
 
 func (f *FSM) view(freeze bool) *Frozen {
 	v := &Frozen{cfg: f.cfg, now: f.now, lastSeq: f.lastSeq, lastSend: f.lastSend, lockCtr: f.lockCtr,
-		ents: make([]snapEnt, len(f.ents)), dup: slices.Clone(f.dupq[f.duph:]), txn: f.txnView()}
+		ents: make([]snapEnt, len(f.ents)), dup: slices.Clone(f.dupq[f.duph:]), txn: f.txnView(),
+		up: f.uploadView()}
 	if freeze {
 		v.cfg.Subscriptions = slices.Clone(v.cfg.Subscriptions)
 	}
@@ -151,8 +160,12 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
 	s := &snapWriter{w: bufio.NewWriterSize(cw, 64<<10)}
 	version := byte(snapVersion)
-	if v.txn.empty() {
+	switch {
+	case len(v.up) > 0:
+	case v.txn.empty():
 		version = snapVersionNoTxn
+	default:
+		version = snapVersionNoUpload
 	}
 	s.write(append([]byte(snapMagic), version))
 	b := appendConfig(s.buf[:0], &v.cfg)
@@ -210,6 +223,14 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 	if version >= 3 {
 		b = appendTxnState(b[:0], v.txn)
 		s.record(b)
+	}
+	if version >= 4 {
+		b = appendUvarint(b[:0], uint64(len(v.up)))
+		s.record(b)
+		for i := range v.up {
+			b = appendUpload(b[:0], &v.up[i])
+			s.record(b)
+		}
 	}
 	s.buf = b
 	if s.err != nil {
@@ -426,8 +447,34 @@ func restore(r io.Reader) (*FSM, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := f.readTxnState(&d); err != nil {
+		if err := f.readTxnState(&d, version); err != nil {
 			return nil, err
+		}
+	}
+	if version >= 4 {
+		d, err := s.record()
+		if err != nil {
+			return nil, err
+		}
+		n := d.uvarint()
+		if err := d.end(); err != nil {
+			return nil, err
+		}
+		if n > 1<<20 {
+			return nil, fmt.Errorf("%d uploads", n)
+		}
+		if n == 0 {
+			return nil, errors.New("version 4 without uploads (written as version 2 or 3)")
+		}
+		last := ""
+		for ; n > 0; n-- {
+			d, err := s.record()
+			if err != nil {
+				return nil, err
+			}
+			if last, err = f.readUpload(&d, last); err != nil {
+				return nil, err
+			}
 		}
 	}
 	want := s.crc.Sum32()

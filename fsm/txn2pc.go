@@ -304,9 +304,9 @@ func appendTxnState(b []byte, v txnState) []byte {
 	return b
 }
 
-// readTxnState restores the record of snapshot version 3 into f, whose messages and
+// readTxnState restores the record of snapshot version 3 (in version 4, possibly empty) into f, whose messages and
 // locks are already restored: it pins the held messages and reserves the held bytes.
-func (f *FSM) readTxnState(d *dec) error {
+func (f *FSM) readTxnState(d *dec, version byte) error {
 	np := d.count(4)
 	last := ""
 	for i := 0; i < np && d.err == nil; i++ {
@@ -366,7 +366,7 @@ func (f *FSM) readTxnState(d *dec) error {
 	if err := d.end(); err != nil {
 		return err
 	}
-	if len(f.prepared) == 0 && len(f.decided) == 0 {
+	if version == 3 && len(f.prepared) == 0 && len(f.decided) == 0 {
 		return errors.New("version 3 without transactions (written as version 2)")
 	}
 	for _, id := range sortedKeys(f.prepared) {

@@ -22,8 +22,12 @@ import (
 
 // Enqueue stores msgs all-or-nothing (S-SEND-5) and returns their sequence numbers; for a
 // duplicate (S-DUP-1) the original's sequence number, or 0 if unknown.
+//
+// A payload larger than Config.ChunkBytes is replicated in chunks before the message
+// (chunks.go), so other proposals are not held up behind it; a failure during the chunks
+// is definite (the message was not stored), as is fsm.ErrUploadIncomplete.
 func (p *Partition) Enqueue(ctx context.Context, msgs []*fsm.Message) ([]int64, error) {
-	res, err := p.propose(ctx, &fsm.Enqueue{Messages: msgs})
+	res, err := p.sendMaybeChunked(ctx, msgs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -32,8 +36,9 @@ func (p *Partition) Enqueue(ctx context.Context, msgs []*fsm.Message) ([]int64, 
 
 // Schedule stores msgs to become available at their ScheduledEnqueueTime (S-SCH-1) and
 // returns their sequence numbers.
+// Large payloads are chunked as for Enqueue.
 func (p *Partition) Schedule(ctx context.Context, msgs []*fsm.Message) ([]int64, error) {
-	res, err := p.propose(ctx, &fsm.Schedule{Messages: msgs})
+	res, err := p.sendMaybeChunked(ctx, msgs, true)
 	if err != nil {
 		return nil, err
 	}

@@ -96,6 +96,17 @@ type Config struct {
 	MaxInflight   int
 	QueueLen      int
 
+	// Chunked bodies: a message whose payload is larger than ChunkBytes is sent as
+	// chunks of ChunkBytes, each a raft entry of its own (fsm.BodyChunk), then one small
+	// entry that stores the message (fsm.EnqueueUploaded), so the proposals of other
+	// senders take their turn between the chunks instead of waiting for the whole body
+	// to be replicated and fsynced. ChunkWindow chunks of one message may be in flight
+	// at once. An upload not completed within UploadTimeout (a leader change mid-upload)
+	// is dropped by the fsm. ChunkBytes 0 sends every message as one entry.
+	ChunkBytes    int
+	ChunkWindow   int
+	UploadTimeout time.Duration
+
 	// TickMinInterval is the least time between two ticks, a guard against a deadline the
 	// fsm does not clear.
 	TickMinInterval time.Duration
@@ -120,6 +131,9 @@ func DefaultConfig() *Config {
 		MaxBatchBytes:      1 << 20,
 		MaxInflight:        4,
 		QueueLen:           4096,
+		ChunkBytes:         512 << 10,
+		ChunkWindow:        2,
+		UploadTimeout:      2 * time.Minute,
 		TickMinInterval:    5 * time.Millisecond,
 	}
 }
@@ -169,6 +183,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxBatchCmds < 1 || c.MaxBatchBytes < 1 || c.MaxInflight < 1 || c.QueueLen < 0 || c.Linger < 0 {
 		bad("MaxBatchCmds, MaxBatchBytes, MaxInflight must be > 0; QueueLen, Linger >= 0")
+	}
+	if c.ChunkBytes < 0 || (c.ChunkBytes > 0 && (c.ChunkWindow < 1 || c.UploadTimeout <= 0)) {
+		bad("ChunkBytes %d < 0, or chunking without ChunkWindow >= 1 and UploadTimeout > 0", c.ChunkBytes)
 	}
 	if c.TickMinInterval < 0 {
 		bad("TickMinInterval < 0")

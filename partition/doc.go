@@ -25,6 +25,11 @@
 // waits on each raft ApplyFuture in log order and answers each caller with its own
 // fsm.Result only after the entry is committed on a quorum and applied here.
 //
+// A payload larger than Config.ChunkBytes is proposed first as fsm.BodyChunk commands
+// (chunks.go), never two in one entry, so that other callers' commands go between them
+// rather than wait behind one entry of the whole body; one small fsm.EnqueueUploaded then
+// stores the message.
+//
 // # Time
 //
 // Entry.Now = max(leader wall clock, the proposer's previous stamp, fsm.Now()), so

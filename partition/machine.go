@@ -80,7 +80,7 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 func wakes(e *fsm.Entry) bool {
 	for _, c := range e.Cmds {
 		switch c.(type) {
-		case *fsm.Enqueue, *fsm.Schedule, *fsm.Settle, *fsm.Tick, *fsm.ReleaseSession,
+		case *fsm.Enqueue, *fsm.Schedule, *fsm.EnqueueUploaded, *fsm.Settle, *fsm.Tick, *fsm.ReleaseSession,
 			*fsm.UpdateEntity, *fsm.Txn, *fsm.TxnCommit, *fsm.TxnAbort:
 			return true
 		}

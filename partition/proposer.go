@@ -15,8 +15,9 @@ import (
 // proposal is one command waiting for its result. The proposer or the completer writes
 // res and err, then closes done; the caller reads them only after done (P4).
 type proposal struct {
-	cmd  fsm.Command
-	size int // estimated encoded bytes, for the batch byte bound
+	cmd   fsm.Command
+	size  int  // estimated encoded bytes, for the batch byte bound
+	chunk bool // an fsm.BodyChunk: never in one entry with another chunk
 
 	done chan struct{}
 	res  fsm.Result
@@ -36,22 +37,39 @@ type inflight struct {
 // propose hands cmd to the group-commit proposer and waits until its entry is committed
 // on a quorum and applied, or ctx ends.
 func (p *Partition) propose(ctx context.Context, cmd fsm.Command) (fsm.Result, error) {
+	pr, err := p.submit(ctx, cmd)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	return p.await(ctx, pr)
+}
+
+// submit hands cmd to the group-commit proposer without waiting for its result: the
+// commands one goroutine submits reach the log in the order submitted. Every submitted
+// proposal must be awaited.
+func (p *Partition) submit(ctx context.Context, cmd fsm.Command) (*proposal, error) {
 	select {
 	case <-p.closing:
-		return fsm.Result{}, ErrClosed
+		return nil, ErrClosed
 	default:
 	}
 	if p.raft.State() != raft.Leader {
-		return fsm.Result{}, p.notLeader(false)
+		return nil, p.notLeader(false)
 	}
-	pr := &proposal{cmd: cmd, size: cmdSize(cmd), done: make(chan struct{})}
+	_, chunk := cmd.(*fsm.BodyChunk)
+	pr := &proposal{cmd: cmd, size: cmdSize(cmd), chunk: chunk, done: make(chan struct{})}
 	select {
 	case p.propCh <- pr:
+		return pr, nil
 	case <-ctx.Done():
-		return fsm.Result{}, ctxErr(ctx, false)
+		return nil, ctxErr(ctx, false)
 	case <-p.closing:
-		return fsm.Result{}, ErrClosed
+		return nil, ErrClosed
 	}
+}
+
+// await waits for a submitted proposal's result, or until ctx ends.
+func (p *Partition) await(ctx context.Context, pr *proposal) (fsm.Result, error) {
 	select {
 	case <-pr.done:
 		return pr.res, pr.err
@@ -82,6 +100,10 @@ func cmdSize(c fsm.Command) int {
 		msgs(c.Messages)
 	case *fsm.Schedule:
 		msgs(c.Messages)
+	case *fsm.EnqueueUploaded:
+		msgs(c.Messages)
+	case *fsm.BodyChunk:
+		n += len(c.Data)
 	case *fsm.Settle:
 		n += 16 * len(c.Tokens)
 	case *fsm.RenewLock:
@@ -131,18 +153,20 @@ func (p *Partition) runProposer() {
 		}
 		batch := []*proposal{first}
 		size := first.size
+		chunked := first.chunk // a chunk is in the batch: the next one starts another entry
 		var lingerC chan struct{}
 		var stopLinger func() bool
 	collect:
 		for len(batch) < p.cfg.MaxBatchCmds && size < p.cfg.MaxBatchBytes {
 			select {
 			case pr := <-p.propCh:
-				if size+pr.size > p.cfg.MaxBatchBytes && len(batch) > 0 {
+				if (size+pr.size > p.cfg.MaxBatchBytes && len(batch) > 0) || (pr.chunk && chunked) {
 					pending = pr // starts the next batch
 					break collect
 				}
 				batch = append(batch, pr)
 				size += pr.size
+				chunked = chunked || pr.chunk
 				continue
 			default:
 			}
@@ -156,12 +180,13 @@ func (p *Partition) runProposer() {
 			}
 			select {
 			case pr := <-p.propCh:
-				if size+pr.size > p.cfg.MaxBatchBytes {
+				if size+pr.size > p.cfg.MaxBatchBytes || (pr.chunk && chunked) {
 					pending = pr
 					break collect
 				}
 				batch = append(batch, pr)
 				size += pr.size
+				chunked = chunked || pr.chunk
 			case <-lingerC:
 				break collect
 			case <-p.closing:

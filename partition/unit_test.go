@@ -33,6 +33,9 @@ func TestConfigValidate(t *testing.T) {
 		"batch":              func(c *Config) { c.MaxBatchCmds = 0 },
 		"inflight":           func(c *Config) { c.MaxInflight = 0 },
 		"linger":             func(c *Config) { c.Linger = -time.Millisecond },
+		"chunkbytes":         func(c *Config) { c.ChunkBytes = -1 },
+		"chunkwindow":        func(c *Config) { c.ChunkWindow = 0 },
+		"uploadtimeout":      func(c *Config) { c.UploadTimeout = 0 },
 		"peer":               func(c *Config) { c.Peers = []raft.Server{{ID: "x"}} },
 	} {
 		c := good()

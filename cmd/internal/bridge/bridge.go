@@ -440,6 +440,7 @@ var errMap = []struct{ from, to error }{
 	{cluster.ErrCrossPartition, amqp.ErrNotImplemented},
 	{fsm.ErrTxnDecided, amqp.ErrTxnRolledBack},
 	{fsm.ErrTxnTimeout, amqp.ErrTxnRolledBack},
+	{fsm.ErrUploadIncomplete, amqp.ErrServerBusy}, // a chunked body lost its chunks (leader change): retry
 	{partition.ErrNotLeader, amqp.ErrServerBusy},
 	{partition.ErrClosed, amqp.ErrServerBusy},
 	{cluster.ErrUnavailable, amqp.ErrServerBusy},
