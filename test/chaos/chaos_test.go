@@ -180,7 +180,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		Prefix: env("CHAOS_PREFIX", "qbc"), Subnet: env("CHAOS_SUBNET", "10.77.0")})
 	cs := &clients{}
 	c := &cluster{net: net, bin: harness.Binary(t), lazy: env("CHAOS_LAZYFS", "1") != "0", hist: hist, cs: cs,
-		members: net.Hosts()[:nodes], spares: net.Hosts()[nodes:], extra: []string{"--log-level", "info"}}
+		members: net.Hosts()[:nodes], spares: net.Hosts()[nodes:], base: nodes, extra: []string{"--log-level", "info"}}
 	start := time.Now()
 	failed := true
 	defer func() {

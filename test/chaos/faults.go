@@ -35,8 +35,10 @@ type cluster struct {
 	extra []string // the nodes' flags beyond QuorumbusArgs
 
 	// members are the hosts whose nodes are in the cluster (faults pick among them);
-	// spares are down and out of it, for the add-remove fault.
+	// spares are down and out of it, for the add-remove fault, which brings the
+	// members back to base, their number at the start.
 	members, spares []*hosts.Host
+	base            int
 }
 
 func (c *cluster) n() int { return len(c.members) }
@@ -409,32 +411,38 @@ func metaConverged(st status, n int) error {
 // among them) and stopped, and its host becomes the spare. Each step is retried for a
 // while, since another fault may be in force; a step that cannot be done is reported
 // and the rest skipped, so a node is never stopped unless its removal was accepted.
+// The cluster is then one member above its base size, and the next add-remove only
+// removes.
 func (c *cluster) addRemove(rng *rand.Rand) (string, error) {
-	if len(c.spares) == 0 {
-		return "add-remove skipped: no spare host (CHAOS_MEMBERSHIP=0)", nil
-	}
-	s := c.spares[0]
-	if err := s.Wipe(); err != nil { // a node that was removed before comes back new
-		return "", err
-	}
-	if err := s.LaunchQuorumbus(c.extra...); err != nil {
-		return "", err
-	}
-	c.spares = c.spares[1:]
-	c.members = append(c.members, s)
-	what := "add " + s.Name
-	if err := s.AwaitReady(60 * time.Second); err != nil {
-		return what + fmt.Sprintf(" (not ready within 60 s, left to join: %.200s); no removal", err), nil
-	}
-	if e, err := s.Endpoints(); err == nil {
-		c.cs.add(e.ConnectionString, s.Name)
-	}
-	// Remove a member other than the new one, only once every member sees the new
-	// node alive: a replica is placed only on a node the metadata leader knows.
+	var s *hosts.Host // the node added, if any
+	var what []string
+	if len(c.members) <= c.base {
+		if len(c.spares) == 0 {
+			return "add-remove skipped: no spare host (CHAOS_MEMBERSHIP=0)", nil
+		}
+		s = c.spares[0]
+		if err := s.Wipe(); err != nil { // a node that was removed before comes back new
+			return "", err
+		}
+		if err := s.LaunchQuorumbus(c.extra...); err != nil {
+			return "", err
+		}
+		c.spares = c.spares[1:]
+		c.members = append(c.members, s)
+		what = append(what, "add "+s.Name)
+		if err := s.AwaitReady(60 * time.Second); err != nil {
+			return fmt.Sprintf("add %s (not ready within 60 s, left to join: %.200s); no removal", s.Name, err), nil
+		}
+		if e, err := s.Endpoints(); err == nil {
+			c.cs.add(e.ConnectionString, s.Name)
+		}
+		// Remove only once the cluster sees the new node alive: a replica is placed
+		// only on a node the metadata leader knows.
+		if err := waitFor(30*time.Second, func() error { return c.seesAlive(rng, s.Name) }); err != nil {
+			return fmt.Sprintf("add %s; no removal: %v", s.Name, err), nil
+		}
+	} // else a removal failed before: this time only remove, back to the base size
 	m := c.others(rng, s)[0]
-	if err := waitFor(30*time.Second, func() error { return c.seesAlive(rng, s.Name) }); err != nil {
-		return what + fmt.Sprintf("; no removal: %v", err), nil
-	}
 	var out any
 	for _, verb := range []string{"drain", "remove"} {
 		err := waitFor(30*time.Second, func() error {
@@ -442,9 +450,10 @@ func (c *cluster) addRemove(rng *rand.Rand) (string, error) {
 			return c.qbctl(via[0], &out, "node", verb, m.Name)
 		})
 		if err != nil {
-			return what + fmt.Sprintf("; %s %s failed, it stays: %v", verb, m.Name, err), nil
+			what = append(what, fmt.Sprintf("%s %s failed, it stays (the next add-remove only removes): %v", verb, m.Name, err))
+			return strings.Join(what, "; "), nil
 		}
-		what += fmt.Sprintf("; %s %s", verb, m.Name)
+		what = append(what, verb+" "+m.Name)
 	}
 	m.Stop(30 * time.Second)
 	for i, h := range c.members {
@@ -454,7 +463,8 @@ func (c *cluster) addRemove(rng *rand.Rand) (string, error) {
 		}
 	}
 	c.spares = append(c.spares, m)
-	return what + "; stop " + m.Name + " (its host is the spare now)", nil
+	what = append(what, "stop "+m.Name+" (its host is the spare now)")
+	return strings.Join(what, "; "), nil
 }
 
 // seesAlive reports nil once a random member's cluster status has node alive.
