@@ -37,3 +37,38 @@ func BenchmarkResolve(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCallLocal: the routing overhead of one call served by the local leader (a
+// partition's Stats, which reads the fsm and proposes nothing), as sends and
+// settlements pay it on the node that leads their partition.
+func BenchmarkCallLocal(b *testing.B) {
+	n := startClusterWith(b, 1, 1, nil)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitFor(b, 30*time.Second, func() error {
+		if !n.meta.isLeader() {
+			return fmt.Errorf("no metadata leader")
+		}
+		return nil
+	})
+	if err := n.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
+		b.Fatal(err)
+	}
+	e, err := n.resolve("bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, 30*time.Second, func() error {
+		if e.parts[0].local == nil || !e.parts[0].local.p.IsLeader() {
+			return fmt.Errorf("the partition has no local leader yet")
+		}
+		return nil
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		// No deadline, as on an AMQP connection's context: call bounds it itself.
+		if r := n.call(context.Background(), e.parts[0], &CallReq{Op: opStats}, nil); r.err != nil {
+			b.Fatal(r.err)
+		}
+	}
+}
