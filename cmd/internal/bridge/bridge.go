@@ -133,16 +133,26 @@ func unixMs(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
+// delivered is a delivery and its message in one allocation: they live as long as
+// each other.
+type delivered struct {
+	d amqp.Delivery
+	m amqp.Message
+}
+
 func deliveries(ms []*fsm.Message) []*amqp.Delivery {
 	out := make([]*amqp.Delivery, len(ms))
 	for i, m := range ms {
-		am := &amqp.Message{
+		dm := &delivered{}
+		am := &dm.m
+		*am = amqp.Message{
 			Raw: m.Payload, MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
 			CorrelationID: m.CorrelationID, To: m.To, ReplyTo: m.ReplyTo, Subject: m.Subject,
 			ReplyToSessionID: m.ReplyToSessionID, ContentType: m.ContentType,
 			TimeToLive: time.Duration(m.TimeToLive) * time.Millisecond,
 		}
-		d := &amqp.Delivery{
+		d := &dm.d
+		*d = amqp.Delivery{
 			Message:        am,
 			LockToken:      amqp.UUID(m.LockToken),
 			SequenceNumber: m.SequenceNumber,
