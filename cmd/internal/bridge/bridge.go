@@ -101,8 +101,12 @@ func address(a amqp.Address) (cluster.Address, error) {
 
 func toMessages(ms []*amqp.Message) []*fsm.Message {
 	out := make([]*fsm.Message, len(ms))
+	// One allocation for a batch's messages: the send proposes them together, and
+	// nothing keeps one once it is committed.
+	block := make([]fsm.Message, len(ms))
 	for i, m := range ms {
-		fm := &fsm.Message{Payload: m.Raw}
+		fm := &block[i]
+		fm.Payload = m.Raw
 		fm.MessageID = m.MessageID
 		fm.CorrelationID = m.CorrelationID
 		fm.To = m.To
