@@ -27,12 +27,13 @@ const batchMessageFormat = 0x80013700
 
 // sections are the raw spans of an encoded message. Each non-nil field is the
 // complete section encoding (descriptor included). rest holds the body
-// sections, footer and anything unknown, passed through untouched.
+// sections, footer and anything unknown, passed through untouched; dataSections
+// lists the values of its data sections (which splitSections has checked), for
+// the one caller that needs them, so that a message costs no slice of them.
 type sections struct {
 	header, deliveryAnn, messageAnn, properties, appProps []byte
 	rest                                                  []byte
-	bodies                                                [][]byte // values of the data sections
-	value                                                 []byte   // raw amqp-value, if any
+	value                                                 []byte // raw amqp-value, if any
 }
 
 func splitSections(b []byte) (sections, error) {
@@ -62,11 +63,9 @@ func splitSections(b []byte) (sections, error) {
 			}
 			switch code {
 			case secData:
-				p, err := encoding.ReadBytes(val)
-				if err != nil {
+				if _, err := encoding.ReadBytes(val); err != nil {
 					return s, fmt.Errorf("%w: data section: %v", ErrBadRequest, err)
 				}
-				s.bodies = append(s.bodies, p)
 			case secValue:
 				s.value = val
 			}
@@ -77,6 +76,27 @@ func splitSections(b []byte) (sections, error) {
 		s.rest = b[restStart:]
 	}
 	return s, nil
+}
+
+// dataSections returns the values of the data sections in rest, a sections.rest
+// that splitSections accepted.
+func dataSections(rest []byte) ([][]byte, error) {
+	var bodies [][]byte
+	for off := 0; off < len(rest); {
+		code, _, val, n, err := encoding.SplitDescribed(rest[off:])
+		if err != nil {
+			return nil, fmt.Errorf("%w: message section at %d: %v", ErrBadRequest, off, err)
+		}
+		if code == secData {
+			p, err := encoding.ReadBytes(val)
+			if err != nil {
+				return nil, fmt.Errorf("%w: data section: %v", ErrBadRequest, err)
+			}
+			bodies = append(bodies, p)
+		}
+		off += n
+	}
+	return bodies, nil
 }
 
 // parseMessage parses a client's encoded message into a Message. Delivery
@@ -220,7 +240,7 @@ func parseClientMessage(cfg *Config, b []byte) (*Message, error) {
 		err = checkMessageLimits(cfg, m, s)
 	}
 	if err == nil {
-		err = ensureMessageID(m)
+		err = ensureMessageID(m, s)
 	}
 	if err != nil {
 		return nil, err
@@ -239,11 +259,15 @@ func splitClientBatch(cfg *Config, b []byte) ([]*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(s.bodies) == 0 {
+	bodies, err := dataSections(s.rest)
+	if err != nil {
+		return nil, err
+	}
+	if len(bodies) == 0 {
 		return nil, fmt.Errorf("%w: batch without data sections", ErrBadRequest)
 	}
-	out := make([]*Message, 0, len(s.bodies))
-	for _, body := range s.bodies {
+	out := make([]*Message, 0, len(bodies))
+	for _, body := range bodies {
 		m, err := parseClientMessage(cfg, body)
 		if err != nil {
 			return nil, err
@@ -579,19 +603,19 @@ func appendProperties(out []byte, vals [13][]byte, always bool) []byte {
 
 // ensureMessageID gives a message sent without a message-id one, as Service Bus does
 // (the SDKs show every received message with a MessageId): 32 lower-case hex digits
-// from a random UUID. A message-id of any type the client set is kept.
-func ensureMessageID(m *Message) error {
-	s, err := splitSections(m.Raw)
-	if err != nil {
-		return err
-	}
+// from a random UUID. A message-id of any type the client set is kept. s is
+// splitSections(m.Raw), which the caller has already.
+func ensureMessageID(m *Message, s sections) error {
 	vals, err := propertyFields(s)
 	if err != nil || !encoding.IsNull(vals[0]) {
 		return err
 	}
 	u := newUUID()
-	m.MessageID = hex.EncodeToString(u[:])
-	vals[0] = encoding.AppendString(nil, m.MessageID)
+	var hexID [2 * len(u)]byte
+	hex.Encode(hexID[:], u[:])
+	m.MessageID = string(hexID[:])
+	var enc [2 + len(hexID)]byte // str8: code, length, the digits
+	vals[0] = encoding.AppendString(enc[:0], m.MessageID)
 	out := make([]byte, 0, len(m.Raw)+48)
 	out = append(out, s.header...)
 	out = append(out, s.deliveryAnn...)

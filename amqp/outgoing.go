@@ -37,7 +37,6 @@ func (s *session) queueDelivery(l *link, tag []byte, payload []byte, settled, re
 // flush sends queued transfer frames while the peer's window allows.
 func (s *session) flush() {
 	c := s.c
-	zero := uint32(0)
 	for len(s.queue) > 0 && s.remoteIncomingWindow > 0 {
 		d := s.queue[0]
 		if d.l.detached {
@@ -47,10 +46,12 @@ func (s *session) flush() {
 		}
 		room := int(c.peerMaxFrame) - frames.HeaderSize - 64 - len(d.tag)
 		for s.remoteIncomingWindow > 0 {
-			t := &frames.Transfer{Handle: d.l.handle}
+			s.transfer = frames.Transfer{Handle: d.l.handle}
+			t := &s.transfer
 			if !d.started {
-				id := d.id
-				t.DeliveryID, t.DeliveryTag, t.MessageFormat = &id, d.tag, &zero
+				// Pointers into d and to a constant zero, which c.send only reads: no
+				// allocation of their own per transfer.
+				t.DeliveryID, t.DeliveryTag, t.MessageFormat = &d.id, d.tag, &formatZero
 				t.Settled, t.SettledSet = d.settled, d.settled
 				t.Resume = d.resume
 				d.started = true
@@ -75,6 +76,9 @@ func (s *session) flush() {
 		}
 	}
 }
+
+// formatZero is the message-format of every delivery the broker sends. Never written.
+var formatZero uint32
 
 func (s *session) pumpAll() {
 	for _, l := range s.links {

@@ -25,6 +25,9 @@ type session struct {
 	acks      []uint32                // accepted client deliveries to confirm in ranges (flushAcks)
 	unsettled map[uint32]*outDelivery // our unsettled deliveries by delivery-id
 	queue     []*pendingDelivery      // deliveries waiting for session window
+	// transfer is flush's scratch performative: conn.send encodes it before returning,
+	// so one per session serves every outgoing transfer frame (owner goroutine).
+	transfer frames.Transfer
 }
 
 func newSession(c *conn, remote, local uint16, b *frames.Begin) *session {

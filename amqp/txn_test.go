@@ -152,7 +152,8 @@ func (b *memBackend) bodies(path string) []string {
 	var out []string
 	for _, m := range b.entities[path].queues[0] {
 		_, secs, _ := parseMessage(m.m.Raw)
-		for _, d := range secs.bodies {
+		ds, _ := dataSections(secs.rest)
+		for _, d := range ds {
 			out = append(out, string(d))
 		}
 	}

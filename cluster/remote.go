@@ -267,7 +267,7 @@ func (n *Node) call(ctx context.Context, g group, req *CallReq, abandon func(*Ca
 		}
 		if r.err == nil || !retriable(req.Op, r.err) {
 			if r.err == nil {
-				n.hints.Store(g.id, target)
+				n.noteLeader(g.id, target)
 			}
 			return r
 		}
@@ -304,6 +304,15 @@ func (n *Node) call(ctx context.Context, g group, req *CallReq, abandon func(*Ca
 
 // callPatience bounds how long a call without a deadline follows leader changes.
 const callPatience = 30 * time.Second
+
+// noteLeader records that id served group g as its leader. Most calls find the leader
+// they were told, and a sync.Map store allocates, so it stores only a change.
+func (n *Node) noteLeader(g uint32, id string) {
+	if v, ok := n.hints.Load(g); ok && v.(string) == id {
+		return
+	}
+	n.hints.Store(g, id)
+}
 
 // leaderOf guesses which node leads g: the local replica's view, then the last node that
 // answered, then the replicas in turn (tried counts failed guesses).

@@ -399,6 +399,10 @@ func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 		}
 		return errs
 	}
+	if oneGroup(s.Tokens) { // the usual case (each settlement on its own): no grouping
+		n.settleGroup(ctx, e, t, &s, nil, errs)
+		return errs
+	}
 	byGroup := map[uint32][]int{}
 	var order []uint32
 	for i, tok := range s.Tokens {
@@ -409,33 +413,61 @@ func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 		byGroup[g] = append(byGroup[g], i)
 	}
 	for _, g := range order {
-		idx := byGroup[g]
-		g, err := e.groupOfToken(s.Tokens[idx[0]])
-		if err != nil {
-			for _, i := range idx {
-				errs[i] = err
-			}
-			continue
-		}
-		toks := make([]fsm.LockToken, len(idx))
-		for j, i := range idx {
-			toks[j] = s.Tokens[i]
-		}
-		tokErrs, err := n.on(g).Settle(ctx, fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
-			Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
-		// With several tokens the fsm answers per token, and its command error is only the
-		// first of those; otherwise (one token, or the proposal failed) the error is every
-		// token's.
-		perToken := len(tokErrs) == len(toks) && len(toks) > 1
-		for j, i := range idx {
-			if perToken {
-				errs[i] = unconfirmed(tokErrs[j])
-			} else {
-				errs[i] = unconfirmed(err)
-			}
-		}
+		n.settleGroup(ctx, e, t, &s, byGroup[g], errs)
 	}
 	return errs
+}
+
+// oneGroup reports whether every token belongs to the same partition group.
+func oneGroup(toks []fsm.LockToken) bool {
+	if len(toks) == 0 {
+		return false
+	}
+	for _, tok := range toks[1:] {
+		if partition.GroupOfToken(tok) != partition.GroupOfToken(toks[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// settleGroup settles the tokens of s at positions idx (nil: all of them), which
+// belong to one partition group, and sets their errors in errs.
+func (n *Node) settleGroup(ctx context.Context, e *entity, t fsm.Target, s *Settlement, idx []int, errs []error) {
+	count := len(s.Tokens)
+	if idx != nil {
+		count = len(idx)
+	}
+	at := func(j int) int { // position in s.Tokens and errs of the group's j-th token
+		if idx == nil {
+			return j
+		}
+		return idx[j]
+	}
+	g, err := e.groupOfToken(s.Tokens[at(0)])
+	if err != nil {
+		for j := range count {
+			errs[at(j)] = err
+		}
+		return
+	}
+	toks := make([]fsm.LockToken, count)
+	for j := range toks {
+		toks[j] = s.Tokens[at(j)]
+	}
+	tokErrs, err := n.on(g).Settle(ctx, fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
+		Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
+	// With several tokens the fsm answers per token, and its command error is only the
+	// first of those; otherwise (one token, or the proposal failed) the error is every
+	// token's.
+	perToken := len(tokErrs) == len(toks) && len(toks) > 1
+	for j := range toks {
+		if perToken {
+			errs[at(j)] = unconfirmed(tokErrs[j])
+		} else {
+			errs[at(j)] = unconfirmed(err)
+		}
+	}
 }
 
 // unconfirmed turns the failure of a settlement that no leader confirmed in time into a

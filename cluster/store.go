@@ -281,23 +281,31 @@ type entity struct {
 }
 
 // resolve finds a queue or topic by name (case-insensitive) and its partition groups.
+// It runs for every message sent or settled, so it reads the placement in place
+// (meta.State.Route) rather than copying it.
 func (n *Node) resolve(name string) (*entity, error) {
 	var (
-		pl   meta.Placement
-		ok   bool
+		e    *entity
 		kind meta.EntityKind
 	)
 	n.meta.read(func(s *meta.State) {
 		kind = s.Kind(name)
-		pl, ok = s.Placement(name)
+		if kind == meta.KindNone {
+			return
+		}
+		s.Route(name, func(display string, parts []meta.Partition) {
+			e = &entity{name: display, kind: kind, parts: make([]group, len(parts))}
+			for i, p := range parts {
+				e.parts[i] = group{id: p.GroupID, index: i, replicas: p.Replicas}
+			}
+		})
 	})
-	if !ok || kind == meta.KindNone {
+	if e == nil {
 		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
 	}
-	e := &entity{name: pl.Entity, kind: kind, parts: make([]group, len(pl.Partitions))}
 	n.mu.RLock()
-	for i, p := range pl.Partitions {
-		e.parts[i] = group{id: p.GroupID, index: i, replicas: p.Replicas, local: n.parts[p.GroupID]}
+	for i := range e.parts {
+		e.parts[i].local = n.parts[e.parts[i].id]
 	}
 	n.mu.RUnlock()
 	return e, nil

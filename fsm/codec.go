@@ -683,8 +683,7 @@ func (d *dec) properties(p *rule.Properties) {
 	p.App = d.props()
 }
 
-func (d *dec) message() *Message {
-	m := &Message{}
+func (d *dec) message(m *Message) {
 	d.properties(&m.Properties)
 	m.Payload = d.payload()
 	m.ExpiresAt = d.varint()
@@ -699,7 +698,6 @@ func (d *dec) message() *Message {
 		m.DeadLetter = &DeadLetterInfo{Reason: d.string(), Description: d.string(), Source: d.string()}
 	}
 	m.Modified = d.bool()
-	return m
 }
 
 // minMessageBytes is the smallest encoding of a Message, for count checks.
@@ -710,9 +708,13 @@ func (d *dec) messages() []*Message {
 	if n == 0 {
 		return nil
 	}
+	// One allocation for the command's messages, not one each: they come and go
+	// together (the fsm keeps none of them, only what it copies out).
+	block := make([]Message, n)
 	ms := make([]*Message, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
-		ms = append(ms, d.message())
+		d.message(&block[i])
+		ms = append(ms, &block[i])
 	}
 	return ms
 }

@@ -17,7 +17,7 @@ func (f *FSM) token(m *msg) LockToken {
 }
 
 // deliver hands m (already out of the available heap) to a receiver.
-func (f *FSM) deliver(m *msg, mode ReceiveMode, salt uint32, s *session) *Message {
+func (f *FSM) deliver(m *msg, mode ReceiveMode, salt uint32, s *session, out *Message) *Message {
 	m.st.ev.Outgoing++
 	if m.flags&fSkipCount != 0 {
 		m.flags &^= fSkipCount
@@ -25,7 +25,7 @@ func (f *FSM) deliver(m *msg, mode ReceiveMode, salt uint32, s *session) *Messag
 		m.dcount++ // S-LOCK-5: the first delivery is 1
 	}
 	if mode == ReceiveAndDelete { // S-RCV-1
-		out := f.export(m)
+		f.exportTo(m, out)
 		f.remove(m)
 		return out
 	}
@@ -43,13 +43,21 @@ func (f *FSM) deliver(m *msg, mode ReceiveMode, salt uint32, s *session) *Messag
 		m.lockedUntil = satAdd(f.now, m.st.ent.cfg.LockDurationMs) // S-LOCK-1
 	}
 	f.dl.set(m, m.deadlineOf())
-	return f.export(m)
+	f.exportTo(m, out)
+	return out
 }
 
 // export builds the Message view of m. Strings are sliced from m's packed strings and
 // App and Payload are shared: the fsm never writes into them (it copies on write).
 func (f *FSM) export(m *msg) *Message {
-	out := &Message{Payload: m.payload}
+	out := &Message{}
+	f.exportTo(m, out)
+	return out
+}
+
+// exportTo is export into out, a zero Message.
+func (f *FSM) exportTo(m *msg, out *Message) {
+	out.Payload = m.payload
 	unpackStrings(m.strs, &out.Properties)
 	out.TimeToLive, out.ScheduledEnqueueTime = m.ttl, m.sched
 	out.SequenceNumber, out.EnqueuedTime, out.Size = m.seq, m.enq, m.size
@@ -71,7 +79,6 @@ func (f *FSM) export(m *msg) *Message {
 		out.DeadLetter = &d
 	}
 	out.Modified = m.flags&fModified != 0
-	return out
 }
 
 // heldSession checks that owner holds the named session of e (S-SES-2, S-SES-6).
@@ -141,6 +148,12 @@ func (f *FSM) receive(c *Receive, r *Result) {
 		f.expireSession(s)
 		h = &s.avail
 	}
+	// The messages it can take, allocated together: they travel as one result.
+	var block []Message
+	if k := min(int(c.Max), h.n); k > 0 {
+		block = make([]Message, k)
+		r.Messages = make([]*Message, 0, k)
+	}
 	for n := int32(0); n < c.Max; {
 		m := h.peek()
 		if m == nil {
@@ -151,7 +164,13 @@ func (f *FSM) receive(c *Receive, r *Result) {
 			f.expire(m)
 			continue
 		}
-		r.Messages = append(r.Messages, f.deliver(m, c.Mode, c.Salt, s))
+		var out *Message
+		if int(n) < len(block) {
+			out = &block[n]
+		} else {
+			out = &Message{}
+		}
+		r.Messages = append(r.Messages, f.deliver(m, c.Mode, c.Salt, s, out))
 		n++
 	}
 	if s != nil {
@@ -177,6 +196,6 @@ func (f *FSM) receiveDeferred(c *ReceiveDeferred, r *Result) {
 	}
 	for _, m := range ms {
 		f.dl.remove(m)
-		r.Messages = append(r.Messages, f.deliver(m, c.Mode, c.Salt, s))
+		r.Messages = append(r.Messages, f.deliver(m, c.Mode, c.Salt, s, &Message{}))
 	}
 }

@@ -1,6 +1,9 @@
 package fsm
 
 import (
+	"encoding/binary"
+	"strings"
+
 	"github.com/quorumbus/quorumbus/fsm/rule"
 )
 
@@ -66,7 +69,10 @@ const (
 	psCount
 )
 
-// packStrings packs the string properties of p as uvarint length + bytes each.
+// packStrings packs the string properties of p as uvarint length + bytes each. It
+// builds the string in place (one allocation; a []byte converted at the end would be a
+// second one whenever the strings exceed the compiler's 32-byte stack buffer, which a
+// 32-digit message-id alone does).
 func packStrings(p *rule.Properties) string {
 	ss := [psCount]string{p.SessionID, p.MessageID, p.CorrelationID, p.To, p.ReplyTo, p.Subject,
 		p.ReplyToSessionID, p.ContentType, p.PartitionKey}
@@ -77,12 +83,14 @@ func packStrings(p *rule.Properties) string {
 	if n == psCount { // all empty: share one constant
 		return emptyStrs
 	}
-	b := make([]byte, 0, n)
+	var b strings.Builder
+	b.Grow(n)
+	var lb [binary.MaxVarintLen64]byte
 	for _, s := range ss {
-		b = appendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
+		b.Write(appendUvarint(lb[:0], uint64(len(s))))
+		b.WriteString(s)
 	}
-	return string(b)
+	return b.String()
 }
 
 var emptyStrs = string(make([]byte, psCount))

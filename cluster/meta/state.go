@@ -578,6 +578,18 @@ func (s *State) Placement(entity string) (Placement, bool) {
 	return Placement{Entity: e.name(), Partitions: clonePartitions(e.placement)}, true
 }
 
+// Route is Placement without the copies, for the per-message path that only needs to
+// know where an entity's partitions live: fn sees the entity's display name and its
+// partitions as stored. fn must not modify them, and may keep a partition's Replicas
+// (never changed in place: SetPlacement installs new lists) but nothing else.
+func (s *State) Route(entity string, fn func(name string, parts []Partition)) bool {
+	e, ok := s.entities[key(entity)]
+	if ok {
+		fn(e.name(), e.placement)
+	}
+	return ok
+}
+
 // Placements returns the placement of every entity, sorted by lower-case name.
 func (s *State) Placements() []Placement {
 	var out []Placement

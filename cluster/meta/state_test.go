@@ -3,6 +3,7 @@ package meta
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -354,6 +355,24 @@ func TestPlacementGroupIDs(t *testing.T) {
 	pb, _ = s.Placement("b")
 	if ids(pb) != "4,5" || strings.Join(pb.Partitions[0].Replicas, ",") != "n1,n2" {
 		t.Fatalf("%+v", pb)
+	}
+	var kept []string // a replica list Route handed out, kept past the call
+	if !s.Route("B", func(name string, parts []Partition) { kept = parts[0].Replicas }) {
+		t.Fatal("Route does not find b")
+	}
+	apply(t, s, 3, &SetPlacement{Entity: "b", Replicas: [][]string{{"n3", "n1"}, {"n2"}}})
+	if strings.Join(kept, ",") != "n1,n2" {
+		t.Fatalf("a replica list Route handed out changed to %v", kept)
+	}
+	apply(t, s, 3, &SetPlacement{Entity: "b", Replicas: [][]string{{"n1", "n2"}, {"n3"}}})
+	var routed string
+	if !s.Route("B", func(name string, parts []Partition) {
+		routed = fmt.Sprintf("%s %d %d %v", name, len(parts), parts[0].GroupID, parts[1].Replicas)
+	}) || routed != "b 2 4 [n3]" {
+		t.Fatalf("Route: %q", routed)
+	}
+	if s.Route("zz", func(string, []Partition) { t.Fatal("Route calls fn for a missing entity") }) {
+		t.Fatal("Route finds zz")
 	}
 	// Group IDs are never reused.
 	apply(t, s, 4, &DeleteQueue{Name: "a"})

@@ -20,6 +20,9 @@ type Reader struct {
 	r *bufio.Reader
 	// MaxFrameSize bounds SIZE; frames above it fail with ErrFrameTooLarge.
 	MaxFrameSize uint32
+	// hb holds each frame header as it is read: a local array would escape to the
+	// heap through io.ReadFull, one allocation per frame.
+	hb [HeaderSize]byte
 }
 
 // NewReader wraps r.
@@ -36,11 +39,10 @@ func (r *Reader) ReadProtoHeader() ([8]byte, error) {
 
 // ReadFrame reads the next frame.
 func (r *Reader) ReadFrame() (Frame, error) {
-	var hb [HeaderSize]byte
-	if _, err := io.ReadFull(r.r, hb[:]); err != nil {
+	if _, err := io.ReadFull(r.r, r.hb[:]); err != nil {
 		return Frame{}, err
 	}
-	h, err := ParseHeader(hb[:])
+	h, err := ParseHeader(r.hb[:])
 	if err != nil {
 		return Frame{}, err
 	}

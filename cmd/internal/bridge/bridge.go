@@ -101,8 +101,12 @@ func address(a amqp.Address) (cluster.Address, error) {
 
 func toMessages(ms []*amqp.Message) []*fsm.Message {
 	out := make([]*fsm.Message, len(ms))
+	// One allocation for a batch's messages: the send proposes them together, and
+	// nothing keeps one once it is committed.
+	block := make([]fsm.Message, len(ms))
 	for i, m := range ms {
-		fm := &fsm.Message{Payload: m.Raw}
+		fm := &block[i]
+		fm.Payload = m.Raw
 		fm.MessageID = m.MessageID
 		fm.CorrelationID = m.CorrelationID
 		fm.To = m.To
@@ -133,16 +137,26 @@ func unixMs(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
+// delivered is a delivery and its message in one allocation: they live as long as
+// each other.
+type delivered struct {
+	d amqp.Delivery
+	m amqp.Message
+}
+
 func deliveries(ms []*fsm.Message) []*amqp.Delivery {
 	out := make([]*amqp.Delivery, len(ms))
 	for i, m := range ms {
-		am := &amqp.Message{
+		dm := &delivered{}
+		am := &dm.m
+		*am = amqp.Message{
 			Raw: m.Payload, MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
 			CorrelationID: m.CorrelationID, To: m.To, ReplyTo: m.ReplyTo, Subject: m.Subject,
 			ReplyToSessionID: m.ReplyToSessionID, ContentType: m.ContentType,
 			TimeToLive: time.Duration(m.TimeToLive) * time.Millisecond,
 		}
-		d := &amqp.Delivery{
+		d := &dm.d
+		*d = amqp.Delivery{
 			Message:        am,
 			LockToken:      amqp.UUID(m.LockToken),
 			SequenceNumber: m.SequenceNumber,
