@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,11 +40,14 @@ var (
 )
 
 // Binary builds cmd/quorumbus (and cmd/qbctl) once per test process and returns the
-// directory holding both.
+// directory holding both. The directory is named after the test process, and the
+// directories of test processes that have ended are removed at the next build (a test
+// binary has no hook that runs after its last test).
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "quorumbus-bin-")
+		sweepBinaries()
+		dir, err := os.MkdirTemp("", fmt.Sprintf("quorumbus-bin-%d-", os.Getpid()))
 		if err != nil {
 			buildErr = err
 			return
@@ -67,6 +71,26 @@ func Binary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// sweepBinaries removes the binary directories of test processes that are gone, and
+// any older than a day whose name has no process ID.
+func sweepBinaries() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "quorumbus-bin-*"))
+	for _, d := range dirs {
+		rest := strings.TrimPrefix(filepath.Base(d), "quorumbus-bin-")
+		if pid, _, ok := strings.Cut(rest, "-"); ok {
+			if n, err := strconv.Atoi(pid); err == nil {
+				if syscall.Kill(n, 0) == syscall.ESRCH {
+					os.RemoveAll(d)
+				}
+				continue
+			}
+		}
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 func moduleRoot() (string, error) {
