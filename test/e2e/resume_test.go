@@ -22,26 +22,29 @@ import (
 // unsettled and re-attaches from a new connection with the same container-id and link
 // name; the SDK sends the messages and checks what a user then sees.
 
-// TestLinkResume: a peek-lock receiver whose connection drops keeps its deliveries. On
-// the re-attach, an outcome listed in its unsettled map is applied, deliveries listed
-// without one are resent with resume=true under their tags and completing them on the
-// new link works; nothing is redelivered.
+// TestLinkResume: a peek-lock receiver whose connection drops, or that detaches without
+// closing, keeps its deliveries. On the re-attach, an outcome listed in its unsettled
+// map is applied, deliveries listed without one are resent with resume=true under their
+// tags and completing them on the new link works; nothing is redelivered.
 func TestLinkResume(t *testing.T) {
 	e := newEnv(t)
 
 	// The subtests run one after the other: each awaits the node's count of receiver
 	// links, which other subtests' receivers would move.
-	t.Run("Queue", func(t *testing.T) { resumeQueue(t, e) })
+	t.Run("Queue", func(t *testing.T) { resumeQueue(t, e, false) })
+	t.Run("QueueDetached", func(t *testing.T) { resumeQueue(t, e, true) })
 	t.Run("Session", func(t *testing.T) { resumeSession(t, e) })
 }
 
 // TestLinkResumeCluster: the same on a 3-node cluster, the client resuming on the node
 // it was on while the queue's partition is led by another node.
 func TestLinkResumeCluster(t *testing.T) {
-	resumeQueue(t, newClusterEnv(t))
+	resumeQueue(t, newClusterEnv(t), false)
 }
 
-func resumeQueue(t *testing.T, e *env) {
+// resumeQueue drops the connection, or with detached detaches the link without closing
+// it and re-attaches on the same connection.
+func resumeQueue(t *testing.T, e *env, detached bool) {
 	q := e.queue(t, "resume", nil) // LockDuration 60 s: nothing here waits for a lock to expire
 	send(t, e.sender(t, q), body("m0"), body("m1"), body("m2"))
 	container := name("resume-client")
@@ -49,18 +52,22 @@ func resumeQueue(t *testing.T, e *env) {
 	a := dialResume(t, e, container)
 	a.attach(0, "rcv", q, "", nil)
 	got := a.receive(0, 3)
-	a.drop(e)
-
-	b := dialResume(t, e, container)
+	b, h := a, uint32(1)
+	if detached {
+		a.detach(0, false)
+	} else {
+		a.drop(e)
+		b, h = dialResume(t, e, container), 0
+	}
 	// m0 is settled by the outcome the client lists; m1 and m2 are listed without one.
-	theirs := b.attach(0, "rcv", q, "", mapOf(
+	theirs := b.attach(h, "rcv", q, "", mapOf(
 		bin(got["m0"].tag), list(codeAccepted),
 		bin(got["m1"].tag), null(),
 		bin(got["m2"].tag), null()))
 	if want := [][]byte{got["m1"].tag, got["m2"].tag}; !sameTags(theirs, want) {
 		t.Fatalf("the node's unsettled map lists %x, want m1's and m2's tags %x", theirs, want)
 	}
-	resent := b.receive(0, 2)
+	resent := b.receive(h, 2)
 	for _, m := range []string{"m1", "m2"} {
 		d := resent[m]
 		if !d.resume || !bytes.Equal(d.tag, got[m].tag) {
@@ -115,7 +122,7 @@ func resumeSession(t *testing.T, e *env) {
 		b.complete(d.id)
 	}
 	// Closing the link frees the session: the SDK takes it and finds nothing left.
-	b.detach(0)
+	b.detach(0, true)
 	r := e.accept(t, q, "s1")
 	if left := bodies(peekAll(t, r)); len(left) != 0 {
 		t.Fatalf("after completing on the resumed link session s1 holds %v", left)
@@ -244,10 +251,10 @@ func (c *resumeConn) complete(id uint32) {
 	}
 }
 
-// detach closes link h and waits for the node's detach.
-func (c *resumeConn) detach(h uint32) {
+// detach detaches link h, closing it or not, and waits for the node's detach.
+func (c *resumeConn) detach(h uint32, closed bool) {
 	c.t.Helper()
-	c.frame(0, list(codeDetach, u32(h), boolean(true)), nil)
+	c.frame(0, list(codeDetach, u32(h), boolean(closed)), nil)
 	for {
 		code, f, _ := c.next()
 		if code == codeDetach && f[0] == h {
