@@ -227,31 +227,14 @@ func (d *dec) command() Command {
 			d.failf("nested transaction")
 			return nil
 		}
-		n := d.count(1)
-		c := &Txn{Cmds: make([]Command, 0, n)}
-		d.depth++
-		for i := 0; i < n && d.err == nil; i++ {
-			if sc := d.command(); d.err == nil {
-				c.Cmds = append(c.Cmds, sc)
-			}
-		}
-		d.depth--
-		return c
+		return &Txn{Cmds: d.nested()}
 	case OpTxnPrepare:
 		if d.depth > 0 {
 			d.failf("nested transaction")
 			return nil
 		}
 		c := &TxnPrepare{ID: d.string(), Coordinator: d.uint32v(), Deadline: d.varint()}
-		n := d.count(1)
-		c.Cmds = make([]Command, 0, n)
-		d.depth++
-		for i := 0; i < n && d.err == nil; i++ {
-			if sc := d.command(); d.err == nil {
-				c.Cmds = append(c.Cmds, sc)
-			}
-		}
-		d.depth--
+		c.Cmds = d.nested()
 		return c
 	case OpTxnDecide:
 		c := &TxnDecide{ID: d.string(), Commit: d.bool(), Deadline: d.varint()}
@@ -278,6 +261,20 @@ func (d *dec) command() Command {
 	}
 	d.failf("unknown opcode %d", op)
 	return nil
+}
+
+// nested decodes the counted list of commands inside a transaction.
+func (d *dec) nested() []Command {
+	n := d.count(1)
+	cmds := make([]Command, 0, n)
+	d.depth++
+	for i := 0; i < n && d.err == nil; i++ {
+		if sc := d.command(); d.err == nil {
+			cmds = append(cmds, sc)
+		}
+	}
+	d.depth--
+	return cmds
 }
 
 // ---- field encoders ----
