@@ -84,6 +84,9 @@ type Config struct {
 type Message struct {
 	rule.Properties
 	Payload []byte
+	// Spilled is set instead of Payload on a stored message whose body the partition's
+	// Bodies store moved out of memory (SetBodies); Body reads either.
+	Spilled Spilled
 
 	// Broker-owned.
 	ExpiresAt     int64 // Unix ms; NeverMs when it never expires
@@ -93,6 +96,31 @@ type Message struct {
 	LockedUntil   int64           // Unix ms; 0 when not locked; for a session message, the session lock's
 	DeadLetter    *DeadLetterInfo // set while the message is in a dead-letter sub-queue
 	Modified      bool
+}
+
+// Body returns the message's payload, reading it back when it was spilled.
+func (m *Message) Body() ([]byte, error) {
+	if m.Spilled != nil {
+		return m.Spilled.Read()
+	}
+	return m.Payload, nil
+}
+
+// A Spilled body is a message body a Bodies store moved out of memory. The fsm keeps it in
+// place of the payload, hands it back in Message.Spilled, and reads it only to write a
+// snapshot. It must stay readable for as long as it is reachable.
+type Spilled interface {
+	Len() int
+	Read() ([]byte, error)
+}
+
+// Bodies decides where the bodies of stored messages live; the partition supplies it
+// (SetBodies), so the fsm does no I/O itself. Spill is offered each body as a message is
+// stored (once for all of a topic's copies) and returns nil to keep it in memory. Where
+// a body lives changes nothing the fsm decides: replicas may spill differently and still
+// have equal state (Digest reads spilled bodies back).
+type Bodies interface {
+	Spill(p []byte) Spilled
 }
 
 // DeadLetterInfo records why a message is in a dead-letter sub-queue (S-LOCK-6).

@@ -260,8 +260,18 @@ func (f *FSM) enqueueMode(ms []*Message, r *Result, mode enqMode) int64 {
 	}
 	// Commit: from here on nothing fails (S-SEND-5: all or nothing).
 	f.lastSeq = seq
+	var spilledP []byte // the last body spilled and where it went: a topic's copies share it
+	var spilled Spilled
 	for _, pl := range plan {
 		pl.st.ev.Incoming++
+		if spilled != nil && samePayload(pl.m.payload, spilledP) {
+			pl.m.sp, pl.m.payload = spilled, nil
+		} else if p := pl.m.payload; f.bodies != nil && len(p) > 0 {
+			f.spill(pl.m)
+			if pl.m.sp != nil {
+				spilledP, spilled = p, pl.m.sp
+			}
+		}
 		f.insert(pl.st, pl.m)
 	}
 	if dedupe {
@@ -277,6 +287,12 @@ func (f *FSM) enqueueMode(ms []*Message, r *Result, mode enqMode) int64 {
 	}
 	r.SeqNos = seqs
 	return added
+}
+
+// samePayload reports whether a and b are the same bytes in memory (a topic's copies of
+// one message).
+func samePayload(a, b []byte) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }
 
 const toDLQErr = "A subscription rule could not be evaluated for this message."

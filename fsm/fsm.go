@@ -28,6 +28,9 @@ type FSM struct {
 	sh     sessionHeap        // held sessions by lock expiry
 	bytes  int64              // everything counted toward MaxSizeBytes
 
+	bodies   Bodies // where stored bodies may go; nil keeps them all in memory
+	memBytes int64  // payload bytes of stored messages held in memory, counted per copy
+
 	dup  map[string]dupRec // S-DUP-1 history by MessageId; lookup only
 	dupq []dupEnt          // the same history in insertion (= time) order; dupq[duph:] is live
 	duph int
@@ -365,6 +368,24 @@ func (f *FSM) noteActivity(c Command, r *Result) {
 
 // Now returns the fsm clock: the largest Entry.Now applied so far.
 func (f *FSM) Now() int64 { return f.now }
+
+// SetBodies makes b decide where the bodies of messages stored from now on live (nil:
+// in memory). It survives Restore.
+func (f *FSM) SetBodies(b Bodies) { f.bodies = b }
+
+// MemoryBodyBytes is the payload bytes of stored messages held in memory, each of a
+// topic's copies counted (they share one body, so this overstates it).
+func (f *FSM) MemoryBodyBytes() int64 { return f.memBytes }
+
+// spill offers m's body to the Bodies store, unless it is already out of memory.
+func (f *FSM) spill(m *msg) {
+	if f.bodies == nil || m.sp != nil || len(m.payload) == 0 {
+		return
+	}
+	if sp := f.bodies.Spill(m.payload); sp != nil {
+		m.sp, m.payload = sp, nil
+	}
+}
 
 // NextDeadline returns the earliest pending deadline (lock expiry, message expiry,
 // scheduled activation, session lock expiry, duplicate-history pruning, the deadline of

@@ -22,7 +22,7 @@ func (f *FSM) checkInvariants() {
 		return
 	}
 	fail := func(format string, args ...any) { panic(fmt.Sprintf("fsm invariant: "+format, args...)) }
-	var bytes int64
+	var bytes, memBytes int64
 	locks := 0
 	inHeap := 0
 	for _, e := range f.ents {
@@ -41,6 +41,10 @@ func (f *FSM) checkInvariants() {
 				}
 				n[m.state]++
 				b += m.bytes()
+				if m.sp != nil && m.payload != nil {
+					fail("message %d: spilled and in memory", m.seq)
+				}
+				memBytes += int64(len(m.payload))
 				if (m.flags&fSession != 0) != (!st.dlq && e.cfg.RequiresSession) {
 					fail("message %d: session flag", m.seq)
 				}
@@ -134,6 +138,9 @@ func (f *FSM) checkInvariants() {
 	}
 	if bytes != f.bytes {
 		fail("bytes %d, actual %d", f.bytes, bytes)
+	}
+	if memBytes != f.memBytes {
+		fail("bytes in memory %d, actual %d", f.memBytes, memBytes)
 	}
 	if locks != len(f.locks) {
 		fail("lock table has %d, messages %d", len(f.locks), locks)

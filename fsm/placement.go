@@ -65,6 +65,7 @@ func (f *FSM) insert(st *store, m *msg) {
 	b := m.bytes()
 	st.bytes += b
 	f.bytes += b
+	f.memBytes += int64(len(m.payload))
 	if m.flags&fSession != 0 {
 		f.getSession(st, m.sessionID()).count++
 	}
@@ -148,6 +149,7 @@ func (f *FSM) remove(m *msg) {
 	b := m.bytes()
 	st.bytes -= b
 	f.bytes -= b
+	f.memBytes -= int64(len(m.payload))
 	if m.flags&fSession != 0 {
 		if s := f.session(m); s != nil {
 			s.count--

@@ -57,7 +57,7 @@ func (f *FSM) export(m *msg) *Message {
 
 // exportTo is export into out, a zero Message.
 func (f *FSM) exportTo(m *msg, out *Message) {
-	out.Payload = m.payload
+	out.Payload, out.Spilled = m.payload, m.sp
 	unpackStrings(m.strs, &out.Properties)
 	out.TimeToLive, out.ScheduledEnqueueTime = m.ttl, m.sched
 	out.SequenceNumber, out.EnqueuedTime, out.Size = m.seq, m.enq, m.size

@@ -72,6 +72,16 @@ func (s *snapWriter) write(p []byte) {
 	_, s.err = s.w.Write(p)
 }
 
+// msg writes m's record, using b as its buffer.
+func (s *snapWriter) msg(b []byte, m *msg) []byte {
+	b, err := appendMsg(b[:0], m)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	s.record(b)
+	return b
+}
+
 func (s *snapWriter) record(body []byte) {
 	s.write(s.len[:binary.PutUvarint(s.len[:], uint64(len(body)))])
 	s.write(body)
@@ -190,15 +200,13 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 		for j, frozen := range [][]msg{e.main, e.dlq} {
 			if e.live[j] != nil {
 				e.live[j].Ascend(0, func(m *msg) bool {
-					b = appendMsg(b[:0], m)
-					s.record(b)
+					b = s.msg(b, m)
 					return s.err == nil
 				})
 				continue
 			}
 			for k := range frozen {
-				b = appendMsg(b[:0], &frozen[k])
-				s.record(b)
+				b = s.msg(b, &frozen[k])
 			}
 		}
 		for _, ss := range e.sess {
@@ -258,7 +266,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 
 // appendMsg encodes a stored message. Derived fields (heap positions, due) are rebuilt
 // on restore.
-func appendMsg(b []byte, m *msg) []byte {
+func appendMsg(b []byte, m *msg) ([]byte, error) {
 	b = binary.AppendVarint(b, m.seq)
 	b = binary.AppendVarint(b, m.enq)
 	b = binary.AppendVarint(b, m.expires)
@@ -272,7 +280,14 @@ func appendMsg(b []byte, m *msg) []byte {
 	b = append(b, byte(m.state), m.flags&^(fRing|fPinned)) // fRing and fPinned are derived
 	b = appendString(b, m.strs)
 	b = appendProps(b, m.app)
-	b = appendBytes(b, m.payload)
+	payload := m.payload
+	if m.sp != nil {
+		var err error
+		if payload, err = m.sp.Read(); err != nil {
+			return b, fmt.Errorf("fsm: message %d: reading its spilled body: %w", m.seq, err)
+		}
+	}
+	b = appendBytes(b, payload)
 	if m.dl != nil {
 		b = append(b, 1)
 		b = appendString(b, m.dl.Reason)
@@ -281,18 +296,28 @@ func appendMsg(b []byte, m *msg) []byte {
 	} else {
 		b = append(b, 0)
 	}
-	return b
+	return b, nil
 }
 
-// Digest returns the SHA-256 of the snapshot bytes: equal digests mean equal state.
+// Digest returns the SHA-256 of the snapshot bytes: equal digests mean equal state. It
+// panics if a spilled body cannot be read back; DigestErr returns the error instead.
 func (f *FSM) Digest() [32]byte {
-	h := sha256.New()
-	if err := f.Snapshot(h); err != nil { // a hash never fails to write
+	d, err := f.DigestErr()
+	if err != nil {
 		panic(err)
 	}
-	var d [32]byte
-	h.Sum(d[:0])
 	return d
+}
+
+// DigestErr is Digest, with the error of reading a spilled body back.
+func (f *FSM) DigestErr() ([32]byte, error) {
+	h := sha256.New()
+	var d [32]byte
+	if err := f.Snapshot(h); err != nil { // a hash never fails to write; a spilled body's read can
+		return d, err
+	}
+	h.Sum(d[:0])
+	return d, nil
 }
 
 type snapReader struct {
@@ -346,7 +371,7 @@ func (s *snapReader) record() (dec, error) {
 // Restore replaces the whole state with a snapshot written by Snapshot. On any error
 // (which wraps ErrCorruptSnapshot) the FSM is unchanged; it never panics.
 func (f *FSM) Restore(r io.Reader) error {
-	nf, err := restore(r)
+	nf, err := restore(r, f.bodies)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrCorruptSnapshot, err)
 	}
@@ -354,7 +379,7 @@ func (f *FSM) Restore(r io.Reader) error {
 	return nil
 }
 
-func restore(r io.Reader) (*FSM, error) {
+func restore(r io.Reader, bodies Bodies) (*FSM, error) {
 	s := &snapReader{r: bufio.NewReaderSize(r, 64<<10), crc: crc32.New(castagnoli)}
 	hdr, err := s.readFull(len(snapMagic) + 1)
 	if err != nil {
@@ -380,6 +405,11 @@ func restore(r io.Reader) (*FSM, error) {
 	}
 	f := New(cfg)
 	f.now, f.lastSeq, f.lastSend, f.lockCtr = now, lastSeq, lastSend, lockCtr
+	f.bodies = bodies
+	var spilled map[int64]Spilled // a topic's copies of one message share its body (its seq)
+	if bodies != nil && cfg.Kind == KindTopic && len(cfg.Subscriptions) > 1 {
+		spilled = map[int64]Spilled{}
+	}
 	if nents != uint64(len(f.ents)) {
 		return nil, fmt.Errorf("%d entities for a config with %d", nents, len(f.ents))
 	}
@@ -416,6 +446,11 @@ func restore(r io.Reader) (*FSM, error) {
 					return nil, fmt.Errorf("sequence number %d out of order", m.seq)
 				}
 				prev = m.seq
+				if sp, ok := spilled[m.seq]; ok && sp.Len() == len(m.payload) {
+					m.sp, m.payload = sp, nil
+				} else if f.spill(m); spilled != nil && m.sp != nil {
+					spilled[m.seq] = m.sp
+				}
 				f.insertRestored(st, m)
 			}
 		}

@@ -23,7 +23,8 @@ type msg struct {
 	lockCtr     uint64
 	strs        string // packed string properties, see packStrings
 	app         []rule.Property
-	payload     []byte
+	payload     []byte  // nil when spilled
+	sp          Spilled // the body when a Bodies store took it out of memory
 	dl          *DeadLetterInfo
 	st          *store // the store holding the message
 	salt        uint32
@@ -50,6 +51,9 @@ func (m *msg) locked() bool { return m.flags&fLocked != 0 }
 func (m *msg) bytes() int64 {
 	if m.size > 0 {
 		return m.size
+	}
+	if m.sp != nil {
+		return int64(m.sp.Len())
 	}
 	return int64(len(m.payload))
 }
