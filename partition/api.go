@@ -99,6 +99,9 @@ func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Dura
 		msgs = res.Messages
 		return len(msgs) > 0, nil
 	})
+	if err == nil {
+		err = loadBodies(msgs)
+	}
 	return msgs, err
 }
 
@@ -107,6 +110,9 @@ func (p *Partition) ReceiveDeferred(ctx context.Context, req fsm.ReceiveDeferred
 	req.Salt = salt()
 	res, err := p.propose(ctx, &req)
 	if err != nil {
+		return nil, err
+	}
+	if err := loadBodies(res.Messages); err != nil {
 		return nil, err
 	}
 	return res.Messages, resultErr("receive deferred", res.Err)
@@ -130,6 +136,11 @@ func (p *Partition) Settle(ctx context.Context, req fsm.Settle) ([]error, error)
 // all-or-nothing (fsm.Txn): on error nothing changed. It returns the sequence numbers of
 // the stored messages.
 func (p *Partition) Txn(ctx context.Context, msgs []*fsm.Message, settles []fsm.Settle) ([]int64, error) {
+	if len(msgs) > 0 {
+		if err := p.cfg.Bodies.admit(); err != nil {
+			return nil, err
+		}
+	}
 	c := &fsm.Txn{}
 	if len(msgs) > 0 {
 		c.Cmds = append(c.Cmds, &fsm.Enqueue{Messages: msgs})
@@ -264,6 +275,9 @@ func (p *Partition) Purge(ctx context.Context, t fsm.Target) (int, error) {
 func (p *Partition) Peek(ctx context.Context, t fsm.Target, fromSeq int64, max int) ([]*fsm.Message, error) {
 	var out []*fsm.Message
 	err := p.leaderRead(ctx, func(f *fsm.FSM) { out = f.Peek(t, fromSeq, max) })
+	if err == nil {
+		err = loadBodies(out)
+	}
 	if err == nil {
 		p.touchIfStale(ctx, t)
 	}
@@ -503,6 +517,14 @@ func first(v []int64) int64 {
 
 // TxnPrepare holds this partition's part of a transaction (fsm.TxnPrepare).
 func (p *Partition) TxnPrepare(ctx context.Context, c *fsm.TxnPrepare) error {
+	for _, cmd := range c.Cmds {
+		if _, settle := cmd.(*fsm.Settle); !settle {
+			if err := p.cfg.Bodies.admit(); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	res, err := p.propose(ctx, c)
 	if err != nil {
 		return err

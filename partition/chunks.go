@@ -22,6 +22,9 @@ import (
 // sendMaybeChunked stores msgs as Enqueue (or Schedule) would, proposing the payloads
 // larger than ChunkBytes as chunks first.
 func (p *Partition) sendMaybeChunked(ctx context.Context, msgs []*fsm.Message, schedule bool) (fsm.Result, error) {
+	if err := p.cfg.Bodies.admit(); err != nil {
+		return fsm.Result{}, err
+	}
 	var refs []fsm.UploadRef
 	var out []*fsm.Message
 	for i, m := range msgs {

@@ -55,6 +55,10 @@ type Config struct {
 	// group has no state on disk (BootstrapCluster); empty means "join later".
 	Peers []raft.Server
 
+	// Bodies, when set, keeps this replica's message bodies on disk once the node's
+	// bodies in memory reach its budget (bodies.go); shared by the node's partitions.
+	Bodies *Bodies
+
 	Clock  Clock        // nil: real clock
 	Logger hclog.Logger // nil: warnings and errors to stderr
 	// Observer, when set, receives batch sizes and commit latencies (metrics.go).

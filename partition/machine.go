@@ -19,6 +19,10 @@ type machine struct {
 	f  *fsm.FSM   // owner: raft's FSM goroutine, under mu
 	// slab packs the payloads of applied messages (owner: raft's FSM goroutine, under mu).
 	slab fsm.Slab
+	// sp spills bodies to disk past the node's memory budget (nil: none); memBytes is
+	// what this fsm last added to the node's count of bodies in memory (under mu).
+	sp       *spiller
+	memBytes int64
 
 	now  atomic.Int64 // f.Now() after the last apply: the proposer's time floor
 	next atomic.Int64 // f.NextDeadline() after the last apply: the leader timer's target
@@ -68,6 +72,7 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 	}
 	m.now.Store(m.f.Now())
 	m.next.Store(m.f.NextDeadline())
+	m.syncBodies()
 	m.mu.Unlock()
 	if m.applied != nil {
 		m.applied(wake)
@@ -112,6 +117,7 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 		m.now.Store(m.f.Now())
 		m.next.Store(m.f.NextDeadline())
 	}
+	m.syncBodies()
 	m.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("partition: restore: %w", err)

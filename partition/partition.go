@@ -119,6 +119,7 @@ func Open(cfg *Config) (*Partition, error) {
 	})
 	p.m = newMachine(base, p.applied)
 	p.m.ctr, p.m.clock = &p.ctr, p.clock
+	p.m.useBodies(cfg.Bodies)
 	r, err := raft.NewRaft(cfg.raftConfig(p.notifyCh, p.logger.Named("raft")), p.m, logs, store, snaps, p.trans)
 	if err != nil {
 		p.trans.Close()
@@ -155,6 +156,7 @@ func (p *Partition) Close() error {
 		if e := p.store.Close(); err == nil {
 			err = e
 		}
+		p.m.closeBodies()
 		p.closeErr = err
 	})
 	return p.closeErr
