@@ -119,6 +119,14 @@ type Config struct {
 	// DefaultTxnRecoveryInterval.
 	TxnRecoveryInterval time.Duration
 
+	// BodyMemoryBudget is the bytes of message bodies the node's partition replicas may
+	// hold in memory; past it, new bodies go to scratch files under DataDir/bodies
+	// (partition.Bodies) and are read back on delivery. 0: every body in memory.
+	BodyMemoryBudget int64
+	// BodyDiskBudget bounds the bytes of bodies kept on disk; with both budgets full the
+	// node refuses sends with a quota error. 0: no limit. Needs BodyMemoryBudget.
+	BodyDiskBudget int64
+
 	Raft   RaftTiming
 	Clock  Clock        // nil: real clock
 	Logger *slog.Logger // nil: slog.Default()
@@ -166,6 +174,10 @@ func (c *Config) Validate() error {
 	case 0, 16, 24, 32:
 	default:
 		errs = append(errs, fmt.Errorf("cluster: GossipKey must be 16, 24 or 32 bytes, got %d", len(c.GossipKey)))
+	}
+	if c.BodyMemoryBudget < 0 || c.BodyDiskBudget < 0 || (c.BodyDiskBudget > 0 && c.BodyMemoryBudget == 0) {
+		errs = append(errs, fmt.Errorf("cluster: body budgets %d (memory), %d (disk): want >= 0, and a disk budget only with a memory budget",
+			c.BodyMemoryBudget, c.BodyDiskBudget))
 	}
 	if len(c.GossipAcceptKeys) > 0 && len(c.GossipKey) == 0 {
 		errs = append(errs, errors.New("cluster: GossipAcceptKeys need a GossipKey to seal with"))

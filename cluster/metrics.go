@@ -131,13 +131,22 @@ var (
 	descSnapSecs    = prometheus.NewDesc("quorumbus_partition_snapshot_duration_seconds_total", "Time this replica spent taking snapshots (freeze and persist).", partitionLabels, nil)
 	descSnapBytes   = prometheus.NewDesc("quorumbus_partition_snapshot_bytes", "Size of the last snapshot this replica took (0 before the first).", partitionLabels, nil)
 
-	descMetaLeader = prometheus.NewDesc("quorumbus_meta_is_leader", "1 when this node leads the metadata group.", nil, nil)
-	descMetaHas    = prometheus.NewDesc("quorumbus_meta_has_leader", "1 when this node knows a leader of the metadata group.", nil, nil)
-	descMetaApply  = prometheus.NewDesc("quorumbus_meta_applied_index", "Index of the last metadata entry applied on this node.", nil, nil)
-	descMembers    = prometheus.NewDesc("quorumbus_cluster_members", "Cluster nodes by state as this node sees them: alive (gossip reaches them) or failed (registered in the metadata but not alive).", []string{"state"}, nil)
-	descHealth     = prometheus.NewDesc("quorumbus_memberlist_health_score", "memberlist's awareness score of this node: 0 is healthy, higher means it is slow to answer probes.", nil, nil)
-	descReplicas   = prometheus.NewDesc("quorumbus_node_replicas", "Partition replicas this node runs.", nil, nil)
-	descReady      = prometheus.NewDesc("quorumbus_node_ready", "1 when /readyz answers 200 (Node.CaughtUp): the metadata group and every local replica have a leader, and every local replica is within ReadyMaxLag entries of its leader.", nil, nil)
+	descMetaLeader  = prometheus.NewDesc("quorumbus_meta_is_leader", "1 when this node leads the metadata group.", nil, nil)
+	descMetaHas     = prometheus.NewDesc("quorumbus_meta_has_leader", "1 when this node knows a leader of the metadata group.", nil, nil)
+	descMetaApply   = prometheus.NewDesc("quorumbus_meta_applied_index", "Index of the last metadata entry applied on this node.", nil, nil)
+	descMembers     = prometheus.NewDesc("quorumbus_cluster_members", "Cluster nodes by state as this node sees them: alive (gossip reaches them) or failed (registered in the metadata but not alive).", []string{"state"}, nil)
+	descHealth      = prometheus.NewDesc("quorumbus_memberlist_health_score", "memberlist's awareness score of this node: 0 is healthy, higher means it is slow to answer probes.", nil, nil)
+	descReplicas    = prometheus.NewDesc("quorumbus_node_replicas", "Partition replicas this node runs.", nil, nil)
+	descBodyMem     = prometheus.NewDesc("quorumbus_bodies_memory_bytes", "Message bodies this node's replicas hold in memory (a topic's copies each counted); set only with --body-memory-budget-mb.", nil, nil)
+	descBodyMemMax  = prometheus.NewDesc("quorumbus_bodies_memory_budget_bytes", "--body-memory-budget-mb in bytes: past it new bodies go to disk.", nil, nil)
+	descBodyLive    = prometheus.NewDesc("quorumbus_bodies_disk_bytes", "Bytes of message bodies kept on disk and still referenced: what --body-disk-budget-mb bounds.", nil, nil)
+	descBodyDiskMax = prometheus.NewDesc("quorumbus_bodies_disk_budget_bytes", "--body-disk-budget-mb in bytes (0: no limit).", nil, nil)
+	descBodyFiles   = prometheus.NewDesc("quorumbus_bodies_file_bytes", "Size of the body segment files, with the space of bodies gone from files still in use.", nil, nil)
+	descBodySegs    = prometheus.NewDesc("quorumbus_bodies_segments", "Body segment files.", nil, nil)
+	descBodySpills  = prometheus.NewDesc("quorumbus_bodies_spilled_total", "Message bodies written to disk.", nil, nil)
+	descBodyReads   = prometheus.NewDesc("quorumbus_bodies_read_total", "Message bodies read back from disk (deliveries, peeks, snapshots).", nil, nil)
+	descBodyRefused = prometheus.NewDesc("quorumbus_bodies_refused_sends_total", "Sends refused with a quota error because both body budgets were full.", nil, nil)
+	descReady       = prometheus.NewDesc("quorumbus_node_ready", "1 when /readyz answers 200 (Node.CaughtUp): the metadata group and every local replica have a leader, and every local replica is within ReadyMaxLag entries of its leader.", nil, nil)
 )
 
 // nodeCollector reads the node's state at scrape time. Entity series come from the
@@ -151,7 +160,9 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descOldest, descIncoming, descOutgoing, descCompleted, descAbandoned, descDLed, descExpired,
 		descIsLeader, descTerm, descLastIndex, descCommitIndex, descApplied, descContact, descProposals,
 		descEntries, descSnapshots, descSnapSecs, descSnapBytes,
-		descMetaLeader, descMetaHas, descMetaApply, descMembers, descHealth, descReplicas, descReady} {
+		descMetaLeader, descMetaHas, descMetaApply, descMembers, descHealth, descReplicas, descReady,
+		descBodyMem, descBodyMemMax, descBodyLive, descBodyDiskMax, descBodyFiles, descBodySegs, descBodySpills,
+		descBodyReads, descBodyRefused} {
 		ch <- d
 	}
 }
@@ -272,4 +283,16 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	gauge(descReady, b2f(n.CaughtUp(ctx) == nil))
+	if n.bodies != nil {
+		st := n.bodies.Stats()
+		gauge(descBodyMem, float64(st.MemoryBytes))
+		gauge(descBodyMemMax, float64(st.MemoryBudget))
+		gauge(descBodyLive, float64(st.LiveBytes))
+		gauge(descBodyDiskMax, float64(st.DiskBudget))
+		gauge(descBodyFiles, float64(st.DiskBytes))
+		gauge(descBodySegs, float64(st.Segments))
+		counter(descBodySpills, float64(st.Spilled))
+		counter(descBodyReads, float64(st.Read))
+		counter(descBodyRefused, float64(st.Refused))
+	}
 }

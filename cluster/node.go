@@ -41,6 +41,7 @@ type Node struct {
 	rpc    *rpcLayer
 	adv    string // advertised cluster address
 	inc    string // incarnation of the data directory
+	bodies *partition.Bodies // nil: every body in memory (Config.BodyMemoryBudget)
 	// metrics: the node's Prometheus registry and histograms (metrics.go); set by Start
 	// before anything that records into it starts.
 	metrics *metrics
@@ -131,6 +132,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.inc = inc
+	if cfg.BodyMemoryBudget > 0 {
+		n.bodies, err = partition.OpenBodies(partition.BodiesConfig{Dir: filepath.Join(cfg.DataDir, "bodies"),
+			MemoryBudget: cfg.BodyMemoryBudget, DiskBudget: cfg.BodyDiskBudget, Logger: n.raftLogger("bodies")})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
 	tc := transport.DefaultConfig()
 	tc.TLS = cfg.TLS
 	mux, err := transport.Listen(cfg.ClusterAddr, tc)
@@ -757,6 +765,7 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.LeaderLeaseTimeout = n.cfg.Raft.LeaderLeaseTimeout
 	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
 	pc.NoSync = n.cfg.Raft.NoSync
+	pc.Bodies = n.bodies
 	if n.cfg.Raft.WholeBodies {
 		pc.ChunkBytes = 0
 	}

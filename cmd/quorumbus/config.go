@@ -44,6 +44,11 @@ type Config struct {
 	// GCHeadroom is how far, in percent of the live heap, the heap may grow before the
 	// next collection; 0 leaves GOGC to the runtime (memory.go).
 	GCHeadroom int `json:"gc-headroom"`
+	// BodyMemoryBudgetMB and BodyDiskBudgetMB bound the message bodies the node holds in
+	// memory (past it they go to disk) and on disk (past it sends are refused);
+	// cluster.Config.BodyMemoryBudget has the details. 0: no limit.
+	BodyMemoryBudgetMB int `json:"body-memory-budget-mb"`
+	BodyDiskBudgetMB   int `json:"body-disk-budget-mb"`
 	// ClockOffsetFile names a file holding an offset for the node's clock (a Go
 	// duration), re-read while it runs; "" means the machine's clock. For fault tests.
 	ClockOffsetFile string `json:"clock-offset-file"`
@@ -245,6 +250,12 @@ func (c *Config) Validate() error {
 		return errors.New("--shutdown-timeout: must be positive")
 	case c.GCHeadroom < 0 || c.GCHeadroom > 100:
 		return fmt.Errorf("--gc-headroom %d: want a percentage from 0 to 100", c.GCHeadroom)
+	case c.BodyMemoryBudgetMB < 0 || c.BodyMemoryBudgetMB > 1<<30:
+		return fmt.Errorf("--body-memory-budget-mb %d: want 0 (no limit) or a number of MiB", c.BodyMemoryBudgetMB)
+	case c.BodyDiskBudgetMB < 0 || c.BodyDiskBudgetMB > 1<<30:
+		return fmt.Errorf("--body-disk-budget-mb %d: want 0 (no limit) or a number of MiB", c.BodyDiskBudgetMB)
+	case c.BodyDiskBudgetMB > 0 && c.BodyMemoryBudgetMB == 0:
+		return errors.New("--body-disk-budget-mb: needs --body-memory-budget-mb (without it every body stays in memory)")
 	}
 	if _, err := parseBytes(c.MemoryLimit); err != nil {
 		return fmt.Errorf("--memory-limit %w", err)
@@ -449,6 +460,8 @@ func settings(c *Config) []setting {
 		{name: "shutdown-timeout", usage: "how long a graceful stop may take", dur: &c.ShutdownTimeout},
 		{name: "memory-limit", usage: "soft limit on the node's memory (Go's GOMEMLIMIT), e.g. 2GiB; default 90% of the container's cgroup limit, 0 for none", str: &c.MemoryLimit},
 		{name: "gc-headroom", usage: "how far the heap may grow past its live size before the next garbage collection, percent of it (at least 8 MiB): less memory per queued message, more CPU per message (docs/benchmarks.md); default 0 leaves GOGC to the runtime", num: &c.GCHeadroom},
+		{name: "body-memory-budget-mb", usage: "MiB of message bodies the node keeps in memory; past it new bodies are written to scratch files under --data/bodies and read back on delivery, so a backlog can outgrow memory (docs/operations.md); default 0 keeps every body in memory", num: &c.BodyMemoryBudgetMB},
+		{name: "body-disk-budget-mb", usage: "MiB of message bodies the node keeps on disk beyond --body-memory-budget-mb; with both full, sends are refused with a quota error until messages are received; default 0 for no limit", num: &c.BodyDiskBudgetMB},
 		{name: "clock-offset-file", usage: "for fault tests only: a file holding an offset for this node's clock (a Go duration such as 90s or -2m), re-read every 100 ms, so one node's clock can jump without moving the machine's; every time the node stamps (locks, TTLs, schedules, idle deletion) moves with it", str: &c.ClockOffsetFile},
 		{name: "advertise-addr", usage: "HOST:PORT peers dial to reach --cluster-addr (required when it is a wildcard such as 0.0.0.0:5400)", str: &c.AdvertiseAddr},
 		{name: "join", usage: "cluster addresses of nodes to join, HOST:PORT[,HOST:PORT...]; names are re-resolved on every try", list: &c.Join},

@@ -330,6 +330,8 @@ func clusterConfig(cfg Config, amqpAddr, adminAddr net.Addr) cluster.Config {
 	cc.Zone = cfg.Zone
 	cc.Replicas = cfg.Replicas
 	cc.DeadNodeGrace = cfg.DeadNodeGrace
+	cc.BodyMemoryBudget = int64(cfg.BodyMemoryBudgetMB) << 20
+	cc.BodyDiskBudget = int64(cfg.BodyDiskBudgetMB) << 20
 	advHost, _, _ := net.SplitHostPort(cfg.AdvertiseAddr)
 	cc.AMQPAddr = advertised(amqpAddr, advHost)
 	cc.AdminAddr = advertised(adminAddr, advHost)
