@@ -39,8 +39,8 @@ type Node struct {
 	meta   *metaGroup
 	gossip *gossip
 	rpc    *rpcLayer
-	adv    string // advertised cluster address
-	inc    string // incarnation of the data directory
+	adv    string            // advertised cluster address
+	inc    string            // incarnation of the data directory
 	bodies *partition.Bodies // nil: every body in memory (Config.BodyMemoryBudget)
 	// metrics: the node's Prometheus registry and histograms (metrics.go); set by Start
 	// before anything that records into it starts.

@@ -189,7 +189,7 @@ func (s *spiller) Spill(p []byte) fsm.Spilled {
 
 func (s *spiller) failed(err error) {
 	if s.b.warned.CompareAndSwap(false, true) {
-		s.b.logger.Warn("cannot spill message bodies to disk; keeping them in memory", "error", err)
+		s.b.logger.Error("cannot spill message bodies to disk; keeping them in memory", "error", err)
 	}
 }
 
