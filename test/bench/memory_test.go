@@ -43,6 +43,9 @@ import (
 // or "" for the defaults.
 // QUORUMBUS_MEM_RESTART=1 then restarts the node and measures the restart, the time to the
 // first delivery and the drain rate (TestNodeRestartDrain's figures).
+// QUORUMBUS_MEM_DRAIN_ALL=K then drains the rest of the backlog in steps of K messages,
+// reporting each step's rate and the node's body counters (with --body-memory-budget-mb
+// the oldest messages come from memory and the rest from disk).
 
 // memBudget is the bound CI enforces, at N = 100 000, on the anonymous bytes per message
 // beyond the body. Measured: 524 B at 100 000 (of which the GC's 8 MiB headroom floor is
@@ -150,6 +153,35 @@ func restartDrain(t *testing.T, node *harness.Node, n int) {
 	d = drainN(t, c, "q", drain, 4, true)
 	t.Logf("drain after restart, next %d: 4 receivers, each completing a receive's messages at once, in %v: %.0f msg/s",
 		drain, d.Round(time.Millisecond), float64(drain)/d.Seconds())
+	step := envInt(t, "QUORUMBUS_MEM_DRAIN_ALL", 0)
+	for left := n - 1 - 2*drain; step > 0 && left > 0; left -= min(step, left) {
+		k := min(step, left)
+		d = drainN(t, c, "q", k, 4, true)
+		t.Logf("drain, %d left before this step: %d messages, 4 receivers completing a receive's messages at once, in %v: %.0f msg/s; RSS %s; %s",
+			left, k, d.Round(time.Millisecond), float64(k)/d.Seconds(), readMem(t, node.Pid()), bodyCounters(t, node))
+	}
+}
+
+// bodyCounters is the node's quorumbus_bodies_* series, as one line.
+func bodyCounters(t *testing.T, node *harness.Node) string {
+	t.Helper()
+	resp, err := http.Get("http://" + node.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if l := sc.Text(); strings.HasPrefix(l, "quorumbus_bodies_") {
+			out = append(out, strings.TrimPrefix(l, "quorumbus_bodies_"))
+		}
+	}
+	if len(out) == 0 {
+		return "no body counters"
+	}
+	return strings.Join(out, " ")
 }
 
 // nodeArgs are the flags measured: memArgs unless QUORUMBUS_MEM_ARGS is set.
