@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"net"
+	"testing"
+)
 
 func TestParseBytes(t *testing.T) {
 	for _, c := range []struct {
@@ -21,7 +24,9 @@ func TestParseBytes(t *testing.T) {
 }
 
 func TestMemoryFlagsValidated(t *testing.T) {
-	for _, args := range [][]string{{"--memory-limit", "lots"}, {"--gc-headroom", "-1"}, {"--gc-headroom", "101"}} {
+	for _, args := range [][]string{{"--memory-limit", "lots"}, {"--gc-headroom", "-1"}, {"--gc-headroom", "101"},
+		{"--body-memory-budget-mb", "-1"}, {"--body-disk-budget-mb", "-5", "--body-memory-budget-mb", "1"},
+		{"--body-disk-budget-mb", "100"}} {
 		cfg, err := loadConfig(args, func(string) string { return "" }, nopWriter{})
 		if err == nil {
 			err = cfg.Validate()
@@ -29,6 +34,22 @@ func TestMemoryFlagsValidated(t *testing.T) {
 		if err == nil {
 			t.Errorf("%v: accepted", args)
 		}
+	}
+}
+
+// The body budgets reach cluster.Config in bytes, from flags and from the environment.
+func TestBodyBudgetsReachCluster(t *testing.T) {
+	env := map[string]string{"QUORUMBUS_BODY_DISK_BUDGET_MB": "2048"}
+	cfg, err := loadConfig([]string{"--body-memory-budget-mb", "256"}, func(k string) string { return env[k] }, nopWriter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cc := clusterConfig(cfg, &net.TCPAddr{}, &net.TCPAddr{})
+	if cc.BodyMemoryBudget != 256<<20 || cc.BodyDiskBudget != 2048<<20 {
+		t.Fatalf("budgets %d, %d; want 256 MiB and 2 GiB", cc.BodyMemoryBudget, cc.BodyDiskBudget)
 	}
 }
 
