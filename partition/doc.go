@@ -20,7 +20,7 @@
 // Config.Linger) into ONE fsm.Entry, stamps it with the leader's time, encodes it and
 // calls raft.Apply without waiting. Up to Config.MaxInflight entries are in raft at once;
 // while they are, new commands accumulate, so batches grow with load and one fsync
-// carries many messages. raft runs with BatchApplyCh and MaxAppendEntries=512, so
+// carries many messages. raft runs with BatchApplyCh and MaxAppendEntries=16, so
 // several entries also share one disk write and one AppendEntries RPC. The completer
 // waits on each raft ApplyFuture in log order and answers each caller with its own
 // fsm.Result only after the entry is committed on a quorum and applied here.

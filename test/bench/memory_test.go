@@ -115,6 +115,7 @@ func restartDrain(t *testing.T, node *harness.Node, n int) {
 		t.Fatalf("stop: %v", err)
 	}
 	start := time.Now()
+	peak := peakAnon(node)
 	node.Restart()
 	ready := time.Since(start)
 	c := node.Client(t)
@@ -132,8 +133,8 @@ func restartDrain(t *testing.T, node *harness.Node, n int) {
 	if err := r.CompleteMessage(ctx, msgs[0], nil); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("restart with %d queued: serving after %v, first delivery after %v, RSS %s", n,
-		ready.Round(time.Millisecond), first.Round(time.Millisecond), readMem(t, node.Pid()))
+	t.Logf("restart with %d queued: serving after %v, first delivery after %v, %s, anonymous at most %.1f MiB since the start", n,
+		ready.Round(time.Millisecond), first.Round(time.Millisecond), readMem(t, node.Pid()), float64(peak())/(1<<20))
 	d := drainN(t, c, "small", small, 4, false)
 	t.Logf("control, after the restart: %d messages from a queue of %d with 4 receivers in %v: %.0f msg/s",
 		small, small, d.Round(time.Millisecond), float64(small)/d.Seconds())
@@ -380,9 +381,42 @@ func (m procMem) String() string {
 
 func readMem(t *testing.T, pid int) procMem {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	m, err := procStatus(pid)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return m
+}
+
+// peakAnon samples the anonymous memory of node's process (whichever is running) every
+// 50 ms until the returned function is called, which returns the highest sample.
+func peakAnon(node *harness.Node) func() int64 {
+	stop, done := make(chan struct{}), make(chan int64)
+	go func() {
+		var peak int64
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			if pid := node.Pid(); pid > 0 {
+				if m, err := procStatus(pid); err == nil {
+					peak = max(peak, m.anon)
+				}
+			}
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	return func() int64 { close(stop); return <-done }
+}
+
+func procStatus(pid int) (procMem, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return procMem{}, err
 	}
 	defer f.Close()
 	var m procMem
@@ -410,9 +444,9 @@ func readMem(t *testing.T, pid int) procMem {
 		}
 	}
 	if m.rss == 0 {
-		t.Fatalf("no VmRSS in /proc/%d/status", pid)
+		return m, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 	}
-	return m
+	return m, nil
 }
 
 // cpuTicks is the process's user + system CPU time in clock ticks (/proc/PID/stat).
