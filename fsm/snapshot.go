@@ -98,7 +98,7 @@ func (f *FSM) Snapshot(w io.Writer) error {
 
 // Frozen is a point-in-time copy of an FSM's state that can be written as a snapshot
 // while the FSM keeps applying entries (raft's FSMSnapshot.Persist runs concurrently with
-// Apply). Freezing copies each message's fixed-size record (176 bytes) but shares payloads,
+// Apply). Freezing copies each message's fixed-size record (192 bytes) but shares payloads,
 // property strings and application properties, which the fsm never writes into.
 type Frozen struct {
 	cfg      Config
