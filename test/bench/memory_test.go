@@ -45,7 +45,9 @@ import (
 // first delivery and the drain rate (TestNodeRestartDrain's figures).
 // QUORUMBUS_MEM_DRAIN_ALL=K then drains the rest of the backlog in steps of K messages,
 // reporting each step's rate and the node's body counters (with --body-memory-budget-mb
-// the oldest messages come from memory and the rest from disk).
+// the oldest messages come from memory and the rest from disk);
+// QUORUMBUS_MEM_DROP_CACHES=1 (as root) first drops the kernel's page cache, so that the
+// spilled bodies are read from the device, not from cached pages.
 
 // memBudget is the bound CI enforces, at N = 100 000, on the anonymous bytes per message
 // beyond the body. Measured: 524 B at 100 000 (of which the GC's 8 MiB headroom floor is
@@ -155,6 +157,12 @@ func restartDrain(t *testing.T, node *harness.Node, n int) {
 	t.Logf("drain after restart, next %d: 4 receivers, each completing a receive's messages at once, in %v: %.0f msg/s",
 		drain, d.Round(time.Millisecond), float64(drain)/d.Seconds())
 	step := envInt(t, "QUORUMBUS_MEM_DRAIN_ALL", 0)
+	if step > 0 && os.Getenv("QUORUMBUS_MEM_DROP_CACHES") != "" {
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
+			t.Fatalf("dropping the page cache: %v", err)
+		}
+		t.Logf("page cache dropped: %s", readMem(t, node.Pid()))
+	}
 	for left := n - 1 - 2*drain; step > 0 && left > 0; left -= min(step, left) {
 		k := min(step, left)
 		d = drainN(t, c, "q", k, 4, true)
