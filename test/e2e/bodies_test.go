@@ -101,10 +101,8 @@ func TestBodiesPastMemoryBudget(t *testing.T) {
 	})
 }
 
-var bodyMetricRE = regexp.MustCompile(`(?m)^(quorumbus_bodies_[a-z_]+) (\S+)$`)
-
-// bodyMetrics returns the node's quorumbus_bodies_* series from /metrics.
-func bodyMetrics(t *testing.T, n *harness.Node) map[string]float64 {
+// scrape returns the node's /metrics page.
+func scrape(t *testing.T, n *harness.Node) []byte {
 	t.Helper()
 	resp, err := http.Get("http://" + n.Admin + "/metrics")
 	if err != nil {
@@ -115,8 +113,16 @@ func bodyMetrics(t *testing.T, n *harness.Node) map[string]float64 {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
 	}
+	return b
+}
+
+var bodyMetricRE = regexp.MustCompile(`(?m)^(quorumbus_bodies_[a-z_]+) (\S+)$`)
+
+// bodyMetrics returns the node's quorumbus_bodies_* series from /metrics.
+func bodyMetrics(t *testing.T, n *harness.Node) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
-	for _, m := range bodyMetricRE.FindAllSubmatch(b, -1) {
+	for _, m := range bodyMetricRE.FindAllSubmatch(scrape(t, n), -1) {
 		v, err := strconv.ParseFloat(string(m[2]), 64)
 		if err != nil {
 			t.Fatal(err)

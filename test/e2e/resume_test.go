@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"testing"
@@ -286,15 +284,7 @@ var receiverLinksRE = regexp.MustCompile(`(?m)^quorumbus_amqp_links\{role="recei
 // receiverLinks is the node's count of attached receiver links (its /metrics).
 func receiverLinks(t *testing.T, n *harness.Node) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + n.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %d %v", resp.StatusCode, err)
-	}
+	b := scrape(t, n)
 	m := receiverLinksRE.FindSubmatch(b)
 	if m == nil {
 		t.Fatalf("/metrics has no receiver link count:\n%s", b)
