@@ -85,7 +85,7 @@ func TestResultRoundTrip(t *testing.T) {
 	in := []Result{
 		{System: "quorumbus", Test: "send", Rep: 2, Param: 256, N: 5000, Secs: 0.25, Rate: 20000},
 		{System: "quorumbus", Test: "lat", Rep: 2, Param: 1000, N: 30000, Secs: 30, Rate: 1000, Lat50: 1.25, Lat99: 9.5,
-			Lat999: 20, Max: 31.5, MaxLag: 2},
+			Lat999: 20, Max: 31.5, MaxLag: 2, Acc50: 0.75, Dlv50: -0.25},
 	}
 	var buf bytes.Buffer
 	for _, r := range in {
@@ -339,6 +339,14 @@ func TestRunLoadAgainstMemoryQueue(t *testing.T) {
 	lat := raw.Results[len(raw.Results)-1]
 	if lat.N != 200 || lat.Lat50 < 0 || lat.Lat50 > lat.Lat99 || lat.Lat99 > lat.Max {
 		t.Errorf("latency result %+v: want 200 messages and p50 <= p99 <= max", lat)
+	}
+	if lat.Acc50 <= 0 || lat.Acc50 > lat.Max || lat.Dlv50 < -lat.Max || lat.Dlv50 > lat.Max {
+		t.Errorf("latency result %+v: want the median split into send-to-confirmation (> 0) and confirmation-to-receipt", lat)
+	}
+	table := renderTable(raw, "raw.txt", "")
+	if !strings.Contains(table, "| system | send to confirmation, p50 ms | confirmation to receipt, p50 ms |") ||
+		!strings.Contains(table, "| memory |") {
+		t.Errorf("table lacks the latency split:\n%s", table)
 	}
 	if len(raw.CDFs) != 1 || len(raw.CDFs[0].Points) != len(cdfFractions) {
 		t.Errorf("CDF lines: %+v", raw.CDFs)

@@ -154,9 +154,10 @@ func runLoad(ctx context.Context, c loadConfig, s system, out, logw io.Writer) e
 		r := Result{System: c.System, Test: "lat", Rep: c.Rep, Param: c.LatRate, N: len(lats),
 			Secs: st.sendDur.Seconds(), Rate: float64(len(lats)) / st.sendDur.Seconds(),
 			Lat50: ms(quantile(lats, 0.50)), Lat99: ms(quantile(lats, 0.99)),
-			Lat999: ms(quantile(lats, 0.999)), Max: ms(lats[len(lats)-1]), MaxLag: ms(st.maxLag)}
-		logf("latency at %d msg/s: p50 %.2f ms, p99 %.2f ms, max %.2f ms; producer behind schedule by at most %.1f ms",
-			c.LatRate, r.Lat50, r.Lat99, r.Max, r.MaxLag)
+			Lat999: ms(quantile(lats, 0.999)), Max: ms(lats[len(lats)-1]), MaxLag: ms(st.maxLag),
+			Acc50: ms(st.acc50), Dlv50: ms(st.dlv50)}
+		logf("latency at %d msg/s: p50 %.2f ms (median send to confirmation %.2f ms, confirmation to receipt %.2f ms), p99 %.2f ms, max %.2f ms; producer behind schedule by at most %.1f ms",
+			c.LatRate, r.Lat50, r.Acc50, r.Dlv50, r.Lat99, r.Max, r.MaxLag)
 		writeResult(out, r)
 		writeCDF(out, CDF{System: c.System, Rep: c.Rep, Points: cdfPoints(lats)})
 	}
@@ -228,12 +229,15 @@ func makeBody(size int, seq uint64, at time.Time) []byte {
 // windowed keeps at most w sends unconfirmed. One goroutine awaits the confirmations
 // in send order: each system confirms one queue's sends in order, so this is exact.
 type windowed struct {
-	s    sender
-	slot chan struct{} // a token per unconfirmed send
-	fifo chan func() error
-	done chan struct{} // closed by the waiter goroutine when fifo is drained
-	mu   sync.Mutex
-	err  error // first confirmation error; guarded by mu
+	s sender
+	// stamps, when set (before the first send), receives each confirmation's time in
+	// send order; read it after finish.
+	stamps *[]time.Time
+	slot   chan struct{} // a token per unconfirmed send
+	fifo   chan func() error
+	done   chan struct{} // closed by the waiter goroutine when fifo is drained
+	mu     sync.Mutex
+	err    error // first confirmation error; guarded by mu
 }
 
 func newWindowed(s sender, w int) *windowed {
@@ -251,6 +255,9 @@ func (ws *windowed) waiter() {
 				ws.err = err
 			}
 			ws.mu.Unlock()
+		}
+		if ws.stamps != nil {
+			*ws.stamps = append(*ws.stamps, time.Now())
 		}
 		<-ws.slot
 	}
@@ -346,6 +353,9 @@ func recvTest(ctx context.Context, c loadConfig, r receiver) (time.Duration, rec
 type latStats struct {
 	sendDur time.Duration // from the first scheduled send to the last send
 	maxLag  time.Duration // how far the producer fell behind its schedule
+	// Medians of each message's time from its scheduled send to its confirmation, and
+	// from its confirmation to its receipt: where the median latency goes.
+	acc50, dlv50 time.Duration
 }
 
 // latencyTest offers LatRate msg/s for LatDur with up to LatWindow unconfirmed, while
@@ -368,6 +378,7 @@ func latencyTest(ctx context.Context, c loadConfig, s system) ([]time.Duration, 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	lats := make([]time.Duration, 0, n) // written by the receiver goroutine until recvDone
+	recvAt := make([]time.Time, n)      // by sequence number; the same
 	recvDone := make(chan error, 1)
 	go func() {
 		for i := 0; i < n; i++ {
@@ -377,7 +388,11 @@ func latencyTest(ctx context.Context, c loadConfig, s system) ([]time.Duration, 
 				return
 			}
 			at := time.Unix(0, int64(binary.BigEndian.Uint64(body[0:8])))
-			lats = append(lats, time.Since(at))
+			now := time.Now()
+			lats = append(lats, now.Sub(at))
+			if seq := binary.BigEndian.Uint64(body[8:16]); seq < uint64(n) {
+				recvAt[seq] = now
+			}
 			if err := ack(); err != nil {
 				recvDone <- fmt.Errorf("ack after %d: %w", i, err)
 				return
@@ -387,6 +402,8 @@ func latencyTest(ctx context.Context, c loadConfig, s system) ([]time.Duration, 
 	}()
 
 	ws := newWindowed(snd, c.LatWindow)
+	confirmed := make([]time.Time, 0, n)
+	ws.stamps = &confirmed
 	interval := time.Second / time.Duration(c.LatRate)
 	start := time.Now()
 	for i := 0; i < n; i++ {
@@ -412,6 +429,16 @@ func latencyTest(ctx context.Context, c loadConfig, s system) ([]time.Duration, 
 	if err := <-recvDone; err != nil {
 		return nil, st, err
 	}
+	acc, dlv := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	for i, t := range confirmed {
+		acc = append(acc, t.Sub(start.Add(time.Duration(i)*interval)))
+		if !recvAt[i].IsZero() {
+			dlv = append(dlv, recvAt[i].Sub(t))
+		}
+	}
+	slices.Sort(acc)
+	slices.Sort(dlv)
+	st.acc50, st.dlv50 = quantile(acc, 0.5), quantile(dlv, 0.5)
 	return lats, st, nil
 }
 

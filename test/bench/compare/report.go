@@ -158,6 +158,22 @@ func renderTable(raw Raw, rawName, chartPath string) string {
 		row = append(row, cell(s.LatP50, millis), cell(s.LatP99, millis), cell(s.LatMax, millis))
 		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
+	var split []Summary
+	for _, s := range sums {
+		if s.LatAcc50.N > 0 {
+			split = append(split, s)
+		}
+	}
+	if len(split) > 0 {
+		b.WriteString("\nWhere the median latency goes: from a message's scheduled send to the sender's " +
+			"confirmation that the broker stored it, and from that confirmation to the receiver's receipt " +
+			"(negative when the receiver usually has the message first). Medians over the messages, then " +
+			"over the repetitions.\n\n")
+		b.WriteString("| system | send to confirmation, p50 ms | confirmation to receipt, p50 ms |\n|---|---|---|\n")
+		for _, s := range split {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", label(s.System), cell(s.LatAcc50, millis), cell(s.LatDlv50, millis))
+		}
+	}
 	if len(raw.Notes) > 0 {
 		b.WriteString("\nConditions recorded by the run:\n\n")
 		for _, n := range raw.Notes {

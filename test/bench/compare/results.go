@@ -31,6 +31,10 @@ type Result struct {
 	// Latency test only, in milliseconds.
 	Lat50, Lat99, Lat999, Max float64
 	MaxLag                    float64 // how far the producer fell behind its schedule
+	// Where the median goes (0 when not recorded): scheduled send to the send's
+	// confirmation (Acc50), and confirmation to receipt (Dlv50, negative when the
+	// receiver usually has the message before the sender hears it is stored).
+	Acc50, Dlv50 float64
 }
 
 // CDFPoint says that a fraction Q of the messages took at most Ms milliseconds.
@@ -56,8 +60,8 @@ func writeResult(w io.Writer, r Result) {
 	fmt.Fprintf(w, "RESULT system=%s test=%s rep=%d param=%d n=%d secs=%.3f rate=%.1f", r.System, r.Test, r.Rep,
 		r.Param, r.N, r.Secs, r.Rate)
 	if r.Test == "lat" {
-		fmt.Fprintf(w, " p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f max_lag_ms=%.3f", r.Lat50, r.Lat99, r.Lat999,
-			r.Max, r.MaxLag)
+		fmt.Fprintf(w, " p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f max_lag_ms=%.3f acc50_ms=%.3f dlv50_ms=%.3f",
+			r.Lat50, r.Lat99, r.Lat999, r.Max, r.MaxLag, r.Acc50, r.Dlv50)
 	}
 	fmt.Fprintln(w)
 }
@@ -133,6 +137,10 @@ func parseResult(line string) (Result, error) {
 			r.Max, err = strconv.ParseFloat(v, 64)
 		case "max_lag_ms":
 			r.MaxLag, err = strconv.ParseFloat(v, 64)
+		case "acc50_ms":
+			r.Acc50, err = strconv.ParseFloat(v, 64)
+		case "dlv50_ms":
+			r.Dlv50, err = strconv.ParseFloat(v, 64)
 		}
 		if err != nil {
 			return r, fmt.Errorf("RESULT %s=%q: %w", k, v, err)
@@ -222,6 +230,9 @@ type Summary struct {
 	LatMax Stat
 	LatRate,
 	LatAchieved Stat
+	// LatAcc50 and LatDlv50 split the median latency (Result.Acc50, Dlv50); N 0 when
+	// the raw file predates them.
+	LatAcc50, LatDlv50 Stat
 	// CDF is, for each fraction, the median over the repetitions of its latency.
 	CDF []CDFPoint
 }
@@ -240,7 +251,7 @@ func summarize(raw Raw) []Summary {
 	for _, sys := range order {
 		s := Summary{System: sys, Send: map[int]Stat{}, Recv: map[int]Stat{}}
 		send, recv := map[int][]float64{}, map[int][]float64{}
-		var p50, p99, mx, rate, ach []float64
+		var p50, p99, mx, rate, ach, acc, dlv []float64
 		for _, r := range by[sys] {
 			switch r.Test {
 			case "send":
@@ -250,6 +261,9 @@ func summarize(raw Raw) []Summary {
 			case "lat":
 				p50, p99, mx = append(p50, r.Lat50), append(p99, r.Lat99), append(mx, r.Max)
 				rate, ach = append(rate, float64(r.Param)), append(ach, r.Rate)
+				if r.Acc50 != 0 || r.Dlv50 != 0 {
+					acc, dlv = append(acc, r.Acc50), append(dlv, r.Dlv50)
+				}
 			}
 		}
 		for w, v := range send {
@@ -260,6 +274,7 @@ func summarize(raw Raw) []Summary {
 		}
 		s.LatP50, s.LatP99, s.LatMax = newStat(p50), newStat(p99), newStat(mx)
 		s.LatRate, s.LatAchieved = newStat(rate), newStat(ach)
+		s.LatAcc50, s.LatDlv50 = newStat(acc), newStat(dlv)
 		s.CDF = medianCDF(raw.CDFs, sys)
 		out = append(out, s)
 	}
