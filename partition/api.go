@@ -68,9 +68,23 @@ func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Dura
 	if req.Salt == 0 { // a caller may choose it, to find what this receive locked (LockedWithSalt)
 		req.Salt = salt()
 	}
+	// A peek-lock receive that waits parks while nothing is receivable, so the next send
+	// carries its command (parked.go).
+	var w *parked
+	if wait > 0 && req.Mode == fsm.PeekLock && req.SessionID == "" {
+		w = &parked{req: req, pr: make(chan *proposal, 1)}
+	}
 	var msgs []*fsm.Message
 	first := true
 	err := p.waitLoop(ctx, wait, func() (bool, error) {
+		if w != nil {
+			if pr := p.unpark(w); pr != nil { // our receive went into an entry with a send
+				var err error
+				if msgs, err = p.parkedResult(ctx, pr); err != nil || len(msgs) > 0 {
+					return true, err
+				}
+			}
+		}
 		var last int64
 		known := false
 		if p.nothingFor(func(f *fsm.FSM) bool {
@@ -85,6 +99,9 @@ func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Dura
 				_, _ = p.propose(ctx, &fsm.Touch{Target: req.Target})
 			}
 			first = false
+			if w != nil {
+				p.park(w)
+			}
 			return false, nil
 		}
 		first = false
@@ -99,6 +116,14 @@ func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Dura
 		msgs = res.Messages
 		return len(msgs) > 0, nil
 	})
+	if w != nil && len(msgs) == 0 {
+		if pr := p.unpark(w); pr != nil {
+			// The proposer took our receive after the last round: what it locks is ours
+			// (after a cancelled ctx the outcome is unknown, and the caller releases the
+			// locks by the receive's salt, as for any receive in flight).
+			msgs, err = p.parkedResult(ctx, pr)
+		}
+	}
 	if err == nil {
 		err = loadBodies(msgs)
 	}

@@ -38,6 +38,10 @@ type Partition struct {
 	ctr   counters     // for Metrics
 	avail signal       // woken after entries that may make messages or sessions available
 	ready atomic.Bool  // leader, and a Barrier in this term has completed (reads allowed)
+
+	parkMu    sync.Mutex  // guards parked (lock order: a leaf)
+	parked    []*parked   // receives waiting for messages (parked.go)
+	hasParked atomic.Bool // len(parked) > 0, read by the proposer without parkMu
 	armed atomic.Int64 // deadline the leader timer is armed for; -1 when none (leader loop writes)
 
 	closing   chan struct{} // closed by Close

@@ -210,6 +210,7 @@ func (p *Partition) runProposer() {
 			<-p.sem
 			continue
 		}
+		live = p.piggyback(live)
 		// The leader's time never goes back in the log: max of its clock, its own last
 		// stamp and the fsm's time (which includes earlier leaders' stamps).
 		now := max(p.clock.Now().UnixMilli(), lastNow, p.m.now.Load())
