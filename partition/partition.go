@@ -35,14 +35,14 @@ type Partition struct {
 	notifyCh   chan bool      // raft -> leader loop: leadership changes
 	deadlineCh chan struct{}  // fsm goroutine -> leader loop: next deadline changed (cap 1)
 
-	ctr   counters     // for Metrics
-	avail signal       // woken after entries that may make messages or sessions available
-	ready atomic.Bool  // leader, and a Barrier in this term has completed (reads allowed)
+	ctr   counters    // for Metrics
+	avail signal      // woken after entries that may make messages or sessions available
+	ready atomic.Bool // leader, and a Barrier in this term has completed (reads allowed)
 
-	parkMu    sync.Mutex  // guards parked (lock order: a leaf)
-	parked    []*parked   // receives waiting for messages (parked.go)
-	hasParked atomic.Bool // len(parked) > 0, read by the proposer without parkMu
-	armed atomic.Int64 // deadline the leader timer is armed for; -1 when none (leader loop writes)
+	parkMu    sync.Mutex   // guards parked (lock order: a leaf)
+	parked    []*parked    // receives waiting for messages (parked.go)
+	hasParked atomic.Bool  // len(parked) > 0, read by the proposer without parkMu
+	armed     atomic.Int64 // deadline the leader timer is armed for; -1 when none (leader loop writes)
 
 	closing   chan struct{} // closed by Close
 	closeOnce sync.Once
