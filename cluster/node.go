@@ -757,6 +757,7 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.LeaderLeaseTimeout = n.cfg.Raft.LeaderLeaseTimeout
 	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
 	pc.NoSync = n.cfg.Raft.NoSync
+	pc.LogStore = n.cfg.Raft.LogStore
 	if n.cfg.Raft.WholeBodies {
 		pc.ChunkBytes = 0
 	}

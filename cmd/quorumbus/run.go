@@ -330,6 +330,7 @@ func clusterConfig(cfg Config, amqpAddr, adminAddr net.Addr) cluster.Config {
 	cc.Zone = cfg.Zone
 	cc.Replicas = cfg.Replicas
 	cc.DeadNodeGrace = cfg.DeadNodeGrace
+	cc.Raft.LogStore = cfg.RaftLogStore
 	advHost, _, _ := net.SplitHostPort(cfg.AdvertiseAddr)
 	cc.AMQPAddr = advertised(amqpAddr, advHost)
 	cc.AdminAddr = advertised(adminAddr, advHost)
