@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 	"go.etcd.io/bbolt"
 )
 
@@ -26,6 +25,8 @@ const (
 	// LogStoreWAL is hashicorp/raft-wal in <Dir>/wal/: append-only segment files, one
 	// fsync per raft append (the stable store and the segment list live in a small
 	// bbolt file, written only on votes, term changes, segment rotation and truncation).
+	// It needs raft-wal v0.4.1 or later: v0.4.0 could not reopen a log after a tail
+	// truncation (TestWALTailTruncationSurvivesRestart) and left its bbolt file open.
 	LogStoreWAL = "wal"
 )
 
@@ -85,31 +86,13 @@ func openLogStore(dir, want string, noSync bool, logger hclog.Logger) (logStore,
 		if err := os.MkdirAll(walDir, 0o750); err != nil {
 			return nil, fmt.Errorf("partition: %w", err)
 		}
-		meta := &metadb.BoltMetaDB{}
-		w, err := wal.Open(walDir, wal.WithMetaStore(meta), wal.WithSegmentSize(walSegmentBytes),
-			wal.WithLogger(logger.Named("wal")))
+		w, err := wal.Open(walDir, wal.WithSegmentSize(walSegmentBytes), wal.WithLogger(logger.Named("wal")))
 		if err != nil {
-			meta.Close()
 			return nil, fmt.Errorf("partition: open %s: %w", walDir, err)
 		}
-		return walStore{w, meta}, nil
+		return w, nil
 	}
 	return nil, fmt.Errorf("partition: unknown log store %q", kind)
-}
-
-// walStore closes the meta database that raft-wal's WAL.Close (v0.4.0) leaves open: its
-// file lock would make the next Open of the group in this process wait forever.
-type walStore struct {
-	*wal.WAL
-	meta *metadb.BoltMetaDB
-}
-
-func (s walStore) Close() error {
-	err := s.WAL.Close()
-	if e := s.meta.Close(); err == nil {
-		err = e
-	}
-	return err
 }
 
 func exists(path string) (bool, error) {

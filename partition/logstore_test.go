@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/fsm"
 )
@@ -137,4 +139,71 @@ func TestLogStoreBothOnDiskRefused(t *testing.T) {
 	if !strings.Contains(err.Error(), "both raft.db and wal/") {
 		t.Fatalf("error %q does not name the two stores", err)
 	}
+}
+
+// TestWALTailTruncationSurvivesRestart: raft deletes a suffix of a follower's log when a
+// new leader's entries conflict with ones a deposed leader left there ("clearing log
+// suffix"). raft-wal v0.4.0 marked the tail segment sealed without writing its index, and
+// the replica could not start again ("sealed segment has no index block",
+// hashicorp/raft-wal#31, fixed in v0.4.1). After the truncation, new entries, and a
+// restart, the store must hold exactly the kept prefix and the new entries.
+func TestWALTailTruncationSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	open := func() logStore {
+		s, err := openLogStore(dir, LogStoreWAL, false, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	entries := func(from, to, term uint64) []*raft.Log {
+		var ls []*raft.Log
+		for i := from; i <= to; i++ {
+			ls = append(ls, &raft.Log{Index: i, Term: term, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("%d@%d", i, term))})
+		}
+		return ls
+	}
+	s := open()
+	if err := s.StoreLogs(entries(1, 20, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(16, 20); err != nil { // the conflicting suffix
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs(entries(16, 25, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	defer s.Close()
+	check := func(first, last uint64) {
+		t.Helper()
+		if f, err := s.FirstIndex(); err != nil || f != first {
+			t.Fatalf("FirstIndex %d, %v; want %d", f, err, first)
+		}
+		if l, err := s.LastIndex(); err != nil || l != last {
+			t.Fatalf("LastIndex %d, %v; want %d", l, err, last)
+		}
+		for i := first; i <= last; i++ {
+			term := uint64(1)
+			if i >= 16 {
+				term = 2
+			}
+			var l raft.Log
+			if err := s.GetLog(i, &l); err != nil {
+				t.Fatalf("entry %d after the restart: %v", i, err)
+			}
+			if want := fmt.Sprintf("%d@%d", i, term); string(l.Data) != want || l.Term != term {
+				t.Fatalf("entry %d = %q term %d, want %q", i, l.Data, l.Term, want)
+			}
+		}
+	}
+	check(1, 25)
+	// And the head truncation raft does after a snapshot.
+	if err := s.DeleteRange(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	check(11, 25)
 }
