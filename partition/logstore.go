@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 )
 
@@ -90,9 +91,28 @@ func openLogStore(dir, want string, noSync bool, logger hclog.Logger) (logStore,
 		if err != nil {
 			return nil, fmt.Errorf("partition: open %s: %w", walDir, err)
 		}
-		return w, nil
+		return walStore{w}, nil
 	}
 	return nil, fmt.Errorf("partition: unknown log store %q", kind)
+}
+
+// walStore refuses an entry raft-wal could not read back: v0.4.1 writes an entry of
+// any size but reports one above segment.MaxEntrySize (64 MiB) as corrupt when it reads
+// it, and at start-up. Group commit keeps entries near MaxBatchBytes and chunking keeps
+// bodies to ChunkBytes, so only a single proposal that large (e.g. a batch send of that
+// many bytes with ChunkBytes 0) can reach it; the append then fails instead.
+type walStore struct{ *wal.WAL }
+
+func (s walStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+
+func (s walStore) StoreLogs(logs []*raft.Log) error {
+	for _, l := range logs {
+		// The binary codec adds varints and a timestamp: well under 64 bytes.
+		if n := len(l.Data) + len(l.Extensions) + 64; n > segment.MaxEntrySize {
+			return fmt.Errorf("partition: raft entry %d of %d bytes is above raft-wal's %d", l.Index, n, segment.MaxEntrySize)
+		}
+	}
+	return s.WAL.StoreLogs(logs)
 }
 
 func exists(path string) (bool, error) {

@@ -207,3 +207,27 @@ func TestWALTailTruncationSurvivesRestart(t *testing.T) {
 	}
 	check(11, 25)
 }
+
+// TestWALRefusesAnEntryItCannotReadBack: raft-wal reads no entry above 64 MiB back (it
+// calls it corrupt), so the store refuses to append one and keeps what it had.
+func TestWALRefusesAnEntryItCannotReadBack(t *testing.T) {
+	s, err := openLogStore(t.TempDir(), LogStoreWAL, false, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.StoreLog(&raft.Log{Index: 1, Term: 1, Data: []byte("small")}); err != nil {
+		t.Fatal(err)
+	}
+	big := &raft.Log{Index: 2, Term: 1, Data: make([]byte, 64<<20)}
+	if err := s.StoreLogs([]*raft.Log{big}); err == nil || !strings.Contains(err.Error(), "above raft-wal's") {
+		t.Fatalf("64 MiB entry: err = %v, want a refusal", err)
+	}
+	if l, err := s.LastIndex(); err != nil || l != 1 {
+		t.Fatalf("LastIndex %d, %v after the refusal; want 1", l, err)
+	}
+	var got raft.Log
+	if err := s.GetLog(1, &got); err != nil || string(got.Data) != "small" {
+		t.Fatalf("entry 1 after the refusal: %q %v", got.Data, err)
+	}
+}
