@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/quorumbus/quorumbus/partition"
 )
 
 // Clock is the time source of the node's own decisions (timestamps proposed to the
@@ -35,6 +37,10 @@ type RaftTiming struct {
 	// releases before chunked bodies did (partition.Config.ChunkBytes 0), instead of
 	// chunking the large ones; for benchmarks that compare the two.
 	WholeBodies bool
+	// LogStore is the Raft log store of the partition replicas this node creates
+	// (partition.Config.LogStore: partition.LogStoreBolt, "" too, or LogStoreWAL); a
+	// replica keeps the store it was created with. The metadata group is on bolt.
+	LogStore string
 }
 
 // DefaultRaftTiming is the production timing.
@@ -190,6 +196,9 @@ func (c *Config) Validate() error {
 	if c.Raft.HeartbeatTimeout <= 0 || c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout ||
 		c.Raft.LeaderLeaseTimeout <= 0 || c.Raft.LeaderLeaseTimeout > c.Raft.HeartbeatTimeout || c.Raft.CommitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("cluster: Raft timing %+v cannot work", c.Raft))
+	}
+	if l := c.Raft.LogStore; l != "" && l != partition.LogStoreBolt && l != partition.LogStoreWAL {
+		errs = append(errs, fmt.Errorf("cluster: Raft.LogStore %q: want %q or %q", l, partition.LogStoreBolt, partition.LogStoreWAL))
 	}
 	return errors.Join(errs...)
 }

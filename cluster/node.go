@@ -766,6 +766,7 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
 	pc.NoSync = n.cfg.Raft.NoSync
 	pc.Bodies = n.bodies
+	pc.LogStore = n.cfg.Raft.LogStore
 	if n.cfg.Raft.WholeBodies {
 		pc.ChunkBytes = 0
 	}

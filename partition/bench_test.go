@@ -18,6 +18,8 @@ import (
 //
 //	go test -run '^$' -bench 'Enqueue|ReceiveComplete' -benchtime 30000x ./partition/
 //	go test -run '^$' -bench IdleGroups -benchtime 1x ./partition/
+//
+// QB_LOG_STORE=wal runs them on raft-wal instead of bolt (Config.LogStore, harness_test.go).
 
 const benchSenders = 256
 
@@ -92,6 +94,24 @@ func BenchmarkEnqueue1KiB(b *testing.B) {
 	b.SetBytes(1024)
 	before := lp.raft.LastIndex()
 	runConcurrent(b, b.N, benchSenders, "msgs", func(i int) error {
+		_, err := lp.Enqueue(ctx, []*fsm.Message{msg("m", payload)})
+		return err
+	})
+	b.ReportMetric(float64(b.N)/float64(lp.raft.LastIndex()-before), "msgs/entry")
+}
+
+// BenchmarkEnqueue1KiBW1: one sender, one 1 KiB message per Enqueue, each waiting for
+// the one before (W=1): every message is its own raft entry, so this is the latency of
+// one commit round (leader append, replication, follower append, both fsynced) end to
+// end.
+func BenchmarkEnqueue1KiBW1(b *testing.B) {
+	c := benchCluster(b, 1)
+	_, lp := c.leader(1, time.Second)
+	payload := make([]byte, 1024)
+	ctx := ctxT(b, 10*time.Minute)
+	b.SetBytes(1024)
+	before := lp.raft.LastIndex()
+	runConcurrent(b, b.N, 1, "msgs", func(i int) error {
 		_, err := lp.Enqueue(ctx, []*fsm.Message{msg("m", payload)})
 		return err
 	})

@@ -138,7 +138,7 @@ func (b *Bodies) reclaim() {
 type spiller struct {
 	b   *Bodies
 	dir string
-	seg *segment
+	seg *bodySeg
 	blk *block
 	// kept is the bytes this partition's fsm kept in memory since the machine last
 	// added its fsm's count to b.mem (after every batch).
@@ -204,7 +204,7 @@ func (s *spiller) rotate() error {
 	if err != nil {
 		return err
 	}
-	s.seg = &segment{b: s.b, f: f, path: path}
+	s.seg = &bodySeg{b: s.b, f: f, path: path}
 	s.b.segs.Add(1)
 	return nil
 }
@@ -224,8 +224,8 @@ func (s *spiller) seal() {
 	}
 }
 
-// segment is one append-only file of spilled bodies.
-type segment struct {
+// bodySeg is one append-only file of spilled bodies.
+type bodySeg struct {
 	b    *Bodies
 	f    *os.File
 	path string
@@ -237,14 +237,14 @@ type segment struct {
 	removed atomic.Bool
 }
 
-func (g *segment) release(n int64) {
+func (g *bodySeg) release(n int64) {
 	g.b.live.Add(-n)
 	if g.live.Add(-n) == 0 && g.sealed.Load() {
 		g.remove()
 	}
 }
 
-func (g *segment) remove() {
+func (g *bodySeg) remove() {
 	if !g.removed.CompareAndSwap(false, true) {
 		return
 	}
@@ -265,13 +265,13 @@ type block struct {
 }
 
 type blockAcct struct {
-	seg   *segment
+	seg   *bodySeg
 	bytes atomic.Int64
 }
 
 const blockRefs = 256
 
-func newBlock(seg *segment) *block {
+func newBlock(seg *bodySeg) *block {
 	k := &block{refs: make([]bodyRef, 0, blockRefs), acct: &blockAcct{seg: seg}}
 	runtime.AddCleanup(&k.refs[:1][0], func(a *blockAcct) { a.seg.release(a.bytes.Load()) }, k.acct)
 	return k
@@ -285,7 +285,7 @@ func (k *block) add(off int64, n int) *bodyRef {
 
 // bodyRef is a spilled body: fsm.Spilled.
 type bodyRef struct {
-	seg *segment
+	seg *bodySeg
 	off int64
 	n   int32
 }

@@ -33,7 +33,7 @@ func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
 // Config describes one replica of one partition group. Use DefaultConfig and fill the
 // identity fields; tests shorten the raft timeouts here.
 type Config struct {
-	// DataDir is the node's data root. The group keeps raft.db and snapshots/ under
+	// DataDir is the node's data root. The group keeps raft.db (or wal/) and snapshots/ under
 	// Dir() = DataDir/partitions/<entity, path-escaped>/<Index>/.
 	DataDir string
 	Entity  string
@@ -90,7 +90,12 @@ type Config struct {
 	NetTimeout time.Duration
 	NetMaxPool int
 	// NoSync skips fsync of the raft log. Unsafe: S-DUR-1 no longer holds. Tests only.
+	// Only the bolt log store honours it; raft-wal always fsyncs.
 	NoSync bool
+	// LogStore is the raft log and stable store of a group created on this node:
+	// LogStoreBolt ("" too) or LogStoreWAL (logstore.go). A replica whose directory
+	// already holds a log keeps the store it has (no migration).
+	LogStore string
 
 	// Group commit: one raft entry carries up to MaxBatchCmds commands or about
 	// MaxBatchBytes of payload; with Linger > 0 the proposer waits that long for a batch to
@@ -193,6 +198,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ChunkBytes < 0 || (c.ChunkBytes > 0 && (c.ChunkWindow < 1 || c.UploadTimeout <= 0)) {
 		bad("ChunkBytes %d < 0, or chunking without ChunkWindow >= 1 and UploadTimeout > 0", c.ChunkBytes)
+	}
+	if c.LogStore != "" && c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL {
+		bad("LogStore %q: want %q or %q", c.LogStore, LogStoreBolt, LogStoreWAL)
 	}
 	if c.TickMinInterval < 0 {
 		bad("TickMinInterval < 0")

@@ -24,6 +24,8 @@ import (
 // and a faultLayer around each group's stream layer so a test can cut a node off.
 
 // testLogger is silent unless QB_RAFT_LOG names a level (e.g. QB_RAFT_LOG=debug).
+// QB_LOG_STORE (bolt or wal) sets Config.LogStore of every replica a test opens, unless
+// the test's tune sets it.
 func testLogger() hclog.Logger {
 	if lvl := os.Getenv("QB_RAFT_LOG"); lvl != "" {
 		return hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(lvl), Output: os.Stderr})
@@ -161,6 +163,7 @@ func (c *cluster) open(g uint32, i int, peers []raft.Server) *Partition {
 	cfg.FSM = fc
 	cfg.Peers = peers
 	cfg.Logger = testLogger()
+	cfg.LogStore = os.Getenv("QB_LOG_STORE") // "": bolt; wal runs every test on raft-wal
 	fastConfig(cfg)
 	if c.tune != nil {
 		c.tune(cfg)

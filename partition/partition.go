@@ -3,22 +3,20 @@ package partition
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/quorumbus/quorumbus/fsm"
 )
 
 // Partition is one replica of one entity partition: a hashicorp/raft group whose state
-// machine is an fsm.FSM, with a bbolt log/stable store (one raft.db per group, behind a
-// LogCache) and a file snapshot store. Its methods are safe for concurrent use.
+// machine is an fsm.FSM, with a log/stable store (Config.LogStore: bolt's raft.db or
+// raft-wal's wal/, behind a LogCache) and a file snapshot store. Its methods are safe
+// for concurrent use.
 type Partition struct {
 	cfg    Config
 	clock  Clock
@@ -27,7 +25,7 @@ type Partition struct {
 	m     *machine
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
-	store *raftboltdb.BoltStore
+	store logStore // raft log and stable store (logstore.go)
 
 	propCh     chan *proposal // callers -> proposer
 	sem        chan struct{}  // in-flight entry slots (cap MaxInflight)
@@ -84,13 +82,9 @@ func Open(cfg *Config) (*Partition, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("partition: %w", err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dir, "raft.db"),
-		NoSync:      cfg.NoSync,
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-	})
+	store, err := openLogStore(dir, cfg.LogStore, cfg.NoSync, p.logger)
 	if err != nil {
-		return nil, fmt.Errorf("partition: open %s: %w", dir, err)
+		return nil, err
 	}
 	fail := func(err error) (*Partition, error) {
 		store.Close()

@@ -37,6 +37,7 @@ func TestConfigValidate(t *testing.T) {
 		"chunkwindow":        func(c *Config) { c.ChunkWindow = 0 },
 		"uploadtimeout":      func(c *Config) { c.UploadTimeout = 0 },
 		"peer":               func(c *Config) { c.Peers = []raft.Server{{ID: "x"}} },
+		"logstore":           func(c *Config) { c.LogStore = "rocks" },
 	} {
 		c := good()
 		mut(c)

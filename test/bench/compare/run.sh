@@ -19,6 +19,8 @@
 #   BASE      state directory (default: a new temporary directory, removed after a clean run)
 #   RESULTS   raw results file (default test/bench/compare/results/raw-<UTC time>.txt)
 #   REPORT    1 (default): rewrite docs/benchmarks.md and the chart; 0: only print the table
+#   QB_ARGS   extra flags for every Quorumbus node, e.g. "--raft-log-store wal" (split on
+#             spaces; recorded in the results' header)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
@@ -31,6 +33,7 @@ PREFETCH=${PREFETCH:-256}
 LAT_RATE=${LAT_RATE:-1000}
 LAT_DUR=${LAT_DUR:-30s}
 REPORT=${REPORT:-1}
+QB_ARGS=${QB_ARGS:-}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 RESULTS=${RESULTS:-$ROOT/test/bench/compare/results/raw-$STAMP.txt}
 CLIENT_LOG=${RESULTS%.txt}.log
@@ -166,7 +169,7 @@ conditions() {
 	t1=$(date +%s%N)
 	rm -f "$BASE/.sync-probe"
 	echo "# disk: a 4 KiB O_DSYNC write takes $(((t1 - t0) / 200000)) µs (mean of 200)"
-	[[ " $SYSTEMS " != *" quorumbus"* ]] || echo "# quorumbus: $(cd "$ROOT" && git log -1 --format='%h %cs' 2>/dev/null || echo unknown) ($(cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo 'with local changes' || echo clean)); 3 nodes, --replicas 3, fsync on: a send is accepted once a quorum has fsynced it"
+	[[ " $SYSTEMS " != *" quorumbus"* ]] || echo "# quorumbus: $(cd "$ROOT" && git log -1 --format='%h %cs' 2>/dev/null || echo unknown) ($(cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo 'with local changes' || echo clean)); 3 nodes, --replicas 3${QB_ARGS:+ $QB_ARGS}, fsync on: a send is accepted once a quorum has fsynced it"
 	[[ " $SYSTEMS " != *" rabbit-"* ]] || echo "# rabbitmq-server $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null), erlang $(dpkg-query -W -f='${Version}' erlang-base 2>/dev/null): quorum queue, 3 replicas; each node fdatasyncs its Ra WAL before a confirm"
 	[[ " $SYSTEMS " != *" nats "* ]] || echo "# nats-server $(nats-server --version 2>/dev/null | awk '{print $NF}'): stream R3, file storage; no fsync per message (2.9 syncs in the background every 60 s), a PubAck means in 2 of 3 page caches"
 	echo "# clients: $(go version | awk '{print $3}'), $(cd "$ROOT" && go list -m -f '{{.Path}} {{.Version}}' github.com/Azure/go-amqp github.com/rabbitmq/amqp091-go github.com/nats-io/nats.go github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
@@ -197,7 +200,8 @@ load() { # system rep flags...
 # ---- Quorumbus: 3 nodes from this checkout
 
 qb_up() {
-	local i j d join key
+	local i j d join key qb_args=()
+	read -ra qb_args <<<"$QB_ARGS"
 	key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	QB_CONN=
 	for i in 1 2 3; do
@@ -212,7 +216,7 @@ qb_up() {
 			--amqp-addr 127.0.0.1:$((5810 + i)) --admin-addr 127.0.0.1:$((5820 + i)) \
 			--cluster-addr 127.0.0.1:$((5830 + i)) --advertise-addr 127.0.0.1:$((5830 + i)) \
 			--bootstrap-expect 3 --join "$join" --replicas 3 \
-			--sas-key-name "$QB_KEY_NAME" --log-level warn \
+			--sas-key-name "$QB_KEY_NAME" --log-level warn "${qb_args[@]}" \
 			>"$d.log" 2>&1 </dev/null &
 		track "qb-n$i" $!
 	done

@@ -1,0 +1,21 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+)
+
+// Raft.LogStore is checked when the node is configured, not when its first partition
+// opens.
+func TestConfigValidateLogStore(t *testing.T) {
+	for _, tc := range []struct{ store, want string }{
+		{"", ""}, {"bolt", ""}, {"wal", ""}, {"rocksdb", `Raft.LogStore "rocksdb": want "bolt" or "wal"`},
+	} {
+		c := testConfig(t.TempDir())
+		c.Raft.LogStore = tc.store
+		err := c.Validate()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("LogStore %q: Validate() = %v, want %q", tc.store, err, tc.want)
+		}
+	}
+}
