@@ -373,7 +373,9 @@ func (c *cluster) converged(rng *rand.Rand) error {
 		}
 		alive := 0
 		for _, m := range st.Members {
-			if m.State == "alive" {
+			// A member drained by an add-remove whose removal then failed stays
+			// "draining": up, gossiping, just not given replicas.
+			if m.State == "alive" || m.State == "draining" {
 				alive++
 			}
 		}
