@@ -86,32 +86,24 @@ func runConcurrent(b *testing.B, n, workers int, unit string, op func(i int) err
 
 // BenchmarkEnqueue1KiB: 256 concurrent senders, one 1 KiB message per Enqueue, on one
 // 3-replica partition. b.N messages in total.
-func BenchmarkEnqueue1KiB(b *testing.B) {
-	c := benchCluster(b, 1)
-	_, lp := c.leader(1, time.Second)
-	payload := make([]byte, 1024)
-	ctx := ctxT(b, 10*time.Minute)
-	b.SetBytes(1024)
-	before := lp.raft.LastIndex()
-	runConcurrent(b, b.N, benchSenders, "msgs", func(i int) error {
-		_, err := lp.Enqueue(ctx, []*fsm.Message{msg("m", payload)})
-		return err
-	})
-	b.ReportMetric(float64(b.N)/float64(lp.raft.LastIndex()-before), "msgs/entry")
-}
+func BenchmarkEnqueue1KiB(b *testing.B) { benchEnqueue(b, benchSenders) }
 
 // BenchmarkEnqueue1KiBW1: one sender, one 1 KiB message per Enqueue, each waiting for
 // the one before (W=1): every message is its own raft entry, so this is the latency of
 // one commit round (leader append, replication, follower append, both fsynced) end to
 // end.
-func BenchmarkEnqueue1KiBW1(b *testing.B) {
+func BenchmarkEnqueue1KiBW1(b *testing.B) { benchEnqueue(b, 1) }
+
+// benchEnqueue sends b.N messages of 1 KiB with the given number of concurrent senders,
+// one message per Enqueue, to one 3-replica partition.
+func benchEnqueue(b *testing.B, senders int) {
 	c := benchCluster(b, 1)
 	_, lp := c.leader(1, time.Second)
 	payload := make([]byte, 1024)
 	ctx := ctxT(b, 10*time.Minute)
 	b.SetBytes(1024)
 	before := lp.raft.LastIndex()
-	runConcurrent(b, b.N, 1, "msgs", func(i int) error {
+	runConcurrent(b, b.N, senders, "msgs", func(i int) error {
 		_, err := lp.Enqueue(ctx, []*fsm.Message{msg("m", payload)})
 		return err
 	})
