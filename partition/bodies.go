@@ -137,7 +137,6 @@ func (b *Bodies) reclaim() {
 // raft's FSM goroutine under the machine's lock.
 type spiller struct {
 	b   *Bodies
-	dir string
 	seg *bodySeg
 	blk *block
 	// kept is the bytes this partition's fsm kept in memory since the machine last
@@ -196,10 +195,10 @@ func (s *spiller) failed(err error) {
 // rotate seals the current segment and opens the next.
 func (s *spiller) rotate() error {
 	s.seal()
-	if err := os.MkdirAll(s.dir, 0o750); err != nil {
+	if err := os.MkdirAll(s.b.dir, 0o750); err != nil {
 		return err
 	}
-	path := filepath.Join(s.dir, strconv.FormatUint(s.b.next.Add(1), 10)+".seg")
+	path := filepath.Join(s.b.dir, strconv.FormatUint(s.b.next.Add(1), 10)+".seg")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
 		return err
@@ -217,7 +216,6 @@ func (s *spiller) seal() {
 	}
 	seg := s.seg
 	s.seg, s.blk = nil, nil
-	seg.disk.Store(seg.size)
 	seg.sealed.Store(true)
 	if seg.live.Load() == 0 {
 		seg.remove()
@@ -229,9 +227,8 @@ type bodySeg struct {
 	b    *Bodies
 	f    *os.File
 	path string
-	size int64 // bytes written (owner: the spiller)
+	size int64 // bytes written (owner: the spiller until sealed, then read-only)
 
-	disk    atomic.Int64 // size, once sealed
 	live    atomic.Int64 // bytes of bodies in it still referenced
 	sealed  atomic.Bool
 	removed atomic.Bool
@@ -252,7 +249,7 @@ func (g *bodySeg) remove() {
 	if err := os.Remove(g.path); err != nil && !os.IsNotExist(err) {
 		g.b.logger.Warn("cannot delete a spilled-body segment", "path", g.path, "error", err)
 	}
-	g.b.disk.Add(-g.disk.Load())
+	g.b.disk.Add(-g.size) // size is final: sealed is set after the last write
 	g.b.segs.Add(-1)
 }
 
@@ -325,7 +322,7 @@ func (m *machine) useBodies(b *Bodies) {
 	if b == nil {
 		return
 	}
-	m.sp = &spiller{b: b, dir: b.dir}
+	m.sp = &spiller{b: b}
 	m.f.SetBodies(m.sp)
 }
 
