@@ -30,7 +30,8 @@ func spillBody(i int) []byte {
 // A node with a 1 MiB memory budget and a 4 MiB disk budget for bodies, driven through
 // the SDK: a backlog past the memory budget goes to disk and comes back intact, also after
 // a restart; with both budgets full a send fails with the quota condition and a message
-// that names the budgets, and once the backlog is received sends are accepted again.
+// that names the budgets (the condition S-SEND-6 gives a full queue), and once the
+// backlog is received sends are accepted again.
 func TestBodiesPastMemoryBudget(t *testing.T) {
 	n := harness.Start(t, "--body-memory-budget-mb", "1", "--body-disk-budget-mb", "4")
 	e := &env{n: n, admin: n.AdminClient(t), c: n.Client(t)}
