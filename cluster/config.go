@@ -101,6 +101,10 @@ type Config struct {
 	// leader's log for CaughtUp (GET /readyz) to still count it as caught up. 0 means
 	// DefaultReadyMaxLag.
 	ReadyMaxLag uint64
+	// ReadyTimeout bounds the questions CaughtUp asks other nodes (asked together, not
+	// one after another), so that /readyz answers within a probe's timeout even when a
+	// peer is paused or slow. 0 means DefaultReadyTimeout.
+	ReadyTimeout time.Duration
 	// TLS, when set, is mutual TLS on every connection of the cluster port (Raft,
 	// forwarding RPC, gossip streams): peers without a certificate this config accepts
 	// cannot reach any of them (internal/certs builds it from files or a shared secret).
@@ -146,6 +150,10 @@ type Config struct {
 // batch, so under load a healthy follower is a few entries behind; one that is
 // thousands behind is still replaying a log or a snapshot.
 const DefaultReadyMaxLag = 1000
+
+// DefaultReadyTimeout is Config.ReadyTimeout's default: well inside the 3 s the chart's
+// readiness probe waits (helm/quorumbus values.yaml probes.readiness.timeoutSeconds).
+const DefaultReadyTimeout = time.Second
 
 // DefaultConfig is a single node on loopback.
 func DefaultConfig() Config {

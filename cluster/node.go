@@ -12,9 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -66,6 +66,11 @@ type Node struct {
 	once    sync.Once
 	wg      sync.WaitGroup
 
+	// wasReady is set once CaughtUp has passed: from then on what other nodes fail at
+	// (a leaderless group, a leader that does not answer) no longer makes this node
+	// unready (ready.go).
+	wasReady atomic.Bool
+
 	// txnHook, set by tests before use, is called by two-phase commit at each stage
 	// ("prepared", "decided"); true stops the commit there, as a crash of the driving
 	// node would (txn.go).
@@ -97,6 +102,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.ReadyMaxLag == 0 {
 		cfg.ReadyMaxLag = DefaultReadyMaxLag
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
 	}
 	if cfg.TxnPrepareWindow <= 0 {
 		cfg.TxnPrepareWindow = DefaultTxnPrepareWindow
@@ -502,66 +510,6 @@ func (n *Node) Ready() error {
 		// node would answer with an error (or, worse, stale state).
 		if id == n.cfg.NodeID && !r.p.IsLeader() {
 			return fmt.Errorf("partition %d of %s is catching up after its election", r.index, r.entity)
-		}
-	}
-	return nil
-}
-
-// CaughtUp reports whether this node serves current state (GET /readyz): Ready holds,
-// and every replica it runs, the metadata one included, is within Config.ReadyMaxLag
-// entries of its leader's log. Ready alone says only that every group has a leader; a
-// node restarted or added may hold followers that are still replaying thousands of
-// entries, and its answers to reads forwarded elsewhere are fine but a failover to it
-// would stall. It asks each other node that leads a replica here once (GroupStatus),
-// so it costs one RPC per such node and none on a single node.
-func (n *Node) CaughtUp(ctx context.Context) error {
-	if err := n.Ready(); err != nil {
-		return err
-	}
-	type local struct {
-		name    string
-		applied uint64
-	}
-	mine := map[uint32]local{}
-	byLeader := map[string][]uint32{}
-	if !n.meta.isLeader() {
-		l := n.meta.leader()
-		byLeader[l] = append(byLeader[l], metaGroupID)
-		mine[metaGroupID] = local{"the metadata group", n.meta.appliedIndex()}
-	}
-	n.mu.RLock()
-	for id, r := range n.parts {
-		l, _ := r.p.Leader()
-		if l == n.cfg.NodeID || l == "" { // a local leader is Ready's concern
-			continue
-		}
-		byLeader[l] = append(byLeader[l], id)
-		mine[id] = local{fmt.Sprintf("partition %d of %s", r.index, r.entity), r.p.AppliedIndex()}
-	}
-	n.mu.RUnlock()
-	leaders := make([]string, 0, len(byLeader))
-	for l := range byLeader {
-		leaders = append(leaders, l)
-	}
-	sort.Strings(leaders)
-	for _, l := range leaders {
-		addr := n.addrOf(l)
-		if addr == "" {
-			return fmt.Errorf("node %s, which leads a replica here, has no known address", l)
-		}
-		var gs []GroupInfo
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := n.rpc.call(cctx, addr, "GroupStatus", byLeader[l], &gs, nil)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("cannot ask node %s how far its logs are: %v", l, err)
-		}
-		for _, g := range gs {
-			m, ok := mine[g.Group]
-			if ok && g.IsLeader && g.LastIndex > m.applied+n.cfg.ReadyMaxLag {
-				return fmt.Errorf("%s is catching up: %d entries behind its leader %s (at most %d allowed)",
-					m.name, g.LastIndex-m.applied, l, n.cfg.ReadyMaxLag)
-			}
 		}
 	}
 	return nil
