@@ -123,7 +123,7 @@ bench-compare:
 
 # A single-node broker with its data in $(DATA); it prints the connection string.
 run:
-	$(GO) run ./cmd/quorumbus --data $(DATA)
+	$(GO) run ./cmd/quorumbus --data $(DATA) --print-connection-string
 
 clean:
 	rm -rf $(BIN)
