@@ -137,13 +137,11 @@ type Config struct {
 	// node refuses sends with a quota error. 0: no limit. Needs BodyMemoryBudget.
 	BodyDiskBudget int64
 
-	Raft   RaftTiming
-	Clock  Clock        // nil: real clock
-	Logger *slog.Logger // nil: slog.Default()
-	// LogJSON makes hashicorp/raft's own log lines JSON objects, matching a Logger
-	// with a JSON handler (cmd/quorumbus sets it for --log-format json); memberlist's
-	// go through Logger itself.
-	LogJSON bool
+	Raft  RaftTiming
+	Clock Clock // nil: real clock
+	// Logger receives the node's lines, hashicorp/raft's and memberlist's included
+	// (internal/hashilog), so they all follow its level and format. nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultReadyMaxLag is Config.ReadyMaxLag's default. An entry is a group-committed

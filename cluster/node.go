@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/internal/durable"
+	"github.com/quorumbus/quorumbus/internal/hashilog"
 	"github.com/quorumbus/quorumbus/partition"
 	"github.com/quorumbus/quorumbus/partition/transport"
 )
@@ -34,6 +34,7 @@ import (
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
+	libLog *hashilog.Bridge // raft's and memberlist's lines into log (docs/operations.md § What is logged)
 	clock  Clock
 	mux    *transport.Mux
 	meta   *metaGroup
@@ -128,6 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.log == nil {
 		n.log = slog.Default()
 	}
+	n.libLog = hashilog.New(n.log, nil)
 	if n.clock == nil {
 		n.clock = realClock{}
 	}
@@ -181,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	self := memberMeta{ID: cfg.NodeID, Cluster: n.adv, AMQP: cfg.AMQPAddr, Admin: cfg.AdminAddr, Zone: cfg.Zone,
 		Formed: n.meta.hadState, Inc: n.inc}
-	if n.gossip, err = startGossip(mux, self, cfg.GossipKey, cfg.GossipAcceptKeys, n.changed, n.memberlistLogger()); err != nil {
+	if n.gossip, err = startGossip(mux, self, cfg.GossipKey, cfg.GossipAcceptKeys, n.changed, n.memberlistLogger(), n.log); err != nil {
 		return fail(err)
 	}
 	if len(cfg.Join) > 0 {
@@ -196,10 +198,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	n.reconcile(ctx)
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.reconcileLoop()
 	go n.metaLoop()
 	go n.txnRecoveryLoop()
+	go n.logMetaLeader()
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.
@@ -227,26 +230,12 @@ func (n *Node) NodeID() string { return n.cfg.NodeID }
 // ClusterAddr is the address the cluster port is bound to.
 func (n *Node) ClusterAddr() string { return n.mux.Addr().String() }
 
-// raftLogger is hashicorp/raft's logger for one group. Raft reports ordinary events
-// (an election at start-up) as warnings, so it logs errors only unless the node runs at
-// debug level.
-func (n *Node) raftLogger(name string) hclog.Logger {
-	level := hclog.Error
-	if n.log.Enabled(context.Background(), slog.LevelDebug) {
-		level = hclog.Debug
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: "raft." + name, Level: level, Output: os.Stderr, JSONFormat: n.cfg.LogJSON})
-}
+// raftLogger is hashicorp/raft's logger for one group, through the node's slog logger:
+// raft's ordinary events at debug, its per-RPC failures limited (internal/hashilog).
+func (n *Node) raftLogger(name string) hclog.Logger { return n.libLog.Raft("raft." + name) }
 
-// memberlistLogger passes memberlist's log lines on at debug level only (it reports
-// every failed probe of a stopped peer).
-func (n *Node) memberlistLogger() *log.Logger {
-	if n.log.Enabled(context.Background(), slog.LevelDebug) {
-		// Through the node's handler, so the lines follow --log-format.
-		return slog.NewLogLogger(n.log.With("component", "memberlist").Handler(), slog.LevelDebug)
-	}
-	return log.New(io.Discard, "", 0)
-}
+// memberlistLogger is memberlist's logger, through the node's slog logger like raft's.
+func (n *Node) memberlistLogger() *log.Logger { return n.libLog.Memberlist() }
 
 // incarnation returns the random identity of this data directory, created with it: a
 // node restarted on an empty disk has a new one.

@@ -128,7 +128,6 @@ func run(cfg Config) error {
 		cc.Clock = clock
 	}
 	cc.Logger = log
-	cc.LogJSON = cfg.LogFormat == "json"
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	node, err := cluster.Start(startCtx, cc)
 	cancel()
