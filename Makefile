@@ -5,7 +5,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster bench-compare run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test ui-test
+.PHONY: all build test test-upgrade test-e2e-cluster test-short test-long lint vet fuzz bench bench-cluster bench-compare run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test ui-test
 
 all: build
 
@@ -27,6 +27,12 @@ test: vet
 # replica of the entities it uses (every operation forwarded to another node).
 test-e2e-cluster:
 	E2E_CLUSTER=1 $(GO) test -count=1 -timeout 15m ./test/e2e/
+
+# A 3-node cluster of the previous release (test/cluster/upgrade_test.go pins its commit,
+# built from this clone's history) upgraded to this checkout one node at a time under SDK
+# load. Needs the clone's history (not a shallow clone).
+test-upgrade:
+	$(GO) test -count=1 -tags upgrade -timeout 20m -run 'TestRollingUpgradeFromPreviousRelease' ./test/cluster/
 
 test-short:
 	$(GO) test -count=1 -short $(PKGS)
@@ -72,7 +78,7 @@ chaos-long: chaos-deps
 # Files behind build tags are checked in a second pass with LINT_TAGS.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
-LINT_TAGS           := long,invariants,interop
+LINT_TAGS           := long,invariants,interop,upgrade
 
 lint: vet $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
