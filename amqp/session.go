@@ -109,9 +109,14 @@ type link struct {
 	// owner is the ConnectionID this session link's lock is held under when the link
 	// was resumed from another connection ("" for this connection's own).
 	owner string
-	// settling counts the batches of this session link's settlements handed to the
-	// Backend and not yet answered; no receive starts meanwhile (S-SES-3).
+	// settling counts the batches of settlements that hold this link (a session
+	// link's, or a release or abandon on any link) handed to the Backend and not yet
+	// answered; no receive starts meanwhile (S-SES-3, S-RCV-2).
 	settling int
+	// requeued counts the client's releases and abandons on this link. A receive
+	// during which it changed brought messages that now follow a requeued one:
+	// they go back too, so the requeued message is delivered before them (S-RCV-2).
+	requeued uint64
 }
 
 // partial is a delivery being assembled from several transfer frames.
