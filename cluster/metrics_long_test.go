@@ -16,7 +16,7 @@ import (
 // Run: go test -tags long -count=1 -run TestMetricsSeriesFor1000Queues -v ./cluster/
 func TestMetricsSeriesFor1000Queues(t *testing.T) {
 	n := startNode(t, t.TempDir())
-	t.Cleanup(func() { n.Close() })
+	t.Cleanup(func() { closeNode(t, n) })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	reg := n.Registry()

@@ -11,6 +11,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 )
 
 func testConfig(dir string) Config {
@@ -20,6 +21,16 @@ func testConfig(dir string) Config {
 	c.Raft = RaftTiming{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 		LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}
 	return c
+}
+
+// closeNode closes n, failing the whole test binary with every goroutine's stack if
+// that takes longer than testutil.CloseLimit (a hung Raft shutdown once ate 22 minutes
+// of CI).
+func closeNode(t testing.TB, n *Node) error {
+	t.Helper()
+	var err error
+	testutil.Bounded(t, n.cfg.NodeID, testutil.CloseLimit, func() { err = n.Close() })
+	return err
 }
 
 func startNode(t *testing.T, dir string) *Node {
@@ -124,12 +135,12 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := n.Close(); err != nil {
+	if err := closeNode(t, n); err != nil {
 		t.Fatal(err)
 	}
 
 	n = startNode(t, dir)
-	defer n.Close()
+	defer closeNode(t, n)
 	rc, err = n.Runtime(ctx, admin.Entity{Name: "orders"})
 	if err != nil || rc.Active != int64(len(keep)-1) {
 		t.Fatalf("after restart: %+v %v, want %d active", rc, err, len(keep)-1)
@@ -198,7 +209,7 @@ func TestSplitPath(t *testing.T) {
 // arrives in any partition, and an empty wait ends at its timeout with no messages.
 func TestReceiveAcrossPartitionsWakes(t *testing.T) {
 	n := startNode(t, t.TempDir())
-	defer n.Close()
+	defer closeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := n.Apply(ctx, &meta.CreateQueue{Name: "p", Properties: queueProps(4)}); err != nil {
@@ -241,7 +252,7 @@ func TestReceiveAcrossPartitionsWakes(t *testing.T) {
 // moves dead-lettered ones, which keep their reason and name their source.
 func TestAutoForwarding(t *testing.T) {
 	n := startNode(t, t.TempDir())
-	defer n.Close()
+	defer closeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	fwd := queueProps(1)
