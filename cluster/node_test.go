@@ -117,14 +117,19 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 			}
 		}
 	}
-	// A second complete of the same token is lock-lost (S-LOCK-9).
+	// A second complete of the same token gets the first outcome (S-LOCK-12: the repeat
+	// of a settlement whose answer was lost); an abandon of it is lock-lost (S-LOCK-9).
 	done := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Complete})
 	if done[0] != nil {
 		t.Fatal(done[0])
 	}
 	again := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Complete})
-	if !errors.Is(again[0], fsm.ErrLockLost) {
-		t.Fatalf("second complete: %v, want lock lost", again[0])
+	if again[0] != nil {
+		t.Fatalf("second complete: %v, want the first outcome (ok)", again[0])
+	}
+	other := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Abandon})
+	if !errors.Is(other[0], fsm.ErrLockLost) {
+		t.Fatalf("abandon after complete: %v, want lock lost", other[0])
 	}
 	var toks []fsm.LockToken
 	for _, m := range keep[1:] {
