@@ -19,7 +19,7 @@
 //   - placement.go: where the partitions of a new entity go (distinct nodes, zones
 //     first, least loaded, preferred leaders rotating).
 //   - router.go, seam.go: the data-plane front door. Every operation names an entity;
-//     the router picks the partition (SessionId, PartitionKey or round-robin for sends,
+//     the router picks the partition (SessionId, PartitionKey, MessageId under duplicate detection, or round-robin for sends,
 //     the group ID inside lock tokens for settlements, the partition index in the top
 //     bits of sequence numbers) and calls it through the seam.
 //   - remote.go, rpc.go, rpccodec.go: the seam. An operation runs on the local replica when it leads

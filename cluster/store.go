@@ -278,6 +278,9 @@ type entity struct {
 	name  string // display name
 	kind  meta.EntityKind
 	parts []group // by partition index
+	// dedupe: a partitioned queue or topic that requires duplicate detection, so a send
+	// without SessionId or PartitionKey goes to its MessageId's partition (pick).
+	dedupe bool
 }
 
 // resolve finds a queue or topic by name (case-insensitive) and its partition groups.
@@ -299,6 +302,9 @@ func (n *Node) resolve(name string) (*entity, error) {
 				e.parts[i] = group{id: p.GroupID, index: i, replicas: p.Replicas}
 			}
 		})
+		if e != nil && len(e.parts) > 1 {
+			e.dedupe = s.DuplicateDetection(name)
+		}
 	})
 	if e == nil {
 		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)

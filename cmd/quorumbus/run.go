@@ -195,7 +195,7 @@ func run(cfg Config) error {
 		log.Warn("--pprof: Go's profiler is served under /debug/pprof/ on the admin port", "admin", adminLn.Addr().String())
 	}
 	hc.Logger = log
-	hc.PartitionCount = 4
+	hc.PartitionCount = int32(cfg.PartitionCount)
 	// The node serves the cluster API once it implements admin.Cluster; until then
 	// /$cluster/ answers 404 saying the node runs without a cluster.
 	if c, ok := any(node).(admin.Cluster); ok {
