@@ -58,10 +58,10 @@ func (h *Handler) serveCluster(w http.ResponseWriter, r *http.Request) bool {
 
 func (h *Handler) clusterRequest(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	var authErr error
-	if err := h.cfg.Store.Read(ctx, func(s *meta.State) {
-		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, "")
-	}); err != nil {
+	authErr, err := h.readAuthorized(ctx, func(s *meta.State) error {
+		return authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, "")
+	})
+	if err != nil {
 		return err
 	}
 	if authErr != nil {

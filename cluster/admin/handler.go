@@ -274,12 +274,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 	default:
 		return errorf(http.StatusMethodNotAllowed, "method %s is not supported", r.Method)
 	}
-	var authErr error
 	var exists bool
-	if err := h.cfg.Store.Read(ctx, func(s *meta.State) {
-		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, rt.entity)
+	authErr, err := h.readAuthorized(ctx, func(s *meta.State) error {
 		exists = rt.kind != routeEntity || s.Kind(rt.entity) != meta.KindNone
-	}); err != nil {
+		return authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, rt.entity)
+	})
+	if err != nil {
 		return err
 	}
 	switch {
