@@ -60,11 +60,14 @@ type Node struct {
 	kick chan struct{} // cap 1: metadata or membership changed, reconcile
 	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
 	// own change).
-	recMu   sync.Mutex
-	fwd     map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
-	closing chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
+	recMu sync.Mutex
+	fwd   map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
+	// underRep holds the groups led here last seen under-replicated (replication.go),
+	// so that the change is logged once each way; owner: recMu.
+	underRep map[uint32]bool
+	closing  chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
 
 	// txnHook, set by tests before use, is called by two-phase commit at each stage
 	// ("prepared", "decided"); true stops the commit there, as a crash of the driving
@@ -113,6 +116,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		clock:    cfg.Clock,
 		parts:    map[uint32]*replica{},
 		fwd:      map[string]context.CancelFunc{},
+		underRep: map[uint32]bool{},
 		batchers: map[string]*sendBatcher{},
 		kick:     make(chan struct{}, 1),
 		closing:  make(chan struct{}),
@@ -691,6 +695,7 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 			converged = false
 		}
 	}
+	n.noteReplication(lead)
 	for _, r := range gone {
 		if part, exists := groups[r.cfg.GroupID]; exists && n.stillMember(r) {
 			// Placed elsewhere now, but the group still counts this replica: its leader
