@@ -210,6 +210,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.waitServing(ctx); err != nil {
 		return fail(fmt.Errorf("cluster: partitions not serving: %w", err))
 	}
+	n.waitReplicasHere(ctx)
 	return n, nil
 }
 

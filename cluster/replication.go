@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -127,4 +129,83 @@ func (n *Node) raiseReplicas(ctx context.Context) {
 		}
 		n.log.Info("raising replication: placed more replicas", "entity", pl.Entity, "replicas", reps)
 	}
+}
+
+// maxReplicaWait bounds how long Start waits for the groups that lack a replica to take
+// this node (waitReplicasHere).
+const maxReplicaWait = 30 * time.Second
+
+// waitReplicasHere, at the end of Start, waits until every group placed on fewer nodes
+// than it should have has taken this node (the metadata leader raises such groups within
+// a second of seeing it alive) and this node votes in every group placed on it, for at
+// most maxReplicaWait. A node that returns during a rolling restart so reports ready
+// (/readyz answers only once Start has returned) after the entities created while it was
+// down have their replicas again: the next node of the rollout may stop.
+func (n *Node) waitReplicasHere(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, maxReplicaWait)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		pending := n.replicasPendingHere()
+		if pending == "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			n.log.Warn("serving although a group still waits for a replica here", "group", pending)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// replicasPendingHere names a group that lacks a replica this node could be, or that is
+// placed here but does not count this node as a voter yet; "" when there is none.
+func (n *Node) replicasPendingHere() string {
+	me := n.cfg.NodeID
+	var lacking string
+	mine := map[uint32]string{}
+	n.meta.read(func(s *meta.State) {
+		want := wantReplicas(n.cfg.Replicas, len(s.Nodes()))
+		for _, pl := range s.Placements() {
+			for i, p := range pl.Partitions {
+				name := fmt.Sprintf("partition %d of %s", i, pl.Entity)
+				switch {
+				case containsNode(p.Replicas, me):
+					mine[p.GroupID] = name
+				case len(p.Replicas) > 0 && len(p.Replicas) < want && lacking == "":
+					lacking = name + " (placed on fewer nodes than --replicas)"
+				}
+			}
+		}
+	})
+	if lacking != "" {
+		return lacking
+	}
+	ids := make([]uint32, 0, len(mine))
+	for id := range mine {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		n.mu.RLock()
+		r := n.parts[id]
+		n.mu.RUnlock()
+		if r == nil {
+			return mine[id] + " (not open here yet)"
+		}
+		servers, err := r.p.Servers()
+		if err != nil {
+			return mine[id] + " (" + err.Error() + ")"
+		}
+		voter := false
+		for _, s := range servers {
+			voter = voter || (string(s.ID) == me && s.Suffrage == raft.Voter)
+		}
+		if !voter {
+			return mine[id] + " (not a voter here yet)"
+		}
+	}
+	return ""
 }
