@@ -62,6 +62,11 @@ type Node struct {
 	// own change).
 	recMu sync.Mutex
 	fwd   map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
+	// removed holds the nodes RemoveNode removed on this node (as metadata leader), by
+	// ID, with the incarnation each had: until it stops, such a node is still alive in
+	// gossip, and placement must not put replicas back on it; owner: removedMu.
+	removedMu sync.Mutex
+	removed   map[string]string
 	// underRep holds the groups led here last seen under-replicated (replication.go),
 	// so that the change is logged once each way; owner: recMu.
 	underRep map[uint32]bool
@@ -117,6 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		parts:    map[uint32]*replica{},
 		fwd:      map[string]context.CancelFunc{},
 		underRep: map[uint32]bool{},
+		removed:  map[string]string{},
 		batchers: map[string]*sendBatcher{},
 		kick:     make(chan struct{}, 1),
 		closing:  make(chan struct{}),

@@ -385,6 +385,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	if id == n.cfg.NodeID {
 		return fmt.Errorf("%w: node %q leads the metadata group; drain it first so another node leads", meta.ErrInvalid, id)
 	}
+	n.markRemoved(id)
 	if err := n.replaceNode(ctx, id); err != nil {
 		return err
 	}

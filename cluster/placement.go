@@ -123,6 +123,9 @@ func (n *Node) candidates() []*candidate {
 	byID := map[string]*candidate{n.cfg.NodeID: {id: n.cfg.NodeID, zone: n.cfg.Zone}}
 	if n.gossip != nil {
 		for _, m := range n.gossip.members() {
+			if m.ID != n.cfg.NodeID && n.wasRemoved(m) {
+				continue // removed, not stopped yet
+			}
 			byID[m.ID] = &candidate{id: m.ID, zone: m.Zone}
 		}
 	}
@@ -160,4 +163,27 @@ func containsCand[T comparable](xs []T, x T) bool {
 		}
 	}
 	return false
+}
+
+// markRemoved records that RemoveNode is removing node id (with the incarnation gossip
+// sees it with), so that placement puts no replica on it while it still runs.
+func (n *Node) markRemoved(id string) {
+	inc := ""
+	for _, m := range n.gossip.members() {
+		if m.ID == id {
+			inc = m.Inc
+		}
+	}
+	n.removedMu.Lock()
+	n.removed[id] = inc
+	n.removedMu.Unlock()
+}
+
+// wasRemoved reports whether m is a node RemoveNode removed, in the same incarnation
+// (a node that returns on an empty data directory is a new node).
+func (n *Node) wasRemoved(m member) bool {
+	n.removedMu.Lock()
+	defer n.removedMu.Unlock()
+	inc, ok := n.removed[m.ID]
+	return ok && inc == m.Inc
 }
