@@ -136,10 +136,12 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 	if admin.WantDigests(ctx) {
 		digests = n.digestsEverywhere(ctx)
 	}
+	alive := n.aliveSet()
+	want := wantReplicas(n.cfg.Replicas, n.registeredNodes())
 	var out []admin.PartitionStatus
 	for _, pl := range pls {
 		for i, p := range pl.Partitions {
-			ps := admin.PartitionStatus{Entity: pl.Entity, Index: i, GroupID: p.GroupID}
+			ps := admin.PartitionStatus{Entity: pl.Entity, Index: i, GroupID: p.GroupID, WantReplicas: want}
 			lead, hasLeader := leaders[p.GroupID]
 			voters := map[string]bool{}
 			if hasLeader {
@@ -164,6 +166,13 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 				}
 				ps.Replicas = append(ps.Replicas, rs)
 			}
+			live := 0
+			for _, id := range ids {
+				if alive[id] && (voters[id] || !hasLeader && containsNode(p.Replicas, id)) {
+					live++
+				}
+			}
+			ps.UnderReplicated = live < want
 			out = append(out, ps)
 		}
 	}
@@ -376,6 +385,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	if id == n.cfg.NodeID {
 		return fmt.Errorf("%w: node %q leads the metadata group; drain it first so another node leads", meta.ErrInvalid, id)
 	}
+	n.markRemoved(id)
 	if err := n.replaceNode(ctx, id); err != nil {
 		return err
 	}

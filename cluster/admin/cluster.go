@@ -58,6 +58,11 @@ type PartitionStatus struct {
 	GroupID  uint32          `json:"groupId"`
 	Leader   string          `json:"leader"` // "" when there is none
 	Replicas []ReplicaStatus `json:"replicas"`
+	// WantReplicas is how many replicas the group should have: --replicas, capped by
+	// the registered nodes. UnderReplicated is set while fewer of its voters are alive
+	// (all its placed replicas, when it has no leader to ask).
+	WantReplicas    int  `json:"wantReplicas"`
+	UnderReplicated bool `json:"underReplicated"`
 }
 
 // ReplicaStatus is one replica of a partition group.

@@ -50,6 +50,10 @@ type partitionStatus struct {
 	GroupID  uint32          `json:"groupId"`
 	Leader   string          `json:"leader"`
 	Replicas []replicaStatus `json:"replicas"`
+	// WantReplicas: --replicas capped by the registered nodes; UnderReplicated: fewer of
+	// the group's voters are alive.
+	WantReplicas    int  `json:"wantReplicas"`
+	UnderReplicated bool `json:"underReplicated"`
 }
 
 type replicaStatus struct {
@@ -120,7 +124,7 @@ func (g *globals) clusterPartitions(ctx context.Context) error {
 	if err := g.clusterAPI(ctx, http.MethodGet, path, "cluster partitions", &ps); err != nil {
 		return err
 	}
-	t := &table{header: []string{"ENTITY", "PARTITION", "GROUP", "LEADER", "REPLICAS"}}
+	t := &table{header: []string{"ENTITY", "PARTITION", "GROUP", "LEADER", "REPLICAS", "UNDER REPLICATED"}}
 	for _, p := range ps {
 		if g.output == "json" {
 			reps := make([]map[string]any, 0, len(p.Replicas))
@@ -131,10 +135,14 @@ func (g *globals) clusterPartitions(ctx context.Context) error {
 				}
 				reps = append(reps, rep)
 			}
-			t.add(p.Entity, p.Index, p.GroupID, p.Leader, reps)
+			t.add(p.Entity, p.Index, p.GroupID, p.Leader, reps, p.UnderReplicated)
 			continue
 		}
-		t.add(p.Entity, p.Index, p.GroupID, p.Leader, replicaCell(p))
+		under := "no"
+		if p.UnderReplicated {
+			under = "YES (wants " + strconv.Itoa(p.WantReplicas) + ")"
+		}
+		t.add(p.Entity, p.Index, p.GroupID, p.Leader, replicaCell(p), under)
 	}
 	return g.print(t)
 }

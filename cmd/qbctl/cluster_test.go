@@ -86,8 +86,10 @@ func (f *fakeCluster) Partitions(context.Context) ([]admin.PartitionStatus, erro
 	}
 	return []admin.PartitionStatus{
 		{Entity: "orders", Index: 0, GroupID: 7, Leader: "n1", Replicas: []admin.ReplicaStatus{
-			{Node: "n1", Voter: true, LastIndex: 42}, {Node: "n2", Voter: true, LastIndex: 40, Lag: 2}, {Node: "n3", LastIndex: 30, Lag: 12}}},
-		{Entity: "orders", Index: 1, GroupID: 8, Replicas: []admin.ReplicaStatus{{Node: "n2", Voter: true}}},
+			{Node: "n1", Voter: true, LastIndex: 42}, {Node: "n2", Voter: true, LastIndex: 40, Lag: 2}, {Node: "n3", LastIndex: 30, Lag: 12}},
+			WantReplicas: 3},
+		{Entity: "orders", Index: 1, GroupID: 8, Replicas: []admin.ReplicaStatus{{Node: "n2", Voter: true}},
+			WantReplicas: 3, UnderReplicated: true},
 	}, nil
 }
 
@@ -235,14 +237,15 @@ func TestClusterPartitionsShowsLag(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ENTITY PARTITION GROUP LEADER REPLICAS" {
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ENTITY PARTITION GROUP LEADER REPLICAS UNDER REPLICATED" {
 		t.Fatalf("table:\n%s", out)
 	}
-	if !strings.HasSuffix(lines[1], "n1, n2 (lag 2), n3 (nonvoter, lag 12)") || !strings.Contains(lines[1], "orders") {
+	if !strings.Contains(lines[1], "n1, n2 (lag 2), n3 (nonvoter, lag 12)") || !strings.Contains(lines[1], "orders") ||
+		!strings.HasSuffix(strings.TrimSpace(lines[1]), " no") {
 		t.Errorf("group 7: %q", lines[1])
 	}
-	if f := strings.Fields(lines[2]); len(f) < 4 || f[3] != "-" {
-		t.Errorf("group without a leader: %q", lines[2])
+	if f := strings.Fields(lines[2]); len(f) < 4 || f[3] != "-" || !strings.HasSuffix(lines[2], "YES (wants 3)") {
+		t.Errorf("group without a leader, under-replicated: %q", lines[2])
 	}
 	out, err = qb("cluster", "partitions", "--output", "json")
 	if err != nil {
@@ -259,9 +262,13 @@ func TestClusterPartitionsShowsLag(t *testing.T) {
 			LastIndex uint64 `json:"last_index"`
 			Lag       uint64 `json:"lag"`
 		} `json:"replicas"`
+		UnderReplicated *bool `json:"under_replicated"`
 	}
 	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
 		t.Fatalf("json: %v\n%s", err, out)
+	}
+	if u0, u1 := rows[0].UnderReplicated, rows[1].UnderReplicated; u0 == nil || *u0 || u1 == nil || !*u1 {
+		t.Errorf("under_replicated: %v, %v; want false, true", u0, u1)
 	}
 	if r := rows[0]; r.Entity != "orders" || r.Group != 7 || r.Leader != "n1" || len(r.Replicas) != 3 ||
 		r.Replicas[1].Lag != 2 || r.Replicas[2].Voter || r.Replicas[0].LastIndex != 42 {
@@ -360,7 +367,7 @@ func TestClusterTypesMatchTheAPI(t *testing.T) {
 		{admin.ClusterStatus{NodeID: "a", MetadataLeader: "b", Members: []admin.Member{{ID: "c", ClusterAddr: "d", AMQPAddr: "e",
 			AdminAddr: "f", Zone: "g", State: "h", MetadataRole: "i", Replicas: 1, Leading: 2, MetadataDigest: "j", MetadataApplied: 3}}}, &clusterStatus{}},
 		{[]admin.PartitionStatus{{Entity: "a", Index: 1, GroupID: 2, Leader: "b", Replicas: []admin.ReplicaStatus{
-			{Node: "c", Voter: true, LastIndex: 3, Lag: 4}}}}, &[]partitionStatus{}},
+			{Node: "c", Voter: true, LastIndex: 3, Lag: 4}}, WantReplicas: 3, UnderReplicated: true}}, &[]partitionStatus{}},
 		{admin.ClusterError{Code: 404, Message: "m"}, &apiError{}},
 	} {
 		want, _ := json.Marshal(tc.api)

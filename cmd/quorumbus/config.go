@@ -480,7 +480,7 @@ func settings(c *Config) []setting {
 		{name: "join", usage: "cluster addresses of nodes to join, HOST:PORT[,HOST:PORT...]; names are re-resolved on every try", list: &c.Join},
 		{name: "bootstrap-expect", usage: "how many nodes form a new cluster; 1 (the default) is a single node", num: &c.BootstrapExpect},
 		{name: "zone", usage: "failure domain of this node; replicas are spread over zones", str: &c.Zone},
-		{name: "replicas", usage: "replicas of each partition, capped by the node count (default 3)", num: &c.Replicas},
+		{name: "replicas", usage: "replicas of each partition, fewer only while fewer nodes are alive (default 3)", num: &c.Replicas},
 		{name: "partition-count", usage: "partitions of an entity created with EnablePartitioning, each holding MaxSizeInMegabytes (default 16, as Service Bus Standard)", num: &c.PartitionCount},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
 		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: bolt (raft.db, two fsyncs per append; the default) or wal (raft-wal segment files, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},

@@ -176,4 +176,5 @@ type PartitionRow struct {
 		Lag       uint64 `json:"lag"`
 		Digest    string `json:"digest"` // with --digests; "" when the node did not answer
 	} `json:"replicas"`
+	UnderReplicated bool `json:"under_replicated"` // fewer live voters than it should have
 }

@@ -346,7 +346,9 @@ async function renderCluster(draw, view) {
             h('th', { scope: 'row' }, p.entity), h('td', { class: 'num' }, p.index), h('td', { class: 'num' }, p.groupId),
             h('td', {}, p.leader ? p.leader : h('span', { class: 'badge bad' }, 'none')),
             h('td', { class: 'mono' }, p.replicas.map((r) =>
-              `${r.node}${r.voter ? '' : ' (nonvoter)'}: ${r.lastIndex}, lag ${r.lag}`).join(' · ')))))))));
+              `${r.node}${r.voter ? '' : ' (nonvoter)'}: ${r.lastIndex}, lag ${r.lag}`).join(' · '),
+              // Fewer live voters than --replicas (capped by the registered nodes).
+              p.underReplicated ? [' ', h('span', { class: 'badge warn' }, `under-replicated (wants ${p.wantReplicas})`)] : []))))))));
   };
   await paint();
   if (view === state.view) poll(() => paint().catch(() => {}));
