@@ -244,8 +244,8 @@ func TestServerCloseWaits(t *testing.T) {
 // run of seed 819341 found a session's holder receiving message 8887 before 8884-8886:
 // the SDK releases what arrives after ReceiveMessages returned, then grants credit for
 // its next call, and the receive that credit started overtook the releases, skipping
-// the messages they still held locked. A plain queue did the same (issue 22: message
-// 13 delivered after 39).
+// the messages they still held locked. A plain queue did the same (message 13
+// delivered after 39).
 func TestRequeueBeforeNextReceive(t *testing.T) {
 	for _, tc := range []struct {
 		name, entity string

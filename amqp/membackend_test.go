@@ -28,7 +28,7 @@ type memBackend struct {
 	// settled remembers each settlement until its lock would have expired: the same
 	// settlement again gets the first outcome (S-LOCK-12).
 	settled map[UUID]memSettled
-	commits    int // Commit calls
+	commits int // Commit calls
 	// settleGate, when set, holds every Settle call until it is closed; settleWaiting
 	// is closed when the first held call arrives. Owner: mu.
 	settleGate, settleWaiting chan struct{}

@@ -18,8 +18,11 @@ func testConfig(dir string) Config {
 	c := DefaultConfig()
 	c.DataDir = dir
 	c.ClusterAddr = "127.0.0.1:0"
-	c.Raft = RaftTiming{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-		LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}
+	// Fast failover, but not so fast that a leader loses its lease whenever the race
+	// detector and a loaded 2-core machine delay it by 100 ms (at 100/100/50 ms the
+	// metadata leader changed during test setup often enough to fail make test).
+	c.Raft = RaftTiming{HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
+		LeaderLeaseTimeout: 125 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}
 	return c
 }
 

@@ -19,7 +19,7 @@ func cands(spec ...string) []*candidate {
 }
 
 // The replication factor is reached whenever enough nodes are alive: a draining node
-// hosts a replica when the other live nodes are too few (issue 22: with n3 draining and
+// hosts a replica when the other live nodes are too few (with n3 draining and
 // n1 dead a new queue had one replica; with n3 draining, two), but never leads, and is
 // not chosen while another node can host the replica.
 func TestPlaceGroupsReachesReplicasWithDrainingNodes(t *testing.T) {

@@ -657,7 +657,7 @@ func TestCompleteInFlightAtLeaderKill(t *testing.T) {
 	}
 	// S-LOCK-12: a complete reported lock-lost did not apply, so its message comes back;
 	// one that applied but was reported lost (the retry found the lock gone) never would,
-	// and an application waiting for the redelivery would wait forever (issue 22).
+	// and an application waiting for the redelivery would wait forever.
 	var lostForGood []string
 	for id, err := range results {
 		if errCode(err) == string(azservicebus.CodeLockLost) && !slices.Contains(redelivered, id) {
@@ -674,7 +674,7 @@ func TestCompleteInFlightAtLeaderKill(t *testing.T) {
 // S-DUP-1 on a partitioned queue, across a leader failover: with duplicate detection on
 // and no SessionId or PartitionKey, a MessageId always goes to one partition (as in
 // Service Bus), whose replicated history drops a copy sent through any node, also after
-// the node leading most partitions was killed (issue 22: the copies went round-robin, and
+// the node leading most partitions was killed (the copies went round-robin, and
 // one MessageId sent through three nodes was stored three times).
 func TestDuplicateDetectionPartitionedAcrossFailover(t *testing.T) {
 	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3"))

@@ -13,7 +13,7 @@ import (
 
 // A key created through one node authorizes on every other node at once: a token that
 // names a key a node does not know yet waits for that node's metadata to catch up with
-// the leader's before it is refused (issue 22: a Listen key created through n1 was
+// the leader's before it is refused (a Listen key created through n1 was
 // refused on n2 50 ms later, "not known"). The SDK clients here do not retry, so a
 // refusal fails the test instead of being hidden by a second attempt.
 func TestKeyCreatedThroughOneNodeWorksAtOnceOnTheOthers(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/quorumbus/quorumbus/test/harness"
 )
 
-// Replication factor kept (issue 22, item 2): an entity created while nodes are
+// Replication factor kept : an entity created while nodes are
 // draining or down gets --replicas replicas as soon as enough nodes are alive, and is
 // marked under-replicated (qbctl cluster partitions, the leader's metric and log) until
 // then.

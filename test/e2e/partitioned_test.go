@@ -168,7 +168,7 @@ func TestPartitioned(t *testing.T) {
 	// S-DUP-1 on partitioned entities: with duplicate detection on and neither SessionId
 	// nor PartitionKey set, the MessageId picks the partition (as in Service Bus), so
 	// copies of one MessageId meet in one partition and are dropped there. Before, they
-	// went round-robin and every partition kept its own copy (issue 22).
+	// went round-robin and every partition kept its own copy.
 	t.Run("DuplicateDetection", func(t *testing.T) {
 		t.Parallel()
 		const ids, copies = 10, 3 // 10: copies of one id do not land on one partition by round-robin chance
@@ -205,7 +205,7 @@ func TestPartitioned(t *testing.T) {
 
 	// A partitioned entity has 16 partitions, as in Service Bus Standard, each holding
 	// MaxSizeInMegabytes: it reports 16 times the size it was created with and accepts
-	// that much (before, it reported 16 times and accepted 4 times; issue 22).
+	// that much (before, it reported 16 times and accepted 4 times).
 	t.Run("SixteenPartitionsHoldTheReportedSize", func(t *testing.T) {
 		t.Parallel()
 		q := name("pfull")

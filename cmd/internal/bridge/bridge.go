@@ -65,8 +65,8 @@ func (b *Backend) EntitySASKey(ctx context.Context, path, name string) (amqp.SAS
 const keySyncWait = 2 * time.Second
 
 // syncMeta brings this node's metadata up to the leader's (cluster.Node.SyncMeta), so
-// that a key created through another node a moment ago is found here too (issue 22:
-// a Listen key created through n1 was refused on n2 50 ms later). It reports whether
+// that a key created through another node a moment ago is found here too (a
+// Listen key created through n1 was once refused on n2 50 ms later). It reports whether
 // the lookup is worth repeating.
 func (b *Backend) syncMeta(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, keySyncWait)
