@@ -22,6 +22,11 @@ type session struct {
 	nextDeliveryID       uint32
 
 	links     map[uint32]*link        // by handle (the peer's; ours is the same number)
+	// detaching are the handles we detached whose detach the peer has not answered:
+	// until it does, the peer may still send transfers and flows on them (they crossed
+	// our detach on the wire), which are dropped instead of ending the session with
+	// unattached-handle (part 2 §2.6.6: a handle stays in use until both ends detached).
+	detaching map[uint32]struct{}
 	acks      []uint32                // accepted client deliveries to confirm in ranges (flushAcks)
 	unsettled map[uint32]*outDelivery // our unsettled deliveries by delivery-id
 	queue     []*pendingDelivery      // deliveries waiting for session window
