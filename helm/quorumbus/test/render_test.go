@@ -97,8 +97,22 @@ func renderErr(vals map[string]any) (string, error) {
 	return manifest, err
 }
 
-// renderRelease renders the manifests and NOTES.txt.
+// renderRelease renders the manifests and NOTES.txt as a first `helm install` does: its
+// lookups reach a cluster (an empty namespace).
 func renderRelease(vals map[string]any) (manifest, notes string, err error) {
+	api := newAPIServer()
+	defer api.Close()
+	return renderAgainst(vals, api)
+}
+
+// renderOffline is `helm template`: lookups reach no cluster and answer nothing.
+func renderOffline(vals map[string]any) (string, error) {
+	manifest, _, err := renderAgainst(vals, nil)
+	return manifest, err
+}
+
+// renderAgainst renders with the chart's lookups answered by api (nil: no cluster).
+func renderAgainst(vals map[string]any, api *apiServer) (manifest, notes string, err error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return "", "", err
@@ -107,8 +121,15 @@ func renderRelease(vals map[string]any) (manifest, notes string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	cfg := &action.Configuration{Log: func(string, ...any) {}}
+	install := action.NewInstall(cfg)
 	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	if api != nil {
+		// --dry-run=server: Helm renders with lookups through the API server; the
+		// capabilities stay the fixed ones of ClientOnly.
+		cfg.RESTClientGetter = api
+		install.DryRunOption = "server"
+	}
 	install.ReleaseName, install.Namespace = releaseName, namespace
 	install.KubeVersion = kv
 	install.APIVersions = chartutil.VersionSet{"monitoring.coreos.com/v1"}
@@ -184,6 +205,9 @@ type objects struct {
 	netpol     *networkingv1.NetworkPolicy
 	monitor    *unstructured.Unstructured
 	rule       *unstructured.Unstructured
+	account    *corev1.ServiceAccount
+	ingress    *networkingv1.Ingress
+	route      *unstructured.Unstructured
 	count      int
 }
 
@@ -249,6 +273,18 @@ func decode(t *testing.T, manifest string) *objects {
 			// Not in k8s.io/api either: chart_test checks its groups against the rule file.
 			o.rule = &unstructured.Unstructured{}
 			if err := yaml.Unmarshal(doc, &o.rule.Object); err != nil {
+				t.Fatal(err)
+			}
+		case "v1 ServiceAccount":
+			o.account = &corev1.ServiceAccount{}
+			strict(o.account)
+		case "networking.k8s.io/v1 Ingress":
+			o.ingress = &networkingv1.Ingress{}
+			strict(o.ingress)
+		case "gateway.networking.k8s.io/v1 HTTPRoute":
+			// Not in k8s.io/api: a CRD of the Gateway API; checked by hand.
+			o.route = &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &o.route.Object); err != nil {
 				t.Fatal(err)
 			}
 		case "monitoring.coreos.com/v1 ServiceMonitor":
