@@ -839,7 +839,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rt route, e
 	tracker := r.Host + ":" + strings.Trim(r.URL.Path, "/")
 	tid := trackingID()
 	detail := fmt.Sprintf("%s. TrackingId:%s, SystemTracker:%s, Timestamp:%s",
-		strings.TrimSuffix(err.Error(), "."), tid, tracker, now.Format(time.RFC3339))
+		strings.TrimSuffix(publicText(err, entityPath(r)), "."), tid, tracker, now.Format(time.RFC3339))
 	// The TrackingId the client sees in the error's Detail is in the log line too.
 	attrs := []any{"method", r.Method, "path", r.URL.Path, "code", code, "err", err, "tracking_id", tid}
 	switch {

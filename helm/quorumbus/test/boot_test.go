@@ -370,10 +370,10 @@ func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) b
 			t.Fatalf("qbctl cluster status in %s: %v\n%s", from.facts.name, err, out)
 		}
 		var st struct {
-			Node    string `json:"node"`
+			Node    string `json:"NodeID"`
 			Members []struct {
 				ID, State, Zone string
-			} `json:"members"`
+			} `json:"Members"`
 		}
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatalf("%v\n%s", err, out)
