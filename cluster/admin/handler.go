@@ -129,6 +129,7 @@ const (
 	routeKeys     // Quorumbus's own: the namespace's shared access keys (/$keys, /$keys/NAME)
 	routePurge    // Quorumbus's own: POST /$purge, /Q/$purge, /T/$purge, /T/Subscriptions/S/$purge
 	routeEntities // Quorumbus's own: DELETE /$entities?prefix=P
+	routeConfig   // Quorumbus's own: PUT /$config (a Config.json to converge to)
 )
 
 func parseRoute(path string) (route, error) {
@@ -157,6 +158,8 @@ func parseRoute(path string) (route, error) {
 		return route{kind: routeKeys}, nil
 	case strings.EqualFold(p, "$entities"):
 		return route{kind: routeEntities}, nil
+	case strings.EqualFold(p, "$config"):
+		return route{kind: routeConfig}, nil
 	case len(p) > 6 && strings.EqualFold(p[:6], "$keys/") && !strings.Contains(p[6:], "/"):
 		return route{kind: routeKeys, rule: p[6:]}, nil
 	}
@@ -297,6 +300,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 		return h.purge(ctx, w, r, rt)
 	case routeEntities:
 		return h.deletePrefixed(ctx, w, r)
+	case routeConfig:
+		return h.applyConfig(ctx, w, r)
 	}
 	switch r.Method {
 	case http.MethodGet:

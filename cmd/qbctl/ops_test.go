@@ -198,3 +198,39 @@ func TestAdminAddressFromEndpointsJSON(t *testing.T) {
 		t.Errorf("QUORUMBUS_ADMIN_ADDR %s was not used: %v", closed, err)
 	}
 }
+
+// qbctl apply brings the namespace to a Config.json, again and again: the first run
+// creates, an edited file updates, --prune deletes what the file no longer declares.
+func TestApplyConfigJSON(t *testing.T) {
+	qb := adminNode(t, nil)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "Config.json")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"UserConfig": {"Namespaces": [{"Name": "quorumbus", "Queues": [{"Name": "jobs", "Properties": {"MaxDeliveryCount": 4}}, {"Name": "extra"}]}]}}`)
+	out, _, err := qb("apply", "-f", file)
+	if err != nil || !strings.Contains(out, "create queue jobs") || !strings.Contains(out, "2 change(s) applied") {
+		t.Fatalf("first apply: %v\n%s", err, out)
+	}
+	if out, _, err = qb("apply", "-f", file); err != nil || !strings.Contains(out, "0 change(s) applied") {
+		t.Fatalf("the same file again: %v\n%s", err, out)
+	}
+	write(`{"UserConfig": {"Namespaces": [{"Name": "quorumbus", "Queues": [{"Name": "jobs", "Properties": {"MaxDeliveryCount": 9}}]}]}}`)
+	if out, _, err = qb("apply", "-f", file); err != nil || !strings.Contains(out, "update queue jobs") || strings.Contains(out, "delete") {
+		t.Fatalf("edited: %v\n%s", err, out)
+	}
+	q := showJSON(t, qb, "queue", "show", "jobs")
+	if q["MaxDeliveryCount"] != 9.0 {
+		t.Errorf("jobs after apply: %v", q)
+	}
+	if out, _, err = qb("apply", "-f", file, "--prune", "-o", "json"); err != nil || !strings.Contains(out, `"delete queue extra"`) {
+		t.Fatalf("prune: %v\n%s", err, out)
+	}
+	if _, _, err := qb("apply"); !errors.Is(err, errUsage) {
+		t.Errorf("apply without -f: %v", err)
+	}
+}
