@@ -18,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -200,7 +201,8 @@ type objects struct {
 	services   map[string]*corev1.Service
 	secrets    map[string]*corev1.Secret
 	configMaps map[string]*corev1.ConfigMap
-	pods       map[string]*corev1.Pod // helm test pods
+	pods       map[string]*corev1.Pod  // helm test pods
+	jobs       map[string]*batchv1.Job // hook Jobs (configApply)
 	pdb        *policyv1.PodDisruptionBudget
 	netpol     *networkingv1.NetworkPolicy
 	monitor    *unstructured.Unstructured
@@ -216,7 +218,7 @@ type objects struct {
 func decode(t *testing.T, manifest string) *objects {
 	t.Helper()
 	o := &objects{services: map[string]*corev1.Service{}, secrets: map[string]*corev1.Secret{},
-		configMaps: map[string]*corev1.ConfigMap{}, pods: map[string]*corev1.Pod{}}
+		configMaps: map[string]*corev1.ConfigMap{}, pods: map[string]*corev1.Pod{}, jobs: map[string]*batchv1.Job{}}
 	r := utilyaml.NewYAMLReader(bufioReader(manifest))
 	for {
 		doc, err := r.Read()
@@ -275,6 +277,10 @@ func decode(t *testing.T, manifest string) *objects {
 			if err := yaml.Unmarshal(doc, &o.rule.Object); err != nil {
 				t.Fatal(err)
 			}
+		case "batch/v1 Job":
+			j := &batchv1.Job{}
+			strict(j)
+			o.jobs[j.Name] = j
 		case "v1 ServiceAccount":
 			o.account = &corev1.ServiceAccount{}
 			strict(o.account)

@@ -55,7 +55,8 @@ func TestServiceMonitorSelectsOneService(t *testing.T) {
 	}
 }
 
-// The helm-test pod is outside every selector that counts the node pods: a
+// The helm-test pod (and the configApply Job's pods) are outside every selector that
+// counts the node pods: a
 // PodDisruptionBudget counting an uncontrolled pod allows no disruption at all (and a
 // failed test pod, left behind, blocks kubectl drain), a spread constraint would skew,
 // and a Service would send clients to it. Every selector still selects the node pods.
@@ -88,13 +89,20 @@ func TestSelectorsSelectOnlyTheNodePods(t *testing.T) {
 			if len(o.pods) == 0 {
 				t.Fatal("no helm test pod rendered")
 			}
+			others := map[string]map[string]string{} // pods that are not nodes, by what they are
+			for _, p := range o.pods {
+				others["test pod "+p.Name] = p.Labels
+			}
+			for _, j := range o.jobs {
+				others["pod of Job "+j.Name] = j.Spec.Template.Labels
+			}
 			for _, s := range sels {
 				if !selects(t, s.sel, o.sts.Spec.Template.Labels) {
 					t.Errorf("%s does not select the node pods (%v)", s.what, o.sts.Spec.Template.Labels)
 				}
-				for _, p := range o.pods {
-					if selects(t, s.sel, p.Labels) {
-						t.Errorf("%s selects the test pod %s (labels %v)", s.what, p.Name, p.Labels)
+				for what, l := range others {
+					if selects(t, s.sel, l) {
+						t.Errorf("%s selects the %s (labels %v)", s.what, what, l)
 					}
 				}
 			}
