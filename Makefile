@@ -130,8 +130,16 @@ bench-compare:
 	  bash test/bench/compare/run.sh
 
 # A single-node broker with its data in $(DATA); it prints the connection string.
+# One node, data in $(DATA). It compiles first, which the first time (modules to
+# download, every package to build) takes minutes on a small machine; it says so. Other
+# ports or settings: make run ARGS='--amqp-addr 127.0.0.1:5673 --admin-addr 127.0.0.1:5301'
+# (docs/configuration.md lists every flag).
+ARGS ?=
 run:
-	$(GO) run ./cmd/quorumbus --data $(DATA)
+	@echo "make run: compiling quorumbus and qbctl into $(BIN)/ (the first build can take several minutes)..."
+	$(GO) build -o $(BIN)/ ./cmd/quorumbus ./cmd/qbctl
+	@echo "make run: starting one node, data in $(DATA)"
+	$(BIN)/quorumbus --data $(DATA) $(ARGS)
 
 clean:
 	rm -rf $(BIN)

@@ -476,6 +476,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 			reply.Source = &frames.Source{}
 		}
 		l.attached = true
+		l.countEntity()
 		c.send(s.localChannel, reply, nil)
 		s.topUp(l) // initial credit
 		return
@@ -512,6 +513,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 	}
 	reply.Unsettled, l.resume = rs.unsettled, rs.items
 	l.attached = true
+	l.countEntity()
 	c.send(s.localChannel, reply, nil)
 	s.pump(l)
 }

@@ -82,6 +82,8 @@ type link struct {
 	// for a client receiver, what the client granted (part 2 §2.6.7).
 	credit        uint32
 	deliveryCount uint32
+	// entityCounted: the link is in its entity's Stats.Entities totals (countEntity).
+	entityCounted bool
 	// counted: the link is in the server's Stats; reported is the credit they hold for it.
 	counted  bool
 	reported uint32

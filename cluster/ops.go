@@ -124,7 +124,8 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 	}
 	infos := map[key]GroupInfo{}
 	leaders := map[uint32]GroupInfo{}
-	for id, gs := range n.groupsEverywhere(ctx) {
+	answered := n.groupsEverywhere(ctx) // node -> its groups; a node that did not answer is absent
+	for id, gs := range answered {
 		for _, g := range gs {
 			infos[key{id, g.Group}] = g
 			if g.IsLeader {
@@ -158,6 +159,9 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 			}
 			for _, id := range ids {
 				rs := admin.ReplicaStatus{Node: id, Voter: voters[id], Digest: digests[id][p.GroupID]}
+				if _, ok := answered[id]; !ok {
+					rs.Unreachable = true
+				}
 				if g, ok := infos[key{id, p.GroupID}]; ok {
 					rs.LastIndex = g.LastIndex
 					if hasLeader && lead.LastIndex > g.LastIndex {

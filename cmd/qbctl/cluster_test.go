@@ -100,6 +100,13 @@ func (f *fakeCluster) DrainNode(_ context.Context, id string) error {
 	return f.known(id)
 }
 
+func (f *fakeCluster) UndrainNode(_ context.Context, id string) error {
+	if err := f.call("undrain " + id); err != nil {
+		return err
+	}
+	return f.known(id)
+}
+
 func (f *fakeCluster) RemoveNode(_ context.Context, id string) error {
 	if err := f.call("remove " + id); err != nil {
 		return err
@@ -134,6 +141,19 @@ func clusterNode(t *testing.T, c admin.Cluster) func(args ...string) (string, er
 // adminNode is clusterNode's runner that also returns what qbctl wrote to stderr.
 func adminNode(t *testing.T, c admin.Cluster) func(args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	srv := adminServer(t, c)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	return func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append([]string{"--admin-addr", addr, "--connection-string", testConnStr}, args...), &out, &errOut)
+		return out.String(), errOut.String(), err
+	}
+}
+
+// adminServer serves the real admin handler, with the namespace key of testConnStr and
+// c as its cluster (nil: no cluster), until the test ends.
+func adminServer(t *testing.T, c admin.Cluster) *httptest.Server {
+	t.Helper()
 	st := &stateStore{st: meta.New()}
 	for _, cmd := range []meta.Command{
 		&meta.SetNamespace{Name: "quorumbus"},
@@ -152,12 +172,7 @@ func adminNode(t *testing.T, c admin.Cluster) func(args ...string) (stdout, stde
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	return func(args ...string) (string, string, error) {
-		var out, errOut bytes.Buffer
-		err := run(context.Background(), append([]string{"--admin-addr", addr, "--connection-string", testConnStr}, args...), &out, &errOut)
-		return out.String(), errOut.String(), err
-	}
+	return srv
 }
 
 func TestClusterStatusTableAndJSON(t *testing.T) {
@@ -184,19 +199,19 @@ func TestClusterStatusTableAndJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got struct {
-			Node           string           `json:"node"`
-			MetadataLeader string           `json:"metadata_leader"`
-			Members        []map[string]any `json:"members"`
+			NodeID         string
+			MetadataLeader string
+			Members        []map[string]any
 		}
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("%v: not JSON: %v\n%s", args, err, out)
 		}
-		if got.Node != "n2" || got.MetadataLeader != "n1" || len(got.Members) != 3 {
+		if got.NodeID != "n2" || got.MetadataLeader != "n1" || len(got.Members) != 3 {
 			t.Fatalf("%v: %s", args, out)
 		}
 		m := got.Members[0]
-		for k, want := range map[string]any{"id": "n1", "state": "alive", "zone": "a", "metadata": "leader", "replicas": 2.0,
-			"leading": 1.0, "cluster_addr": "10.0.0.1:5400", "amqp_addr": "10.0.0.1:5672", "admin_addr": "10.0.0.1:5300"} {
+		for k, want := range map[string]any{"ID": "n1", "State": "alive", "Zone": "a", "MetadataRole": "leader", "Replicas": 2.0,
+			"Leading": 1.0, "ClusterAddr": "10.0.0.1:5400", "AMQPAddr": "10.0.0.1:5672", "AdminAddr": "10.0.0.1:5300"} {
 			if m[k] != want {
 				t.Errorf("%v: members[0].%s = %v, want %v", args, k, m[k], want)
 			}
@@ -212,13 +227,13 @@ func TestClusterStatusDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got struct {
-		Members []map[string]any `json:"members"`
+		Members []map[string]any
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Members) != 2 {
 		t.Fatalf("not JSON with two members: %v\n%s", err, out)
 	}
-	if m := got.Members[0]; m["metadata_digest"] != "d1" || m["metadata_applied"] != 17.0 {
-		t.Errorf("members[0] = %v, want metadata_digest d1, metadata_applied 17", m)
+	if m := got.Members[0]; m["MetadataDigest"] != "d1" || m["MetadataApplied"] != 17.0 {
+		t.Errorf("members[0] = %v, want MetadataDigest d1, MetadataApplied 17", m)
 	}
 	out, err = qb("cluster", "status", "--digests")
 	if err != nil {
@@ -252,25 +267,25 @@ func TestClusterPartitionsShowsLag(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []struct {
-		Entity    string `json:"entity"`
-		Partition int    `json:"partition"`
-		Group     uint32 `json:"group"`
-		Leader    string `json:"leader"`
+		Entity    string
+		Partition int
+		GroupID   uint32
+		Leader    string
 		Replicas  []struct {
-			Node      string `json:"node"`
-			Voter     bool   `json:"voter"`
-			LastIndex uint64 `json:"last_index"`
-			Lag       uint64 `json:"lag"`
-		} `json:"replicas"`
-		UnderReplicated *bool `json:"under_replicated"`
+			Node      string
+			Voter     bool
+			LastIndex uint64
+			Lag       uint64
+		}
+		UnderReplicated *bool
 	}
 	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
 	if u0, u1 := rows[0].UnderReplicated, rows[1].UnderReplicated; u0 == nil || *u0 || u1 == nil || !*u1 {
-		t.Errorf("under_replicated: %v, %v; want false, true", u0, u1)
+		t.Errorf("UnderReplicated: %v, %v; want false, true", u0, u1)
 	}
-	if r := rows[0]; r.Entity != "orders" || r.Group != 7 || r.Leader != "n1" || len(r.Replicas) != 3 ||
+	if r := rows[0]; r.Entity != "orders" || r.GroupID != 7 || r.Leader != "n1" || len(r.Replicas) != 3 ||
 		r.Replicas[1].Lag != 2 || r.Replicas[2].Voter || r.Replicas[0].LastIndex != 42 {
 		t.Errorf("row 0: %+v", r)
 	}
@@ -287,7 +302,9 @@ func TestNodeAndPartitionCommands(t *testing.T) {
 	}{
 		{[]string{"node", "drain", "n3"}, "drain n3", "node n3 draining", ""},
 		{[]string{"node", "remove", "n3"}, "remove n3", "node n3 removed", ""},
-		{[]string{"node", "remove", "n3", "-o", "json"}, "remove n3", `"action": "remove"`, ""},
+		{[]string{"node", "remove", "n3", "-o", "json"}, "remove n3", `"Action": "remove"`, ""},
+		{[]string{"node", "undrain", "n3"}, "undrain n3", "node n3 no longer draining", ""},
+		{[]string{"node", "undrain", "n9"}, "undrain n9", "", `node undrain n9: not found: node "n9" is not a member`},
 		{[]string{"partition", "transfer-leader", "7", "--to", "n2"}, "transfer 7 n2", "group 7 moved to n2", ""},
 		{[]string{"partition", "transfer-leader", "--to", "n2", "8"}, "transfer 8 n2", "group 8 moved to n2", ""},
 		{[]string{"partition", "transfer-leader", "7"}, "transfer 7 ", "moved to another voter", ""},

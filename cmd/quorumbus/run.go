@@ -221,6 +221,11 @@ func run(cfg Config) error {
 	xc.Authorize = handler.Authorize
 	xc.Next = amqpws.Route(ws, handler)
 	xc.Sessions = explorer.NodeSessions(node)
+	trust := caFile
+	if trust == "" {
+		trust = cfg.TLSCert
+	}
+	xc.Metrics = newClusterMetrics(cfg.NodeID, node.Registry(), hc.Cluster, tlsCfg != nil, trust)
 	xc.Logger = log
 	ui, err := explorer.New(xc)
 	if err != nil {
