@@ -20,6 +20,7 @@ func (s *session) handleAttach(a *frames.Attach) error {
 	if len(s.links) >= c.cfg.MaxLinks || a.Handle >= uint32(c.cfg.MaxLinks) {
 		return &sessionError{s.errorFor(nil, condResourceLimit, "too many links")}
 	}
+	delete(s.detaching, a.Handle) // a peer that reuses the handle is done with the old link
 	l := &link{s: s, name: a.Name, handle: a.Handle, role: a.Role}
 	l.rcvSecond = a.Role == frames.RoleSender && a.RcvSettleMode != nil && *a.RcvSettleMode == frames.RcvSecond
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
@@ -127,12 +128,24 @@ func (s *session) detachLink(l *link, e *frames.Error) {
 	if release := s.dropLink(l, true); release != nil {
 		s.c.goFunc(release)
 	}
+	if s.detaching == nil {
+		s.detaching = map[uint32]struct{}{}
+	}
+	s.detaching[l.handle] = struct{}{}
+}
+
+// crossedDetach reports whether handle is one we detached and the peer has not yet
+// answered: a frame on it crossed our detach and is dropped.
+func (s *session) crossedDetach(handle uint32) bool {
+	_, ok := s.detaching[handle]
+	return ok
 }
 
 func (s *session) handleDetach(d *frames.Detach) {
 	l := s.links[d.Handle]
 	if l == nil {
-		return // the answer to our own detach
+		delete(s.detaching, d.Handle) // the answer to our own detach
+		return
 	}
 	reply := &frames.Detach{Handle: d.Handle, Closed: d.Closed}
 	l.suspend = !d.Closed // may be resumed (resume.go)
@@ -463,6 +476,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 			reply.Source = &frames.Source{}
 		}
 		l.attached = true
+		l.countEntity()
 		c.send(s.localChannel, reply, nil)
 		s.topUp(l) // initial credit
 		return
@@ -499,6 +513,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 	}
 	reply.Unsettled, l.resume = rs.unsettled, rs.items
 	l.attached = true
+	l.countEntity()
 	c.send(s.localChannel, reply, nil)
 	s.pump(l)
 }

@@ -238,79 +238,104 @@ func TestServerCloseWaits(t *testing.T) {
 	}
 }
 
-// TestSessionReleaseBeforeNextReceive: a message a session receiver releases comes first
-// on its next receive, even when the client asks for more before the broker has applied
-// the release. S-SES-3. The chaos run of seed 819341 found a session's holder receiving
-// message 8887 before 8884-8886: the SDK releases what arrives after ReceiveMessages
-// returned, then grants credit for its next call, and the receive that credit started
-// overtook the releases, skipping the messages they still held locked.
-func TestSessionReleaseBeforeNextReceive(t *testing.T) {
-	_, b, addr := testServer(t, nil)
-	ctx := ctxT(t)
-	send(t, rootClient(t, addr), "sq",
-		&azservicebus.Message{Body: []byte("1"), SessionID: ptrTo("s")},
-		&azservicebus.Message{Body: []byte("2"), SessionID: ptrTo("s")},
-		&azservicebus.Message{Body: []byte("3"), SessionID: ptrTo("s")})
-	s, err := dialPlain(t, addr).NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.NewReceiver(ctx, "sq", &goamqp.ReceiverOptions{
-		Credit:         -1,
-		SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr(),
-		Filters:        []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x00000137000000C, "s")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.IssueCredit(2); err != nil {
-		t.Fatal(err)
-	}
-	var got []*goamqp.Message
-	for len(got) < 2 {
-		m, err := r.Receive(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, m)
-	}
-	if string(got[0].GetData()) != "1" {
-		t.Fatalf("first message %q", got[0].GetData())
-	}
+// TestRequeueBeforeNextReceive: a message a receiver releases or abandons comes
+// first on its next receive, even when the client asks for more before the broker has
+// applied the settlement. S-SES-3 for a session, S-RCV-2 for a plain queue. The chaos
+// run of seed 819341 found a session's holder receiving message 8887 before 8884-8886:
+// the SDK releases what arrives after ReceiveMessages returned, then grants credit for
+// its next call, and the receive that credit started overtook the releases, skipping
+// the messages they still held locked. A plain queue did the same (message 13
+// delivered after 39).
+func TestRequeueBeforeNextReceive(t *testing.T) {
+	for _, tc := range []struct {
+		name, entity string
+		filters      []goamqp.LinkFilter
+		abandon      bool
+	}{
+		{"session/release", "sq", []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x00000137000000C, "s")}, false},
+		{"session/abandon", "sq", []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x00000137000000C, "s")}, true},
+		{"queue/release", "q1", nil, false},
+		{"queue/abandon", "q1", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, b, addr := testServer(t, nil)
+			ctx := ctxT(t)
+			var sid *string
+			if tc.filters != nil {
+				sid = ptrTo("s")
+			}
+			send(t, rootClient(t, addr), tc.entity,
+				&azservicebus.Message{Body: []byte("1"), SessionID: sid},
+				&azservicebus.Message{Body: []byte("2"), SessionID: sid},
+				&azservicebus.Message{Body: []byte("3"), SessionID: sid})
+			s, err := dialPlain(t, addr).NewSession(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.NewReceiver(ctx, tc.entity, &goamqp.ReceiverOptions{
+				Credit:         -1,
+				SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr(),
+				Filters:        tc.filters,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.IssueCredit(2); err != nil {
+				t.Fatal(err)
+			}
+			var got []*goamqp.Message
+			for len(got) < 2 {
+				m, err := r.Receive(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, m)
+			}
+			if string(got[0].GetData()) != "1" {
+				t.Fatalf("first message %q", got[0].GetData())
+			}
 
-	// Hold the release in the Backend; ask for one more message meanwhile.
-	gate, waiting := make(chan struct{}), make(chan struct{})
-	b.mu.Lock()
-	b.settleGate, b.settleWaiting = gate, waiting
-	b.mu.Unlock()
-	released := make(chan error, 1)
-	go func() { released <- r.ReleaseMessage(ctx, got[0]) }()
-	select {
-	case <-waiting:
-	case <-ctx.Done():
-		t.Fatal("the release never reached the Backend")
-	}
-	if err := r.IssueCredit(1); err != nil {
-		t.Fatal(err)
-	}
-	// A receive that overtook the release would deliver "3" now.
-	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	if m, err := r.Receive(short, nil); err == nil {
-		t.Errorf("received %q while the release of 1 was pending", m.GetData())
-	}
-	b.mu.Lock()
-	b.settleGate = nil
-	b.mu.Unlock()
-	close(gate)
-	if err := <-released; err != nil {
-		t.Fatal(err)
-	}
-	m, err := r.Receive(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(m.GetData()) != "1" {
-		t.Errorf("after releasing 1, the session's next message was %q", m.GetData())
+			// Hold the settlement in the Backend; ask for one more message meanwhile.
+			gate, waiting := make(chan struct{}), make(chan struct{})
+			b.mu.Lock()
+			b.settleGate, b.settleWaiting = gate, waiting
+			b.mu.Unlock()
+			settled := make(chan error, 1)
+			go func() {
+				if tc.abandon {
+					settled <- r.ModifyMessage(ctx, got[0], nil)
+				} else {
+					settled <- r.ReleaseMessage(ctx, got[0])
+				}
+			}()
+			select {
+			case <-waiting:
+			case <-ctx.Done():
+				t.Fatal("the settlement never reached the Backend")
+			}
+			if err := r.IssueCredit(1); err != nil {
+				t.Fatal(err)
+			}
+			// A receive that overtook the settlement would deliver "3" now.
+			short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			if m, err := r.Receive(short, nil); err == nil {
+				t.Errorf("received %q while the settlement of 1 was pending", m.GetData())
+			}
+			b.mu.Lock()
+			b.settleGate = nil
+			b.mu.Unlock()
+			close(gate)
+			if err := <-settled; err != nil {
+				t.Fatal(err)
+			}
+			m, err := r.Receive(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(m.GetData()) != "1" {
+				t.Errorf("after giving 1 back, the next message was %q", m.GetData())
+			}
+		})
 	}
 }

@@ -73,11 +73,6 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 	if !ok { // settled without an outcome: release it
 		settlement = Settlement{Disposition: Release}
 	}
-	for i, it := range items { // room freed: resume receiving
-		if i == 0 || it.od.l != items[i-1].od.l {
-			s.pump(it.od.l)
-		}
-	}
 	batch := make([]Settlement, len(items))
 	var local []error // per item; non-nil entries are answered without the Backend
 	for i, it := range items {
@@ -107,11 +102,34 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 		}
 		batch = kept
 	}
+	// The link receives again only once these are applied: a session's messages
+	// come in order (S-SES-3), and a message released or abandoned on any link comes
+	// first on its next receive, before the ones behind it (S-RCV-2).
+	var hold []*link
+	requeue := settlement.Disposition == Release || settlement.Disposition == Abandon
+	if ts == nil {
+		for i, it := range items {
+			l := it.od.l
+			if (it.od.sessionID == "" && !requeue) || (local != nil && local[i] != nil) || slices.Contains(hold, l) {
+				continue
+			}
+			hold = append(hold, l)
+			l.settling++
+			if requeue {
+				l.requeued++
+			}
+		}
+	}
+	for i, it := range items { // room freed: resume receiving
+		if i == 0 || it.od.l != items[i-1].od.l {
+			s.pump(it.od.l)
+		}
+	}
 	if ts != nil {
 		s.txnSettle(ts, batch, local, d)
 		return
 	}
-	job := settleJob{batch: batch, local: local}
+	job := settleJob{batch: batch, local: local, hold: hold}
 	for _, it := range items { // a resumed session link settles for its lock's holder (resume.go)
 		if it.od.l.owner == "" {
 			continue
@@ -123,12 +141,6 @@ func (s *session) handleDisposition(d *frames.Disposition) {
 			}
 		}
 		break
-	}
-	for i, it := range items { // a session link receives again once these are applied
-		if it.od.sessionID != "" && (local == nil || local[i] == nil) && !slices.Contains(job.hold, it.od.l) {
-			job.hold = append(job.hold, it.od.l)
-			it.od.l.settling++
-		}
 	}
 	if !d.Settled {
 		job.reply = func(errs []error) {
@@ -185,9 +197,9 @@ type settleJob struct {
 	// owners, when set, has one entry per batch item: the ConnectionID to settle it
 	// under ("" for this connection), for a session link resumed from another one.
 	owners []string
-	// hold are the session links whose settling count this job holds up: S-SES-3 (an
-	// abandoned or released message comes first on the session's next receive) needs
-	// the settlements applied before the link's next receive starts.
+	// hold are the links whose settling count this job holds up: S-SES-3 (a session's
+	// messages in order) and S-RCV-2 (an abandoned or released message comes first on
+	// the link's next receive) need the settlements applied before that receive starts.
 	hold []*link
 }
 

@@ -52,6 +52,9 @@ func (s *session) handleFlow(f *frames.Flow) error {
 		return nil
 	}
 	l := s.links[*f.Handle]
+	if l == nil && s.crossedDetach(*f.Handle) {
+		return nil // sent before the client saw our detach
+	}
 	if l == nil {
 		return &sessionError{s.errorFor(nil, condUnattachedHandle, fmt.Sprintf("flow for unattached handle %d", *f.Handle))}
 	}

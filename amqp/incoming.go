@@ -21,6 +21,9 @@ func (s *session) handleTransfer(t *frames.Transfer) error {
 		s.sendSessionFlow()
 	}
 	l := s.links[t.Handle]
+	if l == nil && s.crossedDetach(t.Handle) {
+		return nil // sent before the client saw our detach, which tells it why
+	}
 	if l == nil {
 		return &sessionError{s.errorFor(nil, condUnattachedHandle, fmt.Sprintf("transfer on unattached handle %d", t.Handle))}
 	}

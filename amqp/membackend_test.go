@@ -25,7 +25,10 @@ type memBackend struct {
 	changed    chan struct{}         // closed and replaced on every change
 	now        func() time.Time
 	maxDC      uint32
-	commits    int // Commit calls
+	// settled remembers each settlement until its lock would have expired: the same
+	// settlement again gets the first outcome (S-LOCK-12).
+	settled map[UUID]memSettled
+	commits int // Commit calls
 	// settleGate, when set, holds every Settle call until it is closed; settleWaiting
 	// is closed when the first held call arrives. Owner: mu.
 	settleGate, settleWaiting chan struct{}
@@ -68,6 +71,12 @@ type memMsg struct {
 	deadLettered  bool
 	dlReason      string
 	dlDesc        string
+}
+
+type memSettled struct {
+	addr  Address
+	disp  Disposition
+	until time.Time
 }
 
 func newMemBackend() *memBackend {
@@ -363,8 +372,15 @@ func (b *memBackend) settle(ctx context.Context, s Settlement) error {
 	}
 	e, m, err := b.find(s.Address, s.LockToken)
 	if err != nil {
+		if r, ok := b.settled[s.LockToken]; ok && r.disp == s.Disposition && r.addr == s.Address && b.now().Before(r.until) {
+			return nil
+		}
 		return err
 	}
+	if b.settled == nil {
+		b.settled = map[UUID]memSettled{}
+	}
+	b.settled[s.LockToken] = memSettled{addr: s.Address, disp: s.Disposition, until: m.lockedUntil}
 	q := subIndex(s.Address)
 	remove := func() { e.queues[q] = slices.DeleteFunc(e.queues[q], func(x *memMsg) bool { return x == m }) }
 	m.token, m.lockedUntil = UUID{}, time.Time{}

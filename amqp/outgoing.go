@@ -149,7 +149,7 @@ func (s *session) pump(l *link) {
 		c.recvReserved += n
 	}
 	req := ReceiveRequest{Address: l.addr, SessionID: l.sessionID, Mode: l.mode, Max: n, Wait: wait}
-	lctx := l.ctx
+	lctx, requeued := l.ctx, l.requeued
 	c.goFunc(func() {
 		defer cancel()
 		ds, err := c.b.Receive(ctx, req)
@@ -172,11 +172,13 @@ func (s *session) pump(l *link) {
 			mine += int64(len(p))
 			payloads[i] = p
 		}
-		c.post(func() { s.onReceived(l, ds, payloads, short, err) })
+		c.post(func() { s.onReceived(l, ds, payloads, short, requeued, err) })
 	})
 }
 
-func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, short int64, err error) {
+// requeued is l.requeued when the receive started: if the client released or
+// abandoned a message since, what this receive took goes back too (S-RCV-2).
+func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, short int64, requeued uint64, err error) {
 	c := s.c
 	l.receiving, l.cancelRecv = false, nil
 	c.unreserve(l)
@@ -202,8 +204,9 @@ func (s *session) onReceived(l *link, ds []*Delivery, payloads [][]byte, short i
 	sendable := make([]int, 0, len(ds))
 	lockGone := l.sessionID != "" && !c.sessionLockHeld(l)
 	credit := l.credit
+	behind := l.mode == PeekLock && l.requeued != requeued
 	for i, d := range ds {
-		if l.detached || credit == 0 || payloads[i] == nil || lockGone {
+		if l.detached || credit == 0 || payloads[i] == nil || lockGone || behind {
 			c.addQueued(-int64(len(payloads[i]))) // reserved, never sent
 			leftovers = append(leftovers, d)
 			continue

@@ -208,6 +208,56 @@ func TestRobustness(t *testing.T) {
 			}
 		}
 	})
+	t.Run("transfer crossing our detach", func(t *testing.T) {
+		// The server refuses a link (here: no such entity) with an attach and a detach;
+		// a transfer the client sent before reading them is dropped, not a session
+		// error. Once the client has answered the detach, the handle is unattached.
+		rc := dialRaw(t, addr)
+		rc.open()
+		rc.frame(frames.TypeAMQP, 0, &frames.Begin{NextOutgoingID: 0, IncomingWindow: 10, OutgoingWindow: 10}, nil)
+		rc.next()
+		rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "gone", Handle: 0, Role: frames.RoleSender, Target: &frames.Target{Address: "no-such-queue"}, Source: &frames.Source{}}, nil)
+		for {
+			if _, ok := rc.next().(*frames.Attach); ok {
+				break // the refusal's attach; its detach follows on the wire
+			}
+		}
+		id := uint32(0)
+		rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{1}}, []byte{0x00, 0x53, 0x77, 0xa1, 0x01, 'x'})
+		rc.frame(frames.TypeAMQP, 0, &frames.Flow{Handle: ptrTo(uint32(0)), IncomingWindow: 10, OutgoingWindow: 10, NextIncomingID: ptrTo(uint32(0))}, nil)
+		for detached := false; !detached; {
+			switch f := rc.next().(type) {
+			case *frames.End:
+				t.Fatalf("session ended over frames that crossed the server's detach: %v", f.Error)
+			case *frames.Detach:
+				if f.Error == nil || f.Error.Condition != condNotFound {
+					t.Fatalf("detach %v, want not-found", f.Error)
+				}
+				detached = true
+			}
+		}
+		rc.frame(frames.TypeAMQP, 0, &frames.Detach{Handle: 0, Closed: true}, nil)
+		// The session still serves: a new link on it is attached.
+		rc.frame(frames.TypeAMQP, 0, &frames.Attach{Name: "fine", Handle: 1, Role: frames.RoleSender, Target: &frames.Target{Address: "q1"}, Source: &frames.Source{}}, nil)
+		for attached := false; !attached; {
+			switch f := rc.next().(type) {
+			case *frames.End:
+				t.Fatalf("session ended over frames that crossed the server's detach: %v", f.Error)
+			case *frames.Attach:
+				attached = f.Target != nil
+			}
+		}
+		id++
+		rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{2}}, nil)
+		for {
+			if e, ok := rc.next().(*frames.End); ok {
+				if e.Error == nil || e.Error.Condition != condUnattachedHandle {
+					t.Fatalf("end %v, want unattached-handle once the detach was answered", e.Error)
+				}
+				return
+			}
+		}
+	})
 	t.Run("session window is topped up for long deliveries", func(t *testing.T) {
 		rc := dialRaw(t, addr)
 		rc.open()

@@ -22,6 +22,11 @@ type session struct {
 	nextDeliveryID       uint32
 
 	links     map[uint32]*link        // by handle (the peer's; ours is the same number)
+	// detaching are the handles we detached whose detach the peer has not answered:
+	// until it does, the peer may still send transfers and flows on them (they crossed
+	// our detach on the wire), which are dropped instead of ending the session with
+	// unattached-handle (part 2 §2.6.6: a handle stays in use until both ends detached).
+	detaching map[uint32]struct{}
 	acks      []uint32                // accepted client deliveries to confirm in ranges (flushAcks)
 	unsettled map[uint32]*outDelivery // our unsettled deliveries by delivery-id
 	queue     []*pendingDelivery      // deliveries waiting for session window
@@ -77,6 +82,8 @@ type link struct {
 	// for a client receiver, what the client granted (part 2 §2.6.7).
 	credit        uint32
 	deliveryCount uint32
+	// entityCounted: the link is in its entity's Stats.Entities totals (countEntity).
+	entityCounted bool
 	// counted: the link is in the server's Stats; reported is the credit they hold for it.
 	counted  bool
 	reported uint32
@@ -109,9 +116,14 @@ type link struct {
 	// owner is the ConnectionID this session link's lock is held under when the link
 	// was resumed from another connection ("" for this connection's own).
 	owner string
-	// settling counts the batches of this session link's settlements handed to the
-	// Backend and not yet answered; no receive starts meanwhile (S-SES-3).
+	// settling counts the batches of settlements that hold this link (a session
+	// link's, or a release or abandon on any link) handed to the Backend and not yet
+	// answered; no receive starts meanwhile (S-SES-3, S-RCV-2).
 	settling int
+	// requeued counts the client's releases and abandons on this link. A receive
+	// during which it changed brought messages that now follow a requeued one:
+	// they go back too, so the requeued message is delivered before them (S-RCV-2).
+	requeued uint64
 }
 
 // partial is a delivery being assembled from several transfer frames.

@@ -38,6 +38,25 @@ type Stats struct {
 	// closes, rejected deliveries and dispositions, and refused $management and $cbs
 	// requests. The conditions are the package's fixed set, so the map stays small.
 	Errors map[string]uint64
+	// Entities are the attached entity links by entity path ("jobs",
+	// "orders/Subscriptions/eu"; a dead-letter sub-queue counts on its entity), with the
+	// connections they come over. Only entities with a link are present.
+	Entities map[string]EntityLinks
+}
+
+// EntityLinks is the clients attached to one entity on this node.
+type EntityLinks struct {
+	// SenderLinks are client senders to the entity, ReceiverLinks client receivers.
+	SenderLinks, ReceiverLinks int64
+	// Connections is how many connections hold at least one of those links.
+	Connections int64
+}
+
+// entityLinks is one entity's running totals: links by client role, and the links each
+// connection holds.
+type entityLinks struct {
+	links [2]int64
+	conns map[*conn]int
 }
 
 // serverStats is the server's running totals. Connection owner goroutines update
@@ -55,6 +74,9 @@ type serverStats struct {
 	outStalls atomic.Uint64
 	errMu     sync.Mutex
 	errs      map[string]uint64 // owner: errMu
+	// entities backs Stats.Entities, by entity path.
+	entMu    sync.Mutex
+	entities map[string]*entityLinks // owner: entMu
 }
 
 // Stats returns the server's current counts.
@@ -78,8 +100,67 @@ func (s *Server) Stats() Stats {
 	if out.Errors == nil {
 		out.Errors = map[string]uint64{}
 	}
+	st.entMu.Lock()
+	out.Entities = make(map[string]EntityLinks, len(st.entities))
+	for name, e := range st.entities {
+		out.Entities[name] = EntityLinks{SenderLinks: e.links[0], ReceiverLinks: e.links[1], Connections: int64(len(e.conns))}
+	}
+	st.entMu.Unlock()
 	return out
 }
+
+// countEntity adds the attached entity link l to its entity's totals. Owner goroutine
+// only; uncountLink removes it.
+func (l *link) countEntity() {
+	if l.node != nodeEntity || l.entityCounted {
+		return
+	}
+	name := l.entityPath()
+	if name == "" {
+		return
+	}
+	st := &l.s.c.s.stats
+	st.entMu.Lock()
+	defer st.entMu.Unlock()
+	if st.entities == nil {
+		st.entities = map[string]*entityLinks{}
+	}
+	e := st.entities[name]
+	if e == nil {
+		e = &entityLinks{conns: map[*conn]int{}}
+		st.entities[name] = e
+	}
+	e.links[roleIndex(l.role)]++
+	e.conns[l.s.c]++
+	l.entityCounted = true
+}
+
+// uncountEntity removes l from its entity's totals, if countEntity added it.
+func (l *link) uncountEntity() {
+	if !l.entityCounted {
+		return
+	}
+	l.entityCounted = false
+	name := l.entityPath()
+	st := &l.s.c.s.stats
+	st.entMu.Lock()
+	defer st.entMu.Unlock()
+	e := st.entities[name]
+	if e == nil {
+		return
+	}
+	e.links[roleIndex(l.role)]--
+	if e.conns[l.s.c]--; e.conns[l.s.c] <= 0 {
+		delete(e.conns, l.s.c)
+	}
+	if e.links[0] <= 0 && e.links[1] <= 0 {
+		delete(st.entities, name)
+	}
+}
+
+// entityPath is the entity l's messages go to or come from: a send-via link's
+// destination, the entity of a dead-letter sub-queue.
+func (l *link) entityPath() string { return l.addr.Entity }
 
 // notePeak raises outPeak to v, one connection's queued bytes.
 func (st *serverStats) notePeak(v int64) {
@@ -127,6 +208,7 @@ func (l *link) countLink() {
 
 // uncountLink removes l and its unused credit from the server's totals (when dropped).
 func (l *link) uncountLink() {
+	l.uncountEntity()
 	if !l.counted {
 		return
 	}

@@ -97,7 +97,7 @@ func TestClusterAuthSecret(t *testing.T) {
 		defer cancel()
 		n, err := Start(ctx, c)
 		if err == nil {
-			n.Close()
+			closeNode(t, n)
 			t.Fatal("a node with the wrong cluster secret started as a member")
 		}
 		for _, nd := range nodes {
@@ -125,7 +125,7 @@ func TestClusterAuthSecret(t *testing.T) {
 		defer cancel()
 		n, err := Start(ctx, c)
 		if err == nil {
-			n.Close()
+			closeNode(t, n)
 			t.Fatal("a node with the cluster CA but another gossip key started as a member")
 		}
 		for _, nd := range nodes {

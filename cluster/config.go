@@ -84,7 +84,8 @@ type Config struct {
 	// Zone is the failure domain (Kubernetes topology zone); replicas of a partition and
 	// metadata voters are spread over zones where possible.
 	Zone string
-	// Replicas is the replication factor of each partition, capped by the node count.
+	// Replicas is the replication factor of each partition: a new group gets as many
+	// live nodes, up to Replicas, and is raised to Replicas once enough are alive.
 	Replicas int
 	// DeadNodeGrace is how long a node may be unreachable before the metadata leader
 	// re-places its replicas on other nodes. The node itself is never removed

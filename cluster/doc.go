@@ -16,10 +16,15 @@
 //     and balances partition leadership; each partition group's leader moves its
 //     group toward the placement one safe step at a time (add a non-voter, promote it
 //     once caught up, then remove a dropped voter).
-//   - placement.go: where the partitions of a new entity go (distinct nodes, zones
-//     first, least loaded, preferred leaders rotating).
+//   - placement.go: where the partitions of a new entity go (live nodes, draining
+//     ones only when the others are too few, distinct zones first, least loaded,
+//     preferred leaders rotating); a pure choice over candidates.
+//   - replication.go: the replication factor kept: the metadata leader raises groups
+//     placed on fewer than --replicas nodes once enough are alive, each group's leader
+//     reports (gauge, log) whether its group is under-replicated, and a returning
+//     node's Start waits until the groups that lack it have taken it.
 //   - router.go, seam.go: the data-plane front door. Every operation names an entity;
-//     the router picks the partition (SessionId, PartitionKey or round-robin for sends,
+//     the router picks the partition (SessionId, PartitionKey, MessageId under duplicate detection, or round-robin for sends,
 //     the group ID inside lock tokens for settlements, the partition index in the top
 //     bits of sequence numbers) and calls it through the seam.
 //   - remote.go, rpc.go, rpccodec.go: the seam. An operation runs on the local replica when it leads
@@ -63,5 +68,5 @@
 // Lock order: Node.recMu (one reconcile pass at a time) before Node.mu; Node.mu only
 // guards the parts map and is never held across a call into a partition, the metadata
 // group, memberlist or the network; metaFSM.mu is taken inside metaGroup.read and never
-// held while calling out; gossip.mu and rpcLayer.mu are leaves.
+// held while calling out; gossip.mu, rpcLayer.mu and Node.removedMu are leaves.
 package cluster

@@ -37,7 +37,7 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	defer closeNode(t, n)
 
 	idle := 5 * time.Minute
 	qp := func(d time.Duration) meta.QueueProperties {

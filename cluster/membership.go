@@ -61,6 +61,7 @@ func (n *Node) metaLoop() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		n.reconcileMeta(ctx)
 		n.replaceDead(ctx, deadSince)
+		n.raiseReplicas(ctx)
 		n.deleteIdle(ctx)
 		if round++; round%5 == 0 {
 			n.balanceLeaders(ctx)

@@ -150,6 +150,7 @@ func openMetaGroup(c metaGroupConfig) (*metaGroup, error) {
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: c.stream, MaxPool: 2, Timeout: 10 * time.Second, Logger: c.logger,
 		ServerAddressProvider: c.addrs,
+		MaxRPCsInFlight:       1, // no pipelining: see partition.Open (a hashicorp/raft deadlock)
 	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = c.nodeID

@@ -130,6 +130,7 @@ var (
 	descSnapshots   = prometheus.NewDesc("quorumbus_partition_snapshots_total", "Snapshots this replica took.", partitionLabels, nil)
 	descSnapSecs    = prometheus.NewDesc("quorumbus_partition_snapshot_duration_seconds_total", "Time this replica spent taking snapshots (freeze and persist).", partitionLabels, nil)
 	descSnapBytes   = prometheus.NewDesc("quorumbus_partition_snapshot_bytes", "Size of the last snapshot this replica took (0 before the first).", partitionLabels, nil)
+	descUnderRep    = prometheus.NewDesc("quorumbus_partition_under_replicated", "1 when fewer of the partition group's voters are alive than it should have (--replicas, capped by the registered nodes), else 0; exported by the group's leader.", partitionLabels, nil)
 
 	descMetaLeader  = prometheus.NewDesc("quorumbus_meta_is_leader", "1 when this node leads the metadata group.", nil, nil)
 	descMetaHas     = prometheus.NewDesc("quorumbus_meta_has_leader", "1 when this node knows a leader of the metadata group.", nil, nil)
@@ -159,7 +160,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descActive, descLocked, descScheduled, descDeferred, descDead, descSize,
 		descOldest, descIncoming, descOutgoing, descCompleted, descAbandoned, descDLed, descExpired,
 		descIsLeader, descTerm, descLastIndex, descCommitIndex, descApplied, descContact, descProposals,
-		descEntries, descSnapshots, descSnapSecs, descSnapBytes,
+		descEntries, descSnapshots, descSnapSecs, descSnapBytes, descUnderRep,
 		descMetaLeader, descMetaHas, descMetaApply, descMembers, descHealth, descReplicas, descReady,
 		descBodyMem, descBodyMemMax, descBodyLive, descBodyDiskMax, descBodyFiles, descBodySegs, descBodySpills,
 		descBodyReads, descBodyRefused} {
@@ -201,6 +202,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	n.mu.RUnlock()
 
 	now := n.clock.Now()
+	live := n.aliveSet()
+	want := wantReplicas(n.cfg.Replicas, len(registered))
 	for id, r := range reps {
 		name := names[id]
 		if name == "" {
@@ -229,6 +232,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 
 		if !pm.IsLeader {
 			continue
+		}
+		if servers, err := r.p.Servers(); err == nil {
+			gauge(descUnderRep, b2f(liveVoters(servers, live) < want), name, part)
 		}
 		st, err := r.p.Stats(context.Background()) // a local read under the machine's lock
 		if err != nil {

@@ -75,7 +75,7 @@ func sample(reg *prometheus.Registry, name string, labels ...string) (float64, e
 // the same fixed number of series (the cardinality docs/observability.md states).
 func TestMetricsPerEntityAndPartition(t *testing.T) {
 	n := startNode(t, t.TempDir())
-	t.Cleanup(func() { n.Close() })
+	t.Cleanup(func() { closeNode(t, n) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	reg := n.Registry()
@@ -92,8 +92,8 @@ func TestMetricsPerEntityAndPartition(t *testing.T) {
 	}
 	five := seriesCount(t, reg, "quorumbus_entity_") + seriesCount(t, reg, "quorumbus_partition_")
 	per := one - base
-	if per != 24 || five-base != 5*per {
-		t.Errorf("series: %d with no queue, %d with one, %d with five: want 24 more per single-partition queue", base, one, five)
+	if per != 25 || five-base != 5*per {
+		t.Errorf("series: %d with no queue, %d with one, %d with five: want 25 more per single-partition queue", base, one, five)
 	}
 
 	for i := range 3 {
@@ -133,7 +133,7 @@ func TestMetricsPerEntityAndPartition(t *testing.T) {
 
 	// A second node in the same process has its own registry: nothing collides.
 	n2 := startNode(t, t.TempDir())
-	t.Cleanup(func() { n2.Close() })
+	t.Cleanup(func() { closeNode(t, n2) })
 	if n2.Registry() == reg {
 		t.Fatal("two nodes share a registry")
 	}
@@ -201,7 +201,7 @@ func TestHealthCaughtUpAsksTheLeaders(t *testing.T) {
 // is ready, with the default lag bound.
 func TestHealthDefaultLag(t *testing.T) {
 	n := startNode(t, t.TempDir())
-	t.Cleanup(func() { n.Close() })
+	t.Cleanup(func() { closeNode(t, n) })
 	if n.cfg.ReadyMaxLag != DefaultReadyMaxLag {
 		t.Errorf("ReadyMaxLag %d, want the default %d", n.cfg.ReadyMaxLag, DefaultReadyMaxLag)
 	}

@@ -61,11 +61,19 @@ type Node struct {
 	kick chan struct{} // cap 1: metadata or membership changed, reconcile
 	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
 	// own change).
-	recMu   sync.Mutex
-	fwd     map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
-	closing chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
+	recMu sync.Mutex
+	fwd   map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
+	// removed holds the nodes RemoveNode removed on this node (as metadata leader), by
+	// ID, with the incarnation each had: until it stops, such a node is still alive in
+	// gossip, and placement must not put replicas back on it; owner: removedMu.
+	removedMu sync.Mutex
+	removed   map[string]string
+	// underRep holds the groups led here last seen under-replicated (replication.go),
+	// so that the change is logged once each way; owner: recMu.
+	underRep map[uint32]bool
+	closing  chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
 
 	// wasReady is set once CaughtUp has passed: from then on what other nodes fail at
 	// (a leaderless group, a leader that does not answer) no longer makes this node
@@ -122,6 +130,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		clock:    cfg.Clock,
 		parts:    map[uint32]*replica{},
 		fwd:      map[string]context.CancelFunc{},
+		underRep: map[uint32]bool{},
+		removed:  map[string]string{},
 		batchers: map[string]*sendBatcher{},
 		kick:     make(chan struct{}, 1),
 		closing:  make(chan struct{}),
@@ -217,6 +227,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.waitServing(ctx); err != nil {
 		return fail(fmt.Errorf("cluster: partitions not serving: %w", err))
 	}
+	n.waitReplicasHere(ctx)
 	return n, nil
 }
 
@@ -628,6 +639,7 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 			converged = false
 		}
 	}
+	n.noteReplication(lead)
 	for _, r := range gone {
 		if part, exists := groups[r.cfg.GroupID]; exists && n.stillMember(r) {
 			// Placed elsewhere now, but the group still counts this replica: its leader

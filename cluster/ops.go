@@ -124,7 +124,8 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 	}
 	infos := map[key]GroupInfo{}
 	leaders := map[uint32]GroupInfo{}
-	for id, gs := range n.groupsEverywhere(ctx) {
+	answered := n.groupsEverywhere(ctx) // node -> its groups; a node that did not answer is absent
+	for id, gs := range answered {
 		for _, g := range gs {
 			infos[key{id, g.Group}] = g
 			if g.IsLeader {
@@ -136,10 +137,12 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 	if admin.WantDigests(ctx) {
 		digests = n.digestsEverywhere(ctx)
 	}
+	alive := n.aliveSet()
+	want := wantReplicas(n.cfg.Replicas, n.registeredNodes())
 	var out []admin.PartitionStatus
 	for _, pl := range pls {
 		for i, p := range pl.Partitions {
-			ps := admin.PartitionStatus{Entity: pl.Entity, Index: i, GroupID: p.GroupID}
+			ps := admin.PartitionStatus{Entity: pl.Entity, Index: i, GroupID: p.GroupID, WantReplicas: want}
 			lead, hasLeader := leaders[p.GroupID]
 			voters := map[string]bool{}
 			if hasLeader {
@@ -156,6 +159,9 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 			}
 			for _, id := range ids {
 				rs := admin.ReplicaStatus{Node: id, Voter: voters[id], Digest: digests[id][p.GroupID]}
+				if _, ok := answered[id]; !ok {
+					rs.Unreachable = true
+				}
 				if g, ok := infos[key{id, p.GroupID}]; ok {
 					rs.LastIndex = g.LastIndex
 					if hasLeader && lead.LastIndex > g.LastIndex {
@@ -164,6 +170,13 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 				}
 				ps.Replicas = append(ps.Replicas, rs)
 			}
+			live := 0
+			for _, id := range ids {
+				if alive[id] && (voters[id] || !hasLeader && containsNode(p.Replicas, id)) {
+					live++
+				}
+			}
+			ps.UnderReplicated = live < want
 			out = append(out, ps)
 		}
 	}
@@ -377,6 +390,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	if id == n.cfg.NodeID {
 		return fmt.Errorf("%w: node %q leads the metadata group; drain it first so another node leads", meta.ErrInvalid, id)
 	}
+	n.markRemoved(id)
 	if err := n.replaceNode(ctx, id); err != nil {
 		return err
 	}

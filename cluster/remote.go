@@ -225,8 +225,9 @@ func retriable(o op, err error) bool {
 }
 
 // repeatable reports whether an operation may be applied again after an attempt whose
-// outcome is unknown: reads; settlements and renewals, which a second time either apply
-// or find the lock gone (the first applied); session operations of the holder, which
+// outcome is unknown: reads; settlements, which a second time either apply or, when the
+// first applied, get its outcome again (S-LOCK-12, fsm/settled.go); renewals, which
+// apply again or find the lock gone; session operations of the holder, which
 // set what they set again. Not sends (a repeat stores a second copy: the client decides,
 // knowing it may duplicate) nor receives (a repeat locks other messages while the first
 // ones wait for their locks to expire).

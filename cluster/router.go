@@ -161,17 +161,21 @@ func (n *Node) target(a Address) (*entity, fsm.Target, error) {
 
 var rr atomic.Uint64
 
-// pick chooses the partition for a send: SessionId, else PartitionKey, else round-robin
-// over the partitions whose leader is here (S-SES-8).
-func (e *entity) pick(sessionID, partitionKey string) int {
+// pick chooses the partition for a send: SessionId, else PartitionKey, else, when the
+// entity requires duplicate detection, MessageId (as Service Bus does: each partition
+// detects duplicates alone, so copies of one MessageId must meet in one partition;
+// S-DUP-1), else round-robin over the partitions whose leader is here (S-SES-8).
+func (e *entity) pick(sessionID, partitionKey, messageID string) int {
 	if len(e.parts) == 1 {
 		return 0
 	}
-	if k := sessionID; k != "" || partitionKey != "" {
-		if k == "" {
-			k = partitionKey
-		}
-		return e.keyed(k)
+	switch {
+	case sessionID != "":
+		return e.keyed(sessionID)
+	case partitionKey != "":
+		return e.keyed(partitionKey)
+	case e.dedupe && messageID != "":
+		return e.keyed(messageID)
 	}
 	start := int(rr.Add(1) % uint64(len(e.parts)))
 	for i := range e.parts {
@@ -239,7 +243,7 @@ func (n *Node) enqueue(ctx context.Context, entityName string, msgs []*fsm.Messa
 	if err != nil {
 		return nil, err
 	}
-	idx := e.pick(msgs[0].SessionID, msgs[0].PartitionKey)
+	idx := e.pick(msgs[0].SessionID, msgs[0].PartitionKey, msgs[0].MessageID)
 	p := n.on(e.parts[idx])
 	var seqs []int64
 	if schedule {

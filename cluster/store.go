@@ -14,6 +14,19 @@ import (
 
 var _ admin.Store = (*Node)(nil)
 
+// idempotentMeta reports whether applying cmd twice has the effect of applying it once,
+// so that Apply may repeat it after an attempt whose outcome is unknown (the metadata
+// leader lost leadership while committing it). PutNode sets a node's record: a node
+// registering itself while the metadata leader changes (a loaded machine, a rolling
+// restart) retries instead of failing its start.
+func idempotentMeta(cmd meta.Command) bool {
+	switch cmd.(type) {
+	case *meta.PutNode:
+		return true
+	}
+	return false
+}
+
 // Apply proposes a metadata change (admin.Store) through the metadata leader: here, or
 // forwarded to it over the cluster RPC. Creating a queue or topic places its partitions
 // on the cluster's nodes (placement.go). The call returns once the change is committed,
@@ -38,8 +51,10 @@ func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
 		default:
 			idx, err = n.applyRemote(ctx, leader, cmd)
 		}
-		// Retry only when the command certainly did not commit.
-		if err == nil || !errors.Is(err, ErrNotMetadataLeader) || strings.Contains(err.Error(), "may or may not") || ctx.Err() != nil {
+		// Retry only when the command certainly did not commit, or when committing it
+		// twice is committing it once.
+		uncertain := err != nil && strings.Contains(err.Error(), "may or may not")
+		if err == nil || !errors.Is(err, ErrNotMetadataLeader) || (uncertain && !idempotentMeta(cmd)) || ctx.Err() != nil {
 			break
 		}
 		t := time.NewTimer(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond)
@@ -278,6 +293,9 @@ type entity struct {
 	name  string // display name
 	kind  meta.EntityKind
 	parts []group // by partition index
+	// dedupe: a partitioned queue or topic that requires duplicate detection, so a send
+	// without SessionId or PartitionKey goes to its MessageId's partition (pick).
+	dedupe bool
 }
 
 // resolve finds a queue or topic by name (case-insensitive) and its partition groups.
@@ -299,6 +317,9 @@ func (n *Node) resolve(name string) (*entity, error) {
 				e.parts[i] = group{id: p.GroupID, index: i, replicas: p.Replicas}
 			}
 		})
+		if e != nil && len(e.parts) > 1 {
+			e.dedupe = s.DuplicateDetection(name)
+		}
 	})
 	if e == nil {
 		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)

@@ -23,7 +23,7 @@ func startTxnNode(t *testing.T, window time.Duration) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.Close() })
+	t.Cleanup(func() { closeNode(t, n) })
 	return n
 }
 
@@ -292,7 +292,7 @@ func TestTxnCommitDecidedThenLeaderFails(t *testing.T) {
 	}
 	// Nothing completed yet (the driver stopped): the sent message is not visible.
 	wantBodies(t, ctx, via, "qb")
-	leader.Close()
+	closeNode(t, leader)
 
 	waitFor(t, 30*time.Second, func() error {
 		a, err := peekBodies(ctx, via, "qa")

@@ -25,7 +25,7 @@ func payloads(ms []*fsm.Message) []string {
 // (two-phase commit, txn2pc_test.go covers its failures).
 func TestTxnCommitOnePartition(t *testing.T) {
 	n := startNode(t, t.TempDir())
-	defer n.Close()
+	defer closeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, q := range []string{"work", "other"} {
@@ -164,7 +164,7 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 			Sends:   []TxnSend{{Entity: "tq", Msgs: []*fsm.Message{{Payload: []byte("out")}}}},
 		})
 	}()
-	leader.Close()
+	closeNode(t, leader)
 	commitErr := <-done
 
 	var got []string
@@ -192,7 +192,7 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 // keyed send whose key maps to another partition commits across the two partitions.
 func TestTxnPartitionedEntity(t *testing.T) {
 	n := startNode(t, t.TempDir())
-	defer n.Close()
+	defer closeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := n.Apply(ctx, &meta.CreateQueue{Name: "pq", Properties: queueProps(4)}); err != nil {

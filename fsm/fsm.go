@@ -39,6 +39,10 @@ type FSM struct {
 	decided  map[string]*txnDecision // decisions of transactions this partition coordinates; same
 
 	uploads map[string]*upload // chunked bodies not yet completed (upload.go); lookup only, iterated sorted or as a set
+
+	settled  map[uint64]settledRec // S-LOCK-12 outcomes by lock counter (settled.go); lookup only
+	settledq []settledEnt          // the same in the order they were made; settledq[settledh:] is live
+	settledh int
 }
 
 type dupRec struct{ seq, at int64 }
@@ -276,6 +280,7 @@ func (f *FSM) Apply(e *Entry) []Result {
 		f.now = e.Now
 	}
 	f.runDeadlines()
+	f.pruneSettled()
 	res := make([]Result, len(e.Cmds))
 	for i, c := range e.Cmds {
 		f.apply(c, &res[i])

@@ -296,7 +296,7 @@ func TestS_LOCK_9_LockLost(t *testing.T) {
 		t.Fatalf("token errors %v", r.TokenErrs)
 	}
 	wantErr(t, r.Err, ErrLockLost)
-	wantErr(t, x.settle(q, Complete, a), ErrLockLost) // already settled
+	wantErr(t, x.settle(q, Abandon, a), ErrLockLost) // already completed (S-LOCK-12 answers only a repeat)
 	wantErr(t, x.settle(Target{Sub: "nope"}, Complete, a), ErrNotFound)
 }
 

@@ -60,6 +60,9 @@ func (f *FSM) settle(c *Settle, r *Result) {
 	}
 	for i, t := range c.Tokens {
 		m, err := f.lockedMsg(st, t, c.SessionID, c.Owner)
+		if err != nil && f.settledBefore(st, t, c.Disposition) {
+			continue // S-LOCK-12: the repeat of a settlement that applied
+		}
 		if err != nil {
 			if r.TokenErrs != nil {
 				r.TokenErrs[i] = err
@@ -82,6 +85,7 @@ func (f *FSM) settle(c *Settle, r *Result) {
 			}
 			continue
 		}
+		f.rememberSettled(st, m, c.Disposition)
 		f.settleMsg(st, m, c)
 	}
 }

@@ -18,8 +18,11 @@ func TestSmokeEnqueueReceiveComplete(t *testing.T) {
 	if err := x.settle(q, Complete, got[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := x.settle(q, Complete, got[0]); err == nil {
-		t.Fatal("second complete succeeded")
+	if err := x.settle(q, Complete, got[0]); err != nil { // S-LOCK-12: a repeat gets the first outcome
+		t.Fatalf("repeated complete: %v", err)
+	}
+	if err := x.settle(q, Abandon, got[0]); err == nil {
+		t.Fatal("abandon after complete succeeded")
 	}
 	st := x.stats(q)
 	if st.Active != 2 || st.Locked != 1 {

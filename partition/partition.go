@@ -114,6 +114,13 @@ func Open(cfg *Config) (*Partition, error) {
 		MaxPool:               cfg.NetMaxPool,
 		Timeout:               cfg.NetTimeout,
 		Logger:                p.logger.Named("net"),
+		// No pipelining (raft.NetworkTransportConfig: 1 turns it off). In hashicorp/raft
+		// v1.7.3 a pipeline whose decoder stops (a follower answers !Success or a newer
+		// term) leaves the replication goroutine blocked for good in netPipeline's
+		// AppendEntries: that follower gets no more entries, and Shutdown waits forever
+		// (a cluster test's Close hung 22 minutes; the goroutine dump shows it). HashiCorp
+		// measured pipelining to bring little besides on a fast network (raft PR #541).
+		MaxRPCsInFlight: 1,
 	})
 	p.m = newMachine(base, p.applied)
 	p.m.ctr, p.m.clock = &p.ctr, p.clock

@@ -400,14 +400,13 @@ func accessedAt(c RuntimeCounts, updatedMs int64, subscription bool) string {
 	return timeOf(time.Time{})
 }
 
-// partitionedSizeFactor is how Service Bus (Standard) reports MaxSizeInMegabytes of a
-// partitioned entity: the size given at creation is per partition, and the entity
-// reports 16 times that.
-const partitionedSizeFactor = 16
-
+// reportedMaxSize is how Service Bus reports MaxSizeInMegabytes of a partitioned
+// entity: the size given at creation holds for each partition, and the entity reports
+// the partition count times that, which is what it accepts in all (Standard: 16
+// partitions, so 16 times).
 func reportedMaxSize(mb int64, partitions int32) int64 {
 	if partitions > 1 {
-		return mb * partitionedSizeFactor
+		return mb * int64(partitions)
 	}
 	return mb
 }
@@ -415,7 +414,7 @@ func reportedMaxSize(mb int64, partitions int32) int64 {
 // storedMaxSize undoes reportedMaxSize for an update that sends back what a GET
 // returned (the SDKs' Update* send every property).
 func storedMaxSize(given, stored int64, partitions int32) int64 {
-	if partitions > 1 && given == stored*partitionedSizeFactor {
+	if partitions > 1 && given == stored*int64(partitions) {
 		return stored
 	}
 	return given

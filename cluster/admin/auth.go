@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -77,7 +78,7 @@ func authorize(header string, now time.Time, st *meta.State, path, entity string
 		}
 	}
 	if len(rules) == 0 {
-		return fmt.Errorf("InvalidSignature: the token's key %q is not known", t.KeyName)
+		return unknownKeyError(t.KeyName)
 	}
 	var cl sas.Claim
 	err = sas.ErrInvalidSignature
@@ -105,6 +106,47 @@ func authorize(header string, now time.Time, st *meta.State, path, entity string
 	return nil
 }
 
+// unknownKeyError: the token names a key this node's metadata does not hold (yet).
+type unknownKeyError string
+
+func (e unknownKeyError) Error() string {
+	return fmt.Sprintf("InvalidSignature: the token's key %q is not known", string(e))
+}
+
+// MetaSyncer is the optional Store capability that brings the node's metadata up to
+// the metadata leader's (cluster.Node.SyncMeta): read-your-writes across nodes.
+type MetaSyncer interface {
+	SyncMeta(ctx context.Context) error
+}
+
+// keySyncWait bounds how long a request whose token names an unknown key waits for the
+// metadata to catch up before it is refused.
+const keySyncWait = 2 * time.Second
+
+// readAuthorized calls auth (authorize, and whatever else the caller reads) with the
+// Store's view and returns its error as authErr; err is the Store's own. When the token
+// names a key this node does not know, the key may have been created through another
+// node a moment ago: the node catches up with the metadata leader once (MetaSyncer) and
+// reads again before the request is refused.
+func (h *Handler) readAuthorized(ctx context.Context, auth func(s *meta.State) error) (authErr, err error) {
+	for try := 0; ; try++ {
+		if err := h.cfg.Store.Read(ctx, func(s *meta.State) { authErr = auth(s) }); err != nil {
+			return nil, err
+		}
+		var unknown unknownKeyError
+		sy, ok := h.cfg.Store.(MetaSyncer)
+		if try > 0 || !ok || !errors.As(authErr, &unknown) {
+			return authErr, nil
+		}
+		sctx, cancel := context.WithTimeout(ctx, keySyncWait)
+		serr := sy.SyncMeta(sctx)
+		cancel()
+		if serr != nil {
+			return authErr, nil
+		}
+	}
+}
+
 // ruleOf converts a stored key to the sas package's rule.
 func ruleOf(k meta.SASKey, scope string) sas.Rule {
 	return sas.Rule{Name: k.Name, PrimaryKey: k.PrimaryKey, SecondaryKey: k.SecondaryKey, Rights: k.Rights.SAS(), Scope: scope}
@@ -116,10 +158,10 @@ func ruleOf(k meta.SASKey, scope string) sas.Rule {
 // port and guards them with this, so they accept exactly the tokens the admin API does.
 // The error text says why; the caller answers 401 with it.
 func (h *Handler) Authorize(r *http.Request) error {
-	var authErr error
-	if err := h.cfg.Store.Read(r.Context(), func(s *meta.State) {
-		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, "")
-	}); err != nil {
+	authErr, err := h.readAuthorized(r.Context(), func(s *meta.State) error {
+		return authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, "")
+	})
+	if err != nil {
 		return err
 	}
 	return authErr

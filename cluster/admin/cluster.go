@@ -15,6 +15,9 @@ type Cluster interface {
 	// away from a node so it can be stopped without clients seeing more than retriable
 	// errors.
 	DrainNode(ctx context.Context, id string) error
+	// UndrainNode clears a node's draining mark: new replicas may be placed on it again,
+	// and leader balancing moves its preferred groups back to it (as its restart does).
+	UndrainNode(ctx context.Context, id string) error
 	// RemoveNode removes a node from the cluster for good: its replicas are re-placed
 	// on the others first, then it leaves every Raft group.
 	RemoveNode(ctx context.Context, id string) error
@@ -58,6 +61,11 @@ type PartitionStatus struct {
 	GroupID  uint32          `json:"groupId"`
 	Leader   string          `json:"leader"` // "" when there is none
 	Replicas []ReplicaStatus `json:"replicas"`
+	// WantReplicas is how many replicas the group should have: --replicas, capped by
+	// the registered nodes. UnderReplicated is set while fewer of its voters are alive
+	// (all its placed replicas, when it has no leader to ask).
+	WantReplicas    int  `json:"wantReplicas"`
+	UnderReplicated bool `json:"underReplicated"`
 }
 
 // ReplicaStatus is one replica of a partition group.
@@ -66,6 +74,9 @@ type ReplicaStatus struct {
 	Voter     bool   `json:"voter"`
 	LastIndex uint64 `json:"lastIndex"` // last log index the replica reports; 0 if unknown
 	Lag       uint64 `json:"lag"`       // entries behind the leader
+	// Unreachable: the replica's node did not answer (dead, paused, partitioned away), so
+	// LastIndex and Lag say nothing about it.
+	Unreachable bool `json:"unreachable,omitempty"`
 	// Digest is the SHA-256 of the replica's state machine (hex), when asked for with
 	// ?digests=true: equal digests, equal states (replicas converged).
 	Digest string `json:"digest,omitempty"`

@@ -18,6 +18,7 @@ import (
 //	GET    /$cluster/status                                  ClusterStatus
 //	GET    /$cluster/partitions                              []PartitionStatus
 //	POST   /$cluster/nodes/{id}/drain                        204
+//	POST   /$cluster/nodes/{id}/undrain                      204
 //	DELETE /$cluster/nodes/{id}                              204
 //	POST   /$cluster/partitions/{groupId}/transfer-leader    204 (?to=NODE, optional)
 //
@@ -58,10 +59,10 @@ func (h *Handler) serveCluster(w http.ResponseWriter, r *http.Request) bool {
 
 func (h *Handler) clusterRequest(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	var authErr error
-	if err := h.cfg.Store.Read(ctx, func(s *meta.State) {
-		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, "")
-	}); err != nil {
+	authErr, err := h.readAuthorized(ctx, func(s *meta.State) error {
+		return authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, "")
+	})
+	if err != nil {
 		return err
 	}
 	if authErr != nil {
@@ -136,6 +137,15 @@ func (h *Handler) clusterRequest(w http.ResponseWriter, r *http.Request) error {
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
+	case len(segs) == 3 && segs[0] == "nodes" && segs[1] != "" && segs[2] == "undrain":
+		if err := allow(http.MethodPost); err != nil {
+			return err
+		}
+		if err := c.UndrainNode(ctx, segs[1]); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	case len(segs) == 2 && segs[0] == "nodes" && segs[1] != "":
 		if err := allow(http.MethodDelete); err != nil {
 			return err
@@ -196,7 +206,7 @@ func (h *Handler) writeClusterError(w http.ResponseWriter, r *http.Request, err 
 	if code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, code, ClusterError{Code: code, Message: err.Error()})
+	writeJSON(w, code, ClusterError{Code: code, Message: publicText(err, "")})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

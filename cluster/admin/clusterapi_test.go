@@ -71,6 +71,13 @@ func (f *fakeCluster) DrainNode(_ context.Context, id string) error {
 	return f.known(id)
 }
 
+func (f *fakeCluster) UndrainNode(_ context.Context, id string) error {
+	if err := f.record("undrain " + id); err != nil {
+		return err
+	}
+	return f.known(id)
+}
+
 func (f *fakeCluster) RemoveNode(_ context.Context, id string) error {
 	if err := f.record("remove " + id); err != nil {
 		return err
@@ -216,6 +223,9 @@ func TestClusterActions(t *testing.T) {
 		{http.MethodPost, "/$cluster/nodes/n9/drain", 404, "drain n9", `node "n9"`},
 		{http.MethodPost, "/$cluster/nodes/a%2Fb/drain", 404, "drain a/b", `node "a/b"`},
 		{http.MethodPost, "/%24cluster/nodes/n3/drain", 204, "drain n3", ""},
+		{http.MethodPost, "/$cluster/nodes/n3/undrain", 204, "undrain n3", ""},
+		{http.MethodPost, "/$cluster/nodes/n9/undrain", 404, "undrain n9", `node "n9"`},
+		{http.MethodGet, "/$cluster/nodes/n3/undrain", 405, "", "use POST"},
 		{http.MethodDelete, "/$cluster/nodes/n3", 204, "remove n3", ""},
 		{http.MethodDelete, "/$cluster/nodes/n9", 404, "remove n9", "not found"},
 		{http.MethodPost, "/$cluster/partitions/7/transfer-leader?to=n2", 204, `transfer 7 to="n2"`, ""},

@@ -129,6 +129,7 @@ const (
 	routeKeys     // Quorumbus's own: the namespace's shared access keys (/$keys, /$keys/NAME)
 	routePurge    // Quorumbus's own: POST /$purge, /Q/$purge, /T/$purge, /T/Subscriptions/S/$purge
 	routeEntities // Quorumbus's own: DELETE /$entities?prefix=P
+	routeConfig   // Quorumbus's own: PUT /$config (a Config.json to converge to)
 )
 
 func parseRoute(path string) (route, error) {
@@ -157,6 +158,8 @@ func parseRoute(path string) (route, error) {
 		return route{kind: routeKeys}, nil
 	case strings.EqualFold(p, "$entities"):
 		return route{kind: routeEntities}, nil
+	case strings.EqualFold(p, "$config"):
+		return route{kind: routeConfig}, nil
 	case len(p) > 6 && strings.EqualFold(p[:6], "$keys/") && !strings.Contains(p[6:], "/"):
 		return route{kind: routeKeys, rule: p[6:]}, nil
 	}
@@ -274,12 +277,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 	default:
 		return errorf(http.StatusMethodNotAllowed, "method %s is not supported", r.Method)
 	}
-	var authErr error
 	var exists bool
-	if err := h.cfg.Store.Read(ctx, func(s *meta.State) {
-		authErr = authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, rt.entity)
+	authErr, err := h.readAuthorized(ctx, func(s *meta.State) error {
 		exists = rt.kind != routeEntity || s.Kind(rt.entity) != meta.KindNone
-	}); err != nil {
+		return authorize(r.Header.Get("Authorization"), h.cfg.Now(), s, r.URL.Path, rt.entity)
+	})
+	if err != nil {
 		return err
 	}
 	switch {
@@ -297,6 +300,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rt route) error 
 		return h.purge(ctx, w, r, rt)
 	case routeEntities:
 		return h.deletePrefixed(ctx, w, r)
+	case routeConfig:
+		return h.applyConfig(ctx, w, r)
 	}
 	switch r.Method {
 	case http.MethodGet:
@@ -839,7 +844,7 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rt route, e
 	tracker := r.Host + ":" + strings.Trim(r.URL.Path, "/")
 	tid := trackingID()
 	detail := fmt.Sprintf("%s. TrackingId:%s, SystemTracker:%s, Timestamp:%s",
-		strings.TrimSuffix(err.Error(), "."), tid, tracker, now.Format(time.RFC3339))
+		strings.TrimSuffix(publicText(err, entityPath(r)), "."), tid, tracker, now.Format(time.RFC3339))
 	// The TrackingId the client sees in the error's Detail is in the log line too.
 	attrs := []any{"method", r.Method, "path", r.URL.Path, "code", code, "err", err, "tracking_id", tid}
 	switch {

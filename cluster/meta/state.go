@@ -458,6 +458,21 @@ func (s *State) Kind(name string) EntityKind {
 	return KindNone
 }
 
+// DuplicateDetection reports whether the queue or topic requires duplicate detection
+// (read on every send to a partitioned entity, so it copies nothing).
+func (s *State) DuplicateDetection(name string) bool {
+	e, ok := s.entities[key(name)]
+	switch {
+	case !ok:
+		return false
+	case e.kind == KindQueue:
+		return e.queue.Properties.RequiresDuplicateDetection
+	case e.kind == KindTopic:
+		return e.topic.Properties.RequiresDuplicateDetection
+	}
+	return false
+}
+
 // Queue returns a queue by name (case-insensitive).
 func (s *State) Queue(name string) (Queue, bool) {
 	e, ok := s.entities[key(name)]

@@ -50,6 +50,10 @@ type partitionStatus struct {
 	GroupID  uint32          `json:"groupId"`
 	Leader   string          `json:"leader"`
 	Replicas []replicaStatus `json:"replicas"`
+	// WantReplicas: --replicas capped by the registered nodes; UnderReplicated: fewer of
+	// the group's voters are alive.
+	WantReplicas    int  `json:"wantReplicas"`
+	UnderReplicated bool `json:"underReplicated"`
 }
 
 type replicaStatus struct {
@@ -58,6 +62,8 @@ type replicaStatus struct {
 	LastIndex uint64 `json:"lastIndex"`
 	Lag       uint64 `json:"lag"`
 	Digest    string `json:"digest,omitempty"`
+	// Unreachable: the node did not answer; LastIndex and Lag say nothing then.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // apiError is the cluster API's error body.
@@ -85,9 +91,11 @@ func (g *globals) clusterStatus(ctx context.Context) error {
 	if err := g.clusterAPI(ctx, http.MethodGet, path, "cluster status", &st); err != nil {
 		return err
 	}
-	t := &table{header: []string{"ID", "STATE", "ZONE", "METADATA", "REPLICAS", "LEADING", "CLUSTER ADDR", "AMQP ADDR"}}
+	t := &table{header: []string{"ID", "STATE", "ZONE", "METADATA", "REPLICAS", "LEADING", "CLUSTER ADDR", "AMQP ADDR"},
+		jsonKeys: []string{"ID", "State", "Zone", "MetadataRole", "Replicas", "Leading", "ClusterAddr", "AMQPAddr"}}
 	if g.digests {
 		t.header = append(t.header, "METADATA APPLIED", "METADATA DIGEST")
+		t.jsonKeys = append(t.jsonKeys, "MetadataApplied", "MetadataDigest")
 	}
 	for _, m := range st.Members {
 		row := []any{m.ID, m.State, m.Zone, m.MetadataRole, m.Replicas, m.Leading, m.ClusterAddr, m.AMQPAddr}
@@ -99,9 +107,9 @@ func (g *globals) clusterStatus(ctx context.Context) error {
 	if g.output == "json" {
 		rows := t.jsonRows()
 		for i, m := range st.Members {
-			rows[i]["admin_addr"] = m.AdminAddr
+			rows[i]["AdminAddr"] = m.AdminAddr
 		}
-		return g.printJSON(map[string]any{"node": st.NodeID, "metadata_leader": st.MetadataLeader, "members": rows})
+		return g.printJSON(map[string]any{"NodeID": st.NodeID, "MetadataLeader": st.MetadataLeader, "Members": rows})
 	}
 	leader := st.MetadataLeader
 	if leader == "" {
@@ -120,27 +128,59 @@ func (g *globals) clusterPartitions(ctx context.Context) error {
 	if err := g.clusterAPI(ctx, http.MethodGet, path, "cluster partitions", &ps); err != nil {
 		return err
 	}
-	t := &table{header: []string{"ENTITY", "PARTITION", "GROUP", "LEADER", "REPLICAS"}}
+	t := &table{header: []string{"ENTITY", "PARTITION", "GROUP", "LEADER", "REPLICAS", "UNDER REPLICATED"},
+		jsonKeys: []string{"Entity", "Partition", "GroupID", "Leader", "Replicas", "UnderReplicated"}}
+	if g.digests && g.output != "json" {
+		t.header = append(t.header, "DIGESTS")
+	}
 	for _, p := range ps {
 		if g.output == "json" {
 			reps := make([]map[string]any, 0, len(p.Replicas))
 			for _, r := range p.Replicas {
-				rep := map[string]any{"node": r.Node, "voter": r.Voter, "last_index": r.LastIndex, "lag": r.Lag}
+				rep := map[string]any{"Node": r.Node, "Voter": r.Voter, "LastIndex": r.LastIndex, "Lag": r.Lag}
 				if r.Digest != "" {
-					rep["digest"] = r.Digest
+					rep["Digest"] = r.Digest
+				}
+				if r.Unreachable {
+					rep["Unreachable"] = true
 				}
 				reps = append(reps, rep)
 			}
-			t.add(p.Entity, p.Index, p.GroupID, p.Leader, reps)
+			t.add(p.Entity, p.Index, p.GroupID, p.Leader, reps, p.UnderReplicated)
 			continue
 		}
-		t.add(p.Entity, p.Index, p.GroupID, p.Leader, replicaCell(p))
+		under := "no"
+		if p.UnderReplicated {
+			under = "YES (wants " + strconv.Itoa(p.WantReplicas) + ")"
+		}
+		row := []any{p.Entity, p.Index, p.GroupID, p.Leader, replicaCell(p), under}
+		if g.digests {
+			row = append(row, digestCell(p))
+		}
+		t.add(row...)
 	}
 	return g.print(t)
 }
 
-// replicaCell lists a group's replicas, each but the leader with its lag:
-// "n1, n2 (lag 0), n3 (nonvoter, lag 12)".
+// digestCell lists each replica's state digest, shortened to 12 hex digits (equal
+// digests: converged replicas): "n1 3fa9c2e01b7d, n2 3fa9c2e01b7d, n3 -".
+func digestCell(p partitionStatus) string {
+	cells := make([]string, 0, len(p.Replicas))
+	for _, r := range p.Replicas {
+		d := r.Digest
+		if d == "" {
+			d = "-" // the node did not answer
+		} else if len(d) > 12 {
+			d = d[:12]
+		}
+		cells = append(cells, r.Node+" "+d)
+	}
+	return strings.Join(cells, ", ")
+}
+
+// replicaCell lists a group's replicas, each but the leader with its lag, and a
+// replica whose node did not answer as unreachable (its lag is unknown, not 0):
+// "n1, n2 (lag 0), n3 (nonvoter, lag 12), n4 (unreachable)".
 func replicaCell(p partitionStatus) string {
 	cells := make([]string, 0, len(p.Replicas))
 	for _, r := range p.Replicas {
@@ -148,7 +188,10 @@ func replicaCell(p partitionStatus) string {
 		if !r.Voter {
 			notes = append(notes, "nonvoter")
 		}
-		if r.Node != p.Leader {
+		switch {
+		case r.Unreachable:
+			notes = append(notes, "unreachable")
+		case r.Node != p.Leader:
 			notes = append(notes, "lag "+strconv.FormatUint(r.Lag, 10))
 		}
 		c := r.Node
@@ -174,8 +217,9 @@ func (g *globals) nodeCmd() *cobra.Command {
 		c.Flags().BoolVar(&self, "self", false, "the node at --admin-addr, whatever its ID (for a Kubernetes preStop hook, which cannot expand $(POD_NAME))")
 		return c
 	}
-	return group("node", "cluster members: drain, remove", []string{"nodes"},
+	return group("node", "cluster members: drain, undrain, remove", []string{"nodes"},
 		verb("drain", "move every leadership away from a node and stop new placements on it"),
+		verb("undrain", "let a drained node take new placements and lead its groups again (a restart does the same)"),
 		verb("remove", "remove a node for good: its replicas are placed on other nodes first"))
 }
 
@@ -192,15 +236,19 @@ func (g *globals) nodeVerb(ctx context.Context, verb string, self bool, pos []st
 	}
 	path := "/$cluster/nodes/" + url.PathEscape(id)
 	method, done := http.MethodDelete, "removed from the cluster: its replicas were placed on other nodes"
-	if verb == "drain" {
+	switch verb {
+	case "drain":
 		path += "/drain"
 		method, done = http.MethodPost, "draining: leaderships and new placements move to other nodes"
+	case "undrain":
+		path += "/undrain"
+		method, done = http.MethodPost, "no longer draining: it takes new placements, and its groups' leaderships move back to it"
 	}
 	if err := g.clusterAPI(ctx, method, path, "node "+verb+" "+id, nil); err != nil {
 		return err
 	}
 	if g.output == "json" {
-		return g.printJSON(map[string]any{"node": id, "action": verb, "ok": true})
+		return g.printJSON(map[string]any{"Node": id, "Action": verb, "OK": true})
 	}
 	fmt.Fprintf(g.stdout, "node %s %s\n", id, done)
 	return nil
@@ -231,7 +279,7 @@ func (g *globals) transferLeader(ctx context.Context, group uint32, to string) e
 		return err
 	}
 	if g.output == "json" {
-		return g.printJSON(map[string]any{"group": group, "to": to, "ok": true})
+		return g.printJSON(map[string]any{"GroupID": group, "To": to, "OK": true})
 	}
 	if to == "" {
 		to = "another voter"

@@ -86,13 +86,22 @@ func (f *fakeCluster) Partitions(context.Context) ([]admin.PartitionStatus, erro
 	}
 	return []admin.PartitionStatus{
 		{Entity: "orders", Index: 0, GroupID: 7, Leader: "n1", Replicas: []admin.ReplicaStatus{
-			{Node: "n1", Voter: true, LastIndex: 42}, {Node: "n2", Voter: true, LastIndex: 40, Lag: 2}, {Node: "n3", LastIndex: 30, Lag: 12}}},
-		{Entity: "orders", Index: 1, GroupID: 8, Replicas: []admin.ReplicaStatus{{Node: "n2", Voter: true}}},
+			{Node: "n1", Voter: true, LastIndex: 42}, {Node: "n2", Voter: true, LastIndex: 40, Lag: 2}, {Node: "n3", LastIndex: 30, Lag: 12}},
+			WantReplicas: 3},
+		{Entity: "orders", Index: 1, GroupID: 8, Replicas: []admin.ReplicaStatus{{Node: "n2", Voter: true}},
+			WantReplicas: 3, UnderReplicated: true},
 	}, nil
 }
 
 func (f *fakeCluster) DrainNode(_ context.Context, id string) error {
 	if err := f.call("drain " + id); err != nil {
+		return err
+	}
+	return f.known(id)
+}
+
+func (f *fakeCluster) UndrainNode(_ context.Context, id string) error {
+	if err := f.call("undrain " + id); err != nil {
 		return err
 	}
 	return f.known(id)
@@ -132,6 +141,19 @@ func clusterNode(t *testing.T, c admin.Cluster) func(args ...string) (string, er
 // adminNode is clusterNode's runner that also returns what qbctl wrote to stderr.
 func adminNode(t *testing.T, c admin.Cluster) func(args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	srv := adminServer(t, c)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	return func(args ...string) (string, string, error) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append([]string{"--admin-addr", addr, "--connection-string", testConnStr}, args...), &out, &errOut)
+		return out.String(), errOut.String(), err
+	}
+}
+
+// adminServer serves the real admin handler, with the namespace key of testConnStr and
+// c as its cluster (nil: no cluster), until the test ends.
+func adminServer(t *testing.T, c admin.Cluster) *httptest.Server {
+	t.Helper()
 	st := &stateStore{st: meta.New()}
 	for _, cmd := range []meta.Command{
 		&meta.SetNamespace{Name: "quorumbus"},
@@ -150,12 +172,7 @@ func adminNode(t *testing.T, c admin.Cluster) func(args ...string) (stdout, stde
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	return func(args ...string) (string, string, error) {
-		var out, errOut bytes.Buffer
-		err := run(context.Background(), append([]string{"--admin-addr", addr, "--connection-string", testConnStr}, args...), &out, &errOut)
-		return out.String(), errOut.String(), err
-	}
+	return srv
 }
 
 func TestClusterStatusTableAndJSON(t *testing.T) {
@@ -182,19 +199,19 @@ func TestClusterStatusTableAndJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got struct {
-			Node           string           `json:"node"`
-			MetadataLeader string           `json:"metadata_leader"`
-			Members        []map[string]any `json:"members"`
+			NodeID         string
+			MetadataLeader string
+			Members        []map[string]any
 		}
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("%v: not JSON: %v\n%s", args, err, out)
 		}
-		if got.Node != "n2" || got.MetadataLeader != "n1" || len(got.Members) != 3 {
+		if got.NodeID != "n2" || got.MetadataLeader != "n1" || len(got.Members) != 3 {
 			t.Fatalf("%v: %s", args, out)
 		}
 		m := got.Members[0]
-		for k, want := range map[string]any{"id": "n1", "state": "alive", "zone": "a", "metadata": "leader", "replicas": 2.0,
-			"leading": 1.0, "cluster_addr": "10.0.0.1:5400", "amqp_addr": "10.0.0.1:5672", "admin_addr": "10.0.0.1:5300"} {
+		for k, want := range map[string]any{"ID": "n1", "State": "alive", "Zone": "a", "MetadataRole": "leader", "Replicas": 2.0,
+			"Leading": 1.0, "ClusterAddr": "10.0.0.1:5400", "AMQPAddr": "10.0.0.1:5672", "AdminAddr": "10.0.0.1:5300"} {
 			if m[k] != want {
 				t.Errorf("%v: members[0].%s = %v, want %v", args, k, m[k], want)
 			}
@@ -210,13 +227,13 @@ func TestClusterStatusDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got struct {
-		Members []map[string]any `json:"members"`
+		Members []map[string]any
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Members) != 2 {
 		t.Fatalf("not JSON with two members: %v\n%s", err, out)
 	}
-	if m := got.Members[0]; m["metadata_digest"] != "d1" || m["metadata_applied"] != 17.0 {
-		t.Errorf("members[0] = %v, want metadata_digest d1, metadata_applied 17", m)
+	if m := got.Members[0]; m["MetadataDigest"] != "d1" || m["MetadataApplied"] != 17.0 {
+		t.Errorf("members[0] = %v, want MetadataDigest d1, MetadataApplied 17", m)
 	}
 	out, err = qb("cluster", "status", "--digests")
 	if err != nil {
@@ -235,35 +252,40 @@ func TestClusterPartitionsShowsLag(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ENTITY PARTITION GROUP LEADER REPLICAS" {
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ENTITY PARTITION GROUP LEADER REPLICAS UNDER REPLICATED" {
 		t.Fatalf("table:\n%s", out)
 	}
-	if !strings.HasSuffix(lines[1], "n1, n2 (lag 2), n3 (nonvoter, lag 12)") || !strings.Contains(lines[1], "orders") {
+	if !strings.Contains(lines[1], "n1, n2 (lag 2), n3 (nonvoter, lag 12)") || !strings.Contains(lines[1], "orders") ||
+		!strings.HasSuffix(strings.TrimSpace(lines[1]), " no") {
 		t.Errorf("group 7: %q", lines[1])
 	}
-	if f := strings.Fields(lines[2]); len(f) < 4 || f[3] != "-" {
-		t.Errorf("group without a leader: %q", lines[2])
+	if f := strings.Fields(lines[2]); len(f) < 4 || f[3] != "-" || !strings.HasSuffix(lines[2], "YES (wants 3)") {
+		t.Errorf("group without a leader, under-replicated: %q", lines[2])
 	}
 	out, err = qb("cluster", "partitions", "--output", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rows []struct {
-		Entity    string `json:"entity"`
-		Partition int    `json:"partition"`
-		Group     uint32 `json:"group"`
-		Leader    string `json:"leader"`
+		Entity    string
+		Partition int
+		GroupID   uint32
+		Leader    string
 		Replicas  []struct {
-			Node      string `json:"node"`
-			Voter     bool   `json:"voter"`
-			LastIndex uint64 `json:"last_index"`
-			Lag       uint64 `json:"lag"`
-		} `json:"replicas"`
+			Node      string
+			Voter     bool
+			LastIndex uint64
+			Lag       uint64
+		}
+		UnderReplicated *bool
 	}
 	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
 		t.Fatalf("json: %v\n%s", err, out)
 	}
-	if r := rows[0]; r.Entity != "orders" || r.Group != 7 || r.Leader != "n1" || len(r.Replicas) != 3 ||
+	if u0, u1 := rows[0].UnderReplicated, rows[1].UnderReplicated; u0 == nil || *u0 || u1 == nil || !*u1 {
+		t.Errorf("UnderReplicated: %v, %v; want false, true", u0, u1)
+	}
+	if r := rows[0]; r.Entity != "orders" || r.GroupID != 7 || r.Leader != "n1" || len(r.Replicas) != 3 ||
 		r.Replicas[1].Lag != 2 || r.Replicas[2].Voter || r.Replicas[0].LastIndex != 42 {
 		t.Errorf("row 0: %+v", r)
 	}
@@ -280,7 +302,9 @@ func TestNodeAndPartitionCommands(t *testing.T) {
 	}{
 		{[]string{"node", "drain", "n3"}, "drain n3", "node n3 draining", ""},
 		{[]string{"node", "remove", "n3"}, "remove n3", "node n3 removed", ""},
-		{[]string{"node", "remove", "n3", "-o", "json"}, "remove n3", `"action": "remove"`, ""},
+		{[]string{"node", "remove", "n3", "-o", "json"}, "remove n3", `"Action": "remove"`, ""},
+		{[]string{"node", "undrain", "n3"}, "undrain n3", "node n3 no longer draining", ""},
+		{[]string{"node", "undrain", "n9"}, "undrain n9", "", `node undrain n9: not found: node "n9" is not a member`},
 		{[]string{"partition", "transfer-leader", "7", "--to", "n2"}, "transfer 7 n2", "group 7 moved to n2", ""},
 		{[]string{"partition", "transfer-leader", "--to", "n2", "8"}, "transfer 8 n2", "group 8 moved to n2", ""},
 		{[]string{"partition", "transfer-leader", "7"}, "transfer 7 ", "moved to another voter", ""},
@@ -360,7 +384,7 @@ func TestClusterTypesMatchTheAPI(t *testing.T) {
 		{admin.ClusterStatus{NodeID: "a", MetadataLeader: "b", Members: []admin.Member{{ID: "c", ClusterAddr: "d", AMQPAddr: "e",
 			AdminAddr: "f", Zone: "g", State: "h", MetadataRole: "i", Replicas: 1, Leading: 2, MetadataDigest: "j", MetadataApplied: 3}}}, &clusterStatus{}},
 		{[]admin.PartitionStatus{{Entity: "a", Index: 1, GroupID: 2, Leader: "b", Replicas: []admin.ReplicaStatus{
-			{Node: "c", Voter: true, LastIndex: 3, Lag: 4}}}}, &[]partitionStatus{}},
+			{Node: "c", Voter: true, LastIndex: 3, Lag: 4}}, WantReplicas: 3, UnderReplicated: true}}, &[]partitionStatus{}},
 		{admin.ClusterError{Code: 404, Message: "m"}, &apiError{}},
 	} {
 		want, _ := json.Marshal(tc.api)

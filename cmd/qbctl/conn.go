@@ -2,8 +2,10 @@ package main
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -31,6 +33,39 @@ func (g *globals) connectionString() (string, error) {
 		return "", fmt.Errorf("no connection string: pass --connection-string, set QUORUMBUS_CONNECTION_STRING, or run next to the node's data directory (%s: %v)", path, err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// adminFromEndpoints points qbctl at the admin address the node wrote to
+// <data>/endpoints.json, when qbctl reads that node's connection string from the same
+// directory (no --connection-string, no QUORUMBUS_CONNECTION_STRING) and no admin
+// address is given (no --admin-addr, no QUORUMBUS_ADMIN_ADDR): next to a node started
+// on other ports, no flag is needed. A wildcard address (0.0.0.0, [::]) becomes the
+// loopback one.
+func (g *globals) adminFromEndpoints(adminAddrGiven bool) {
+	if adminAddrGiven || os.Getenv("QUORUMBUS_ADMIN_ADDR") != "" || g.connStr != "" || os.Getenv("QUORUMBUS_CONNECTION_STRING") != "" {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(g.data, "endpoints.json"))
+	if err != nil {
+		return
+	}
+	var ep struct {
+		Admin string `json:"admin"`
+	}
+	if json.Unmarshal(b, &ep) != nil || ep.Admin == "" {
+		return
+	}
+	host, port, err := net.SplitHostPort(ep.Admin)
+	if err != nil {
+		return
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	g.adminAddr = net.JoinHostPort(host, port)
 }
 
 // rewriteTransport sends the admin client's requests to the node's admin listener. The

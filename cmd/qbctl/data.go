@@ -53,9 +53,11 @@ func (g *globals) browse(ctx context.Context, e entityPath, opts *azservicebus.R
 		popts = &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}
 	}
 	dlq := opts != nil && opts.SubQueue == azservicebus.SubQueueDeadLetter
-	t := &table{header: []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "STATE", "DELIVERIES", "SUBJECT", "BODY"}}
+	t := &table{header: []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "STATE", "DELIVERIES", "SUBJECT", "BODY"},
+		jsonKeys: []string{"SequenceNumber", "MessageID", "EnqueuedTime", "State", "DeliveryCount", "Subject", "Body"}}
 	if dlq {
 		t.header = []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "REASON", "DESCRIPTION", "SUBJECT", "BODY"}
+		t.jsonKeys = []string{"SequenceNumber", "MessageID", "EnqueuedTime", "DeadLetterReason", "DeadLetterErrorDescription", "Subject", "Body"}
 	}
 	for count > 0 {
 		msgs, err := r.PeekMessages(ctx, min(count, 100), popts)
@@ -144,7 +146,7 @@ func (g *globals) dlqCmd() *cobra.Command {
 			return err
 		}
 		if g.output == "json" {
-			return g.printJSON(map[string]any{"entity": e.String(), "purged": n})
+			return g.printJSON(map[string]any{"Entity": e.String(), "Purged": n})
 		}
 		fmt.Fprintf(g.stdout, "purged %d message(s) from %s/$DeadLetterQueue\n", n, e)
 		return nil
@@ -158,7 +160,7 @@ func (g *globals) dlqCmd() *cobra.Command {
 			return err
 		}
 		if g.output == "json" {
-			return g.printJSON(map[string]any{"entity": e.String(), "to": e.sendTarget(), "resubmitted": n})
+			return g.printJSON(map[string]any{"Entity": e.String(), "To": e.sendTarget(), "Resubmitted": n})
 		}
 		fmt.Fprintf(g.stdout, "resubmitted %d message(s) from %s/$DeadLetterQueue to %s\n", n, e, e.sendTarget())
 		return nil

@@ -23,7 +23,8 @@
 //	qbctl send|receive ENTITY, qbctl key list|create|delete, qbctl namespace purge [--prefix P]|delete-entities --prefix P
 //	qbctl completion bash|zsh|fish
 //	qbctl cluster status|partitions
-//	qbctl node drain|remove NODE
+//	qbctl apply -f Config.json [--prune]
+//	qbctl node drain|undrain|remove NODE
 //	qbctl partition transfer-leader GROUP [--to NODE]
 //
 // ENTITY is a queue name or TOPIC/Subscriptions/SUB. --output (-o) table (default) or

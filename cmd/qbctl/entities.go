@@ -241,7 +241,7 @@ func (g *globals) deleteEntity(ctx context.Context, ac *admin.Client, k entityKi
 		return err
 	}
 	if g.output == "json" {
-		return g.printJSON(map[string]any{"deleted": k.target(pos).name, "kind": k.String()})
+		return g.printJSON(map[string]any{"Deleted": k.target(pos).name, "Kind": k.String()})
 	}
 	fmt.Fprintf(g.stdout, "deleted %s\n", k.target(pos))
 	return nil

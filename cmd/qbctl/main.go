@@ -76,7 +76,9 @@ azservicebus client over AMQP. ENTITY is QUEUE or TOPIC/Subscriptions/SUB.
 
 The connection string comes from --connection-string, else QUORUMBUS_CONNECTION_STRING,
 else the file connection-string in the node's data directory (--data), which quorumbus
-writes at start-up: next to a node started with 'make run' no flag is needed.`
+writes at start-up; the admin address then comes from the endpoints.json beside it
+unless --admin-addr or QUORUMBUS_ADMIN_ADDR is given: next to a node started with
+'make run' no flag is needed, whatever its ports.`
 
 func (g *globals) rootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -93,6 +95,7 @@ func (g *globals) rootCmd() *cobra.Command {
 			if g.output != "table" && g.output != "json" {
 				return usageErr(c.CommandPath(), "--output must be table or json, not %q", g.output)
 			}
+			g.adminFromEndpoints(c.Flags().Changed("admin-addr"))
 			var err error
 			g.adminTLS, err = g.nodeTLS()
 			return err
@@ -120,6 +123,7 @@ func (g *globals) rootCmd() *cobra.Command {
 	}
 	add("entities", g.entityCmd(kindQueue), g.entityCmd(kindTopic), g.entityCmd(kindSubscription), g.ruleCmd())
 	add("messages", g.peekCmd(), g.sendCmd(), g.receiveCmd(), g.dlqCmd())
+	add("entities", g.applyCmd())
 	add("namespace", g.statusCmd(), g.keyCmd(), g.namespaceCmd(), g.clusterCmd(), g.nodeCmd(), g.partitionCmd())
 	return root
 }

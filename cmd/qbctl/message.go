@@ -71,7 +71,7 @@ func (g *globals) send(ctx context.Context, e entityPath, body, id, subject *str
 		return err
 	}
 	if g.output == "json" {
-		return g.printJSON(map[string]any{"entity": e.sendTarget(), "sent": 1})
+		return g.printJSON(map[string]any{"Entity": e.sendTarget(), "Sent": 1})
 	}
 	fmt.Fprintf(g.stdout, "sent 1 message to %s\n", e.sendTarget())
 	return nil
@@ -115,7 +115,8 @@ func (g *globals) receive(ctx context.Context, e entityPath, n int, timeout time
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	t := &table{header: []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "SUBJECT", "BODY"}}
+	t := &table{header: []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "SUBJECT", "BODY"},
+		jsonKeys: []string{"SequenceNumber", "MessageID", "EnqueuedTime", "Subject", "Body"}}
 	got, found := 0, false
 	for (*expect != "" && !found) || (*expect == "" && got < *count) {
 		want := *count - got

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,10 +13,16 @@ import (
 )
 
 // table is what most commands print: rows under a header, or the same as JSON objects
-// keyed by jsonKeys, or else by the header names (lower-cased), when --output json.
+// keyed by jsonKeys, or else by the header names in the SDK's style (jsonKey), when
+// --output json.
+//
+// Every -o json output names its keys one way: as the Go SDK (azservicebus and its admin
+// package) names the fields, PascalCase with Go's initialisms ("ActiveMessageCount",
+// "MessageID", "AMQPAddr"). That is also what `show -o json` files carry into
+// --from-file.
 type table struct {
 	header   []string
-	jsonKeys []string // the SDK's names for the columns of entity lists
+	jsonKeys []string // the SDK's names for the columns
 	rows     [][]any
 }
 
@@ -28,7 +35,7 @@ func (g *globals) print(t *table) error {
 	return writeTable(g.stdout, t)
 }
 
-// jsonRows is the table as JSON objects keyed by the header names, lower-cased.
+// jsonRows is the table as JSON objects keyed by jsonKeys or the header names (jsonKey).
 func (t *table) jsonRows() []map[string]any {
 	out := make([]map[string]any, 0, len(t.rows))
 	for _, r := range t.rows {
@@ -45,22 +52,34 @@ func (t *table) jsonRows() []map[string]any {
 	return out
 }
 
+// printJSON writes v indented, with <, > and & as they are (a SQL filter "a > 1" reads
+// as such, not "a \u003e 1").
 func (g *globals) printJSON(v any) error {
 	enc := json.NewEncoder(g.stdout)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
 
-// printKV prints one object: "key  value" lines, or a JSON object.
+// marshal is json.Marshal without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// printKV prints one object: "key  value" lines, or a JSON object keyed by jsonKey(key).
 func (g *globals) printKV(keys []string, values []any) error {
 	if g.output == "json" {
 		m := make(map[string]any, len(keys))
 		for i, k := range keys {
 			m[jsonKey(k)] = jsonValue(values[i])
 		}
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(m)
+		return g.printJSON(m)
 	}
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	for i, k := range keys {
@@ -90,8 +109,8 @@ func (o *object) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		kb, _ := json.Marshal(k)
-		vb, err := json.Marshal(jsonValue(o.vals[i]))
+		kb, _ := marshal(k)
+		vb, err := marshal(jsonValue(o.vals[i]))
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +146,22 @@ func writeTable(out io.Writer, t *table) error {
 	return w.Flush()
 }
 
-func jsonKey(h string) string { return strings.ToLower(strings.ReplaceAll(h, " ", "_")) }
+// initialisms are the words Go (and so the SDK) writes in capitals.
+var initialisms = map[string]bool{"ID": true, "AMQP": true, "SKU": true, "URL": true, "OK": true, "TTL": true}
+
+// jsonKey is a header or key name in the SDK's style: "CLUSTER ADDR" -> "ClusterAddr",
+// "MESSAGE-ID" -> "MessageID", "primary key" -> "PrimaryKey".
+func jsonKey(h string) string {
+	var b strings.Builder
+	for _, w := range strings.FieldsFunc(h, func(r rune) bool { return r == ' ' || r == '-' || r == '_' }) {
+		if u := strings.ToUpper(w); initialisms[u] {
+			b.WriteString(u)
+			continue
+		}
+		b.WriteString(strings.ToUpper(w[:1]) + strings.ToLower(w[1:]))
+	}
+	return b.String()
+}
 
 func jsonValue(c any) any {
 	switch v := c.(type) {

@@ -23,7 +23,7 @@ func (g *globals) purge(ctx context.Context, path, what string) error {
 		return err
 	}
 	if g.output == "json" {
-		return g.printJSON(map[string]any{"entity": what, "purged": res.Purged})
+		return g.printJSON(map[string]any{"Entity": what, "Purged": res.Purged})
 	}
 	fmt.Fprintf(g.stdout, "purged %d message(s) from %s\n", res.Purged, what)
 	return nil
@@ -65,7 +65,7 @@ func (g *globals) deletePrefixed(ctx context.Context, prefix string) error {
 		return err
 	}
 	if g.output == "json" {
-		return g.printJSON(map[string]any{"prefix": prefix, "deleted": res.Deleted})
+		return g.printJSON(map[string]any{"Prefix": prefix, "Deleted": res.Deleted})
 	}
 	fmt.Fprintf(g.stdout, "deleted %d entities named %s*\n", len(res.Deleted), prefix)
 	for _, n := range res.Deleted {

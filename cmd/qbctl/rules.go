@@ -181,7 +181,7 @@ func (g *globals) ruleCmd() *cobra.Command {
 				return err
 			}
 			if g.output == "json" {
-				return g.printJSON(map[string]any{"deleted": pos[2], "kind": "rule"})
+				return g.printJSON(map[string]any{"Deleted": pos[2], "Kind": "rule"})
 			}
 			fmt.Fprintf(g.stdout, "deleted rule %q of %s/Subscriptions/%s\n", pos[2], pos[0], pos[1])
 			return nil

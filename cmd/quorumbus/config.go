@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/quorumbus/quorumbus/cluster/meta"
 	"io"
 	"net"
 	"os"
@@ -65,6 +66,9 @@ type Config struct {
 	Zone            string        `json:"zone"`
 	Replicas        int           `json:"replicas"`
 	DeadNodeGrace   time.Duration `json:"dead-node-grace"`
+	// PartitionCount is how many partitions an entity created with EnablePartitioning
+	// gets (Service Bus Standard: 16); its MaxSizeInMegabytes holds for each of them.
+	PartitionCount int `json:"partition-count"`
 	// RaftLogStore is the Raft log store of the partition groups this node creates:
 	// "bolt" or "wal" (partition.Config.LogStore).
 	RaftLogStore string `json:"raft-log-store"`
@@ -117,6 +121,7 @@ func DefaultConfig() Config {
 		BootstrapExpect: 1,
 		Replicas:        3,
 		DeadNodeGrace:   10 * time.Minute,
+		PartitionCount:  16,
 		RaftLogStore:    "bolt",
 		AMQPLimits:      defaultAMQPLimits(),
 	}
@@ -339,6 +344,8 @@ func (c *Config) validateCluster() error {
 		return fmt.Errorf("--bootstrap-expect %d: must be at least 1 (1 is a single node)", c.BootstrapExpect)
 	case c.Replicas < 1:
 		return fmt.Errorf("--replicas %d: must be at least 1", c.Replicas)
+	case c.PartitionCount < 1 || c.PartitionCount > meta.MaxPartitionCount:
+		return fmt.Errorf("--partition-count %d: want 1 to %d (Service Bus Standard uses 16)", c.PartitionCount, meta.MaxPartitionCount)
 	case c.DeadNodeGrace <= 0:
 		return fmt.Errorf("--dead-node-grace %v: must be positive", c.DeadNodeGrace)
 	case c.RaftLogStore != "bolt" && c.RaftLogStore != "wal":
@@ -479,7 +486,8 @@ func settings(c *Config) []setting {
 		{name: "join", usage: "cluster addresses of nodes to join, HOST:PORT[,HOST:PORT...]; names are re-resolved on every try", list: &c.Join},
 		{name: "bootstrap-expect", usage: "how many nodes form a new cluster; 1 (the default) is a single node", num: &c.BootstrapExpect},
 		{name: "zone", usage: "failure domain of this node; replicas are spread over zones", str: &c.Zone},
-		{name: "replicas", usage: "replicas of each partition, capped by the node count (default 3)", num: &c.Replicas},
+		{name: "replicas", usage: "replicas of each partition, fewer only while fewer nodes are alive (default 3)", num: &c.Replicas},
+		{name: "partition-count", usage: "partitions of an entity created with EnablePartitioning, each holding MaxSizeInMegabytes (default 16, as Service Bus Standard)", num: &c.PartitionCount},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
 		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: bolt (raft.db, two fsyncs per append; the default) or wal (raft-wal segment files, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
 

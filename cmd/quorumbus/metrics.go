@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/pprof"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,6 +23,8 @@ var (
 	descUnsettled = prometheus.NewDesc("quorumbus_amqp_unsettled_deliveries", "Peek-lock deliveries sent to clients on this node that await their outcome (lock not expired).", nil, nil)
 	descOutQueued = prometheus.NewDesc("quorumbus_amqp_outgoing_queued_bytes", "Bytes held for clients on this node and not yet written to their sockets.", nil, nil)
 	descStalls    = prometheus.NewDesc("quorumbus_amqp_stalls_total", "Times a receiver (or request link) waited at a bound: unsettled (--amqp-max-unsettled-per-link/-per-conn) or outgoing (--amqp-max-conn-outgoing-mb).", []string{"bound"}, nil)
+	descEntLinks  = prometheus.NewDesc("quorumbus_amqp_entity_links", "Attached AMQP links on this node to one queue, topic or subscription (dead-letter sub-queue included), by the client's role (sender, receiver).", []string{"entity", "subscription", "role"}, nil)
+	descEntConns  = prometheus.NewDesc("quorumbus_amqp_entity_connections", "AMQP connections on this node with at least one link to the queue, topic or subscription.", []string{"entity", "subscription"}, nil)
 	descErrors    = prometheus.NewDesc("quorumbus_amqp_errors_total", "AMQP errors this node sent to clients (detach, end, close, rejected deliveries and settlements, refused $management and $cbs requests), by condition.", []string{"condition"}, nil)
 )
 
@@ -33,6 +36,8 @@ func (c amqpCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descOutQueued
 	ch <- descStalls
 	ch <- descErrors
+	ch <- descEntLinks
+	ch <- descEntConns
 }
 
 func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
@@ -49,6 +54,21 @@ func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
 	for cond, n := range st.Errors {
 		ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(n), cond)
 	}
+	for path, e := range st.Entities {
+		entity, sub := splitEntityPath(path)
+		ch <- prometheus.MustNewConstMetric(descEntLinks, prometheus.GaugeValue, float64(e.SenderLinks), entity, sub, "sender")
+		ch <- prometheus.MustNewConstMetric(descEntLinks, prometheus.GaugeValue, float64(e.ReceiverLinks), entity, sub, "receiver")
+		ch <- prometheus.MustNewConstMetric(descEntConns, prometheus.GaugeValue, float64(e.Connections), entity, sub)
+	}
+}
+
+// splitEntityPath splits "orders/Subscriptions/eu" into the entity and subscription
+// labels the entity series use ("orders", "eu"); a queue or topic has no subscription.
+func splitEntityPath(p string) (entity, sub string) {
+	if i := strings.Index(strings.ToLower(p), "/subscriptions/"); i >= 0 {
+		return p[:i], p[i+len("/subscriptions/"):]
+	}
+	return p, ""
 }
 
 // pprofHandler serves net/http/pprof's pages under /debug/pprof/ (--pprof).

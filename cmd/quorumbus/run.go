@@ -194,7 +194,7 @@ func run(cfg Config) error {
 		log.Warn("--pprof: Go's profiler is served under /debug/pprof/ on the admin port", "admin", adminLn.Addr().String())
 	}
 	hc.Logger = log
-	hc.PartitionCount = 4
+	hc.PartitionCount = int32(cfg.PartitionCount)
 	// The node serves the cluster API once it implements admin.Cluster; until then
 	// /$cluster/ answers 404 saying the node runs without a cluster.
 	if c, ok := any(node).(admin.Cluster); ok {
@@ -220,6 +220,11 @@ func run(cfg Config) error {
 	xc.Authorize = handler.Authorize
 	xc.Next = amqpws.Route(ws, handler)
 	xc.Sessions = explorer.NodeSessions(node)
+	trust := caFile
+	if trust == "" {
+		trust = cfg.TLSCert
+	}
+	xc.Metrics = newClusterMetrics(cfg.NodeID, node.Registry(), hc.Cluster, tlsCfg != nil, trust)
 	xc.Logger = log
 	ui, err := explorer.New(xc)
 	if err != nil {

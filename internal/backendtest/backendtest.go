@@ -67,13 +67,15 @@ var scenarios = []struct {
 		}
 		c.ids(c.receive(q, amqp.PeekLock, 10)) // S-LOCK-1: locked, so nothing more
 	}},
-	{"CompleteRemovesAndSecondSettleIsLockLost", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
-		// S-LOCK-2, S-LOCK-9.
+	{"CompleteRemovesAndOtherSettleIsLockLost", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
+		// S-LOCK-2, S-LOCK-9; S-LOCK-12: the same complete again (its first answer lost)
+		// gets the first outcome, and changes nothing.
 		q := nq(t, false)
 		c.send(q, c.msg("a", ""))
 		d := c.receive(q, amqp.PeekLock, 1)[0]
 		c.settle(q, d, amqp.Settlement{Disposition: amqp.Complete}, nil)
-		c.settle(q, d, amqp.Settlement{Disposition: amqp.Complete}, amqp.ErrLockLost)
+		c.settle(q, d, amqp.Settlement{Disposition: amqp.Complete}, nil)
+		c.settle(q, d, amqp.Settlement{Disposition: amqp.Abandon}, amqp.ErrLockLost)
 		c.ids(c.peek(amqp.Address{Entity: q}))
 	}},
 	{"StaleTokenFailsAloneInABatch", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {

@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ func FreeAddr(t testing.TB) string {
 // each of n nodes, starts them all at once with start (a node of a forming cluster only
 // serves once its peers are up), each told every node's address, and closes them when
 // the test ends. It fails the test, closing what started, if any start fails within
-// timeout. It does not know what a node is, so any package's tests can use it with their
+// timeout. Each close is bounded (Bounded, CloseLimit). It does not know what a node is, so any package's tests can use it with their
 // own start function.
 func StartNodes[N any](t testing.TB, n int, timeout time.Duration,
 	start func(ctx context.Context, i int, addrs []string) (N, error), stop func(N)) []N {
@@ -60,7 +61,7 @@ func StartNodes[N any](t testing.TB, n int, timeout time.Duration,
 	t.Cleanup(func() {
 		for i, nd := range nodes {
 			if ok[i] {
-				stop(nd)
+				Bounded(t, fmt.Sprintf("node %d of %d", i+1, n), CloseLimit, func() { stop(nd) })
 			}
 		}
 	})

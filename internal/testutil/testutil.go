@@ -123,3 +123,31 @@ func leaked(wait time.Duration, match []string) error {
 		time.Sleep(50 * time.Millisecond) // polling for goroutines to finish
 	}
 }
+
+// CloseLimit bounds how long a test waits for a node, server or process to shut down
+// (Bounded). A clean shutdown takes well under a second even on a loaded machine; a
+// stuck one (a Raft shutdown waiting on a goroutine that never returns) once ate 22
+// minutes of CI before the binary's own -timeout fired.
+const CloseLimit = 60 * time.Second
+
+// Bounded runs stop (a Close, a Shutdown) and waits at most limit for it. When stop
+// has not returned by then it writes every goroutine's stack to stderr and panics, which
+// ends the test binary at once with the hang in its output, instead of leaving it to the
+// -timeout of the whole run. name says what was being stopped.
+func Bounded(t testing.TB, name string, limit time.Duration, stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		stop()
+	}()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		fmt.Fprintf(os.Stderr, "%s: stopping %s did not finish within %v; goroutines:\n\n%s\n",
+			t.Name(), name, limit, strings.Join(allStacks(), "\n\n"))
+		panic(fmt.Sprintf("%s: stopping %s hung for %v (goroutine dump above)", t.Name(), name, limit))
+	}
+}

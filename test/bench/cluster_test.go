@@ -86,20 +86,20 @@ func checkFsync(b *testing.B, n *harness.Node) {
 
 // partRow is one row of `qbctl cluster partitions -o json`.
 type partRow struct {
-	Entity    string `json:"entity"`
-	Partition int    `json:"partition"`
-	Group     uint32 `json:"group"`
-	Leader    string `json:"leader"`
+	Entity    string `json:"Entity"`
+	Partition int    `json:"Partition"`
+	Group     uint32 `json:"GroupID"`
+	Leader    string `json:"Leader"`
 	Replicas  []struct {
-		Node  string `json:"node"`
-		Voter bool   `json:"voter"`
-	} `json:"replicas"`
+		Node  string `json:"Node"`
+		Voter bool   `json:"Voter"`
+	} `json:"Replicas"`
 }
 
 func (p partRow) hosts(id string) bool {
 	return slices.ContainsFunc(p.Replicas, func(r struct {
-		Node  string `json:"node"`
-		Voter bool   `json:"voter"`
+		Node  string `json:"Node"`
+		Voter bool   `json:"Voter"`
 	}) bool {
 		return r.Node == id
 	})

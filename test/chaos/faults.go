@@ -254,16 +254,16 @@ type partition = harness.PartitionRow
 
 // status is `qbctl cluster status -o json`.
 type status struct {
-	Node           string `json:"node"`
-	MetadataLeader string `json:"metadata_leader"`
+	Node           string `json:"NodeID"`
+	MetadataLeader string `json:"MetadataLeader"`
 	Members        []struct {
-		ID       string `json:"id"`
-		State    string `json:"state"`
-		Metadata string `json:"metadata"`
+		ID       string `json:"ID"`
+		State    string `json:"State"`
+		Metadata string `json:"MetadataRole"`
 		// with --digests: the member's metadata state digest and applied index
-		Digest  string `json:"metadata_digest"`
-		Applied uint64 `json:"metadata_applied"`
-	} `json:"members"`
+		Digest  string `json:"MetadataDigest"`
+		Applied uint64 `json:"MetadataApplied"`
+	} `json:"Members"`
 }
 
 // qbctl runs qbctl against host h's admin API and decodes its JSON output into out.

@@ -634,10 +634,11 @@ func TestCompleteInFlightAtLeaderKill(t *testing.T) {
 	// complete succeeded may.
 	rctx, cancel := context.WithTimeout(context.Background(), time.Until(lockedUntil)+10*time.Second)
 	defer cancel()
-	var back []string
+	var back, redelivered []string
 	for {
 		msgs, err := r.ReceiveMessages(rctx, 50, nil)
 		for _, m := range msgs {
+			redelivered = append(redelivered, m.MessageID)
 			if results[m.MessageID] == nil {
 				back = append(back, fmt.Sprintf("%s (delivery count %d)", m.MessageID, m.DeliveryCount))
 			}
@@ -653,6 +654,70 @@ func TestCompleteInFlightAtLeaderKill(t *testing.T) {
 		sort.Strings(back)
 		t.Errorf("S-LOCK-2: %d messages whose CompleteMessage returned success came back after their lock expired, e.g. %v",
 			len(back), back[:min(5, len(back))])
+	}
+	// S-LOCK-12: a complete reported lock-lost did not apply, so its message comes back;
+	// one that applied but was reported lost (the retry found the lock gone) never would,
+	// and an application waiting for the redelivery would wait forever.
+	var lostForGood []string
+	for id, err := range results {
+		if errCode(err) == string(azservicebus.CodeLockLost) && !slices.Contains(redelivered, id) {
+			lostForGood = append(lostForGood, id)
+		}
+	}
+	if len(lostForGood) > 0 {
+		sort.Strings(lostForGood)
+		t.Errorf("S-LOCK-12: %d completes reported lock-lost whose messages never came back (the complete had applied), e.g. %v",
+			len(lostForGood), lostForGood[:min(5, len(lostForGood))])
+	}
+}
+
+// S-DUP-1 on a partitioned queue, across a leader failover: with duplicate detection on
+// and no SessionId or PartitionKey, a MessageId always goes to one partition (as in
+// Service Bus), whose replicated history drops a copy sent through any node, also after
+// the node leading most partitions was killed (the copies went round-robin, and
+// one MessageId sent through three nodes was stored three times).
+func TestDuplicateDetectionPartitionedAcrossFailover(t *testing.T) {
+	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3"))
+	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
+	const q = "dedupe-partitioned"
+	createQueue(t, c.Nodes[0], q, &admin.QueueProperties{EnablePartitioning: to.Ptr(true), RequiresDuplicateDetection: to.Ptr(true)})
+	c.WaitFor(t, 60*time.Second, func() error { return serving(t, c, q, 3) })
+	ids := idRange("d", 40)
+	for _, n := range c.Nodes {
+		sendEach(t, n, q, ids)
+	}
+	victim := mostLeading(t, c, q)
+	alive := others(c, victim)
+	victim.Kill()
+	t.Logf("killed %s", victim.ID)
+	for _, n := range alive {
+		sendEach(t, n, q, ids)
+	}
+	receiveAll(t, alive[0], q, ids) // each MessageId once: a second copy fails the test
+}
+
+// sendEach sends one message per ID through n, one send each, retrying a send that
+// fails (a failover in progress) until it is acknowledged.
+func sendEach(t *testing.T, n *harness.Node, queue string, ids []string) {
+	t.Helper()
+	ctx := ctxT(t, 120*time.Second)
+	s, err := n.Client(t).NewSender(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	for _, id := range ids {
+		for {
+			err := s.SendMessage(ctx, &azservicebus.Message{MessageID: to.Ptr(id), Body: []byte(id)}, nil)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("send %s through %s: %v", id, n.ID, err)
+			}
+			t.Logf("send %s through %s: %v (retrying)", id, n.ID, err)
+			time.Sleep(200 * time.Millisecond) // the SDK already retried with backoff; do not spin
+		}
 	}
 }
 

@@ -14,15 +14,15 @@ import (
 
 // status is `qbctl cluster status -o json`.
 type status struct {
-	Node           string `json:"node"`
-	MetadataLeader string `json:"metadata_leader"`
+	Node           string `json:"NodeID"`
+	MetadataLeader string `json:"MetadataLeader"`
 	Members        []struct {
-		ID          string `json:"id"`
-		State       string `json:"state"`
-		Metadata    string `json:"metadata"`
-		ClusterAddr string `json:"cluster_addr"`
-		AMQPAddr    string `json:"amqp_addr"`
-	} `json:"members"`
+		ID          string `json:"ID"`
+		State       string `json:"State"`
+		Metadata    string `json:"MetadataRole"`
+		ClusterAddr string `json:"ClusterAddr"`
+		AMQPAddr    string `json:"AMQPAddr"`
+	} `json:"Members"`
 }
 
 // partition is one row of `qbctl cluster partitions -o json`.

@@ -77,7 +77,7 @@ func TestBodiesPastMemoryBudget(t *testing.T) {
 	e = &env{n: n, admin: n.AdminClient(t), c: n.Client(t)}
 	r := e.receiver(t, q, nil)
 	for got := 0; got < sent; {
-		msgs, err := r.ReceiveMessages(testCtx(t), 500, nil)
+		msgs, err := r.ReceiveMessages(testCtx(t), min(500, sent-got), waitForAll(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}

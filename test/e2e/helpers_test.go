@@ -152,7 +152,7 @@ func receiveUpTo(t *testing.T, r msgReceiver, n int, within time.Duration) []*az
 			break
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), left)
-		msgs, err := r.ReceiveMessages(ctx, n-len(got), nil)
+		msgs, err := r.ReceiveMessages(ctx, n-len(got), waitForAll(left))
 		cancel()
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("receive: %v", err)
@@ -160,6 +160,16 @@ func receiveUpTo(t *testing.T, r msgReceiver, n int, within time.Duration) []*az
 		got = append(got, msgs...)
 	}
 	return got
+}
+
+// waitForAll makes ReceiveMessages return only once it has every message asked for
+// (or its context ends), so that it leaves no credit on the link. The SDK releases
+// whatever arrives between two ReceiveMessages calls while credit is left, and a
+// released message comes back behind those the broker had already sent: with the
+// SDK's default (20 ms after the first message) a busy machine sees messages out of
+// sequence order (docs/guarantees.md, "Order").
+func waitForAll(d time.Duration) *azservicebus.ReceiveMessagesOptions {
+	return &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: d}
 }
 
 // receiveOne receives exactly one message within the time given.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/Azure/go-amqp"
 )
 
 // TestPartitioned covers entities created with EnablePartitioning (several partitions,
@@ -161,6 +163,78 @@ func TestPartitioned(t *testing.T) {
 			t.Fatalf("got %q, want the one message not cancelled", m.Body)
 		}
 		expectNothing(t, r, time.Second)
+	})
+
+	// S-DUP-1 on partitioned entities: with duplicate detection on and neither SessionId
+	// nor PartitionKey set, the MessageId picks the partition (as in Service Bus), so
+	// copies of one MessageId meet in one partition and are dropped there. Before, they
+	// went round-robin and every partition kept its own copy.
+	t.Run("DuplicateDetection", func(t *testing.T) {
+		t.Parallel()
+		const ids, copies = 10, 3 // 10: copies of one id do not land on one partition by round-robin chance
+		sendCopies := func(s *azservicebus.Sender) {
+			for c := range copies {
+				for i := range ids {
+					send(t, s, &azservicebus.Message{Body: []byte(fmt.Sprint(i, "/", c)), MessageID: to.Ptr(fmt.Sprint("dup-", i))})
+				}
+			}
+		}
+		firstCopies := func(t *testing.T, msgs []*azservicebus.ReceivedMessage) {
+			t.Helper()
+			got := bodies(msgs)
+			slices.Sort(got)
+			var want []string
+			for i := range ids {
+				want = append(want, fmt.Sprint(i, "/0"))
+			}
+			slices.Sort(want)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("stored %v, want the first copy of each MessageId once: %v", got, want)
+			}
+		}
+		q := e.queue(t, "pdup", partitioned(&admin.QueueProperties{RequiresDuplicateDetection: to.Ptr(true)}))
+		sendCopies(e.sender(t, q))
+		// A second client (its own connection; through another node under E2E_CLUSTER).
+		sendCopies(e.isolated(t).sender(t, q))
+		firstCopies(t, drain(t, e.receiver(t, q, nil), ids))
+
+		tp := e.topic(t, "ptdup", &admin.TopicProperties{EnablePartitioning: to.Ptr(true), RequiresDuplicateDetection: to.Ptr(true)}, "a")
+		sendCopies(e.sender(t, tp))
+		firstCopies(t, drain(t, e.subReceiver(t, tp, "a", nil), ids))
+	})
+
+	// A partitioned entity has 16 partitions, as in Service Bus Standard, each holding
+	// MaxSizeInMegabytes: it reports 16 times the size it was created with and accepts
+	// that much (before, it reported 16 times and accepted 4 times).
+	t.Run("SixteenPartitionsHoldTheReportedSize", func(t *testing.T) {
+		t.Parallel()
+		q := name("pfull")
+		created, err := e.admin.CreateQueue(testCtx(t), q, &admin.CreateQueueOptions{Properties: partitioned(&admin.QueueProperties{MaxSizeInMegabytes: to.Ptr(int32(1))})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.admin.DeleteQueue(context.Background(), q, nil) })
+		if got := *created.MaxSizeInMegabytes; got != 16 {
+			t.Fatalf("MaxSizeInMegabytes %d, want 16 (16 partitions of 1 MB)", got)
+		}
+		s := e.isolated(t).sender(t, q)
+		payload := make([]byte, 60_000)
+		accepted := 0
+		for accepted < 1000 {
+			if err := s.SendMessage(testCtx(t), &azservicebus.Message{Body: payload}, nil); err != nil {
+				var ae *amqp.Error
+				if !errors.As(err, &ae) || ae.Condition != amqp.ErrCondResourceLimitExceeded {
+					t.Fatalf("after %d messages: %v, want the quota condition", accepted, err)
+				}
+				break
+			}
+			accepted++
+		}
+		// Each send goes round-robin to one partition; the first refusal comes when one of
+		// them is full, so the entity then holds close to 16 x 1 MB, far more than 4 x 1 MB.
+		if mb := float64(accepted*len(payload)) / (1 << 20); mb < 12 || mb > 16.5 {
+			t.Fatalf("accepted %d messages (%.1f MB) before the quota refusal, want about 16 MB", accepted, mb)
+		}
 	})
 
 	// S-TOP-1 with a partitioned topic: every subscription gets every message once.

@@ -172,15 +172,17 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 // PartitionRow is one row of `qbctl cluster partitions -o json` (with --digests, each
 // replica's state digest), as the multi-node tests read it.
 type PartitionRow struct {
-	Entity    string `json:"entity"`
-	Partition int    `json:"partition"`
-	Group     uint32 `json:"group"`
-	Leader    string `json:"leader"`
+	Entity    string `json:"Entity"`
+	Partition int    `json:"Partition"`
+	Group     uint32 `json:"GroupID"`
+	Leader    string `json:"Leader"`
 	Replicas  []struct {
-		Node      string `json:"node"`
-		Voter     bool   `json:"voter"`
-		LastIndex uint64 `json:"last_index"`
-		Lag       uint64 `json:"lag"`
-		Digest    string `json:"digest"` // with --digests; "" when the node did not answer
-	} `json:"replicas"`
+		Node        string `json:"Node"`
+		Voter       bool   `json:"Voter"`
+		LastIndex   uint64 `json:"LastIndex"`
+		Lag         uint64 `json:"Lag"`
+		Digest      string `json:"Digest"`      // with --digests; "" when the node did not answer
+		Unreachable bool   `json:"Unreachable"` // the node did not answer: LastIndex and Lag say nothing
+	} `json:"Replicas"`
+	UnderReplicated bool `json:"UnderReplicated"` // fewer live voters than it should have
 }

@@ -365,7 +365,19 @@ func (n *Node) waitGone() {
 	select {
 	case <-n.done:
 	case <-time.After(60 * time.Second):
-		n.t.Errorf("%s (pid %d) still running 60s after being stopped", n.name(), n.cmd.Process.Pid)
+		// A hung shutdown: SIGQUIT makes the Go runtime write every goroutine's stack to
+		// the node's log, shown with the failure; SIGKILL then ends it for sure.
+		syscall.Kill(n.cmd.Process.Pid, syscall.SIGQUIT)
+		select {
+		case <-n.done:
+		case <-time.After(5 * time.Second):
+			syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+			<-n.done
+		}
+		log := n.log.String()
+		log = log[max(0, len(log)-256<<10):]
+		n.t.Errorf("%s (pid %d) still running 60s after being stopped; its log ends with its goroutines:\n%s",
+			n.name(), n.cmd.Process.Pid, log)
 	}
 }
 

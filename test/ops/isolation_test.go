@@ -47,8 +47,8 @@ func TestPrefixIsolation(t *testing.T) {
 		}
 	}
 	var res struct {
-		Prefix  string   `json:"prefix"`
-		Deleted []string `json:"deleted"`
+		Prefix  string   `json:"Prefix"`
+		Deleted []string `json:"Deleted"`
 	}
 	qbctlJSON(t, n, &res, "namespace", "delete-entities", "--prefix", "runa-")
 	if strings.Join(res.Deleted, ",") != "runA-orders,runA-events" {

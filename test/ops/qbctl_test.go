@@ -106,7 +106,7 @@ func TestQbctl(t *testing.T) {
 	})
 	var dl []map[string]any
 	qbctlJSON(t, n, &dl, "dlq", "inspect", "jobs", "--count", "5")
-	if len(dl) != 5 || dl[0]["reason"] != "TTLExpiredException" {
+	if len(dl) != 5 || dl[0]["DeadLetterReason"] != "TTLExpiredException" {
 		t.Fatalf("dlq inspect: %v", dl)
 	}
 	var peeked []map[string]any
@@ -129,7 +129,7 @@ func TestQbctl(t *testing.T) {
 		t.Fatalf("after resubmit: active %d dead-letter %d", rt.ActiveMessageCount, rt.DeadLetterMessageCount)
 	}
 	qbctlJSON(t, n, &peeked, "peek", "jobs", "--count", "3")
-	if len(peeked) != 3 || !strings.HasPrefix(peeked[0]["body"].(string), "job-") {
+	if len(peeked) != 3 || !strings.HasPrefix(peeked[0]["Body"].(string), "job-") {
 		t.Fatalf("peek after resubmit: %v", peeked)
 	}
 	// The resubmitted copies carry no dead-letter properties.
@@ -226,7 +226,7 @@ func TestQbctlSendReceive(t *testing.T) {
 	// node drain --self drains the node at --admin-addr, whatever its ID.
 	var st map[string]any
 	qbctlJSON(t, n, &st, "node", "drain", "--self")
-	if st["ok"] != true || st["node"] == "" {
+	if st["OK"] != true || st["Node"] == "" {
 		t.Fatalf("node drain --self: %v", st)
 	}
 	if _, err := n.Qbctl(t, "node", "drain", "--self", "other"); err == nil {
@@ -241,7 +241,7 @@ func TestQbctlKeys(t *testing.T) {
 	qbctl(t, n, "queue", "create", "jobs")
 	var created map[string]any
 	qbctlJSON(t, n, &created, "key", "create", "sender", "--rights", "Send")
-	cs, _ := created["connection_string"].(string)
+	cs, _ := created["ConnectionString"].(string)
 	if !strings.Contains(cs, "SharedAccessKeyName=sender;") || !strings.Contains(cs, "UseDevelopmentEmulator=true") {
 		t.Fatalf("created: %v", created)
 	}

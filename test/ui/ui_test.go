@@ -465,10 +465,141 @@ func TestExplorerClusterView(t *testing.T) {
 		until(text(`#nodes-h`)+` === 'Nodes (3)' && document.querySelectorAll('#view .badge.ok').length === 3`,
 			"three nodes, all alive"),
 		until(`(() => {
-			const rows = [...document.querySelectorAll('#view section:nth-of-type(2) tbody tr')];
+			const rows = [...document.querySelectorAll('#partitions tbody tr')];
 			return rows.length >= 2 && rows.every((r) => r.cells[3].textContent !== '' && !r.querySelector('.badge.bad') &&
 				(r.cells[4].textContent.match(/lag/g) || []).length === 3);
 		})()`, "every partition with a leader and three replicas"),
 		until(`document.querySelector('main p.note').textContent.startsWith('Answered by node n2;')`, "the view says which node answered"),
 		screenshot(dir, "cluster-3-nodes"))
+}
+
+// rowCell is the text of cell i of the entity table row for entity, as a JS expression.
+func rowCell(entity string, i int) string {
+	return fmt.Sprintf(`(document.querySelector('tr[data-entity=%q]')?.cells[%d]?.textContent ?? '')`, entity, i)
+}
+
+// Rates and health at a glance, on a three-node cluster seen from its first node:
+// messages in and out per second and the clients attached, per entity and per node, from
+// the nodes' own metrics; then the problems: a dead-letter queue that grows, and a node
+// that stops answering (paused), with its replicas unreachable and the partitions they
+// belong to under-replicated.
+func TestExplorerRatesAndProblems(t *testing.T) {
+	ctx := browser(t)
+	dir := artifacts(t)
+	c := harness.StartCluster(t, 3)
+	n1, n3 := c.Nodes[0], c.Nodes[2]
+	bg, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	adm := n1.AdminClient(t)
+	one := int32(1)
+	for name, props := range map[string]*admin.QueueProperties{"traffic": nil, "fragile": {MaxDeliveryCount: &one}} {
+		if _, err := adm.CreateQueue(bg, name, &admin.CreateQueueOptions{Properties: props}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := n1.Client(t)
+	sender, err := client.NewSender("traffic", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiver, err := client.NewReceiverForQueue("traffic", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Steady traffic through "traffic" until the test ends: a message sent and one
+	// received every 100 ms.
+	traffic, stopTraffic := context.WithCancel(bg)
+	var wg sync.WaitGroup
+	defer func() { stopTraffic(); wg.Wait() }()
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for traffic.Err() == nil {
+			if err := sender.SendMessage(traffic, &azservicebus.Message{Body: []byte("tick")}, nil); err != nil && traffic.Err() == nil {
+				t.Errorf("send: %v", err)
+				return
+			}
+			<-tick.C
+		}
+	})
+	wg.Go(func() {
+		for traffic.Err() == nil {
+			msgs, err := receiver.ReceiveMessages(traffic, 10, nil)
+			if err != nil {
+				return // the test is ending
+			}
+			for _, m := range msgs {
+				_ = receiver.CompleteMessage(traffic, m, nil)
+			}
+		}
+	})
+
+	run := runner(t, ctx)
+	run("log in to the first node", login("http://"+n1.Admin+"/", n1.ConnectionString, "", "", dir))
+	// Columns: Queue, Status, Active, Scheduled, Dead-lettered, Size, In, Out, Connections, Links.
+	run("rates and clients per entity",
+		click(`#nav a[href="#/entities"]`),
+		until(`parseFloat(`+rowCell("traffic", 6)+`) > 0 && parseFloat(`+rowCell("traffic", 7)+`) > 0`, "traffic shows messages in and out per second"),
+		until(rowCell("traffic", 8)+` === '1' && `+rowCell("traffic", 9)+` === '2'`, "traffic shows one connection with two links"),
+		until(`['0.0/s', '–'].includes(`+rowCell("fragile", 6)+`) && `+rowCell("fragile", 8)+` === '0'`, "an idle queue shows no traffic and no clients"),
+		screenshot(dir, "entities-rates"))
+	run("rates and clients per node",
+		click(`#nav a[href="#/overview"]`),
+		until(`(() => {
+			const r = [...document.querySelectorAll('#node-rates tbody tr')];
+			return r.length === 3 && r.some((x) => parseFloat(x.cells[2].textContent) > 0) && r[0].cells[4].textContent !== '0';
+		})()`, "three nodes, one with messages in per second and n1 with connections"),
+		until(text(`#problems-h`)+` === 'Problems'`, "no problems while all is well"))
+
+	// The dead-letter queue of "fragile" grows: a message dead-lettered every 500 ms.
+	dlq, err := client.NewReceiverForQueue("fragile", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsender, err := client.NewSender("fragile", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() {
+		for traffic.Err() == nil {
+			if err := fsender.SendMessage(traffic, &azservicebus.Message{Body: []byte("bad")}, nil); err != nil {
+				return
+			}
+			msgs, err := dlq.ReceiveMessages(traffic, 1, nil)
+			if err != nil {
+				return
+			}
+			for _, m := range msgs {
+				_ = dlq.DeadLetterMessage(traffic, m, nil)
+			}
+			select {
+			case <-traffic.Done():
+			case <-time.After(500 * time.Millisecond): // a steady trickle, not a burst
+			}
+		}
+	})
+	run("a growing dead-letter queue is a problem",
+		until(`!!document.querySelector('#problems li[data-kind="dlq-growing"]')`, "the overview lists the growing dead-letter queue"),
+		until(`document.querySelector('#problems li[data-kind="dlq-growing"]').textContent.includes('fragile')`, "it names fragile"),
+		click(`#nav a[href="#/entities"]`),
+		until(`document.querySelector('tr[data-entity="fragile"]')?.classList.contains('problem') && `+rowCell("fragile", 4)+`.includes('▲')`,
+			"the fragile row is highlighted, its dead-letter count marked growing"),
+		screenshot(dir, "entities-dlq-growing"))
+
+	// A node stops answering.
+	n3.Pause()
+	defer n3.Resume()
+	run("a dead node, its unreachable replicas, under-replicated partitions",
+		click(`#nav a[href="#/overview"]`),
+		until(`!!document.querySelector('#problems li[data-kind="dead-node"]') && document.querySelector('#problems li[data-kind="dead-node"]').textContent.includes('n3')`,
+			"the overview lists n3 as dead or not answering"),
+		until(`!!document.querySelector('#problems li[data-kind="unreachable-replica"]') && !!document.querySelector('#problems li[data-kind="under-replicated"]')`,
+			"the overview lists n3's replicas unreachable and their partitions under-replicated"),
+		until(`[...document.querySelectorAll('#node-rates tbody tr')].some((r) => r.cells[0].textContent === 'n3' && r.classList.contains('problem'))`,
+			"n3's row is highlighted"),
+		screenshot(dir, "overview-problems"),
+		click(`#nav a[href="#/cluster"]`),
+		until(`[...document.querySelectorAll('#partitions .replica.bad')].some((r) => r.textContent.startsWith('n3') && r.textContent.includes('unreachable'))`,
+			"the cluster view marks n3's replicas unreachable"),
+		screenshot(dir, "cluster-problems"))
 }

@@ -38,6 +38,9 @@ var _ amqp.EntityAuthenticator = (*Backend)(nil)
 // SASKey implements amqp.Authenticator: the namespace's keys.
 func (b *Backend) SASKey(ctx context.Context, name string) (amqp.SASKey, error) {
 	k, ok := b.n.SASKey(name)
+	if !ok && b.syncMeta(ctx) {
+		k, ok = b.n.SASKey(name)
+	}
 	if !ok {
 		return amqp.SASKey{}, fmt.Errorf("%w: key %q", amqp.ErrNotFound, name)
 	}
@@ -48,10 +51,27 @@ func (b *Backend) SASKey(ctx context.Context, name string) (amqp.SASKey, error) 
 // authorization rules, which authorize only that entity.
 func (b *Backend) EntitySASKey(ctx context.Context, path, name string) (amqp.SASKey, error) {
 	k, ok := b.n.EntitySASKey(path, name)
+	if !ok && b.syncMeta(ctx) {
+		k, ok = b.n.EntitySASKey(path, name)
+	}
 	if !ok {
 		return amqp.SASKey{}, fmt.Errorf("%w: key %q on %q", amqp.ErrNotFound, name, path)
 	}
 	return sasKey(k), nil
+}
+
+// keySyncWait bounds how long a token naming an unknown key waits for this node's
+// metadata to catch up with the leader's before it is refused.
+const keySyncWait = 2 * time.Second
+
+// syncMeta brings this node's metadata up to the leader's (cluster.Node.SyncMeta), so
+// that a key created through another node a moment ago is found here too (a
+// Listen key created through n1 was once refused on n2 50 ms later). It reports whether
+// the lookup is worth repeating.
+func (b *Backend) syncMeta(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, keySyncWait)
+	defer cancel()
+	return b.n.SyncMeta(ctx) == nil
 }
 
 func sasKey(k meta.SASKey) amqp.SASKey {

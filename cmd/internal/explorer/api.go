@@ -28,6 +28,7 @@ import (
 //	POST /$ui/api/deadletter/purge      RedriveRequest -> NDJSON Progress lines
 //	POST /$ui/api/sessions              SessionsRequest -> {"sessions": [Session...], "total": N}
 //	POST /$ui/api/scheduled/cancel      CancelRequest  -> {"cancelled": N}
+//	POST /$ui/api/stats                 (no body)      -> StatsResponse
 //
 // Errors are {"code": HTTP status, "message": "..."}. A redrive streams one Progress
 // line per message moved (at most every 100 ms) and a last one with "finished": true and,
@@ -143,7 +144,7 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) apiRequest(w http.ResponseWriter, r *http.Request) error {
 	op := strings.TrimPrefix(r.URL.Path, apiPrefix)
 	switch op {
-	case "peek", "send", "deadletter/resubmit", "deadletter/purge", "sessions", "scheduled/cancel":
+	case "peek", "send", "deadletter/resubmit", "deadletter/purge", "sessions", "scheduled/cancel", "stats":
 	default:
 		return errorf(http.StatusNotFound, "unknown explorer API path %s", r.URL.Path)
 	}
@@ -155,6 +156,8 @@ func (h *Handler) apiRequest(w http.ResponseWriter, r *http.Request) error {
 		return &httpError{code: http.StatusUnauthorized, msg: err.Error()}
 	}
 	switch op {
+	case "stats":
+		return h.stats(w, r)
 	case "peek":
 		var req PeekRequest
 		if err := h.decode(w, r, &req); err != nil {

@@ -21,7 +21,8 @@
 // list reads through Config.Sessions, which cmd implements over the node: AMQP offers
 // no way to read a session's state without taking its lock from a consumer.
 //
-// Imports: the standard library, azservicebus and go-amqp (for error conditions).
+// Imports: the standard library, azservicebus and go-amqp (for error conditions), and
+// Prometheus's metric types (client_model) for the rates view, which Config.Metrics gathers.
 // Never cluster or amqp: cmd wires it.
 //
 // Goroutines: none of its own. net/http calls ServeHTTP concurrently; a long redrive

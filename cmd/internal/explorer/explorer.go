@@ -35,6 +35,11 @@ type Config struct {
 	// Sessions lists sessions and reads their state for the session list; nil answers
 	// /$ui/api/sessions with 501.
 	Sessions Sessions
+	// Metrics gathers every node's metrics for the rates and health view; nil answers
+	// /$ui/api/stats with 501.
+	Metrics Metrics
+	// Now is the clock the stats are stamped with; nil means time.Now.
+	Now func() time.Time
 	// Logger receives request errors; nil discards them.
 	Logger *slog.Logger
 	// MaxBodyBytes bounds /$ui/api/ request bodies (a test message body included).
@@ -79,6 +84,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("explorer: Config.ReceiveRoundTimeout %v is not positive", c.ReceiveRoundTimeout)
 	}
 	return nil
+}
+
+func (c *Config) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
 }
 
 // Handler serves the UI and hands everything else to Config.Next. Create it with New.

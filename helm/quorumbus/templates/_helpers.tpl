@@ -39,20 +39,64 @@ of the cluster-secret-accepted volume, comma-separated. */}}
 {{- join "," $files }}
 {{- end }}
 
+{{- /* REGISTRY/REPOSITORY:TAG, or @DIGEST when image.digest is set (then the tag is
+not used); REGISTRY is global.imageRegistry, for a mirror or private registry. */}}
 {{- define "quorumbus.image" -}}
-{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- $repo := .Values.image.repository }}
+{{- with .Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repo .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
+{{- /* Every object's labels: the chart's, then commonLabels (which cannot replace them). */}}
 {{- define "quorumbus.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{ include "quorumbus.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- $l := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-") }}
+{{- $_ := set $l "app.kubernetes.io/version" .Chart.AppVersion }}
+{{- $_ = set $l "app.kubernetes.io/managed-by" .Release.Service }}
+{{- $l = merge $l (include "quorumbus.selectorLabels" . | fromYaml) (deepCopy .Values.commonLabels) }}
+{{- toYaml $l }}
+{{- end }}
+
+{{- /* An object's annotations block: commonAnnotations, then .extra (which wins); nothing
+when both are empty. Call with (dict "ctx" $ "extra" ANNOTATIONS). */}}
+{{- define "quorumbus.annotations" -}}
+{{- $a := merge (dict) (deepCopy (.extra | default dict)) (deepCopy (.ctx.Values.commonAnnotations | default dict)) }}
+{{- with $a -}}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- /* The pod template's labels: the node pods' selector labels, then podLabels, then
+commonLabels. */}}
+{{- define "quorumbus.podLabels" -}}
+{{- toYaml (merge (include "quorumbus.podSelectorLabels" . | fromYaml) (deepCopy .Values.podLabels) (deepCopy .Values.commonLabels)) }}
+{{- end }}
+
+{{- define "quorumbus.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "quorumbus.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- .Values.serviceAccount.name }}
+{{- end }}
 {{- end }}
 
 {{- define "quorumbus.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "quorumbus.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- /* The node pods only: what the Services, the PDB, the spread constraints and the
+NetworkPolicy select. The helm-test pod carries the release's labels too but another
+component, so it never counts against the PDB (an uncontrolled pod there would allow
+no disruption) nor skews the spread. (The StatefulSet's own selector is immutable and
+stays quorumbus.selectorLabels; its controller only claims pods named after it.) */}}
+{{- define "quorumbus.podSelectorLabels" -}}
+{{ include "quorumbus.selectorLabels" . }}
+app.kubernetes.io/component: broker
 {{- end }}
 
 {{/* Nodes that form a new cluster, and that every pod joins through. */}}
@@ -83,6 +127,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* The client Service's DNS name. */}}
 {{- define "quorumbus.serviceHost" -}}
 {{ include "quorumbus.fullname" . }}.{{ .Release.Namespace }}.svc.{{ .Values.cluster.clusterDomain }}
+{{- end }}
+
+{{- /* The security contexts: the chart's (the restricted Pod Security Standard), each key
+of podSecurityContext / containerSecurityContext replacing the chart's key of that name. */}}
+{{- define "quorumbus.podSecurityContextMerged" -}}
+{{- $c := include "quorumbus.podSecurityContext" . | fromYaml }}
+{{- range $k, $v := .Values.podSecurityContext }}{{ $_ := set $c $k $v }}{{ end }}
+{{- toYaml $c }}
+{{- end }}
+
+{{- define "quorumbus.containerSecurityContextMerged" -}}
+{{- $c := include "quorumbus.containerSecurityContext" . | fromYaml }}
+{{- range $k, $v := .Values.containerSecurityContext }}{{ $_ := set $c $k $v }}{{ end }}
+{{- toYaml $c }}
 {{- end }}
 
 {{- define "quorumbus.podSecurityContext" -}}

@@ -370,10 +370,10 @@ func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) b
 			t.Fatalf("qbctl cluster status in %s: %v\n%s", from.facts.name, err, out)
 		}
 		var st struct {
-			Node    string `json:"node"`
+			Node    string `json:"NodeID"`
 			Members []struct {
 				ID, State, Zone string
-			} `json:"members"`
+			} `json:"Members"`
 		}
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatalf("%v\n%s", err, out)
@@ -421,6 +421,68 @@ func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) b
 			t.Fatalf("helm test container %s: %v\n%s", tc.Name, err, out)
 		}
 		t.Logf("helm test container %s:\n%s", tc.Name, out)
+	}
+
+	// The configApply hook Job (post-install): its container brings the cluster to the
+	// values' Config.json. An upgrade with an edited Config.json runs the new Job, which
+	// updates the running cluster (here queue.1's MaxDeliveryCount, 3 -> 7).
+	maxDelivery := func() float64 {
+		t.Helper()
+		out, err := pods[1].run(t, time.Minute, "/usr/local/bin/qbctl", "queue", "show", "queue.1", "-o", "json")
+		if err != nil {
+			t.Fatalf("qbctl queue show: %v\n%s", err, out)
+		}
+		var q map[string]any
+		if err := json.Unmarshal([]byte(out), &q); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		n, _ := q["MaxDeliveryCount"].(float64)
+		return n
+	}
+	runJob := func(o *objects, what string) string {
+		t.Helper()
+		job := o.jobs[o.sts.Name+"-apply-config"]
+		if job == nil {
+			t.Fatalf("%s: no apply Job rendered", what)
+		}
+		c := job.Spec.Template.Spec.Containers[0]
+		jp := &pod{facts: podOf(o, 8, "127.0.0.21", "")}
+		jp.facts.uid = "5d2e8f0a-1b3c-4d5e-8f90-applyjob0001"
+		jp.root = newPodRoot(t, o, job.Spec.Template.Spec, c, nw.hosts(0))
+		env, vars := containerEnv(t, c, jp.facts)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		out, err := jp.command(ctx, append(append([]string{}, c.Command...), expandAll(c.Args, vars)...), env).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: apply Job container: %v\n%s", what, err, out)
+		}
+		t.Logf("%s: apply Job:\n%s", what, out)
+		return string(out)
+	}
+	if out := runJob(o, "install"); !strings.Contains(out, "0 change(s) applied") {
+		t.Errorf("install: the nodes loaded Config.json at start-up, yet the Job changed something:\n%s", out)
+	}
+	if n := maxDelivery(); n != 3 {
+		t.Fatalf("queue.1 MaxDeliveryCount %v after install, want 3", n)
+	}
+	edited := merged(t, vals)
+	edited["emulatorConfig"].(map[string]any)["UserConfig"].(map[string]any)["Namespaces"].([]any)[0].(map[string]any)["Queues"].([]any)[0].(map[string]any)["Properties"].(map[string]any)["MaxDeliveryCount"] = 7
+	// helm upgrade renders with the cluster: its lookup finds the installed Secret.
+	var installed []corev1.Secret
+	for _, sec := range o.secrets {
+		installed = append(installed, *sec)
+	}
+	api := newAPIServer(installed...)
+	defer api.Close()
+	upgraded, _, err := renderAgainst(edited, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := runJob(decode(t, upgraded), "upgrade"); !strings.Contains(out, "update queue queue.1") {
+		t.Errorf("upgrade: the Job did not update queue.1:\n%s", out)
+	}
+	if n := maxDelivery(); n != 7 {
+		t.Fatalf("queue.1 MaxDeliveryCount %v after the upgrade's apply, want 7", n)
 	}
 
 	// Stopping pod 2 as the kubelet does: the preStop hook within the drain budget,

@@ -18,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -97,8 +98,22 @@ func renderErr(vals map[string]any) (string, error) {
 	return manifest, err
 }
 
-// renderRelease renders the manifests and NOTES.txt.
+// renderRelease renders the manifests and NOTES.txt as a first `helm install` does: its
+// lookups reach a cluster (an empty namespace).
 func renderRelease(vals map[string]any) (manifest, notes string, err error) {
+	api := newAPIServer()
+	defer api.Close()
+	return renderAgainst(vals, api)
+}
+
+// renderOffline is `helm template`: lookups reach no cluster and answer nothing.
+func renderOffline(vals map[string]any) (string, error) {
+	manifest, _, err := renderAgainst(vals, nil)
+	return manifest, err
+}
+
+// renderAgainst renders with the chart's lookups answered by api (nil: no cluster).
+func renderAgainst(vals map[string]any, api *apiServer) (manifest, notes string, err error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
 		return "", "", err
@@ -107,8 +122,15 @@ func renderRelease(vals map[string]any) (manifest, notes string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	cfg := &action.Configuration{Log: func(string, ...any) {}}
+	install := action.NewInstall(cfg)
 	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	if api != nil {
+		// --dry-run=server: Helm renders with lookups through the API server; the
+		// capabilities stay the fixed ones of ClientOnly.
+		cfg.RESTClientGetter = api
+		install.DryRunOption = "server"
+	}
 	install.ReleaseName, install.Namespace = releaseName, namespace
 	install.KubeVersion = kv
 	install.APIVersions = chartutil.VersionSet{"monitoring.coreos.com/v1"}
@@ -179,11 +201,15 @@ type objects struct {
 	services   map[string]*corev1.Service
 	secrets    map[string]*corev1.Secret
 	configMaps map[string]*corev1.ConfigMap
-	pods       map[string]*corev1.Pod // helm test pods
+	pods       map[string]*corev1.Pod  // helm test pods
+	jobs       map[string]*batchv1.Job // hook Jobs (configApply)
 	pdb        *policyv1.PodDisruptionBudget
 	netpol     *networkingv1.NetworkPolicy
 	monitor    *unstructured.Unstructured
 	rule       *unstructured.Unstructured
+	account    *corev1.ServiceAccount
+	ingress    *networkingv1.Ingress
+	route      *unstructured.Unstructured
 	count      int
 }
 
@@ -192,7 +218,7 @@ type objects struct {
 func decode(t *testing.T, manifest string) *objects {
 	t.Helper()
 	o := &objects{services: map[string]*corev1.Service{}, secrets: map[string]*corev1.Secret{},
-		configMaps: map[string]*corev1.ConfigMap{}, pods: map[string]*corev1.Pod{}}
+		configMaps: map[string]*corev1.ConfigMap{}, pods: map[string]*corev1.Pod{}, jobs: map[string]*batchv1.Job{}}
 	r := utilyaml.NewYAMLReader(bufioReader(manifest))
 	for {
 		doc, err := r.Read()
@@ -249,6 +275,22 @@ func decode(t *testing.T, manifest string) *objects {
 			// Not in k8s.io/api either: chart_test checks its groups against the rule file.
 			o.rule = &unstructured.Unstructured{}
 			if err := yaml.Unmarshal(doc, &o.rule.Object); err != nil {
+				t.Fatal(err)
+			}
+		case "batch/v1 Job":
+			j := &batchv1.Job{}
+			strict(j)
+			o.jobs[j.Name] = j
+		case "v1 ServiceAccount":
+			o.account = &corev1.ServiceAccount{}
+			strict(o.account)
+		case "networking.k8s.io/v1 Ingress":
+			o.ingress = &networkingv1.Ingress{}
+			strict(o.ingress)
+		case "gateway.networking.k8s.io/v1 HTTPRoute":
+			// Not in k8s.io/api: a CRD of the Gateway API; checked by hand.
+			o.route = &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &o.route.Object); err != nil {
 				t.Fatal(err)
 			}
 		case "monitoring.coreos.com/v1 ServiceMonitor":

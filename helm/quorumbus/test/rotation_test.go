@@ -151,7 +151,8 @@ type secretProvider struct{ objects []runtime.Object }
 
 func (p secretProvider) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: strings.ToLower(kind) + "s"}
-	return fake.NewSimpleDynamicClient(runtime.NewScheme(), p.objects...).Resource(gvr), true, nil
+	return fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: kind + "List"},
+		p.objects...).Resource(gvr), true, nil
 }
 
 // Upgrading through the rotation steps, the chart's generated Secret keeps the value of

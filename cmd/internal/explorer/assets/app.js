@@ -270,6 +270,122 @@ async function route() {
   }
 }
 
+
+// ---- rates and health
+
+// The node's counters, sampled on every refresh: a rate is the difference between this
+// sample and the oldest of the last RATE_WINDOW_MS, over the time between them as the
+// node stamped them (so two refreshes close together do not make a noisy rate). dlq
+// keeps each entity's dead-letter count over the last minute, so "growing" does not
+// flicker between polls.
+const samples = { hist: [], dlq: new Map() };
+const LAG_ENTRIES = 1000; // a replica this far behind is lagging (as /readyz counts it)
+const RATE_WINDOW_MS = 15000;
+const DLQ_WINDOW_MS = 60000;
+
+function entKey(entity, sub) { return (entity + '\u0000' + (sub || '')).toLowerCase(); }
+
+// loadStats returns the cluster's counters with rates per second over the last few
+// samples (null rates until there is an earlier one), per node and per entity.
+async function loadStats() {
+  const st = await json('POST', '/$ui/api/stats', {});
+  const t = Date.parse(st.time);
+  samples.hist = samples.hist.filter((x) => t - x.t <= RATE_WINDOW_MS && x.t < t);
+  const prev = samples.hist[0];
+  const dt = prev ? (t - prev.t) / 1000 : 0;
+  const rate = (cur, old) => (dt > 0 && old !== undefined ? Math.max(0, cur - old) / dt : null);
+  const nodes = new Map(), ents = new Map();
+  for (const n of st.nodes) {
+    const o = prev && prev.nodes.get(n.node);
+    nodes.set(n.node, { ...n, inRate: rate(n.incoming, o && o.incoming), outRate: rate(n.outgoing, o && o.outgoing) });
+  }
+  for (const e of st.entities) {
+    const k = entKey(e.entity, e.subscription);
+    const o = prev && prev.ents.get(k);
+    const hist = (samples.dlq.get(k) || []).filter((x) => t - x.t <= DLQ_WINDOW_MS);
+    hist.push({ t, v: e.deadLetter });
+    samples.dlq.set(k, hist);
+    const growing = hist.length > 1 && e.deadLetter > Math.min(...hist.map((x) => x.v));
+    ents.set(k, { ...e, inRate: rate(e.incoming, o && o.incoming), outRate: rate(e.outgoing, o && o.outgoing), dlqGrowing: growing });
+  }
+  samples.hist.push({ t, nodes: new Map(st.nodes.map((n) => [n.node, n])), ents: new Map(st.entities.map((e) => [entKey(e.entity, e.subscription), e])) });
+  return { nodes, ents };
+}
+
+function fmtRate(r) {
+  if (r === null || r === undefined) return '–';
+  return r >= 100 ? r.toFixed(0) + '/s' : r.toFixed(1) + '/s';
+}
+
+function entStats(stats, entity, sub) {
+  return (stats && stats.ents.get(entKey(entity, sub))) || { inRate: null, outRate: null, connections: 0, senderLinks: 0, receiverLinks: 0 };
+}
+
+function rateCells(e) {
+  return [h('td', { class: 'num' }, fmtRate(e.inRate)), h('td', { class: 'num' }, fmtRate(e.outRate)),
+    h('td', { class: 'num' }, String(e.connections || 0)), h('td', { class: 'num' }, String((e.senderLinks || 0) + (e.receiverLinks || 0)))];
+}
+
+// problems lists what an operator should look at: dead nodes, replicas that are
+// unreachable or lagging, partitions short of reachable voters, growing dead-letter
+// queues. Each is {kind, text}.
+function problems(st, parts, stats) {
+  const out = [];
+  for (const m of (st && st.members) || []) {
+    if (m.state === 'dead' || m.state === 'suspect' || m.state === 'left') out.push({ kind: 'dead-node', text: `Node ${m.id} is ${m.state}` });
+  }
+  if (stats) {
+    for (const n of stats.nodes.values()) {
+      if (n.error && !out.some((p) => p.text.startsWith(`Node ${n.node} `))) out.push({ kind: 'dead-node', text: `Node ${n.node} does not answer: ${n.error}` });
+    }
+  }
+  for (const p of parts || []) {
+    const name = `${p.entity} partition ${p.index} (group ${p.groupId})`;
+    let reachable = 0;
+    for (const r of p.replicas) {
+      if (r.unreachable) out.push({ kind: 'unreachable-replica', text: `Replica on ${r.node} of ${name} is unreachable` });
+      else if (p.leader && r.node !== p.leader && r.lag >= LAG_ENTRIES) out.push({ kind: 'lagging-replica', text: `Replica on ${r.node} of ${name} lags ${r.lag} entries` });
+      if (r.voter && !r.unreachable) reachable++;
+    }
+    if (!p.leader) out.push({ kind: 'under-replicated', text: `${name} has no leader` });
+    else if (reachable < p.replicas.length) out.push({ kind: 'under-replicated', text: `${name} is under-replicated: ${reachable} of ${p.replicas.length} replicas reachable voters` });
+    else if (p.underReplicated) out.push({ kind: 'under-replicated', text: `${name} is under-replicated: ${p.replicas.length} replicas, wants ${p.wantReplicas}` });
+  }
+  if (stats) {
+    for (const e of stats.ents.values()) {
+      if (e.dlqGrowing) out.push({ kind: 'dlq-growing', text: `Dead-letter queue of ${e.subscription ? e.entity + '/' + e.subscription : e.entity} is growing (${e.deadLetter})` });
+    }
+  }
+  return out;
+}
+
+function problemsPanel(list) {
+  return h('section', { class: 'panel', 'aria-labelledby': 'problems-h', id: 'problems' },
+    h('h3', { id: 'problems-h' }, list.length ? `Problems (${list.length})` : 'Problems'),
+    list.length === 0 ? h('p', { class: 'note ok-note' }, 'None: every node answers, every replica is reachable and caught up, no dead-letter queue grows.') :
+      h('ul', { class: 'problems' }, list.map((p) => h('li', { class: 'problem', 'data-kind': p.kind }, p.text))));
+}
+
+function nodeRatesTable(st, stats) {
+  const ids = new Set([...((st && st.members) || []).map((m) => m.id), ...(stats ? stats.nodes.keys() : [])]);
+  const state = new Map(((st && st.members) || []).map((m) => [m.id, m.state]));
+  return h('div', { class: 'scroll' }, h('table', { id: 'node-rates' },
+    h('thead', {}, h('tr', {}, ['Node', 'State', 'In', 'Out', 'Connections', 'Links']
+      .map((c, i) => h('th', { scope: 'col', class: i >= 2 ? 'num' : null }, c)))),
+    h('tbody', {}, [...ids].sort().map((id) => {
+      const n = (stats && stats.nodes.get(id)) || {};
+      const s = n.error ? 'unreachable' : (state.get(id) || '');
+      return h('tr', { class: n.error || s === 'dead' || s === 'suspect' ? 'problem' : null },
+        h('th', { scope: 'row', class: 'mono' }, id), h('td', {}, stateBadge(s)),
+        h('td', { class: 'num' }, fmtRate(n.inRate)), h('td', { class: 'num' }, fmtRate(n.outRate)),
+        h('td', { class: 'num' }, n.error ? '–' : String(n.connections || 0)), h('td', { class: 'num' }, n.error ? '–' : String(n.links || 0)));
+    }))));
+}
+
+function stateBadge(s) {
+  return h('span', { class: 'badge ' + ({ alive: 'ok', draining: 'warn', suspect: 'bad', dead: 'bad', left: 'bad', unreachable: 'bad' }[s] || '') }, s);
+}
+
 // ---- overview
 
 async function loadEntities() {
@@ -293,8 +409,9 @@ async function renderOverview(draw, view) {
 // paintOverview fills box with the namespace's totals (nothing in it takes focus, so a
 // refresh moves no one's focus).
 async function paintOverview(box) {
-  const [nsDoc, ents, cl] = await Promise.all([atom('/$namespaceinfo'), loadEntities(),
-    json('GET', '/$cluster/status').catch((e) => ({ error: e }))]);
+  const [nsDoc, ents, cl, parts, stats] = await Promise.all([atom('/$namespaceinfo'), loadEntities(),
+    json('GET', '/$cluster/status').catch((e) => ({ error: e })), json('GET', '/$cluster/partitions').catch(() => []),
+    loadStats().catch(() => null)]);
   const ns = nsDoc.getElementsByTagNameNS('*', 'NamespaceInfo')[0];
   let active = 0, dead = 0, scheduled = 0, subs = 0;
   for (const e of [...ents.queues, ...ents.topics.flatMap((t) => t.subs)]) {
@@ -309,6 +426,10 @@ async function paintOverview(box) {
       card('Queues', ents.queues.length), card('Topics', ents.topics.length), card('Subscriptions', subs),
       card('Active messages', active), card('Scheduled', scheduled), card('Dead-lettered', dead),
       card('Nodes alive', cl.members ? `${alive} / ${cl.members.length}` : 'n/a')),
+    problemsPanel(problems(cl.members ? cl : null, parts, stats)),
+    h('section', { class: 'panel', 'aria-labelledby': 'rates-h' },
+      h('h3', { id: 'rates-h' }, 'Nodes: messages per second, clients'),
+      stats ? nodeRatesTable(cl.members ? cl : null, stats) : h('p', { class: 'note' }, 'No metrics from this node.')),
     h('section', { class: 'panel', 'aria-labelledby': 'ns-h' },
       h('h3', { id: 'ns-h' }, 'Namespace'),
       h('dl', { class: 'props' },
@@ -323,30 +444,43 @@ async function paintOverview(box) {
 
 async function renderCluster(draw, view) {
   const paint = async () => {
-    const [st, parts] = await Promise.all([json('GET', '/$cluster/status'), json('GET', '/$cluster/partitions')]);
-    const badge = (s) => h('span', { class: 'badge ' + ({ alive: 'ok', draining: 'warn', suspect: 'warn', dead: 'bad', left: 'bad' }[s] || '') }, s);
+    const [st, parts, stats] = await Promise.all([json('GET', '/$cluster/status'), json('GET', '/$cluster/partitions'),
+      loadStats().catch(() => null)]);
+    const badge = stateBadge;
+    const replica = (p, r) => {
+      if (r.unreachable) return h('span', { class: 'badge bad replica' }, `${r.node}${r.voter ? '' : ' (nonvoter)'}: unreachable`);
+      const text = `${r.node}${r.voter ? '' : ' (nonvoter)'}: ${r.lastIndex}, lag ${r.lag}`;
+      return p.leader && r.node !== p.leader && r.lag >= LAG_ENTRIES ? h('span', { class: 'badge warn replica' }, text) : h('span', { class: 'replica' }, text);
+    };
     draw(
       h('h2', {}, 'Cluster'),
       h('p', { class: 'note' }, `Answered by node ${st.nodeId}; metadata leader: ${st.metadataLeader || 'none'}. Refreshes every ${POLL_MS / 1000} s.`),
+      problemsPanel(problems(st, parts, stats)),
       h('section', { class: 'panel', 'aria-labelledby': 'nodes-h' },
         h('h3', { id: 'nodes-h' }, `Nodes (${st.members.length})`),
-        h('div', { class: 'scroll' }, h('table', {},
-          h('thead', {}, h('tr', {}, ['Node', 'State', 'Zone', 'Metadata role', 'AMQP', 'Admin', 'Replicas', 'Leading']
+        h('div', { class: 'scroll' }, h('table', { id: 'nodes' },
+          h('thead', {}, h('tr', {}, ['Node', 'State', 'Zone', 'Metadata role', 'AMQP', 'Admin', 'Replicas', 'Leading', 'In', 'Out', 'Connections', 'Links']
             .map((c, i) => h('th', { scope: 'col', class: i >= 6 ? 'num' : null }, c)))),
-          h('tbody', {}, st.members.map((m) => h('tr', {},
-            h('th', { scope: 'row', class: 'mono' }, m.id), h('td', {}, badge(m.state)), h('td', {}, m.zone || ''),
-            h('td', {}, m.metadataRole || ''), h('td', { class: 'mono' }, m.amqpAddr || ''), h('td', { class: 'mono' }, m.adminAddr || ''),
-            h('td', { class: 'num' }, m.replicas), h('td', { class: 'num' }, m.leading))))))),
+          h('tbody', {}, st.members.map((m) => {
+            const n = (stats && stats.nodes.get(m.id)) || {};
+            return h('tr', { class: m.state === 'dead' || m.state === 'suspect' || n.error ? 'problem' : null },
+              h('th', { scope: 'row', class: 'mono' }, m.id), h('td', {}, badge(m.state)), h('td', {}, m.zone || ''),
+              h('td', {}, m.metadataRole || ''), h('td', { class: 'mono' }, m.amqpAddr || ''), h('td', { class: 'mono' }, m.adminAddr || ''),
+              h('td', { class: 'num' }, m.replicas), h('td', { class: 'num' }, m.leading),
+              h('td', { class: 'num' }, fmtRate(n.inRate)), h('td', { class: 'num' }, fmtRate(n.outRate)),
+              h('td', { class: 'num' }, n.error ? '–' : String(n.connections || 0)), h('td', { class: 'num' }, n.error ? '–' : String(n.links || 0)));
+          }))))),
       h('section', { class: 'panel', 'aria-labelledby': 'parts-h' },
         h('h3', { id: 'parts-h' }, `Partitions (${parts.length})`),
-        h('div', { class: 'scroll' }, h('table', {},
+        h('div', { class: 'scroll' }, h('table', { id: 'partitions' },
           h('thead', {}, h('tr', {}, ['Entity', 'Partition', 'Group', 'Leader', 'Replicas (last index, lag)']
             .map((c, i) => h('th', { scope: 'col', class: i === 1 || i === 2 ? 'num' : null }, c)))),
           h('tbody', {}, parts.map((p) => h('tr', {},
             h('th', { scope: 'row' }, p.entity), h('td', { class: 'num' }, p.index), h('td', { class: 'num' }, p.groupId),
             h('td', {}, p.leader ? p.leader : h('span', { class: 'badge bad' }, 'none')),
-            h('td', { class: 'mono' }, p.replicas.map((r) =>
-              `${r.node}${r.voter ? '' : ' (nonvoter)'}: ${r.lastIndex}, lag ${r.lag}`).join(' · ')))))))));
+            h('td', { class: 'mono' }, p.replicas.flatMap((r, i) => (i ? [' · ', replica(p, r)] : [replica(p, r)])),
+              // Fewer live voters than --replicas (capped by the registered nodes).
+              p.underReplicated ? [' ', h('span', { class: 'badge warn' }, `under-replicated (wants ${p.wantReplicas})`)] : []))))))));
   };
   await paint();
   if (view === state.view) poll(() => paint().catch(() => {}));
@@ -372,33 +506,46 @@ async function renderEntities(draw, view) {
   });
   const tables = h('div');
   const paint = async () => {
-    const ents = await loadEntities();
+    const [ents, stats] = await Promise.all([loadEntities(), loadStats().catch(() => null)]);
     // A refresh would take the focus from a keyboard user on one of the entity links.
     if (tables.contains(document.activeElement)) return;
-    const head = (first) => h('thead', {}, h('tr', {}, [first, 'Status', 'Active', 'Scheduled', 'Dead-lettered', 'Size']
+    const head = (first) => h('thead', {}, h('tr', {}, [first, 'Status', 'Active', 'Scheduled', 'Dead-lettered', 'Size', 'In', 'Out', 'Connections', 'Links']
       .map((c, i) => h('th', { scope: 'col', class: i >= 2 ? 'num' : null }, c))));
+    const dlqCell = (e, c) => (e.dlqGrowing ? h('td', { class: 'num problem-cell' }, h('span', { class: 'badge bad', title: 'Dead-letter queue growing' }, `${c.dead} ▲`)) : null);
+    const cells = (e, c) => {
+      const base = countCells(c);
+      const grow = dlqCell(e, c);
+      if (grow) base[2] = grow;
+      return [...base, ...rateCells(e)];
+    };
     tables.replaceChildren(
       h('section', { class: 'panel', 'aria-labelledby': 'queues-h' },
         h('h3', { id: 'queues-h' }, `Queues (${ents.queues.length})`),
         ents.queues.length === 0 ? h('p', { class: 'note' }, 'No queues yet.') :
           h('div', { class: 'scroll' }, h('table', { id: 'queues' }, head('Queue'),
-            h('tbody', {}, ents.queues.map((q) => h('tr', {},
-              h('th', { scope: 'row' }, h('a', { href: '#/q/' + enc(q.name) }, q.name)),
-              h('td', {}, val(q.d, 'Status')), ...countCells(q.c))))))),
+            h('tbody', {}, ents.queues.map((q) => {
+              const e = entStats(stats, q.name);
+              return h('tr', { class: e.dlqGrowing ? 'problem' : null, 'data-entity': q.name },
+                h('th', { scope: 'row' }, h('a', { href: '#/q/' + enc(q.name) }, q.name)),
+                h('td', {}, val(q.d, 'Status')), ...cells(e, q.c));
+            }))))),
       h('section', { class: 'panel', 'aria-labelledby': 'topics-h' },
         h('h3', { id: 'topics-h' }, `Topics (${ents.topics.length})`),
         ents.topics.length === 0 ? h('p', { class: 'note' }, 'No topics yet.') :
           h('div', { class: 'scroll' }, h('table', { id: 'topics' }, head('Topic / subscription'),
             h('tbody', {}, ents.topics.flatMap((t) => [
-              h('tr', {}, h('th', { scope: 'row' }, h('a', { href: '#/t/' + enc(t.name) }, t.name)),
-                h('td', {}, val(t.d, 'Status')), ...countCells(t.c)),
-              ...t.subs.map((s) => h('tr', { class: 'sub' },
-                h('th', { scope: 'row' }, h('a', { href: `#/t/${enc(t.name)}/s/${enc(s.name)}` }, s.name)),
-                h('td', {}, val(s.d, 'Status')), ...countCells(s.c)))]))))));
+              h('tr', { 'data-entity': t.name }, h('th', { scope: 'row' }, h('a', { href: '#/t/' + enc(t.name) }, t.name)),
+                h('td', {}, val(t.d, 'Status')), ...cells(entStats(stats, t.name), t.c)),
+              ...t.subs.map((s) => {
+                const e = entStats(stats, t.name, s.name);
+                return h('tr', { class: 'sub' + (e.dlqGrowing ? ' problem' : ''), 'data-entity': `${t.name}/${s.name}` },
+                  h('th', { scope: 'row' }, h('a', { href: `#/t/${enc(t.name)}/s/${enc(s.name)}` }, s.name)),
+                  h('td', {}, val(s.d, 'Status')), ...cells(e, s.c));
+              })]))))));
   };
   await paint();
   draw(h('h2', {}, 'Entities'),
-    h('p', { class: 'note' }, `Counts refresh every ${POLL_MS / 1000} s.`),
+    h('p', { class: 'note' }, `Counts refresh every ${POLL_MS / 1000} s. In and Out are messages per second over the last refresh (stored, and delivered); Connections and Links are the clients attached now.`),
     tables,
     h('section', { class: 'panel', 'aria-labelledby': 'newq-h' }, h('h3', { id: 'newq-h' }, 'New queue'), qForm),
     h('section', { class: 'panel', 'aria-labelledby': 'newt-h' }, h('h3', { id: 'newt-h' }, 'New topic'), tForm));

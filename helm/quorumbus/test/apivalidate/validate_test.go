@@ -3,6 +3,7 @@ package apivalidate
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,6 +25,8 @@ import (
 	"k8s.io/kubernetes/pkg/apis/apps"
 	_ "k8s.io/kubernetes/pkg/apis/apps/install"
 	appsvalidation "k8s.io/kubernetes/pkg/apis/apps/validation"
+	"k8s.io/kubernetes/pkg/apis/batch"
+	_ "k8s.io/kubernetes/pkg/apis/batch/install"
 	"k8s.io/kubernetes/pkg/apis/core"
 	_ "k8s.io/kubernetes/pkg/apis/core/install"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
@@ -32,6 +36,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/policy"
 	_ "k8s.io/kubernetes/pkg/apis/policy/install"
 	policyvalidation "k8s.io/kubernetes/pkg/apis/policy/validation"
+	jobregistry "k8s.io/kubernetes/pkg/registry/batch/job"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
 )
@@ -79,6 +84,12 @@ func validate(obj runtime.Object) (field.ErrorList, bool) {
 		if o.Spec.ClusterIP != "" && len(o.Spec.ClusterIPs) == 0 {
 			o.Spec.ClusterIPs = []string{o.Spec.ClusterIP}
 		}
+		// Its beginCreate allocates the ports the object leaves to it, also before
+		// validation: a LoadBalancer with externalTrafficPolicy Local gets its
+		// healthCheckNodePort (any free node port; 30000 stands for it here).
+		if o.Spec.Type == core.ServiceTypeLoadBalancer && o.Spec.ExternalTrafficPolicy == core.ServiceExternalTrafficPolicyLocal && o.Spec.HealthCheckNodePort == 0 {
+			o.Spec.HealthCheckNodePort = 30000
+		}
 		return corevalidation.ValidateServiceCreate(o), true
 	case *core.Secret:
 		return corevalidation.ValidateSecret(o), true
@@ -90,6 +101,17 @@ func validate(obj runtime.Object) (field.ErrorList, bool) {
 		return policyvalidation.ValidatePodDisruptionBudget(o, policyvalidation.PodDisruptionBudgetValidationOptions{}), true
 	case *networking.NetworkPolicy:
 		return netvalidation.ValidateNetworkPolicy(o, netvalidation.NetworkPolicyValidationOptions{}), true
+	case *batch.Job:
+		// The Job storage's PrepareForCreate generates the selector and its pod labels from
+		// the UID the API server assigned, before validation.
+		o.UID = "0f5e3c2a-6b1d-4e8f-9a70-3c2b1d0e9f87"
+		// Its Validate is ValidateJobCreate with the options the API server uses.
+		jobregistry.Strategy.PrepareForCreate(context.Background(), o)
+		return jobregistry.Strategy.Validate(context.Background(), o), true
+	case *networking.Ingress:
+		return netvalidation.ValidateIngressCreate(o), true
+	case *core.ServiceAccount:
+		return corevalidation.ValidateServiceAccount(o), true
 	}
 	return nil, false
 }
@@ -146,7 +168,7 @@ func TestGoldenRenderingsPassAPIServerValidation(t *testing.T) {
 			for _, doc := range documents(t, f) {
 				versioned, internal, gvk, err := toInternal(doc)
 				if err != nil {
-					if gvk != nil && gvk.Group == "monitoring.coreos.com" {
+					if gvk != nil && (gvk.Group == "monitoring.coreos.com" || gvk.Group == "gateway.networking.k8s.io") {
 						continue // a CRD: not a built-in type, nothing here validates it
 					}
 					t.Fatalf("decode: %v\n%s", err, doc)
@@ -181,8 +203,11 @@ func TestGoldenRenderingsPassAPIServerValidation(t *testing.T) {
 }
 
 func podTemplate(obj runtime.Object) *corev1.PodTemplateSpec {
-	if sts, ok := obj.(*appsv1.StatefulSet); ok {
-		return &sts.Spec.Template
+	switch o := obj.(type) {
+	case *appsv1.StatefulSet:
+		return &o.Spec.Template
+	case *batchv1.Job:
+		return &o.Spec.Template
 	}
 	return nil
 }

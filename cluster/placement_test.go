@@ -1,0 +1,125 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func cands(spec ...string) []*candidate {
+	var out []*candidate
+	for _, s := range spec {
+		c := &candidate{}
+		var flags string
+		fmt.Sscanf(s, "%s %s %s", &c.id, &c.zone, &flags) //nolint:errcheck // flags is optional
+		c.draining = flags == "draining"
+		out = append(out, c)
+	}
+	return out
+}
+
+// The replication factor is reached whenever enough nodes are alive: a draining node
+// hosts a replica when the other live nodes are too few (with n3 draining and
+// n1 dead a new queue had one replica; with n3 draining, two), but never leads, and is
+// not chosen while another node can host the replica.
+func TestPlaceGroupsReachesReplicasWithDrainingNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		nodes    []string
+		replicas int
+		want     []string // sorted replicas of the one group
+		notFirst string   // must not be the preferred leader
+	}{
+		{"one draining of three", []string{"n1 a", "n2 b", "n3 c draining"}, 3, []string{"n1", "n2", "n3"}, "n3"},
+		{"drain and a dead node", []string{"n2 b", "n3 c draining"}, 3, []string{"n2", "n3"}, "n3"},
+		{"every node draining", []string{"n1 a draining", "n2 b draining", "n3 c draining"}, 3, []string{"n1", "n2", "n3"}, ""},
+		{"draining only when needed", []string{"n1 a", "n2 b", "n3 c draining", "n4 a"}, 3, []string{"n1", "n2", "n4"}, ""},
+		{"one node", []string{"n1 a"}, 3, []string{"n1"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := placeGroups(cands(tc.nodes...), tc.replicas, 1)
+			if len(got) != 1 {
+				t.Fatalf("%d groups, want 1", len(got))
+			}
+			if tc.notFirst != "" && got[0][0] == tc.notFirst {
+				t.Errorf("preferred leader %s is draining: %v", got[0][0], got[0])
+			}
+			s := slices.Clone(got[0])
+			slices.Sort(s)
+			if !slices.Equal(s, tc.want) {
+				t.Errorf("replicas %v, want %v", got[0], tc.want)
+			}
+		})
+	}
+}
+
+// Many groups over more nodes than replicas: each group has distinct nodes in distinct
+// zones, the load is even, and the preferred leaders rotate.
+func TestPlaceGroupsSpreads(t *testing.T) {
+	cs := cands("n1 a", "n2 b", "n3 c", "n4 a", "n5 b", "n6 c")
+	got := placeGroups(cs, 3, 16)
+	load, leads := map[string]int{}, map[string]int{}
+	for _, g := range got {
+		zones := map[byte]bool{}
+		for _, id := range g {
+			load[id]++
+		}
+		for _, c := range cs {
+			if slices.Contains(g, c.id) {
+				zones[c.zone[0]] = true
+			}
+		}
+		if len(g) != 3 || len(zones) != 3 {
+			t.Errorf("group %v: want 3 nodes in 3 zones", g)
+		}
+		leads[g[0]]++
+	}
+	for id, l := range load {
+		if l < 7 || l > 9 { // 48 replicas over 6 nodes
+			t.Errorf("load %v uneven (%s: %d)", load, id, l)
+		}
+	}
+	for id, l := range leads {
+		if l < 2 || l > 3 { // 16 leaders over 6 nodes
+			t.Errorf("leaders %v uneven (%s: %d)", leads, id, l)
+		}
+	}
+}
+
+// addReplicas raises a group to the replication factor with the live nodes it lacks:
+// not draining first, a draining one when nothing else can, nothing when it has them.
+func TestAddReplicas(t *testing.T) {
+	zones := map[string]string{"n1": "a", "n2": "b", "n3": "c", "n4": "a"}
+	for _, tc := range []struct {
+		name     string
+		have     []string
+		nodes    []string
+		replicas int
+		want     []string
+	}{
+		{"a node returns", []string{"n2", "n3"}, []string{"n1 a", "n2 b", "n3 c draining"}, 3, []string{"n1"}},
+		{"only a draining node", []string{"n1", "n2"}, []string{"n1 a", "n2 b", "n3 c draining"}, 3, []string{"n3"}},
+		{"not draining first", []string{"n2"}, []string{"n1 a", "n2 b", "n3 c draining", "n4 a"}, 3, []string{"n1", "n4"}},
+		{"one to three", []string{"n2"}, []string{"n1 a", "n2 b", "n3 c"}, 3, []string{"n1", "n3"}},
+		{"full", []string{"n1", "n2", "n3"}, []string{"n1 a", "n2 b", "n3 c", "n4 a"}, 3, nil},
+		{"no other node alive", []string{"n2"}, []string{"n2 b"}, 3, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := addReplicas(tc.have, zones, cands(tc.nodes...), tc.replicas)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("added %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWantReplicas(t *testing.T) {
+	for _, tc := range []struct{ replicas, registered, want int }{
+		{3, 3, 3}, {3, 1, 1}, {3, 5, 3}, {5, 4, 4}, {3, 0, 1},
+	} {
+		if got := wantReplicas(tc.replicas, tc.registered); got != tc.want {
+			t.Errorf("wantReplicas(%d, %d) = %d, want %d", tc.replicas, tc.registered, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
+)
+
+// A node removed with RemoveNode still runs (and gossips) until its operator stops it:
+// neither placement nor the pass that raises groups to --replicas may put a replica back
+// on it, although the groups it left now have fewer replicas than --replicas.
+func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
+	nodes := startCluster(t, 3, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var leader *Node
+	for _, nd := range nodes {
+		if nd.meta.isLeader() {
+			leader = nd
+		}
+	}
+	if leader == nil {
+		t.Fatal("no metadata leader")
+	}
+	if err := leader.Apply(ctx, &meta.CreateQueue{Name: "shrunk", Properties: queueProps(1)}); err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	for _, nd := range nodes {
+		if nd != leader {
+			victim = nd.cfg.NodeID
+		}
+	}
+	if err := leader.RemoveNode(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	replicas := func() []string {
+		var pl meta.Placement
+		leader.meta.read(func(s *meta.State) { pl, _ = s.Placement("shrunk") })
+		return pl.Partitions[0].Replicas
+	}
+	if r := replicas(); len(r) != 2 || containsNode(r, victim) {
+		t.Fatalf("after removing %s: replicas %v", victim, r)
+	}
+	leader.raiseReplicas(ctx) // as the metadata loop does every second
+	if r := replicas(); len(r) != 2 || containsNode(r, victim) {
+		t.Errorf("raise put a replica back on the removed %s: %v", victim, r)
+	}
+	for _, g := range leader.place(4) {
+		if containsNode(g, victim) {
+			t.Errorf("a new group placed on the removed %s: %v", victim, g)
+		}
+	}
+}

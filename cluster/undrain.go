@@ -1,0 +1,23 @@
+package cluster
+
+import (
+	"context"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
+)
+
+// UndrainNode implements admin.Cluster: the node's draining mark is cleared, so
+// placement counts it again and the metadata leader's leader balancing moves each
+// group it prefers back to it, as after its restart. A node not draining is left as
+// it is.
+func (n *Node) UndrainNode(ctx context.Context, id string) error {
+	nd, err := n.knownNode(id)
+	if err != nil {
+		return err
+	}
+	if !nd.Draining {
+		return nil
+	}
+	nd.Draining = false
+	return n.Apply(ctx, &meta.PutNode{Node: nd})
+}
