@@ -9,7 +9,8 @@
 // (and application-properties after a modification) are rewritten.
 //
 // Must not import: fsm, partition, cluster or any hashicorp package; only
-// the standard library and amqp/internal/{encoding,frames}. Errors reach the
+// the standard library, amqp/internal/{encoding,frames} and internal/sas (the SAS
+// token rules the admin API shares). Errors reach the
 // wire through one table (errors.go).
 //
 // Goroutine model (P2/P4/P5): per connection, an owner goroutine (conn.run /

@@ -21,7 +21,7 @@ type session struct {
 	remoteIncomingWindow uint32
 	nextDeliveryID       uint32
 
-	links     map[uint32]*link        // by handle (the peer's; ours is the same number)
+	links map[uint32]*link // by handle (the peer's; ours is the same number)
 	// detaching are the handles we detached whose detach the peer has not answered:
 	// until it does, the peer may still send transfers and flows on them (they crossed
 	// our detach on the wire), which are dropped instead of ending the session with

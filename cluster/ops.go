@@ -193,9 +193,9 @@ func (n *Node) knownNode(id string) (meta.Node, error) {
 	return nd, nil
 }
 
-// DrainNode implements admin.Cluster: the node is marked draining (no new replicas are
-// placed on it, and leader balancing leaves it alone), and it hands over leadership of
-// everything it leads.
+// DrainNode implements admin.Cluster: the node is marked draining (new replicas are
+// placed on it only when the other live nodes are too few for --replicas, and leader
+// balancing leaves it alone), and it hands over leadership of everything it leads.
 func (n *Node) DrainNode(ctx context.Context, id string) error {
 	nd, err := n.knownNode(id)
 	if err != nil {

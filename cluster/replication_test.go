@@ -54,3 +54,26 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 		}
 	}
 }
+
+// With one of three nodes draining, a new entity's groups still get three replicas
+// (issue 22: they got two, and a pause of either one stopped the queue), the draining
+// node never first (the preferred leader).
+func TestPlaceUsesADrainingNodeWhenNeeded(t *testing.T) {
+	nodes := startCluster(t, 3, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	drained := nodes[2].cfg.NodeID
+	if err := nodes[0].DrainNode(ctx, drained); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "during-drain", Properties: queueProps(4)}); err != nil {
+		t.Fatal(err)
+	}
+	var pl meta.Placement
+	nodes[0].meta.read(func(s *meta.State) { pl, _ = s.Placement("during-drain") })
+	for i, p := range pl.Partitions {
+		if len(p.Replicas) != 3 || p.Replicas[0] == drained {
+			t.Errorf("partition %d: replicas %v, want 3 with %s not first", i, p.Replicas, drained)
+		}
+	}
+}

@@ -3,6 +3,6 @@
 // through qbctl and the unmodified azservicebus SDK.
 //
 // Each test is bounded: it fails with the last observed state rather than hang when the
-// cluster does not form (or, before multi-node support lands in package cluster, when a
-// node has no cluster API at all).
+// cluster does not form, and every node it starts is stopped when it ends (a node that
+// does not stop within 60 s is dumped with SIGQUIT and killed; test/harness).
 package cluster
