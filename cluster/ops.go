@@ -206,7 +206,7 @@ func (n *Node) DrainNode(ctx context.Context, id string) error {
 		if err := n.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
 			return err
 		}
-		n.log.Info("node marked draining: no new replicas, leader balancing leaves it alone", "node", id)
+		n.log.Info("node marked draining: new replicas go elsewhere while enough nodes live, leader balancing leaves it alone", "node", id)
 	}
 	if id == n.cfg.NodeID {
 		return n.handOverLogged(ctx, "drain")
