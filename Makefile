@@ -5,7 +5,7 @@ PKGS    ?= ./...
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-e2e-cluster test-order test-short test-long lint vet fuzz bench bench-cluster bench-compare run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test ui-test
+.PHONY: all build test test-upgrade test-e2e-cluster test-order test-short test-long lint vet fuzz bench bench-cluster bench-compare run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test ui-test
 
 all: build
 
@@ -35,6 +35,12 @@ test-order:
 # replica of the entities it uses (every operation forwarded to another node).
 test-e2e-cluster:
 	E2E_CLUSTER=1 $(GO) test -count=1 -timeout 15m ./test/e2e/
+
+# A 3-node cluster of the previous release (test/cluster/upgrade_test.go pins its commit,
+# built from this clone's history) upgraded to this checkout one node at a time under SDK
+# load. Needs the clone's history (not a shallow clone).
+test-upgrade:
+	$(GO) test -count=1 -tags upgrade -timeout 20m -run 'TestRollingUpgradeFromPreviousRelease' ./test/cluster/
 
 test-short:
 	$(GO) test -count=1 -short $(PKGS)
@@ -80,7 +86,7 @@ chaos-long: chaos-deps
 # Files behind build tags are checked in a second pass with LINT_TAGS.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(BIN)/staticcheck-$(STATICCHECK_VERSION)/staticcheck
-LINT_TAGS           := long,invariants,interop
+LINT_TAGS           := long,invariants,interop,upgrade
 
 lint: vet $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -129,7 +135,8 @@ bench-compare:
 	$(if $(N),N=$(N)) $(if $(REPS),REPS=$(REPS)) $(if $(SYSTEMS),SYSTEMS="$(SYSTEMS)") \
 	  bash test/bench/compare/run.sh
 
-# A single-node broker with its data in $(DATA); it prints the connection string.
+# A single-node broker with its data in $(DATA); it prints the connection string
+# (--print-connection-string: a node prints the root key only when asked or at a terminal).
 # One node, data in $(DATA). It compiles first, which the first time (modules to
 # download, every package to build) takes minutes on a small machine; it says so. Other
 # ports or settings: make run ARGS='--amqp-addr 127.0.0.1:5673 --admin-addr 127.0.0.1:5301'
@@ -139,7 +146,7 @@ run:
 	@echo "make run: compiling quorumbus and qbctl into $(BIN)/ (the first build can take several minutes)..."
 	$(GO) build -o $(BIN)/ ./cmd/quorumbus ./cmd/qbctl
 	@echo "make run: starting one node, data in $(DATA)"
-	$(BIN)/quorumbus --data $(DATA) $(ARGS)
+	$(BIN)/quorumbus --data $(DATA) --print-connection-string $(ARGS)
 
 clean:
 	rm -rf $(BIN)

@@ -102,6 +102,10 @@ type Config struct {
 	// leader's log for CaughtUp (GET /readyz) to still count it as caught up. 0 means
 	// DefaultReadyMaxLag.
 	ReadyMaxLag uint64
+	// ReadyTimeout bounds the questions CaughtUp asks other nodes (asked together, not
+	// one after another), so that /readyz answers within a probe's timeout even when a
+	// peer is paused or slow. 0 means DefaultReadyTimeout.
+	ReadyTimeout time.Duration
 	// TLS, when set, is mutual TLS on every connection of the cluster port (Raft,
 	// forwarding RPC, gossip streams): peers without a certificate this config accepts
 	// cannot reach any of them (internal/certs builds it from files or a shared secret).
@@ -134,19 +138,21 @@ type Config struct {
 	// node refuses sends with a quota error. 0: no limit. Needs BodyMemoryBudget.
 	BodyDiskBudget int64
 
-	Raft   RaftTiming
-	Clock  Clock        // nil: real clock
-	Logger *slog.Logger // nil: slog.Default()
-	// LogJSON makes hashicorp/raft's own log lines JSON objects, matching a Logger
-	// with a JSON handler (cmd/quorumbus sets it for --log-format json); memberlist's
-	// go through Logger itself.
-	LogJSON bool
+	Raft  RaftTiming
+	Clock Clock // nil: real clock
+	// Logger receives the node's lines, hashicorp/raft's and memberlist's included
+	// (internal/hashilog), so they all follow its level and format. nil: slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultReadyMaxLag is Config.ReadyMaxLag's default. An entry is a group-committed
 // batch, so under load a healthy follower is a few entries behind; one that is
 // thousands behind is still replaying a log or a snapshot.
 const DefaultReadyMaxLag = 1000
+
+// DefaultReadyTimeout is Config.ReadyTimeout's default: well inside the 3 s the chart's
+// readiness probe waits (helm/quorumbus values.yaml probes.readiness.timeoutSeconds).
+const DefaultReadyTimeout = time.Second
 
 // DefaultConfig is a single node on loopback.
 func DefaultConfig() Config {

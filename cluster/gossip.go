@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"sort"
 	"strconv"
@@ -47,14 +48,15 @@ type gossip struct {
 	ml      *memberlist.Memberlist
 	tr      *gossipTransport
 	changed func()
+	log     *slog.Logger // members joining, dying and leaving, at info
 
 	mu    sync.Mutex
 	self  memberMeta            // owner: mu; memberlist reads it through NodeMeta
 	alive map[string]memberMeta // live members by name, from memberlist's events; owner: mu
 }
 
-func startGossip(mux *transport.Mux, self memberMeta, key []byte, acceptKeys [][]byte, changed func(), logger *log.Logger) (*gossip, error) {
-	g := &gossip{self: self, changed: changed, alive: map[string]memberMeta{}}
+func startGossip(mux *transport.Mux, self memberMeta, key []byte, acceptKeys [][]byte, changed func(), logger *log.Logger, events *slog.Logger) (*gossip, error) {
+	g := &gossip{self: self, changed: changed, alive: map[string]memberMeta{}, log: events}
 	tr, err := newGossipTransport(mux, self.Cluster)
 	if err != nil {
 		return nil, err
@@ -163,12 +165,23 @@ func (g *gossip) note(n *memberlist.Node, alive bool) {
 	var m memberMeta
 	ok := json.Unmarshal(n.Meta, &m) == nil && m.ID != ""
 	g.mu.Lock()
+	_, had := g.alive[n.Name]
+	self := n.Name == g.self.ID
 	if alive && ok {
 		g.alive[n.Name] = m
 	} else {
 		delete(g.alive, n.Name)
 	}
 	g.mu.Unlock()
+	switch {
+	case self:
+	case alive && ok && !had:
+		g.log.Info("member joined", "node", n.Name, "addr", n.Address(), "zone", m.Zone)
+	case !alive && n.State == memberlist.StateLeft:
+		g.log.Info("member left", "node", n.Name, "addr", n.Address())
+	case !alive:
+		g.log.Info("member died", "node", n.Name, "addr", n.Address(), "why", "no answer to gossip probes")
+	}
 	g.changed()
 }
 

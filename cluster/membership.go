@@ -346,10 +346,16 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 	v := n.placementView()
 	pref, draining := v.preferred, v.draining
 	moved := 0
-	for id, gs := range n.groupsEverywhere(ctx) {
+	everywhere := n.groupsEverywhere(ctx)
+	for id, gs := range everywhere {
 		for _, g := range gs {
 			want, ok := pref[g.Group]
 			if !g.IsLeader || g.Group == metaGroupID || !ok || want == id || draining[want] || moved >= 2 {
+				continue
+			}
+			// Only to a node that just answered: raft blocks the group's writes until a
+			// transfer's TimeoutNow call returns, which a paused node never answers.
+			if _, answered := everywhere[want]; !answered {
 				continue
 			}
 			isVoter := false

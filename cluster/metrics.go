@@ -147,7 +147,7 @@ var (
 	descBodySpills  = prometheus.NewDesc("quorumbus_bodies_spilled_total", "Message bodies written to disk.", nil, nil)
 	descBodyReads   = prometheus.NewDesc("quorumbus_bodies_read_total", "Message bodies read back from disk (deliveries, peeks, snapshots).", nil, nil)
 	descBodyRefused = prometheus.NewDesc("quorumbus_bodies_refused_sends_total", "Sends refused with a quota error because both body budgets were full.", nil, nil)
-	descReady       = prometheus.NewDesc("quorumbus_node_ready", "1 when /readyz answers 200 (Node.CaughtUp): the metadata group and every local replica have a leader, and every local replica is within ReadyMaxLag entries of its leader.", nil, nil)
+	descReady       = prometheus.NewDesc("quorumbus_node_ready", "1 when /readyz answers 200 (Node.CaughtUp, docs/operations.md § What readiness means).", nil, nil)
 )
 
 // nodeCollector reads the node's state at scrape time. Entity series come from the

@@ -6,15 +6,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -23,6 +22,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/internal/durable"
+	"github.com/quorumbus/quorumbus/internal/hashilog"
 	"github.com/quorumbus/quorumbus/partition"
 	"github.com/quorumbus/quorumbus/partition/transport"
 )
@@ -34,6 +34,7 @@ import (
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
+	libLog *hashilog.Bridge // raft's and memberlist's lines into log (docs/operations.md § What is logged)
 	clock  Clock
 	mux    *transport.Mux
 	meta   *metaGroup
@@ -74,6 +75,11 @@ type Node struct {
 	once     sync.Once
 	wg       sync.WaitGroup
 
+	// wasReady is set once CaughtUp has passed: from then on what other nodes fail at
+	// (a leaderless group, a leader that does not answer) no longer makes this node
+	// unready (ready.go).
+	wasReady atomic.Bool
+
 	// txnHook, set by tests before use, is called by two-phase commit at each stage
 	// ("prepared", "decided"); true stops the commit there, as a crash of the driving
 	// node would (txn.go).
@@ -106,6 +112,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.ReadyMaxLag == 0 {
 		cfg.ReadyMaxLag = DefaultReadyMaxLag
 	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
 	if cfg.TxnPrepareWindow <= 0 {
 		cfg.TxnPrepareWindow = DefaultTxnPrepareWindow
 	}
@@ -130,6 +139,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.log == nil {
 		n.log = slog.Default()
 	}
+	n.libLog = hashilog.New(n.log, nil)
 	if n.clock == nil {
 		n.clock = realClock{}
 	}
@@ -183,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	self := memberMeta{ID: cfg.NodeID, Cluster: n.adv, AMQP: cfg.AMQPAddr, Admin: cfg.AdminAddr, Zone: cfg.Zone,
 		Formed: n.meta.hadState, Inc: n.inc}
-	if n.gossip, err = startGossip(mux, self, cfg.GossipKey, cfg.GossipAcceptKeys, n.changed, n.memberlistLogger()); err != nil {
+	if n.gossip, err = startGossip(mux, self, cfg.GossipKey, cfg.GossipAcceptKeys, n.changed, n.memberlistLogger(), n.log); err != nil {
 		return fail(err)
 	}
 	if len(cfg.Join) > 0 {
@@ -198,10 +208,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	n.reconcile(ctx)
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.reconcileLoop()
 	go n.metaLoop()
 	go n.txnRecoveryLoop()
+	go n.logMetaLeader()
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.
@@ -230,26 +241,12 @@ func (n *Node) NodeID() string { return n.cfg.NodeID }
 // ClusterAddr is the address the cluster port is bound to.
 func (n *Node) ClusterAddr() string { return n.mux.Addr().String() }
 
-// raftLogger is hashicorp/raft's logger for one group. Raft reports ordinary events
-// (an election at start-up) as warnings, so it logs errors only unless the node runs at
-// debug level.
-func (n *Node) raftLogger(name string) hclog.Logger {
-	level := hclog.Error
-	if n.log.Enabled(context.Background(), slog.LevelDebug) {
-		level = hclog.Debug
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: "raft." + name, Level: level, Output: os.Stderr, JSONFormat: n.cfg.LogJSON})
-}
+// raftLogger is hashicorp/raft's logger for one group, through the node's slog logger:
+// raft's ordinary events at debug, its per-RPC failures limited (internal/hashilog).
+func (n *Node) raftLogger(name string) hclog.Logger { return n.libLog.Raft("raft." + name) }
 
-// memberlistLogger passes memberlist's log lines on at debug level only (it reports
-// every failed probe of a stopped peer).
-func (n *Node) memberlistLogger() *log.Logger {
-	if n.log.Enabled(context.Background(), slog.LevelDebug) {
-		// Through the node's handler, so the lines follow --log-format.
-		return slog.NewLogLogger(n.log.With("component", "memberlist").Handler(), slog.LevelDebug)
-	}
-	return log.New(io.Discard, "", 0)
-}
+// memberlistLogger is memberlist's logger, through the node's slog logger like raft's.
+func (n *Node) memberlistLogger() *log.Logger { return n.libLog.Memberlist() }
 
 // incarnation returns the random identity of this data directory, created with it: a
 // node restarted on an empty disk has a new one.
@@ -513,66 +510,6 @@ func (n *Node) Ready() error {
 		// node would answer with an error (or, worse, stale state).
 		if id == n.cfg.NodeID && !r.p.IsLeader() {
 			return fmt.Errorf("partition %d of %s is catching up after its election", r.index, r.entity)
-		}
-	}
-	return nil
-}
-
-// CaughtUp reports whether this node serves current state (GET /readyz): Ready holds,
-// and every replica it runs, the metadata one included, is within Config.ReadyMaxLag
-// entries of its leader's log. Ready alone says only that every group has a leader; a
-// node restarted or added may hold followers that are still replaying thousands of
-// entries, and its answers to reads forwarded elsewhere are fine but a failover to it
-// would stall. It asks each other node that leads a replica here once (GroupStatus),
-// so it costs one RPC per such node and none on a single node.
-func (n *Node) CaughtUp(ctx context.Context) error {
-	if err := n.Ready(); err != nil {
-		return err
-	}
-	type local struct {
-		name    string
-		applied uint64
-	}
-	mine := map[uint32]local{}
-	byLeader := map[string][]uint32{}
-	if !n.meta.isLeader() {
-		l := n.meta.leader()
-		byLeader[l] = append(byLeader[l], metaGroupID)
-		mine[metaGroupID] = local{"the metadata group", n.meta.appliedIndex()}
-	}
-	n.mu.RLock()
-	for id, r := range n.parts {
-		l, _ := r.p.Leader()
-		if l == n.cfg.NodeID || l == "" { // a local leader is Ready's concern
-			continue
-		}
-		byLeader[l] = append(byLeader[l], id)
-		mine[id] = local{fmt.Sprintf("partition %d of %s", r.index, r.entity), r.p.AppliedIndex()}
-	}
-	n.mu.RUnlock()
-	leaders := make([]string, 0, len(byLeader))
-	for l := range byLeader {
-		leaders = append(leaders, l)
-	}
-	sort.Strings(leaders)
-	for _, l := range leaders {
-		addr := n.addrOf(l)
-		if addr == "" {
-			return fmt.Errorf("node %s, which leads a replica here, has no known address", l)
-		}
-		var gs []GroupInfo
-		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := n.rpc.call(cctx, addr, "GroupStatus", byLeader[l], &gs, nil)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("cannot ask node %s how far its logs are: %v", l, err)
-		}
-		for _, g := range gs {
-			m, ok := mine[g.Group]
-			if ok && g.IsLeader && g.LastIndex > m.applied+n.cfg.ReadyMaxLag {
-				return fmt.Errorf("%s is catching up: %d entries behind its leader %s (at most %d allowed)",
-					m.name, g.LastIndex-m.applied, l, n.cfg.ReadyMaxLag)
-			}
 		}
 	}
 	return nil

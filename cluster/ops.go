@@ -206,9 +206,10 @@ func (n *Node) DrainNode(ctx context.Context, id string) error {
 		if err := n.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
 			return err
 		}
+		n.log.Info("node marked draining: new replicas go elsewhere while enough nodes live, leader balancing leaves it alone", "node", id)
 	}
 	if id == n.cfg.NodeID {
-		return n.handOver(ctx)
+		return n.handOverLogged(ctx, "drain")
 	}
 	addr := n.addrOf(id)
 	if addr == "" {
@@ -304,7 +305,7 @@ func voters(servers []raft.Server) int {
 func (s *rpcService) HandOver(req *TransferReq, resp *WireErr) error {
 	ctx, cancel := s.n.rpcContext(req.Timeout)
 	defer cancel()
-	if w := toWire(s.n.handOver(ctx)); w != nil {
+	if w := toWire(s.n.handOverLogged(ctx, "drain")); w != nil {
 		*resp = *w
 	}
 	return nil
@@ -314,7 +315,7 @@ func (s *rpcService) HandOver(req *TransferReq, resp *WireErr) error {
 // group it leads, so clients see at most retriable errors while it restarts, and leaves
 // the gossip; the caller then calls Close. A lone node has nobody to hand over to.
 func (n *Node) Shutdown(ctx context.Context) error {
-	err := n.handOver(ctx)
+	err := n.handOverLogged(ctx, "graceful stop")
 	n.gossip.leave(2 * time.Second)
 	return err
 }

@@ -256,10 +256,15 @@ func (n *Node) call(ctx context.Context, g group, req *CallReq, abandon func(*Ca
 	backoff := 5 * time.Millisecond
 	var last *CallResp
 	tried := 0
+	start := time.Now()
 	for {
 		target := n.leaderOf(g, tried)
 		var r *CallResp
-		if target == n.cfg.NodeID && g.local != nil {
+		if n.leaderSilent(g, target, start) {
+			// Wait for the election instead (silent.go): not a failed guess.
+			r = &CallResp{err: fmt.Errorf("%w: %w: partition group %d", ErrUnavailable, errLeaderSilent, g.id)}
+			n.hints.Delete(g.id)
+		} else if target == n.cfg.NodeID && g.local != nil {
 			r = n.execLocal(ctx, g.local, req)
 		} else if target == "" {
 			r = &CallResp{err: fmt.Errorf("%w: partition group %d has no known leader", ErrUnavailable, g.id)}
@@ -280,9 +285,11 @@ func (n *Node) call(ctx context.Context, g group, req *CallReq, abandon func(*Ca
 			fmt.Printf("DBG call from %s group %d op %d target %s local=%v: %v\n", n.cfg.NodeID, g.id, req.Op, target, g.local != nil, r.err)
 		}
 		var nl *partition.NotLeaderError
-		if errors.As(r.err, &nl) && nl.LeaderID != "" && nl.LeaderID != target {
+		switch {
+		case errors.Is(r.err, errLeaderSilent):
+		case errors.As(r.err, &nl) && nl.LeaderID != "" && nl.LeaderID != target:
 			n.hints.Store(g.id, nl.LeaderID)
-		} else {
+		default:
 			n.hints.Delete(g.id)
 			tried++
 		}
@@ -315,11 +322,17 @@ func (n *Node) noteLeader(g uint32, id string) {
 	n.hints.Store(g, id)
 }
 
-// leaderOf guesses which node leads g: the local replica's view, then the last node that
-// answered, then the replicas in turn (tried counts failed guesses).
+// leaderOf guesses which node leads g: the local replica when it leads, the leader a
+// local follower hears from, then the last node that answered, then the local replica's
+// view, then the replicas in turn (tried counts failed guesses).
 func (n *Node) leaderOf(g group, tried int) string {
 	if g.local != nil && g.local.p.IsLeader() {
 		return n.cfg.NodeID
+	}
+	// A follower that hears from its leader knows better than a hint, which may name a
+	// leader that has since been paused or cut off (silent.go).
+	if id := n.heardLeader(g); id != "" {
+		return id
 	}
 	if v, ok := n.hints.Load(g.id); ok {
 		return v.(string)

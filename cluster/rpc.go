@@ -83,19 +83,40 @@ func (l *rpcLayer) accept() {
 	}
 }
 
-func (l *rpcLayer) client(addr string) (*rpc.Client, error) {
+// client returns the connection to the peer at addr, dialling it when there is none.
+// The dial happens outside mu and within ctx (at most 5 s): a peer that accepts TCP but
+// answers nothing (paused, SIGSTOP) must not hold up calls to every other peer.
+func (l *rpcLayer) client(ctx context.Context, addr string) (*rpc.Client, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil, ErrClosed
 	}
 	if c, ok := l.clients[addr]; ok {
+		l.mu.Unlock()
 		return c, nil
 	}
-	conn, err := l.layer.Dial(raft.ServerAddress(addr), 5*time.Second)
+	l.mu.Unlock()
+	timeout := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(d), time.Millisecond))
+	}
+	conn, err := l.layer.Dial(raft.ServerAddress(addr), timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %v", ErrUnavailable, addr, err)
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		conn.Close()
+		return nil, ErrClosed
+	}
+	if other, ok := l.clients[addr]; ok { // another call dialled meanwhile: keep one
+		conn.Close()
+		return other, nil
+	}
+	// The codec's goroutines join l.wg, which close waits on once closed is set: they
+	// start under mu, after the check above.
 	c := rpc.NewClientWithCodec(newClientCodec(conn, &l.wg))
 	l.clients[addr] = c
 	return c, nil
@@ -118,7 +139,7 @@ func (l *rpcLayer) call(ctx context.Context, addr, method string, args, reply an
 		start := time.Now()
 		defer func() { m.observeRPC(method, time.Since(start), err) }()
 	}
-	c, err := l.client(addr)
+	c, err := l.client(ctx, addr)
 	if err != nil {
 		return err
 	}

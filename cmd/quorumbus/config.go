@@ -37,6 +37,11 @@ type Config struct {
 	LogFormat   string `json:"log-format"`
 	// Pprof serves Go's profiler under /debug/pprof/ on the admin port.
 	Pprof bool `json:"pprof"`
+	// PrintConnectionString prints the start-up banner with the Manage connection
+	// string (the root key) on standard output. Without it the banner appears only when
+	// standard output is a terminal and the log format is text: a person running one
+	// node by hand (`make run` sets it); never into a log collector's pipe.
+	PrintConnectionString bool `json:"print-connection-string"`
 	// ShutdownTimeout bounds a graceful stop (SIGTERM) before the node exits anyway.
 	ShutdownTimeout time.Duration `json:"shutdown-timeout"`
 	// MemoryLimit is Go's soft memory limit, e.g. "2GiB"; "" means 90 % of the cgroup's
@@ -469,6 +474,7 @@ func settings(c *Config) []setting {
 		{name: "sas-key", usage: "value of the default key; generated and kept in --data when empty", str: &c.Key},
 		{name: "log-level", usage: "debug, info, warn or error", str: &c.LogLevel},
 		{name: "log-format", usage: "text or json", str: &c.LogFormat},
+		{name: "print-connection-string", usage: "print the start-up banner with the connection string (the root key) on standard output; by default only when standard output is a terminal and --log-format is text, so the key never lands in collected logs", b: &c.PrintConnectionString},
 		{name: "pprof", usage: "serve Go's profiler under /debug/pprof/ on the admin port (off by default: it exposes internals to anyone who reaches the port)", b: &c.Pprof},
 		{name: "shutdown-timeout", usage: "how long a graceful stop may take", dur: &c.ShutdownTimeout},
 		{name: "memory-limit", usage: "soft limit on the node's memory (Go's GOMEMLIMIT), e.g. 2GiB; default 90% of the container's cgroup limit, 0 for none", str: &c.MemoryLimit},

@@ -3,7 +3,8 @@
 // group and the Raft groups of the entity partitions it hosts).
 //
 // With no arguments it starts a single node on 127.0.0.1 with its data in ./data, creates
-// the default RootManageSharedAccessKey, and prints the connection string to use.
+// the default RootManageSharedAccessKey, and (at a terminal, or with --print-connection-string)
+// prints the connection string to use; it never writes the key into its logs.
 // Every flag is also an environment variable (--amqp-addr is QUORUMBUS_AMQP_ADDR) and a
 // key of the optional JSON file named by --config; flags win over the environment, which
 // wins over the file.

@@ -128,7 +128,6 @@ func run(cfg Config) error {
 		cc.Clock = clock
 	}
 	cc.Logger = log
-	cc.LogJSON = cfg.LogFormat == "json"
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	node, err := cluster.Start(startCtx, cc)
 	cancel()
@@ -261,21 +260,12 @@ func run(cfg Config) error {
 	if err := writeEndpoints(cfg.Data, ep); err != nil {
 		return err
 	}
-	fmt.Printf("Quorumbus is running (node %s, namespace %s, data %s)\n", cfg.NodeID, node.Namespace(), cfg.Data)
-	if amqpLn != nil {
-		fmt.Printf("  AMQP      %s\n", amqpLn.Addr())
+	if cfg.PrintConnectionString || (cfg.LogFormat == "text" && stdoutIsTerminal()) {
+		printBanner(cfg, node.Namespace(), ep)
 	}
-	if amqpsLn != nil {
-		fmt.Printf("  AMQPS     %s\n  WebSocket wss://%s/$servicebus/websocket\n", amqpsLn.Addr(), adminLn.Addr())
-	}
-	fmt.Printf("  admin API %s\n  explorer  %s/\n", ep.AdminURL, ep.AdminURL)
-	if caFile != "" {
-		fmt.Printf("  TLS       self-signed development certificate; clients trust the CA in %s\n", caFile)
-	}
-	fmt.Printf("Connection string:\n%s\n", ep.ConnectionString)
-	if ep.TLSConnectionString != "" && ep.TLSConnectionString != ep.ConnectionString {
-		fmt.Printf("Connection string (TLS):\n%s\n", ep.TLSConnectionString)
-	}
+	// The log line has no key: it goes wherever logs are collected.
+	log.Info("serving", "node", cfg.NodeID, "namespace", node.Namespace(), "amqp", ep.AMQP, "amqps", ep.AMQPS,
+		"admin", ep.AdminURL, "connection_string_file", filepath.Join(cfg.Data, "connection-string"))
 
 	select {
 	case <-ctx.Done():
@@ -299,6 +289,33 @@ func run(cfg Config) error {
 	}
 	errs = append(errs, node.Close())
 	return errors.Join(errs...)
+}
+
+// printBanner prints, for a person at a terminal, where the node listens and the
+// connection string with the root key (--print-connection-string).
+func printBanner(cfg Config, namespace string, ep endpoints) {
+	fmt.Printf("Quorumbus is running (node %s, namespace %s, data %s)\n", cfg.NodeID, namespace, cfg.Data)
+	if ep.AMQP != "" && ep.AMQP != ep.AMQPS {
+		fmt.Printf("  AMQP      %s\n", ep.AMQP)
+	}
+	if ep.AMQPS != "" {
+		fmt.Printf("  AMQPS     %s\n  WebSocket wss://%s/$servicebus/websocket\n", ep.AMQPS, ep.Admin)
+	}
+	fmt.Printf("  admin API %s\n  explorer  %s/\n", ep.AdminURL, ep.AdminURL)
+	if ep.CA != "" {
+		fmt.Printf("  TLS       self-signed development certificate; clients trust the CA in %s\n", ep.CA)
+	}
+	fmt.Printf("Connection string:\n%s\n", ep.ConnectionString)
+	if ep.TLSConnectionString != "" && ep.TLSConnectionString != ep.ConnectionString {
+		fmt.Printf("Connection string (TLS):\n%s\n", ep.TLSConnectionString)
+	}
+}
+
+// stdoutIsTerminal reports whether standard output is a character device (a terminal),
+// not a pipe or file a log collector reads.
+func stdoutIsTerminal() bool {
+	fi, err := os.Stdout.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // defaultNamespace is the namespace name when neither --namespace nor Config.json names one.

@@ -25,6 +25,13 @@ type ClusterOption func(*clusterOptions)
 type clusterOptions struct {
 	args    []string
 	timeout time.Duration
+	binDir  string
+}
+
+// WithBinary starts every node with the quorumbus build in dir instead of this
+// checkout's (Node.BinDir): an older release, for an upgrade test.
+func WithBinary(dir string) ClusterOption {
+	return func(o *clusterOptions) { o.binDir = dir }
 }
 
 // WithArgs adds flags to every node's command line, e.g. WithArgs("--replicas", "2").
@@ -59,7 +66,7 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 	c := &Cluster{t: t, opts: o, size: n}
 	for i := 0; i < n; i++ {
 		p := &ports{amqp: addrs[3*i], admin: addrs[3*i+1], cluster: addrs[3*i+2]}
-		c.Nodes = append(c.Nodes, &Node{ID: "n" + strconv.Itoa(i+1), Dir: t.TempDir(), t: t, fixed: p})
+		c.Nodes = append(c.Nodes, &Node{ID: "n" + strconv.Itoa(i+1), Dir: t.TempDir(), t: t, fixed: p, BinDir: o.binDir})
 	}
 	for _, nd := range c.Nodes {
 		var join []string

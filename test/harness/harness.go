@@ -121,6 +121,10 @@ type Node struct {
 	Args []string // extra flags
 	// ID is the node's --node-id in a cluster started by StartCluster; "" for Start.
 	ID string
+	// BinDir, when set, is a directory holding another build of quorumbus and qbctl
+	// (an older release, for upgrade tests) that the next start runs instead of this
+	// checkout's; "" runs this checkout's.
+	BinDir string
 	Endpoints
 
 	t     testing.TB
@@ -168,7 +172,11 @@ func (n *Node) start() {
 
 // launch starts the process without waiting for it to serve.
 func (n *Node) launch() error {
-	bin := filepath.Join(Binary(n.t), "quorumbus")
+	dir := n.BinDir
+	if dir == "" {
+		dir = Binary(n.t)
+	}
+	bin := filepath.Join(dir, "quorumbus")
 	os.Remove(filepath.Join(n.Dir, "endpoints.json"))
 	p := ports{amqp: "127.0.0.1:0", admin: "127.0.0.1:0", cluster: "127.0.0.1:0"}
 	if n.fixed != nil {

@@ -1,0 +1,82 @@
+package cluster
+
+import (
+	"errors"
+	"time"
+)
+
+// A paused leader (SIGSTOP, a long GC pause, a frozen VM) keeps its sockets open: a call
+// forwarded to it waits for the caller's whole deadline, and a send it may still apply
+// when it wakes cannot be retried elsewhere (its outcome is unknown). A crashed leader
+// refuses connections instead, so calls fail over at once. To treat a pause like a crash,
+// a node that hosts a follower replica of the group asks that replica first:
+//
+//   - a follower that has heard from its leader within the leader lease knows the current
+//     leader better than a hint from an earlier call (heardLeader);
+//   - a follower that has not heard from its leader for longer than the lease expects an
+//     election within the heartbeat timeout: calls wait for it (leaderSilent) rather than
+//     go to a leader that may not answer, for at most silentPatience, after which they
+//     are forwarded anyway (a follower cut off alone from a leader this node can reach).
+//
+// A node without a replica of the group has only hints and the replicas in turn.
+
+// errLeaderSilent marks a call attempt not made because the leader went silent.
+var errLeaderSilent = errors.New("cluster: the partition's leader has been silent past its lease; waiting for an election")
+
+// contactWindow is how long a follower may go without hearing from its leader before
+// the leader counts as silent: the leader lease, after which a leader that hears from no
+// quorum steps down by itself.
+func (n *Node) contactWindow() time.Duration {
+	if d := n.cfg.Raft.LeaderLeaseTimeout; d > 0 {
+		return d
+	}
+	return DefaultRaftTiming().LeaderLeaseTimeout
+}
+
+// silentPatience bounds how long a call waits for an election because the leader is
+// silent: twice the election timeout after the heartbeat timeout.
+func (n *Node) silentPatience() time.Duration {
+	t := n.cfg.Raft
+	def := DefaultRaftTiming()
+	if t.HeartbeatTimeout <= 0 {
+		t.HeartbeatTimeout = def.HeartbeatTimeout
+	}
+	if t.ElectionTimeout <= 0 {
+		t.ElectionTimeout = def.ElectionTimeout
+	}
+	return t.HeartbeatTimeout + 2*t.ElectionTimeout
+}
+
+// Both read raft's LastContact, stamped by the real clock, hence time.Since.
+
+// heardLeader is the leader of g that the local follower replica has heard from within
+// the contact window, "" when there is no such replica or it has not.
+func (n *Node) heardLeader(g group) string {
+	if g.local == nil {
+		return ""
+	}
+	id, _ := g.local.p.Leader()
+	if id == "" || id == n.cfg.NodeID {
+		return ""
+	}
+	m := g.local.p.Metrics()
+	if m.IsLeader || m.LastContact.IsZero() || time.Since(m.LastContact) > n.contactWindow() {
+		return ""
+	}
+	return id
+}
+
+// leaderSilent reports whether a call to target for g, begun at start, should wait for
+// an election instead: the local follower replica has not heard from its leader (target,
+// or none known) within the contact window, and the call has waited less than
+// silentPatience.
+func (n *Node) leaderSilent(g group, target string, start time.Time) bool {
+	if g.local == nil || target == n.cfg.NodeID || time.Since(start) >= n.silentPatience() {
+		return false
+	}
+	if id, _ := g.local.p.Leader(); id != "" && id != target {
+		return false
+	}
+	m := g.local.p.Metrics()
+	return !m.IsLeader && !m.LastContact.IsZero() && time.Since(m.LastContact) > n.contactWindow()
+}
