@@ -103,7 +103,7 @@ func (s *session) handleAttach(a *frames.Attach) error {
 // carrying e (the way Service Bus refuses links, protocol.md §3, §8).
 func (s *session) refuse(l *link, a *frames.Attach, e *frames.Error) {
 	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
-		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode}
+		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, MaxMessageSize: s.c.cfg.MaxMessageSize}
 	if a.Role == frames.RoleSender {
 		reply.Source = a.Source
 	} else {
@@ -213,9 +213,13 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 
 // attachRPC attaches either side of a $cbs or $management request/response pair.
 func (s *session) attachRPC(l *link, a *frames.Attach) {
+	// Service Bus says max-message-size on every attach, also where we send; uamqp
+	// logs its absence.
 	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
-		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, Source: a.Source, Target: a.Target}
+		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, Source: a.Source, Target: a.Target,
+		MaxMessageSize: s.c.cfg.MaxMessageSize}
 	if a.Role == frames.RoleReceiver {
+		l.rpcNode = a.Source.Address
 		// The reply address is the target address; the JavaScript SDK attaches its
 		// $cbs reply link with no target and uses the link name as its reply-to, which
 		// Service Bus accepts.
@@ -238,7 +242,7 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 		s.c.send(s.localChannel, reply, nil)
 		return
 	}
-	reply.MaxMessageSize = s.c.cfg.MaxMessageSize
+	l.rpcNode = a.Target.Address
 	l.maxMessageSize = s.c.cfg.MaxMessageSize
 	l.attached = true
 	s.c.send(s.localChannel, reply, nil)
@@ -469,6 +473,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 	}
 	zero := uint32(0)
 	reply.InitialDeliveryCount = &zero
+	reply.MaxMessageSize = c.cfg.MaxMessageSize // what we would accept; uamqp reads it on every attach
 	if a.Target == nil {
 		reply.Target = &frames.Target{}
 	}

@@ -72,6 +72,7 @@ type link struct {
 	claimPath string // what CBS claims must cover: "q1/$DeadLetterQueue", "q1/$management"
 	want      Rights // entity links: the right the link needs (Send or Listen)
 	replyAddr string // RPC reply links: the client's target address
+	rpcNode   string // RPC links: the node address as attached ("$cbs", "q1/$management")
 
 	// Credit: for a client sender, what we granted and have not seen used;
 	// for a client receiver, what the client granted (part 2 §2.6.7).

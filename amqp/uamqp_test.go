@@ -1,0 +1,154 @@
+package amqp
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+	"github.com/quorumbus/quorumbus/amqp/internal/frames"
+)
+
+// The dialect of uamqp (Azure's AMQP stack in C, under the Python SDK azure-servicebus
+// 7.x): what it does that go-amqp and rhea users never do.
+
+// rpcPair attaches, on one session, a request sender to node and a response receiver
+// from node whose target is target, as uamqp's CBS and management clients do.
+func rpcPair(t *testing.T, s *goamqp.Session, node, target string) (*goamqp.Sender, *goamqp.Receiver) {
+	t.Helper()
+	snd, err := s.NewSender(ctxT(t), node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := s.NewReceiver(ctxT(t), node, &goamqp.ReceiverOptions{TargetAddress: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snd, rcv
+}
+
+// receiveWithin returns the next message of rcv, failing after d.
+func receiveWithin(t *testing.T, rcv *goamqp.Receiver, d time.Duration, what string) *goamqp.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	m, err := rcv.Receive(ctx, nil)
+	if err != nil {
+		t.Fatalf("%s: no response: %v", what, err)
+	}
+	_ = rcv.AcceptMessage(ctxT(t), m)
+	return m
+}
+
+// TestRPCWithoutReplyTo: uamqp sends its $cbs put-token and $management requests with a
+// message-id but no reply-to. Service Bus answers them on the link the client attached
+// with source $cbs (or the same management address) in the same session; so must we.
+func TestRPCWithoutReplyTo(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	ctx := ctxT(t)
+	conn := dialAnon(t, addr)
+	// Another session of the connection with its own $cbs response link, attached
+	// first: the answer must not go there.
+	other, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, otherRcv := rpcPair(t, other, "$cbs", "cbs-other")
+	s, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	snd, rcv := rpcPair(t, s, "$cbs", "cbs")
+	aud := "amqp://" + addr + "/q1"
+	err = snd.Send(ctx, &goamqp.Message{
+		Properties: &goamqp.MessageProperties{MessageID: "put-1"},
+		ApplicationProperties: map[string]any{"operation": "put-token", "type": "servicebus.windows.net:sastoken",
+			"name": aud},
+		Value: sign(aud, "RootManageSharedAccessKey", "secret-key", time.Now().Add(time.Hour)),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := receiveWithin(t, rcv, 10*time.Second, "put-token")
+	if code, _ := m.ApplicationProperties["statusCode"].(int32); code != 202 {
+		t.Fatalf("put-token statusCode %v (%v)", m.ApplicationProperties["statusCode"], m.ApplicationProperties["statusDescription"])
+	}
+	// uamqp reads the CBS draft's key names on $cbs.
+	if code, _ := m.ApplicationProperties["status-code"].(int32); code != 202 {
+		t.Fatalf("put-token status-code %v", m.ApplicationProperties["status-code"])
+	}
+	if _, ok := m.ApplicationProperties["status-description"].(string); !ok {
+		t.Fatalf("put-token without status-description: %v", m.ApplicationProperties)
+	}
+	if m.Properties == nil || m.Properties.CorrelationID != "put-1" {
+		t.Fatalf("correlation-id %+v, want put-1", m.Properties)
+	}
+
+	// The token works: a management request without reply-to on q1/$management.
+	qs, err := s.NewSender(ctx, "q1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qs.Send(ctx, goamqp.NewMessage([]byte("x")), nil); err != nil {
+		t.Fatal(err)
+	}
+	msnd, mrcv := rpcPair(t, s, "q1/$management", "mgmt-uamqp")
+	err = msnd.Send(ctx, &goamqp.Message{
+		Properties:            &goamqp.MessageProperties{MessageID: uint64(7)},
+		ApplicationProperties: map[string]any{"operation": "com.microsoft:peek-message"},
+		Value:                 map[string]any{"from-sequence-number": int64(0), "message-count": int32(1)},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = receiveWithin(t, mrcv, 10*time.Second, "peek-message")
+	if code, _ := m.ApplicationProperties["statusCode"].(int32); code != 200 {
+		t.Fatalf("peek statusCode %v (%v)", m.ApplicationProperties["statusCode"], m.ApplicationProperties["statusDescription"])
+	}
+	if m.Properties == nil || m.Properties.CorrelationID != uint64(7) {
+		t.Fatalf("correlation-id %+v, want 7", m.Properties)
+	}
+
+	// Nothing reached the other session's response link.
+	octx, cancel := context.WithTimeout(ctx, 200*time.Millisecond) // an absence: bounded by a short wait
+	defer cancel()
+	if m, err := otherRcv.Receive(octx, nil); err == nil {
+		t.Fatalf("a response went to another session: %v", m.ApplicationProperties)
+	}
+}
+
+// TestAttachCarriesMaxMessageSize: every attach we answer says max-message-size; uamqp
+// logs "Could not retrieve peer_max_message_size from attach frame" without it.
+func TestAttachCarriesMaxMessageSize(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	rc := dialRaw(t, addr)
+	rc.open()
+	rc.frame(frames.TypeAMQP, 0, &frames.Begin{IncomingWindow: 100, OutgoingWindow: 100}, nil)
+	rc.next()
+	attaches := []*frames.Attach{
+		{Name: "cbs-req", Handle: 0, Role: frames.RoleSender, Source: &frames.Source{Address: "c"}, Target: &frames.Target{Address: "$cbs"}},
+		{Name: "cbs-resp", Handle: 1, Role: frames.RoleReceiver, Source: &frames.Source{Address: "$cbs"}, Target: &frames.Target{Address: "cbs"}},
+		{Name: "mgmt-resp", Handle: 2, Role: frames.RoleReceiver, Source: &frames.Source{Address: "q1/$management"}, Target: &frames.Target{Address: "m"}},
+		{Name: "send", Handle: 3, Role: frames.RoleSender, Source: &frames.Source{}, Target: &frames.Target{Address: "q1"}},
+		{Name: "recv", Handle: 4, Role: frames.RoleReceiver, Source: &frames.Source{Address: "q1"}, Target: &frames.Target{}},
+		{Name: "missing", Handle: 5, Role: frames.RoleReceiver, Source: &frames.Source{Address: "nope"}, Target: &frames.Target{}},
+	}
+	for _, a := range attaches {
+		rc.frame(frames.TypeAMQP, 0, a, nil)
+		for {
+			b := rc.next()
+			reply, ok := b.(*frames.Attach)
+			if !ok {
+				continue // flow, or the detach after a refusal
+			}
+			if reply.Name != a.Name {
+				t.Fatalf("attach reply for %q while waiting for %q", reply.Name, a.Name)
+			}
+			if reply.MaxMessageSize == 0 {
+				t.Errorf("attach reply for %q has no max-message-size", a.Name)
+			}
+			break
+		}
+	}
+}
