@@ -21,7 +21,6 @@ func (s *session) handleAttach(a *frames.Attach) error {
 		return &sessionError{s.errorFor(nil, condResourceLimit, "too many links")}
 	}
 	l := &link{s: s, name: a.Name, handle: a.Handle, role: a.Role}
-	l.rcvSecond = a.Role == frames.RoleSender && a.RcvSettleMode != nil && *a.RcvSettleMode == frames.RcvSecond
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
 	s.links[a.Handle] = l
 	c.linkCount++

@@ -83,8 +83,7 @@ type link struct {
 	reported uint32
 
 	// Client sender.
-	rcvSecond      bool // rcv-settle-mode second: we confirm unsettled, the client settles (part 2 §2.8.3)
-	inflight       int  // deliveries handed to the Backend or an RPC handler
+	inflight       int // deliveries handed to the Backend or an RPC handler
 	partial        *partial
 	maxMessageSize uint64
 
