@@ -144,14 +144,24 @@ func (s *session) handleDetach(d *frames.Detach) {
 	// (S-SES-4), so a client that closes and accepts the session again, here or from
 	// another connection, does not race the release.
 	c := s.c
-	c.goFunc(func() {
-		release()
-		c.post(func() {
-			if c.sessions[s.remoteChannel] == s { // not ended meanwhile
-				c.send(s.localChannel, reply, nil)
-			}
+	run := func() {
+		c.goFunc(func() {
+			release()
+			c.post(func() {
+				if c.sessions[s.remoteChannel] == s { // not ended meanwhile
+					c.send(s.localChannel, reply, nil)
+				}
+			})
 		})
-	})
+	}
+	if l.settling > 0 {
+		// Settlements the client sent before the detach are still with the Backend
+		// (uamqp completes and detaches at once): they need the lock, so the release
+		// waits for them (settleJob.unhold).
+		l.afterSettle = run
+		return
+	}
+	run()
 }
 
 // dropLink forgets l. explicit is false when the whole connection is going. When l held

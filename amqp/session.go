@@ -112,6 +112,9 @@ type link struct {
 	// settling counts the batches of this session link's settlements handed to the
 	// Backend and not yet answered; no receive starts meanwhile (S-SES-3).
 	settling int
+	// afterSettle, set when the link detached while settling > 0, releases its session
+	// lock once those settlements are applied.
+	afterSettle func()
 }
 
 // partial is a delivery being assembled from several transfer frames.

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"testing"
 	"time"
 
@@ -150,5 +151,70 @@ func TestAttachCarriesMaxMessageSize(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// TestSessionCloseAppliesSettlementsFirst: uamqp completes a session's messages with
+// settled dispositions and detaches the link at once, without waiting for anything.
+// The session lock must be released only after those settlements are applied, or they
+// fail for want of the lock and the messages come back.
+func TestSessionCloseAppliesSettlementsFirst(t *testing.T) {
+	_, b, addr := testServer(t, nil)
+	ctx := ctxT(t)
+	send(t, rootClient(t, addr), "sq", &azservicebus.Message{Body: []byte("1"), SessionID: ptrTo("s")})
+	s, err := dialPlain(t, addr).NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.NewReceiver(ctx, "sq", &goamqp.ReceiverOptions{
+		Credit:  1,
+		Filters: []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x00000137000000C, "s")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, waiting := make(chan struct{}), make(chan struct{})
+	b.mu.Lock()
+	b.settleGate, b.settleWaiting = gate, waiting
+	b.mu.Unlock()
+	if err := r.AcceptMessage(ctx, m); err != nil { // mode first: settled, not waited for
+		t.Fatal(err)
+	}
+	select {
+	case <-waiting:
+	case <-ctx.Done():
+		t.Fatal("the settlement never reached the Backend")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close(ctx) }()
+	// The detach must wait for the settlement; a release that overtook it shows as the
+	// session no longer held while the settlement is still held at the gate.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // an absence: bounded by a short wait
+	defer cancel()
+	early := false
+	select {
+	case err := <-closed:
+		early = true
+		t.Errorf("the link closed (%v) before its settlement was applied", err)
+	case <-short.Done():
+	}
+	b.mu.Lock()
+	b.settleGate = nil
+	b.mu.Unlock()
+	close(gate)
+	if !early {
+		if err := <-closed; err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	}
+	b.mu.Lock()
+	left := len(b.entities["sq"].queues[0])
+	b.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d message(s) left in the session after completing and closing", left)
 	}
 }
