@@ -25,6 +25,7 @@ import (
 	"github.com/quorumbus/quorumbus/cmd/internal/amqpws"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
+	"github.com/quorumbus/quorumbus/cmd/internal/sniff"
 	"github.com/quorumbus/quorumbus/internal/certs"
 	"github.com/quorumbus/quorumbus/internal/offsetclock"
 )
@@ -168,8 +169,15 @@ func run(cfg Config) error {
 	if amqpLn != nil {
 		go func() { amqpErr <- srv.Serve(amqpLn) }()
 	}
+	// The AMQPS port serves the admin API too (HTTPS), told apart by the first bytes
+	// after the TLS handshake, so the connection string naming it works for the SDKs'
+	// administration clients as well (cmd/internal/sniff).
+	var amqpsHTTP net.Listener
 	if amqpsLn != nil {
-		go func() { amqpErr <- srv.Serve(tls.NewListener(amqpsLn, tlsCfg)) }()
+		mux := sniff.New(tls.NewListener(amqpsLn, tlsCfg), 10*time.Second)
+		amqpsHTTP = mux.HTTP()
+		go func() { amqpErr <- mux.Serve() }()
+		go func() { amqpErr <- srv.Serve(mux.AMQP()) }()
 	}
 
 	hc := admin.DefaultConfig()
@@ -227,12 +235,15 @@ func run(cfg Config) error {
 		return err
 	}
 	hs := &http.Server{Handler: ui, ReadHeaderTimeout: 10 * time.Second}
-	adminErr := make(chan error, 1)
+	adminErr := make(chan error, 2)
 	adminScheme := "http"
 	if tlsCfg != nil {
 		adminScheme = "https"
 		hs.TLSConfig = tlsCfg.Clone()
 		go func() { adminErr <- hs.ServeTLS(adminLn, "", "") }() // certificate from GetCertificate
+		if amqpsHTTP != nil {
+			go func() { adminErr <- hs.Serve(amqpsHTTP) }() // TLS already ended by the mux
+		}
 	} else {
 		go func() { adminErr <- hs.Serve(adminLn) }()
 	}
