@@ -60,7 +60,7 @@ func (s *session) handleAttach(a *frames.Attach) error {
 				return nil
 			}
 			if !c.hasClaim(via.String(), RightSend) {
-				s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. 'Send' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", c.hostname, address)))
+				s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. 'Send' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", c.hostname, via)))
 				return nil
 			}
 			l.via = via
@@ -313,7 +313,7 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 	// to "<entity>/$DeadLetterQueue", and a claim on the entity covers it by prefix.
 	l.claimPath = l.addr.String() // scheme and host dropped, sub-queue kept
 	if !c.hasClaim(l.claimPath, want) {
-		s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", claimName, c.hostname, address)))
+		s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", claimName, c.hostname, l.claimPath)))
 		return
 	}
 	sessionful := false

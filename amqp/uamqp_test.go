@@ -2,7 +2,9 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,5 +218,25 @@ func TestSessionCloseAppliesSettlementsFirst(t *testing.T) {
 	b.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d message(s) left in the session after completing and closing", left)
+	}
+}
+
+// TestRefusalNamesTheEntity: uamqp attaches with the full URI as address
+// ("amqps://host/q1"); a refusal names the resource as Service Bus does,
+// sb://<namespace host>/<entity path>, not the address pasted after it.
+func TestRefusalNamesTheEntity(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	s, err := dialAnon(t, addr).NewSession(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.NewReceiver(ctxT(t), "amqps://127.0.0.1/q1/$DeadLetterQueue", nil)
+	var ae *goamqp.Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("attach without a token: %v, want the server's refusal", err)
+	}
+	d := ae.Description
+	if !strings.Contains(d, "Resource: 'sb://") || !strings.Contains(d, "/q1/$DeadLetterQueue'") || strings.Contains(d, "amqps://") {
+		t.Fatalf("description %q: want Resource: 'sb://<host>/q1/$DeadLetterQueue'", d)
 	}
 }
