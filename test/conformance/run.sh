@@ -65,7 +65,7 @@ go build -o "$WORK/bin/" ./cmd/quorumbus ./cmd/qbctl
 JSDIR=$WORK/js
 if [[ "${QB_SKIP_JS:-}" != 1 ]]; then
   mkdir -p "$JSDIR"
-  cp test/js/package.json test/js/package-lock.json test/js/run.js "$JSDIR/"
+  cp test/js/package.json test/js/package-lock.json test/js/run.js test/js/readme-admin.js "$JSDIR/"
   (cd "$JSDIR" && npm ci --no-audit --no-fund --silent)
 fi
 
@@ -202,13 +202,20 @@ start_tls_nodes() {
 
 # run_python PHASE I: the Python runner against node I (serving AMQPS on 5671).
 run_python() {
-  local phase=$1 i=$2
+  local phase=$1 i=$2 ok=0
   putkey "$i" conformance-send '["Send"]' send-key
   echo "== [$phase] Python SDK (azure-servicebus 7.8.2 on uamqp 1.5.3) through 127.0.0.1:$PY_PORT"
   QB_CONN="Endpoint=sb://127.0.0.1:$PY_PORT/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=$KEY" \
   QB_CONN_SEND_ONLY="Endpoint=sb://127.0.0.1:$PY_PORT/;SharedAccessKeyName=conformance-send;SharedAccessKey=send-key" \
   QB_CA=$(node_ca "$i") QB_WS_ENDPOINT="sb://127.0.0.1:$PY_PORT" \
-    timeout "${QB_PY_TIMEOUT:-15m}" test/python/run.sh
+    timeout "${QB_PY_TIMEOUT:-15m}" test/python/run.sh || ok=1
+  if [[ "${QB_SKIP_JS:-}" != 1 ]]; then
+    # The README's JavaScript admin snippet needs a node serving TLS: it runs here.
+    (cd "$JSDIR" && NODE_EXTRA_CA_CERTS=$(node_ca "$i") \
+      QB_CONN="Endpoint=sb://localhost:$PY_PORT/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=$KEY" \
+      node readme-admin.js) || ok=1
+  fi
+  return $ok
 }
 
 skip_sdks() { [[ "${QB_SKIP_GO:-}" == 1 && "${QB_SKIP_JS:-}" == 1 ]]; }

@@ -142,6 +142,20 @@ def test(n):
     return deco
 
 
+@test("README admin snippet")
+def _():
+    conn, ca = ADMIN_CONN, CA
+    # --- README snippet ---
+    from azure.servicebus.management import ServiceBusAdministrationClient
+    admin = ServiceBusAdministrationClient.from_connection_string(conn)
+    admin.create_queue("orders", connection_verify=ca)
+    # --- end ---
+    try:
+        check(admin.get_queue("orders", connection_verify=ca).name == "orders", "get_queue")
+    finally:
+        admin.delete_queue("orders", connection_verify=ca)
+
+
 @test("admin: queue create, get, update, list, exists, runtime, delete")
 def _():
     q = name("adm")
