@@ -54,3 +54,33 @@ func TestReadmeAdminSnippet(t *testing.T) {
 	c := tlsClient(t, n.TLSConnectionString, &azservicebus.ClientOptions{TLSConfig: cfg})
 	sendReceive(t, c, "orders", "after the admin snippet")
 }
+
+// plainHTTP does what the .NET administration client does with UseDevelopmentEmulator=true
+// (and what the official emulator's users point at its port 5300): plain HTTP to the
+// Endpoint's host and port, nothing else changed.
+type plainHTTP struct{}
+
+func (plainHTTP) Do(req *http.Request) (*http.Response, error) {
+	req.URL.Scheme = "http"
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// TestEmulatorStringServesAdminOverHTTP: the connection string `make run` prints (plain
+// AMQP port, UseDevelopmentEmulator=true) reaches the admin API when the client speaks
+// plain HTTP to its Endpoint, and the same port keeps serving AMQP.
+func TestEmulatorStringServesAdminOverHTTP(t *testing.T) {
+	n := harness.Start(t)
+	ctx := testCtx(t)
+	ac, err := admin.NewClientFromConnectionString(n.ConnectionString, &admin.ClientOptions{
+		ClientOptions: azcore.ClientOptions{Transport: plainHTTP{}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := name("emuadmin")
+	if _, err := ac.CreateQueue(ctx, q, nil); err != nil {
+		t.Fatalf("create queue over HTTP on the AMQP port: %v", err)
+	}
+	c := tlsClient(t, n.ConnectionString, nil) // plain AMQP: the emulator flag
+	sendReceive(t, c, q, "after the admin call on the same port")
+}

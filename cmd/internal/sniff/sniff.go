@@ -48,10 +48,13 @@ func (m *Mux) AMQP() net.Listener { return m.amqp }
 // HTTP is the listener of every other connection.
 func (m *Mux) HTTP() net.Listener { return m.http }
 
-// Serve accepts connections until ln fails or the Mux is closed; it returns nil
-// after Close.
+// Serve accepts connections until the Mux is closed, then returns nil. A failing
+// Accept (out of file descriptors) is retried after a pause that grows to a second, as
+// net/http does, instead of taking the port down; it returns an error only when ln
+// itself is closed from elsewhere.
 func (m *Mux) Serve() error {
 	defer m.wg.Wait()
+	var pause time.Duration
 	for {
 		c, err := m.ln.Accept()
 		if err != nil {
@@ -60,13 +63,21 @@ func (m *Mux) Serve() error {
 				return nil
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				m.Close()
+				return err
 			}
-			m.Close()
-			return err
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-m.done:
+				t.Stop()
+				return nil
+			}
+			continue
 		}
+		pause = 0
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
