@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -102,8 +103,9 @@ func (s *session) handleAttach(a *frames.Attach) error {
 // carrying e (the way Service Bus refuses links, protocol.md §3, §8).
 func (s *session) refuse(l *link, a *frames.Attach, e *frames.Error) {
 	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
-		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, MaxMessageSize: s.c.cfg.MaxMessageSize}
+		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, MaxMessageSize: unboundedMessageSize}
 	if a.Role == frames.RoleSender {
+		reply.MaxMessageSize = s.c.cfg.MaxMessageSize
 		reply.Source = a.Source
 	} else {
 		reply.Target = a.Target
@@ -226,7 +228,7 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 	// logs its absence.
 	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
 		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, Source: a.Source, Target: a.Target,
-		MaxMessageSize: s.c.cfg.MaxMessageSize}
+		MaxMessageSize: unboundedMessageSize}
 	if a.Role == frames.RoleReceiver {
 		l.rpcNode = a.Source.Address
 		// The reply address is the target address; the JavaScript SDK attaches its
@@ -252,6 +254,7 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 		return
 	}
 	l.rpcNode = a.Target.Address
+	reply.MaxMessageSize = s.c.cfg.MaxMessageSize
 	l.maxMessageSize = s.c.cfg.MaxMessageSize
 	l.attached = true
 	s.c.send(s.localChannel, reply, nil)
@@ -259,6 +262,13 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 }
 
 const sessionFilterKey = "com.microsoft:session-filter"
+
+// unboundedMessageSize is the max-message-size we say on links where the client
+// receives (entity receivers, RPC response links): we take no transfers there, so no
+// bound. Not 0, which is "absent" on the wire (uamqp logs that on every attach), and not
+// the entity's limit: go-amqp refuses deliveries larger than the smaller of its own
+// limit and ours, and a delivery carries more than the message that was sent.
+const unboundedMessageSize = math.MaxUint64
 
 // Vendor link properties: the batch limit the broker advertises on a sender's attach, and
 // the entity kind a client may declare on its attach.
@@ -482,7 +492,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 	}
 	zero := uint32(0)
 	reply.InitialDeliveryCount = &zero
-	reply.MaxMessageSize = c.cfg.MaxMessageSize // what we would accept; uamqp reads it on every attach
+	reply.MaxMessageSize = unboundedMessageSize
 	if a.Target == nil {
 		reply.Target = &frames.Target{}
 	}

@@ -37,8 +37,8 @@ type Mux struct {
 // New splits ln. timeout bounds the handshake and the first bytes of a connection.
 func New(ln net.Listener, timeout time.Duration) *Mux {
 	m := &Mux{ln: ln, timeout: timeout, done: make(chan struct{})}
-	m.amqp = &chanListener{m: m, c: make(chan net.Conn)}
-	m.http = &chanListener{m: m, c: make(chan net.Conn)}
+	m.amqp = &chanListener{m: m, c: make(chan net.Conn), errc: make(chan error, 1)}
+	m.http = &chanListener{m: m, c: make(chan net.Conn), errc: make(chan error, 1)}
 	return m
 }
 
@@ -50,8 +50,10 @@ func (m *Mux) HTTP() net.Listener { return m.http }
 
 // Serve accepts connections until the Mux is closed, then returns nil. A failing
 // Accept (out of file descriptors) is retried after a pause that grows to a second, as
-// net/http does, instead of taking the port down; it returns an error only when ln
-// itself is closed from elsewhere.
+// net/http does, instead of taking the port down, and the error is handed to the AMQP
+// listener's Accept, so the AMQP server reports the port as not ready meanwhile
+// (amqp.Server.Ready, /readyz). It returns an error only when ln itself is closed from
+// elsewhere.
 func (m *Mux) Serve() error {
 	defer m.wg.Wait()
 	var pause time.Duration
@@ -66,6 +68,10 @@ func (m *Mux) Serve() error {
 			if errors.Is(err, net.ErrClosed) {
 				m.Close()
 				return err
+			}
+			select {
+			case m.amqp.errc <- err:
+			default: // one pending is enough
 			}
 			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
 			t := time.NewTimer(pause)
@@ -119,14 +125,17 @@ func (m *Mux) Close() error {
 }
 
 type chanListener struct {
-	m *Mux
-	c chan net.Conn
+	m    *Mux
+	c    chan net.Conn
+	errc chan error // the port's failed Accepts (AMQP listener only)
 }
 
 func (l *chanListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.c:
 		return c, nil
+	case err := <-l.errc:
+		return nil, err
 	case <-l.m.done:
 		return nil, net.ErrClosed
 	}
