@@ -6,13 +6,16 @@
 # earlier on PATH):
 #
 #   QB_CONN='Endpoint=sb://127.0.0.1:5671/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=KEY' \
-#   QB_CA=DATA/tls/ca.crt QB_WS_ENDPOINT=sb://127.0.0.1:5300 /usr/bin/python3 run.py [name-regex]
+#   QB_CA=DATA/tls/ca.crt QB_WS_ENDPOINT=sb://127.0.0.1:5671 /usr/bin/python3 run.py [name-regex]
 #
 # The SDK always dials port 5671 with TLS (it ignores the Endpoint's port), so the node
 # must serve AMQPS on 127.0.0.1:5671; QB_CA is the CA it trusts (connection_verify). The
-# administration client uses the same connection string: the node serves its HTTP API on
-# the AMQPS port too. QB_WS_ENDPOINT is where AMQP over WebSockets is served (the node's
-# HTTPS admin port), given to the SDK as custom_endpoint_address.
+# administration client uses the same connection string (QB_ADMIN_CONN overrides it):
+# the node serves its HTTP API on the AMQPS port too. QB_WS_ENDPOINT is where AMQP over
+# WebSockets is served (the AMQPS port, or the node's HTTPS admin port), given to the
+# SDK as custom_endpoint_address. QB_CONN_SEND_ONLY is a Send-only key's string (one
+# test); QB_TEST_TIMEOUT bounds each test (seconds, default 90); QB_TRACE=1 prints the
+# traceback of a failure, QB_FRAMES=1 turns on uamqp's frame trace.
 #
 # The last line is "python: N passed, M failed"; the exit status is 1 when a check failed.
 import datetime
@@ -70,7 +73,8 @@ def without_port(conn):
 
 
 DATA_CONN = without_port(CONN)
-client = ServiceBusClient.from_connection_string(DATA_CONN, connection_verify=CA, retry_total=2, logging_enable=bool(os.environ.get("QB_FRAMES")))
+client = ServiceBusClient.from_connection_string(
+    DATA_CONN, connection_verify=CA, retry_total=2, logging_enable=bool(os.environ.get("QB_FRAMES")))
 
 
 class Admin:
