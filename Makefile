@@ -109,8 +109,10 @@ fuzz:
 
 # The official SDKs against a fresh node, then a fresh 3-node cluster (through the node
 # that hosts no replica), on loopback: the Go SDK's own live tests (../shared/sdk-livetests,
-# or QB_SDK_LIVETESTS) and the JavaScript runner (test/js). QB_PHASES=single runs only the
-# first. See docs/compatibility.md.
+# or QB_SDK_LIVETESTS), the JavaScript runner (test/js) and, on nodes serving TLS, the
+# Python runner (test/python; installs Debian's python3-azure and python3-uamqp when
+# missing, needs 127.0.0.1:5671 free). QB_PHASES=single runs only the first; QB_SKIP_GO=1,
+# QB_SKIP_JS=1, QB_SKIP_PY=1 leave a runner out. See docs/compatibility.md.
 conformance:
 	test/conformance/run.sh
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -22,7 +23,6 @@ func (s *session) handleAttach(a *frames.Attach) error {
 	}
 	delete(s.detaching, a.Handle) // a peer that reuses the handle is done with the old link
 	l := &link{s: s, name: a.Name, handle: a.Handle, role: a.Role}
-	l.rcvSecond = a.Role == frames.RoleSender && a.RcvSettleMode != nil && *a.RcvSettleMode == frames.RcvSecond
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
 	s.links[a.Handle] = l
 	c.linkCount++
@@ -62,7 +62,7 @@ func (s *session) handleAttach(a *frames.Attach) error {
 				return nil
 			}
 			if !c.hasClaim(via.String(), RightSend) {
-				s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. 'Send' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", c.hostname, address)))
+				s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. 'Send' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", c.hostname, via)))
 				return nil
 			}
 			l.via = via
@@ -104,8 +104,9 @@ func (s *session) handleAttach(a *frames.Attach) error {
 // carrying e (the way Service Bus refuses links, protocol.md §3, §8).
 func (s *session) refuse(l *link, a *frames.Attach, e *frames.Error) {
 	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
-		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode}
+		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, MaxMessageSize: unboundedMessageSize}
 	if a.Role == frames.RoleSender {
+		reply.MaxMessageSize = s.c.cfg.MaxMessageSize
 		reply.Source = a.Source
 	} else {
 		reply.Target = a.Target
@@ -158,14 +159,24 @@ func (s *session) handleDetach(d *frames.Detach) {
 	// (S-SES-4), so a client that closes and accepts the session again, here or from
 	// another connection, does not race the release.
 	c := s.c
-	c.goFunc(func() {
-		release()
-		c.post(func() {
-			if c.sessions[s.remoteChannel] == s { // not ended meanwhile
-				c.send(s.localChannel, reply, nil)
-			}
+	run := func() {
+		c.goFunc(func() {
+			release()
+			c.post(func() {
+				if c.sessions[s.remoteChannel] == s { // not ended meanwhile
+					c.send(s.localChannel, reply, nil)
+				}
+			})
 		})
-	})
+	}
+	if l.settling > 0 {
+		// Settlements the client sent before the detach are still with the Backend
+		// (uamqp completes and detaches at once): they need the lock, so the release
+		// waits for them (settleJob.unhold).
+		l.afterSettle = run
+		return
+	}
+	run()
 }
 
 // dropLink forgets l. explicit is false when the whole connection is going. When l held
@@ -226,9 +237,13 @@ func (s *session) dropLink(l *link, explicit bool) (release func()) {
 
 // attachRPC attaches either side of a $cbs or $management request/response pair.
 func (s *session) attachRPC(l *link, a *frames.Attach) {
+	// Service Bus says max-message-size on every attach, also where we send; uamqp
+	// logs its absence.
 	reply := &frames.Attach{Name: a.Name, Handle: a.Handle, Role: !a.Role,
-		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, Source: a.Source, Target: a.Target}
+		SndSettleMode: a.SndSettleMode, RcvSettleMode: a.RcvSettleMode, Source: a.Source, Target: a.Target,
+		MaxMessageSize: unboundedMessageSize}
 	if a.Role == frames.RoleReceiver {
+		l.rpcNode = a.Source.Address
 		// The reply address is the target address; the JavaScript SDK attaches its
 		// $cbs reply link with no target and uses the link name as its reply-to, which
 		// Service Bus accepts.
@@ -251,6 +266,7 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 		s.c.send(s.localChannel, reply, nil)
 		return
 	}
+	l.rpcNode = a.Target.Address
 	reply.MaxMessageSize = s.c.cfg.MaxMessageSize
 	l.maxMessageSize = s.c.cfg.MaxMessageSize
 	l.attached = true
@@ -259,6 +275,13 @@ func (s *session) attachRPC(l *link, a *frames.Attach) {
 }
 
 const sessionFilterKey = "com.microsoft:session-filter"
+
+// unboundedMessageSize is the max-message-size we say on links where the client
+// receives (entity receivers, RPC response links): we take no transfers there, so no
+// bound. Not 0, which is "absent" on the wire (uamqp logs that on every attach), and not
+// the entity's limit: go-amqp refuses deliveries larger than the smaller of its own
+// limit and ours, and a delivery carries more than the message that was sent.
+const unboundedMessageSize = math.MaxUint64
 
 // Vendor link properties: the batch limit the broker advertises on a sender's attach, and
 // the entity kind a client may declare on its attach.
@@ -313,7 +336,7 @@ func (s *session) attachEntity(l *link, a *frames.Attach, address string) {
 	// to "<entity>/$DeadLetterQueue", and a claim on the entity covers it by prefix.
 	l.claimPath = l.addr.String() // scheme and host dropped, sub-queue kept
 	if !c.hasClaim(l.claimPath, want) {
-		s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", claimName, c.hostname, address)))
+		s.refuse(l, a, s.errorFor(l, condUnauthorized, fmt.Sprintf("Unauthorized access. '%s' claim(s) are required to perform this operation. Resource: 'sb://%s/%s'.", claimName, c.hostname, l.claimPath)))
 		return
 	}
 	sessionful := false
@@ -483,6 +506,7 @@ func (s *session) finishEntityAttach(l *link, a *frames.Attach, info EntityInfo,
 	}
 	zero := uint32(0)
 	reply.InitialDeliveryCount = &zero
+	reply.MaxMessageSize = unboundedMessageSize
 	if a.Target == nil {
 		reply.Target = &frames.Target{}
 	}

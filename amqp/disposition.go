@@ -208,6 +208,11 @@ func (j settleJob) unhold() {
 	for _, l := range j.hold {
 		l.settling--
 		if l.settling == 0 {
+			if f := l.afterSettle; f != nil {
+				l.afterSettle = nil
+				f()
+				continue
+			}
 			l.s.pump(l)
 		}
 	}

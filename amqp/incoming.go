@@ -127,10 +127,6 @@ func (s *session) settleIncoming(l *link, p *partial, st frames.DeliveryState) {
 	if p.settled || l.detached {
 		return
 	}
-	if l.rcvSecond {
-		s.c.send(s.localChannel, &frames.Disposition{Role: frames.RoleReceiver, First: p.id, Settled: false, State: st}, nil)
-		return
-	}
 	if _, ok := st.(frames.Accepted); ok {
 		// Confirmed at the end of this owner-loop iteration, merged into
 		// ranges: one frame for many pipelined sends.

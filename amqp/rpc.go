@@ -76,6 +76,23 @@ type rpcResponse struct {
 	body   any    // encoded as amqp-value; nil for none
 
 	renewedUntil time.Time // renew-session-lock: the new expiry, for the holder link
+	cbs          bool      // a $cbs response: the status also under the CBS draft's key names
+}
+
+// responseLink is the reply address of this session's response link attached with
+// source node (the one with the lowest handle when there are several), "" when none.
+func (s *session) responseLink(node string) string {
+	var found *link
+	for _, l := range s.links {
+		if l.role == frames.RoleReceiver && l.replyAddr != "" && !l.detached && strings.EqualFold(l.rpcNode, node) &&
+			(found == nil || l.handle < found.handle) {
+			found = l
+		}
+	}
+	if found == nil {
+		return ""
+	}
+	return found.replyAddr
 }
 
 // sessionHolder finds this connection's receiver link holding session id on addr.
@@ -109,6 +126,15 @@ func encodeRPCResponse(msgID []byte, r rpcResponse) []byte {
 	b = encoding.AppendString(b, "statusDescription")
 	b = encoding.AppendString(b, r.desc)
 	n := 4
+	if r.cbs {
+		// The CBS draft names them status-code and status-description, which is what
+		// uamqp (the Python SDK) reads on $cbs; the other SDKs read either.
+		b = encoding.AppendString(b, "status-code")
+		b = encoding.AppendInt(b, r.status)
+		b = encoding.AppendString(b, "status-description")
+		b = encoding.AppendString(b, r.desc)
+		n += 4
+	}
 	if r.cond != "" {
 		// Service Bus names the condition of a failed request; the JavaScript SDK maps
 		// its errors from it (without it a 404 reads as ServiceCommunicationProblem).
@@ -140,6 +166,11 @@ func (s *session) rpcRequest(l *link, p *partial) {
 		return
 	}
 	s.settleIncoming(l, p, frames.Accepted{}) // every request needs a settled disposition (protocol.md §11.3)
+	if req.replyTo == "" {
+		// uamqp (the Python SDK) sends no reply-to: Service Bus answers on the link the
+		// client attached from the same node in this session (protocol.md §3).
+		req.replyTo = s.responseLink(l.rpcNode)
+	}
 	// Owner-side context the handler needs: claims and the session of the
 	// associated receiver link.
 	var assocSession string
@@ -205,6 +236,7 @@ func (s *session) rpcRequest(l *link, p *partial) {
 			// Encode (copy) one response of this connection at a time, and queue
 			// it once it fits under the bound (outbytes.go).
 			c.rpcOutMu.Lock()
+			resp.cbs = node == nodeCBS
 			msg = encodeRPCResponse(req.messageID, resp)
 			err := c.reserveOut(c.ctx, int64(len(msg)), 0)
 			c.rpcOutMu.Unlock()

@@ -124,9 +124,12 @@ func TestSASLPlainRejected(t *testing.T) {
 	checkHealthy(t, addr)
 }
 
-// TestSenderSettleModeSecond: a sender that asks the receiver to settle
-// second gets the mode echoed and an unsettled confirmation, which it then
-// settles (part 2 §2.8.3); go-amqp works with it too.
+// TestSenderSettleModeSecond: a sender that asks the receiver to settle second gets
+// the mode echoed (go-amqp fails a link whose modes come back changed) and, as from
+// Service Bus, a settled confirmation: the message is stored when it is confirmed, and
+// uamqp (the Python SDK), which asks for mode second on every sender, completes a send
+// only on a settled disposition (protocol.md §5). A sender that settles anyway is
+// ignored; go-amqp works with it too.
 func TestSenderSettleModeSecond(t *testing.T) {
 	_, b, addr := testServer(t, nil)
 	rc := dialRaw(t, addr)
@@ -144,8 +147,8 @@ func TestSenderSettleModeSecond(t *testing.T) {
 	rc.frame(frames.TypeAMQP, 0, &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{1}}, []byte{0x00, 0x53, 0x75, 0xa0, 0x01, 'x'})
 	for {
 		if d, ok := rc.next().(*frames.Disposition); ok {
-			if d.Settled || d.First != 0 {
-				t.Fatalf("want an unsettled confirmation of delivery 0, got %v", d)
+			if !d.Settled || d.First != 0 {
+				t.Fatalf("want a settled confirmation of delivery 0, got %v", d)
 			}
 			if _, ok := d.State.(frames.Accepted); !ok {
 				t.Fatalf("state %v", d.State)

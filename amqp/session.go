@@ -77,6 +77,7 @@ type link struct {
 	claimPath string // what CBS claims must cover: "q1/$DeadLetterQueue", "q1/$management"
 	want      Rights // entity links: the right the link needs (Send or Listen)
 	replyAddr string // RPC reply links: the client's target address
+	rpcNode   string // RPC links: the node address as attached ("$cbs", "q1/$management")
 
 	// Credit: for a client sender, what we granted and have not seen used;
 	// for a client receiver, what the client granted (part 2 §2.6.7).
@@ -89,8 +90,7 @@ type link struct {
 	reported uint32
 
 	// Client sender.
-	rcvSecond      bool // rcv-settle-mode second: we confirm unsettled, the client settles (part 2 §2.8.3)
-	inflight       int  // deliveries handed to the Backend or an RPC handler
+	inflight       int // deliveries handed to the Backend or an RPC handler
 	partial        *partial
 	maxMessageSize uint64
 
@@ -124,6 +124,9 @@ type link struct {
 	// during which it changed brought messages that now follow a requeued one:
 	// they go back too, so the requeued message is delivered before them (S-RCV-2).
 	requeued uint64
+	// afterSettle, set when the link detached while settling > 0, releases its session
+	// lock once those settlements are applied.
+	afterSettle func()
 }
 
 // partial is a delivery being assembled from several transfer frames.

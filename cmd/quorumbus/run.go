@@ -25,6 +25,7 @@ import (
 	"github.com/quorumbus/quorumbus/cmd/internal/amqpws"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
+	"github.com/quorumbus/quorumbus/cmd/internal/sniff"
 	"github.com/quorumbus/quorumbus/internal/certs"
 	"github.com/quorumbus/quorumbus/internal/offsetclock"
 )
@@ -162,13 +163,25 @@ func run(cfg Config) error {
 	if err := node.Registry().Register(amqpCollector{srv}); err != nil {
 		return err
 	}
-	amqpErr := make(chan error, 2)
-	// Each Serve ends when srv.Close closes its listener.
+	amqpErr := make(chan error, 4)
+	// Each Serve ends when srv.Close closes its listener. The AMQP ports serve the admin
+	// API too, told apart by the first bytes (after the TLS handshake on AMQPS): "AMQP"
+	// is AMQP, anything else HTTP (cmd/internal/sniff). So the TLS connection string
+	// works for the SDKs' administration clients (HTTPS to the Endpoint's host and port),
+	// and so does the emulator string for a client that, like the .NET one with
+	// UseDevelopmentEmulator=true, speaks plain HTTP to the Endpoint's port.
+	var amqpHTTP, amqpsHTTP net.Listener
 	if amqpLn != nil {
-		go func() { amqpErr <- srv.Serve(amqpLn) }()
+		mux := sniff.New(amqpLn, 10*time.Second)
+		amqpHTTP = mux.HTTP()
+		go func() { amqpErr <- mux.Serve() }()
+		go func() { amqpErr <- srv.Serve(mux.AMQP()) }()
 	}
 	if amqpsLn != nil {
-		go func() { amqpErr <- srv.Serve(tls.NewListener(amqpsLn, tlsCfg)) }()
+		mux := sniff.New(tls.NewListener(amqpsLn, tlsCfg), 10*time.Second)
+		amqpsHTTP = mux.HTTP()
+		go func() { amqpErr <- mux.Serve() }()
+		go func() { amqpErr <- srv.Serve(mux.AMQP()) }()
 	}
 
 	hc := admin.DefaultConfig()
@@ -231,7 +244,14 @@ func run(cfg Config) error {
 		return err
 	}
 	hs := &http.Server{Handler: ui, ReadHeaderTimeout: 10 * time.Second}
-	adminErr := make(chan error, 1)
+	// On the AMQP ports: the admin API and AMQP over WebSockets, not the explorer.
+	ps := &http.Server{Handler: amqpws.Route(ws, handler), ReadHeaderTimeout: 10 * time.Second}
+	adminErr := make(chan error, 3)
+	for _, ln := range []net.Listener{amqpHTTP, amqpsHTTP} {
+		if ln != nil {
+			go func() { adminErr <- ps.Serve(ln) }() // TLS, if any, already ended by the mux
+		}
+	}
 	adminScheme := "http"
 	if tlsCfg != nil {
 		adminScheme = "https"
@@ -281,7 +301,7 @@ func run(cfg Config) error {
 	// Clients go first, so they reconnect to other nodes; then the node hands its
 	// leaderships over and leaves (when it can: cluster.Node gains Shutdown with the
 	// multi-node work), all within --shutdown-timeout; Close ends the rest.
-	errs := []error{hs.Shutdown(shutCtx), srv.Close()}
+	errs := []error{hs.Shutdown(shutCtx), ps.Shutdown(shutCtx), srv.Close()}
 	if g, ok := any(node).(interface{ Shutdown(context.Context) error }); ok {
 		if err := g.Shutdown(shutCtx); err != nil {
 			errs = append(errs, fmt.Errorf("graceful leave: %w", err))

@@ -49,10 +49,11 @@ func Handler(serve func(net.Conn), readLimit int64, log *slog.Logger) http.Handl
 	})
 }
 
-// Route sends requests for Path to ws and every other request to next.
+// Route sends requests for Path, with or without a trailing slash (the Python SDK's
+// uamqp asks for "/$servicebus/websocket/"), to ws and every other request to next.
 func Route(ws, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == Path {
+		if p := r.URL.Path; p == Path || p == Path+"/" {
 			ws.ServeHTTP(w, r)
 			return
 		}
