@@ -56,7 +56,7 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 }
 
 // With one of three nodes draining, a new entity's groups still get three replicas
-// (issue 22: they got two, and a pause of either one stopped the queue), the draining
+// (they once got two, and a pause of either one stopped the queue), the draining
 // node never first (the preferred leader).
 func TestPlaceUsesADrainingNodeWhenNeeded(t *testing.T) {
 	nodes := startCluster(t, 3, 3)

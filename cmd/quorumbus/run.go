@@ -286,6 +286,11 @@ func run(cfg Config) error {
 	// The log line has no key: it goes wherever logs are collected.
 	log.Info("serving", "node", cfg.NodeID, "namespace", node.Namespace(), "amqp", ep.AMQP, "amqps", ep.AMQPS,
 		"admin", ep.AdminURL, "connection_string_file", filepath.Join(cfg.Data, "connection-string"))
+	if ep.CA != "" {
+		// A development certificate: worth a warning in any log, and clients need the CA
+		// (no secret) to trust it.
+		log.Warn("serving TLS with a self-signed development certificate; clients must trust its CA", "tls_ca_file", ep.CA)
+	}
 
 	select {
 	case <-ctx.Done():

@@ -268,15 +268,15 @@ func TestMetaConverged(t *testing.T) {
 		}
 		return st
 	}
-	same := `{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5},{"id":"b","metadata_digest":"d","metadata_applied":5}]}`
+	same := `{"Members":[{"ID":"a","MetadataDigest":"d","MetadataApplied":5},{"ID":"b","MetadataDigest":"d","MetadataApplied":5}]}`
 	if err := metaConverged(parse(same), 2); err != nil {
 		t.Errorf("equal members: %v", err)
 	}
 	for _, bad := range []string{
-		`{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5},{"id":"b","metadata_digest":"e","metadata_applied":5}]}`,
-		`{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5},{"id":"b","metadata_digest":"d","metadata_applied":4}]}`,
-		`{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5},{"id":"b","metadata_applied":5}]}`,
-		`{"members":[{"id":"a","metadata_digest":"d","metadata_applied":5}]}`,
+		`{"Members":[{"ID":"a","MetadataDigest":"d","MetadataApplied":5},{"ID":"b","MetadataDigest":"e","MetadataApplied":5}]}`,
+		`{"Members":[{"ID":"a","MetadataDigest":"d","MetadataApplied":5},{"ID":"b","MetadataDigest":"d","MetadataApplied":4}]}`,
+		`{"Members":[{"ID":"a","MetadataDigest":"d","MetadataApplied":5},{"ID":"b","MetadataApplied":5}]}`,
+		`{"Members":[{"ID":"a","MetadataDigest":"d","MetadataApplied":5}]}`,
 	} {
 		if err := metaConverged(parse(bad), 2); err == nil {
 			t.Errorf("%s: converged, want an error", bad)
