@@ -61,7 +61,7 @@ type Config struct {
 	Replicas        int           `json:"replicas"`
 	DeadNodeGrace   time.Duration `json:"dead-node-grace"`
 	// RaftLogStore is the Raft log store of the partition groups this node creates:
-	// "bolt" or "wal" (partition.Config.LogStore).
+	// "shared" (the node's one log engine), "bolt" or "wal" (partition.Config.LogStore).
 	RaftLogStore string `json:"raft-log-store"`
 
 	// AMQP limits (amqp.Config has the meaning of each; docs/security.md, "Limits").
@@ -112,7 +112,7 @@ func DefaultConfig() Config {
 		BootstrapExpect: 1,
 		Replicas:        3,
 		DeadNodeGrace:   10 * time.Minute,
-		RaftLogStore:    "bolt",
+		RaftLogStore:    "shared",
 		AMQPLimits:      defaultAMQPLimits(),
 	}
 }
@@ -336,8 +336,8 @@ func (c *Config) validateCluster() error {
 		return fmt.Errorf("--replicas %d: must be at least 1", c.Replicas)
 	case c.DeadNodeGrace <= 0:
 		return fmt.Errorf("--dead-node-grace %v: must be positive", c.DeadNodeGrace)
-	case c.RaftLogStore != "bolt" && c.RaftLogStore != "wal":
-		return fmt.Errorf("--raft-log-store %q: want bolt or wal", c.RaftLogStore)
+	case c.RaftLogStore != "shared" && c.RaftLogStore != "bolt" && c.RaftLogStore != "wal":
+		return fmt.Errorf("--raft-log-store %q: want shared, bolt or wal", c.RaftLogStore)
 	}
 	return nil
 }
@@ -475,7 +475,7 @@ func settings(c *Config) []setting {
 		{name: "zone", usage: "failure domain of this node; replicas are spread over zones", str: &c.Zone},
 		{name: "replicas", usage: "replicas of each partition, capped by the node count (default 3)", num: &c.Replicas},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
-		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: bolt (raft.db, two fsyncs per append; the default) or wal (raft-wal segment files, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
+		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: shared (one log engine per node in <data-dir>/raft-log, whose concurrent appends of all groups share one fsync; the default), bolt (a raft.db per replica, two fsyncs per append) or wal (raft-wal segment files per replica, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
 
 		// AMQP limits (docs/security.md, "Limits").
 		{name: "amqp-max-connections", usage: "AMQP connections this node serves; one more is closed with amqp:resource-limit-exceeded (default 1000)", num: &c.AMQPLimits.MaxConnections},
