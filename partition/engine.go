@@ -2,6 +2,7 @@ package partition
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/go-hclog"
@@ -43,11 +45,20 @@ type Engine struct {
 	sync   *pebble.WriteOptions // pebble.Sync, or pebble.NoSync with EngineConfig.NoSync
 	logger hclog.Logger
 
-	mu  sync.Mutex // guards seq and open (a leaf)
+	mu  sync.Mutex // guards seq, open, dropLo and dropHi (a leaf)
 	seq uint64     // last id allocated, as persisted under "Mseq"
 	// open holds the ids of the stores open now: a second open of the same log (two
 	// replicas of one directory) would interleave two raft instances' writes.
 	open map[uint64]bool
+	// dropLo..dropHi (inclusive) are the ids dropped since the compactor last ran; 0, 0
+	// when none. The compactor compacts their span so that the space of a removed
+	// group's log comes back without waiting for pebble to pick those files.
+	dropLo, dropHi uint64
+
+	compactKick chan struct{}      // drop -> compactor (cap 1)
+	compactBusy atomic.Bool        // the compactor is compacting (for tests)
+	cancel      context.CancelFunc // stops the compactor
+	wg          sync.WaitGroup     // the compactor
 }
 
 // EngineConfig configures OpenEngine.
@@ -96,26 +107,30 @@ func OpenEngine(cfg EngineConfig) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition: open log engine %s: %w", cfg.Dir, err)
 	}
-	e := &Engine{db: db, sync: pebble.Sync, logger: logger, open: map[uint64]bool{}}
+	e := &Engine{db: db, sync: pebble.Sync, logger: logger, open: map[uint64]bool{}, compactKick: make(chan struct{}, 1)}
 	if cfg.NoSync {
 		e.sync = pebble.NoSync
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	e.wg.Add(1)
+	go e.runCompactor(ctx)
 	if v, closer, err := db.Get(keySeq); err == nil {
 		if len(v) == 8 {
 			e.seq = binary.BigEndian.Uint64(v)
 		}
 		closer.Close()
 		if e.seq == 0 {
-			db.Close()
+			e.Close()
 			return nil, fmt.Errorf("partition: log engine %s: corrupt id counter", cfg.Dir)
 		}
 	} else if !errors.Is(err, pebble.ErrNotFound) {
-		db.Close()
+		e.Close()
 		return nil, fmt.Errorf("partition: log engine %s: %w", cfg.Dir, err)
 	}
 	if cfg.DataDir != "" {
 		if err := e.sweep(cfg.DataDir); err != nil {
-			db.Close()
+			e.Close()
 			return nil, err
 		}
 	}
@@ -124,6 +139,8 @@ func OpenEngine(cfg EngineConfig) (*Engine, error) {
 
 // Close closes the engine. Every store opened from it must be closed first.
 func (e *Engine) Close() error {
+	e.cancel()
+	e.wg.Wait()
 	if err := e.db.Close(); err != nil {
 		return fmt.Errorf("partition: close log engine: %w", err)
 	}
@@ -217,7 +234,54 @@ func (e *Engine) drop(id uint64) error {
 	if err := b.Commit(e.sync); err != nil {
 		return fmt.Errorf("partition: log engine: drop log %d: %w", id, err)
 	}
+	e.mu.Lock()
+	if e.dropLo == 0 || id < e.dropLo {
+		e.dropLo = id
+	}
+	e.dropHi = max(e.dropHi, id)
+	e.mu.Unlock()
+	select {
+	case e.compactKick <- struct{}{}:
+	default:
+	}
 	return nil
+}
+
+// runCompactor (one goroutine, until Close) compacts the key span of the ids dropped
+// since its last run. A range deletion hides a removed group's entries at once but
+// frees their space only when a compaction rewrites the files holding them, and the
+// files of a deleted group are shared with live ones, so pebble's own heuristics can
+// leave them for long (BenchmarkEngineDiskAfterDeletes). Drops that arrive while it
+// compacts are merged into its next run.
+func (e *Engine) runCompactor(ctx context.Context) {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.compactKick:
+		}
+		e.mu.Lock()
+		lo, hi := e.dropLo, e.dropHi
+		e.dropLo, e.dropHi = 0, 0
+		e.compactBusy.Store(lo != 0)
+		e.mu.Unlock()
+		if lo == 0 {
+			continue
+		}
+		err := e.db.Compact(ctx, idPrefix('L', lo), idPrefix('L', hi+1), false)
+		e.compactBusy.Store(false)
+		if err != nil && ctx.Err() == nil {
+			e.logger.Warn("compacting the logs of removed replicas", "from_id", lo, "to_id", hi, "err", err)
+		}
+	}
+}
+
+// compactionPending reports whether dropped logs wait for the compactor (for tests).
+func (e *Engine) compactionPending() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dropLo != 0 || len(e.compactKick) > 0 || e.compactBusy.Load()
 }
 
 // allocate persists and returns a new id.

@@ -1,8 +1,10 @@
 package partition
 
 import (
+	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -146,4 +148,83 @@ func benchLogEngine(b *testing.B, kind string, groups int) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "appends/s")
+}
+
+// BenchmarkEngineDiskAfterDeletes: disk used by the node's engine (its directory) after
+// 1,000 groups are created with 100 KiB of log each and then all removed, as 1,000
+// queues with messages created and deleted are: full, right after the removals (range
+// deletions hide the entries), once the engine's compactor has run (of which the
+// sstables, the rest being write-ahead log files pebble keeps to recycle), and after a
+// reopen (docs/benchmarks.md).
+func BenchmarkEngineDiskAfterDeletes(b *testing.B) {
+	const groups, entries = 1000, 100
+	data := make([]byte, 1024)
+	_, _ = crand.Read(data) // incompressible, as message bodies mostly are
+	for range b.N {
+		dir := b.TempDir()
+		e, err := OpenEngine(EngineConfig{Dir: EngineDir(dir), DataDir: dir, Logger: hclog.NewNullLogger()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for g := range groups {
+			gdir := Dir(dir, "q"+strconv.Itoa(g), 0)
+			s, err := e.openStore(gdir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			logs := make([]*raft.Log, entries)
+			for i := range logs {
+				logs[i] = &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: data}
+			}
+			if err := s.StoreLogs(logs); err != nil {
+				b.Fatal(err)
+			}
+			s.Close()
+		}
+		full := dirBytes(b, EngineDir(dir))
+		for g := range groups {
+			if err := RemoveDir(Dir(dir, "q"+strconv.Itoa(g), 0), e); err != nil {
+				b.Fatal(err)
+			}
+		}
+		deleted := dirBytes(b, EngineDir(dir))
+		start := time.Now()
+		for e.compactionPending() && time.Since(start) < time.Minute {
+			time.Sleep(10 * time.Millisecond) // polling the compactor, which signals nothing
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "s-compacting")
+		compacted := dirBytes(b, EngineDir(dir))
+		b.ReportMetric(float64(tableBytes(e))/(1<<20), "MiB-tables-compacted")
+		if err := e.Close(); err != nil {
+			b.Fatal(err)
+		}
+		e, err = OpenEngine(EngineConfig{Dir: EngineDir(dir), DataDir: dir, Logger: hclog.NewNullLogger()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		reopened := dirBytes(b, EngineDir(dir))
+		e.Close()
+		b.ReportMetric(float64(full)/(1<<20), "MiB-full")
+		b.ReportMetric(float64(deleted)/(1<<20), "MiB-deleted")
+		b.ReportMetric(float64(compacted)/(1<<20), "MiB-compacted")
+		b.ReportMetric(float64(reopened)/(1<<20), "MiB-reopened")
+	}
+}
+
+func dirBytes(b *testing.B, dir string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }

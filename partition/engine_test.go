@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/lazyfs"
 )
 
@@ -556,4 +557,59 @@ func TestSharedLogStoreGroupSurvivesRestarts(t *testing.T) {
 		t.Fatalf("group 2 received %d messages after the restarts, want 10", len(got))
 	}
 	c.checkConverged(1)
+}
+
+// TestEngineRemovalGivesSpaceBack: removing groups frees their log's disk space (the
+// engine compacts what it dropped), so creating and deleting entities does not grow the
+// engine without bound.
+func TestEngineRemovalGivesSpaceBack(t *testing.T) {
+	const groups, entries = 100, 50
+	data := t.TempDir()
+	e := openTestEngine(t, data)
+	defer e.Close()
+	body := make([]byte, 1024)
+	for g := range groups {
+		s := openEngineStore(t, e, Dir(data, "q"+strconv.Itoa(g), 0))
+		var logs []*raft.Log
+		for i := range entries {
+			b := fmt.Appendf(nil, "%d/%d/", g, i) // distinct, so nothing compresses away
+			for len(b) < len(body) {
+				b = strconv.AppendUint(b, uint64(len(b))*2654435761%1000003, 36)
+			}
+			logs = append(logs, &raft.Log{Index: uint64(i + 1), Term: 1, Data: b})
+		}
+		if err := s.StoreLogs(logs); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	if err := e.db.Flush(); err != nil { // the entries in sstables, as after a while
+		t.Fatal(err)
+	}
+	full := tableBytes(e)
+	for g := range groups {
+		if err := RemoveDir(Dir(data, "q"+strconv.Itoa(g), 0), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		if e.compactionPending() {
+			return errors.New("the compactor has not run")
+		}
+		if used := tableBytes(e); used > full/10 {
+			return fmt.Errorf("%d bytes in sstables after removing every group, %d before", used, full)
+		}
+		return nil
+	})
+}
+
+// tableBytes is the size of e's live sstables: its data, without the write-ahead log
+// (whose files pebble recycles: a few memtables' worth, whatever the data).
+func tableBytes(e *Engine) int64 {
+	m := e.db.Metrics()
+	var n int64
+	for _, l := range m.Levels {
+		n += l.TablesSize
+	}
+	return n
 }
