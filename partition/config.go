@@ -90,7 +90,8 @@ type Config struct {
 	NetTimeout time.Duration
 	NetMaxPool int
 	// NoSync skips fsync of the raft log. Unsafe: S-DUR-1 no longer holds. Tests only.
-	// Only the bolt log store honours it; raft-wal always fsyncs.
+	// Only the bolt log store honours it; raft-wal always fsyncs, and the shared
+	// Engine follows its own EngineConfig.NoSync.
 	NoSync bool
 	// LogStore is the raft log and stable store of a group created on this node:
 	// LogStoreBolt ("" too), LogStoreWAL or LogStoreShared (logstore.go; Engine must
