@@ -38,8 +38,9 @@ type RaftTiming struct {
 	// chunking the large ones; for benchmarks that compare the two.
 	WholeBodies bool
 	// LogStore is the Raft log store of the partition replicas this node creates
-	// (partition.Config.LogStore: partition.LogStoreBolt, "" too, or LogStoreWAL); a
-	// replica keeps the store it was created with. The metadata group is on bolt.
+	// (partition.Config.LogStore): partition.LogStoreBolt ("" too), LogStoreShared (the
+	// node's one log engine, logengine.go) or LogStoreWAL; a replica keeps the store it
+	// was created with. The metadata group is on bolt.
 	LogStore string
 }
 
@@ -204,8 +205,11 @@ func (c *Config) Validate() error {
 		c.Raft.LeaderLeaseTimeout <= 0 || c.Raft.LeaderLeaseTimeout > c.Raft.HeartbeatTimeout || c.Raft.CommitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("cluster: Raft timing %+v cannot work", c.Raft))
 	}
-	if l := c.Raft.LogStore; l != "" && l != partition.LogStoreBolt && l != partition.LogStoreWAL {
-		errs = append(errs, fmt.Errorf("cluster: Raft.LogStore %q: want %q or %q", l, partition.LogStoreBolt, partition.LogStoreWAL))
+	switch l := c.Raft.LogStore; l {
+	case "", partition.LogStoreShared, partition.LogStoreBolt, partition.LogStoreWAL:
+	default:
+		errs = append(errs, fmt.Errorf("cluster: Raft.LogStore %q: want %q, %q or %q", l,
+			partition.LogStoreShared, partition.LogStoreBolt, partition.LogStoreWAL))
 	}
 	return errors.Join(errs...)
 }

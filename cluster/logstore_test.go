@@ -9,7 +9,7 @@ import (
 // opens.
 func TestConfigValidateLogStore(t *testing.T) {
 	for _, tc := range []struct{ store, want string }{
-		{"", ""}, {"bolt", ""}, {"wal", ""}, {"rocksdb", `Raft.LogStore "rocksdb": want "bolt" or "wal"`},
+		{"", ""}, {"bolt", ""}, {"wal", ""}, {"shared", ""}, {"rocksdb", `Raft.LogStore "rocksdb": want "shared", "bolt" or "wal"`},
 	} {
 		c := testConfig(t.TempDir())
 		c.Raft.LogStore = tc.store

@@ -43,6 +43,7 @@ type Node struct {
 	adv    string            // advertised cluster address
 	inc    string            // incarnation of the data directory
 	bodies *partition.Bodies // nil: every body in memory (Config.BodyMemoryBudget)
+	engine *partition.Engine // shared Raft log engine (logengine.go); nil when not open
 	// metrics: the node's Prometheus registry and histograms (metrics.go); set by Start
 	// before anything that records into it starts.
 	metrics *metrics
@@ -187,6 +188,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		mux.Close()
 		return nil, err
+	}
+	if err := n.openLogEngine(); err != nil {
+		return fail(err)
 	}
 	if n.rpc, err = startRPC(n); err != nil {
 		return fail(err)
@@ -655,7 +659,7 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 			n.log.Warn("close partition", "entity", r.entity, "partition", r.index, "err", err)
 		}
 		dir := partition.Dir(n.cfg.DataDir, r.entity, r.index)
-		if err := os.RemoveAll(dir); err != nil {
+		if err := n.removeReplicaData(r); err != nil {
 			n.log.Warn("remove partition data", "entity", r.entity, "partition", r.index, "err", err)
 		}
 		_ = os.Remove(filepath.Dir(dir)) // the entity's directory, once its last partition is gone
@@ -715,7 +719,8 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
 	pc.NoSync = n.cfg.Raft.NoSync
 	pc.Bodies = n.bodies
-	pc.LogStore = n.cfg.Raft.LogStore
+	pc.LogStore = n.logStore()
+	pc.Engine = n.engine
 	if n.cfg.Raft.WholeBodies {
 		pc.ChunkBytes = 0
 	}
@@ -784,6 +789,7 @@ func (n *Node) Close() error {
 		for _, r := range parts {
 			err = errors.Join(err, r.p.Close())
 		}
+		err = errors.Join(err, n.closeLogEngine())
 		if n.rpc != nil {
 			n.rpc.close()
 		}

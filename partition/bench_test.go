@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/quorumbus/quorumbus/fsm"
 )
 
@@ -19,15 +21,19 @@ import (
 //	go test -run '^$' -bench 'Enqueue|ReceiveComplete' -benchtime 30000x ./partition/
 //	go test -run '^$' -bench IdleGroups -benchtime 1x ./partition/
 //
-// QB_LOG_STORE=wal runs them on raft-wal instead of bolt (Config.LogStore, harness_test.go).
+// QB_LOG_STORE=wal or shared runs them on raft-wal or the shared engine instead of bolt
+// (Config.LogStore, harness_test.go).
 
 const benchSenders = 256
 
-func benchCluster(b *testing.B, groups int) *cluster {
+func benchCluster(b *testing.B, groups int, tune ...func(*Config)) *cluster {
 	c := newCluster(b, 3, func(cfg *Config) {
 		d := DefaultConfig()
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout = d.HeartbeatTimeout, d.ElectionTimeout
 		cfg.LeaderLeaseTimeout, cfg.CommitTimeout = d.LeaderLeaseTimeout, d.CommitTimeout
+		for _, f := range tune {
+			f(cfg)
+		}
 	})
 	for g := 1; g <= groups; g++ {
 		c.addGroup(testQueue(uint32(g), 60*time.Second))
@@ -188,6 +194,68 @@ func BenchmarkIdleGroups(b *testing.B) {
 			runtime.ReadMemStats(&m1)
 			b.ReportMetric(float64(runtime.NumGoroutine()-g0)/3, "goroutines/node")
 			b.ReportMetric(float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/3/(1<<20), "heapMiB/node")
+			c.closeAll()
+		})
+	}
+}
+
+// BenchmarkIdleGroupTimers: which of a quiet group's two timers costs the idle CPU of
+// BenchmarkIdleGroups (64 groups per node): hashicorp/raft's leader sends each follower
+// an AppendEntries every CommitTimeout (50 ms) even with nothing to replicate, and a
+// heartbeat every HeartbeatTimeout/10 (100 ms). Each variant stretches one of them 100x
+// and keeps the other: CommitTimeout from the start, HeartbeatTimeout (with
+// ElectionTimeout) through raft.ReloadConfig once every group has its leader, as a
+// quiet group would.
+func BenchmarkIdleGroupTimers(b *testing.B) {
+	for _, v := range []struct {
+		name          string
+		commitTimeout time.Duration // 0: the default
+		heartbeat     time.Duration // 0: the default
+	}{
+		{"defaults", 0, 0},
+		{"commit-timeout=5s", 5 * time.Second, 0},
+		{"heartbeat=100s", 0, 100 * time.Second},
+		{"both", 5 * time.Second, 100 * time.Second},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			c := benchCluster(b, 64, func(cfg *Config) {
+				if v.commitTimeout > 0 {
+					cfg.CommitTimeout = v.commitTimeout
+				}
+			})
+			if v.heartbeat > 0 {
+				for g := range c.parts {
+					for _, p := range c.group(g) {
+						rc := p.raft.ReloadableConfig()
+						rc.HeartbeatTimeout, rc.ElectionTimeout = v.heartbeat, v.heartbeat
+						if err := p.raft.ReloadConfig(rc); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			time.Sleep(2 * time.Second) // let the first heartbeats settle
+			b.ResetTimer()
+			for range b.N {
+				const idle = 5 * time.Second
+				u0 := cpuTime()
+				time.Sleep(idle) // measuring idle CPU needs wall time to pass
+				cpu := cpuTime() - u0
+				b.ReportMetric(100*cpu.Seconds()/idle.Seconds()/3, "cpu%/node")
+			}
+			b.StopTimer()
+			// A leader that hears from no quorum within LeaderLeaseTimeout (500 ms, not
+			// reloadable) steps down: with both timers stretched, that is every leader,
+			// and the CPU above is that of leaderless groups.
+			leaders := 0
+			for g := range c.parts {
+				for _, p := range c.group(g) {
+					if p.raft.State() == raft.Leader {
+						leaders++
+					}
+				}
+			}
+			b.ReportMetric(float64(leaders), "leaders")
 			c.closeAll()
 		})
 	}

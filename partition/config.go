@@ -90,12 +90,17 @@ type Config struct {
 	NetTimeout time.Duration
 	NetMaxPool int
 	// NoSync skips fsync of the raft log. Unsafe: S-DUR-1 no longer holds. Tests only.
-	// Only the bolt log store honours it; raft-wal always fsyncs.
+	// Only the bolt log store honours it; raft-wal always fsyncs, and the shared
+	// Engine follows its own EngineConfig.NoSync.
 	NoSync bool
 	// LogStore is the raft log and stable store of a group created on this node:
-	// LogStoreBolt ("" too) or LogStoreWAL (logstore.go). A replica whose directory
+	// LogStoreBolt ("" too), LogStoreWAL or LogStoreShared (logstore.go; Engine must
+	// then be set). A replica whose directory
 	// already holds a log keeps the store it has (no migration).
 	LogStore string
+	// Engine is the node's shared log engine (OpenEngine), opened once and handed to
+	// every group; needed for LogStoreShared and for a replica created with it.
+	Engine *Engine
 
 	// Group commit: one raft entry carries up to MaxBatchCmds commands or about
 	// MaxBatchBytes of payload; with Linger > 0 the proposer waits that long for a batch to
@@ -199,8 +204,14 @@ func (c *Config) Validate() error {
 	if c.ChunkBytes < 0 || (c.ChunkBytes > 0 && (c.ChunkWindow < 1 || c.UploadTimeout <= 0)) {
 		bad("ChunkBytes %d < 0, or chunking without ChunkWindow >= 1 and UploadTimeout > 0", c.ChunkBytes)
 	}
-	if c.LogStore != "" && c.LogStore != LogStoreBolt && c.LogStore != LogStoreWAL {
-		bad("LogStore %q: want %q or %q", c.LogStore, LogStoreBolt, LogStoreWAL)
+	switch c.LogStore {
+	case "", LogStoreBolt, LogStoreWAL:
+	case LogStoreShared:
+		if c.Engine == nil {
+			bad("LogStore %q needs Engine", c.LogStore)
+		}
+	default:
+		bad("LogStore %q: want %q, %q or %q", c.LogStore, LogStoreBolt, LogStoreWAL, LogStoreShared)
 	}
 	if c.TickMinInterval < 0 {
 		bad("TickMinInterval < 0")

@@ -1,8 +1,10 @@
 // Package partition runs one replica of one entity partition: a hashicorp/raft group
-// (raft v1.7.3) whose state machine is an fsm.FSM, with a raft-boltdb/v2 log and stable
-// store (one raft.db per group; or raft-wal's wal/ with Config.LogStore "wal",
-// logstore.go; behind raft.NewLogCache) and a FileSnapshotStore
-// (retain 2), all under <data>/partitions/<entity>/<n>/. It offers the typed API the
+// (raft v1.7.3) whose state machine is an fsm.FSM, with a log and stable store (the
+// node's Engine, engine.go, with Config.LogStore "shared": one pebble database per node
+// whose concurrent appends of all groups share one fsync; or one raft-boltdb raft.db per
+// group, or raft-wal's wal/; logstore.go; behind raft.NewLogCache) and a
+// FileSnapshotStore (retain 2), under <data>/partitions/<entity>/<n>/. The Engine runs
+// one goroutine of its own (runCompactor), stopped by Engine.Close. It offers the typed API the
 // cluster layer calls (Enqueue, Receive, Settle, RenewLock, Peek, Schedule, Cancel,
 // sessions, Stats, UpdateEntity, Purge) and does the leader-only work the pure fsm cannot:
 // reading the clock, choosing lock-token salt, and proposing ticks.

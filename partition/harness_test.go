@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -55,6 +56,37 @@ type node struct {
 	mux    *transport.Mux
 	addr   string
 	layers map[uint32]*faultLayer
+	engine *Engine // the node's shared log engine, opened by the first LogStoreShared replica
+}
+
+// engineOf returns node i's Engine, opening it on first use.
+func (c *cluster) engineOf(i int) *Engine {
+	c.t.Helper()
+	nd := c.nodes[i]
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.engine == nil {
+		e, err := OpenEngine(EngineConfig{Dir: EngineDir(nd.dir), DataDir: nd.dir, Logger: testLogger()})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		nd.engine = e
+	}
+	return nd.engine
+}
+
+// closeEngine closes node i's Engine, if open: all its replicas must be stopped.
+func (c *cluster) closeEngine(i int) {
+	nd := c.nodes[i]
+	nd.mu.Lock()
+	e := nd.engine
+	nd.engine = nil
+	nd.mu.Unlock()
+	if e != nil {
+		if err := e.Close(); err != nil {
+			c.t.Errorf("close the log engine of %s: %v", nd.id, err)
+		}
+	}
 }
 
 type cluster struct {
@@ -163,10 +195,13 @@ func (c *cluster) open(g uint32, i int, peers []raft.Server) *Partition {
 	cfg.FSM = fc
 	cfg.Peers = peers
 	cfg.Logger = testLogger()
-	cfg.LogStore = os.Getenv("QB_LOG_STORE") // "": bolt; wal runs every test on raft-wal
+	cfg.LogStore = os.Getenv("QB_LOG_STORE") // "": bolt; wal or shared runs every test on it
 	fastConfig(cfg)
 	if c.tune != nil {
 		c.tune(cfg)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Dir(), engineIDFile)); cfg.LogStore == LogStoreShared || err == nil {
+		cfg.Engine = c.engineOf(i)
 	}
 	p, err := Open(cfg)
 	if err != nil {
@@ -204,9 +239,10 @@ func (c *cluster) restart(g uint32, i int) *Partition {
 	return c.open(g, i, c.peers())
 }
 
-// restartNode closes a node's mux and starts a new one on a new port: the node's
-// replicas must be stopped first. Peers find it through ServerAddr.
+// restartNode closes a node's mux (and log engine) and starts a new one on a new port:
+// the node's replicas must be stopped first. Peers find it through ServerAddr.
 func (c *cluster) restartNode(i int) {
+	c.closeEngine(i)
 	nd := c.nodes[i]
 	nd.mu.Lock()
 	m := nd.mux
@@ -233,8 +269,9 @@ func (c *cluster) closeAll() {
 		go func() { defer wg.Done(); p.Close() }()
 	}
 	wg.Wait()
-	for _, nd := range c.nodes {
+	for i, nd := range c.nodes {
 		nd.mux.Close()
+		c.closeEngine(i)
 	}
 }
 

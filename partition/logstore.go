@@ -29,6 +29,10 @@ const (
 	// It needs raft-wal v0.4.1 or later: v0.4.0 could not reopen a log after a tail
 	// truncation (TestWALTailTruncationSurvivesRestart) and left its bbolt file open.
 	LogStoreWAL = "wal"
+	// LogStoreShared is the node's Engine (engine.go): one pebble database in
+	// <data>/raft-log holding the logs of all the node's groups that use it, whose
+	// concurrent appends share one fsync. The group's directory holds only raft-log.id.
+	LogStoreShared = "shared"
 )
 
 // walSegmentBytes is the size of one raft-wal segment file. raft-wal preallocates each
@@ -46,25 +50,27 @@ type logStore interface {
 
 // openLogStore opens the group's log store in dir. A directory that already holds one
 // keeps it, whatever want says, so that changing Config.LogStore never hides a group's
-// log (there is no migration): want chooses only for a group new on this node.
-func openLogStore(dir, want string, noSync bool, logger hclog.Logger) (logStore, error) {
+// log (there is no migration): want chooses only for a group new on this node. A
+// replica written by a release before the shared engine (raft.db) therefore stays on
+// bolt. e is the node's Engine, needed for LogStoreShared.
+func openLogStore(dir, want string, e *Engine, noSync bool, logger hclog.Logger) (logStore, error) {
 	boltPath, walDir := filepath.Join(dir, "raft.db"), filepath.Join(dir, "wal")
-	hasBolt, err := exists(boltPath)
-	if err != nil {
-		return nil, err
-	}
-	hasWAL, err := exists(walDir)
-	if err != nil {
-		return nil, err
+	var found []string
+	for kind, path := range map[string]string{LogStoreBolt: boltPath, LogStoreWAL: walDir, LogStoreShared: filepath.Join(dir, engineIDFile)} {
+		ok, err := exists(path)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			found = append(found, kind)
+		}
 	}
 	kind := want
 	switch {
-	case hasBolt && hasWAL:
-		return nil, fmt.Errorf("partition: %s holds both raft.db and wal/: which is the group's log is unknown", dir)
-	case hasBolt:
-		kind = LogStoreBolt
-	case hasWAL:
-		kind = LogStoreWAL
+	case len(found) > 1:
+		return nil, fmt.Errorf("partition: %s holds more than one raft log (%v): which is the group's is unknown", dir, found)
+	case len(found) == 1:
+		kind = found[0]
 	case kind == "":
 		kind = LogStoreBolt
 	}
@@ -72,6 +78,11 @@ func openLogStore(dir, want string, noSync bool, logger hclog.Logger) (logStore,
 		logger.Info("keeping the log store this replica was created with", "log_store", kind, "configured", want)
 	}
 	switch kind {
+	case LogStoreShared:
+		if e == nil {
+			return nil, fmt.Errorf("partition: %s: the replica's log is in the node's log engine, which is not open (Config.Engine)", dir)
+		}
+		return e.openStore(dir)
 	case LogStoreBolt:
 		s, err := raftboltdb.New(raftboltdb.Options{
 			Path:        boltPath,

@@ -131,12 +131,12 @@ func TestLogStoreBothOnDiskRefused(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "wal"), 0o750); err != nil {
 		t.Fatal(err)
 	}
-	s, err := openLogStore(dir, LogStoreWAL, false, hclog.NewNullLogger())
+	s, err := openLogStore(dir, LogStoreWAL, nil, false, hclog.NewNullLogger())
 	if err == nil {
 		s.Close()
 		t.Fatal("opened a directory with both raft.db and wal/")
 	}
-	if !strings.Contains(err.Error(), "both raft.db and wal/") {
+	if !strings.Contains(err.Error(), "more than one raft log") {
 		t.Fatalf("error %q does not name the two stores", err)
 	}
 }
@@ -150,7 +150,7 @@ func TestLogStoreBothOnDiskRefused(t *testing.T) {
 func TestWALTailTruncationSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	open := func() logStore {
-		s, err := openLogStore(dir, LogStoreWAL, false, hclog.NewNullLogger())
+		s, err := openLogStore(dir, LogStoreWAL, nil, false, hclog.NewNullLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +211,7 @@ func TestWALTailTruncationSurvivesRestart(t *testing.T) {
 // TestWALRefusesAnEntryItCannotReadBack: raft-wal reads no entry above 64 MiB back (it
 // calls it corrupt), so the store refuses to append one and keeps what it had.
 func TestWALRefusesAnEntryItCannotReadBack(t *testing.T) {
-	s, err := openLogStore(t.TempDir(), LogStoreWAL, false, hclog.NewNullLogger())
+	s, err := openLogStore(t.TempDir(), LogStoreWAL, nil, false, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

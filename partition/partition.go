@@ -82,7 +82,7 @@ func Open(cfg *Config) (*Partition, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("partition: %w", err)
 	}
-	store, err := openLogStore(dir, cfg.LogStore, cfg.NoSync, p.logger)
+	store, err := openLogStore(dir, cfg.LogStore, cfg.Engine, cfg.NoSync, p.logger)
 	if err != nil {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ type Config struct {
 	// gets (Service Bus Standard: 16); its MaxSizeInMegabytes holds for each of them.
 	PartitionCount int `json:"partition-count"`
 	// RaftLogStore is the Raft log store of the partition groups this node creates:
-	// "bolt" or "wal" (partition.Config.LogStore).
+	// "shared" (the node's one log engine), "bolt" or "wal" (partition.Config.LogStore).
 	RaftLogStore string `json:"raft-log-store"`
 
 	// AMQP limits (amqp.Config has the meaning of each; docs/security.md, "Limits").
@@ -348,8 +348,8 @@ func (c *Config) validateCluster() error {
 		return fmt.Errorf("--partition-count %d: want 1 to %d (Service Bus Standard uses 16)", c.PartitionCount, meta.MaxPartitionCount)
 	case c.DeadNodeGrace <= 0:
 		return fmt.Errorf("--dead-node-grace %v: must be positive", c.DeadNodeGrace)
-	case c.RaftLogStore != "bolt" && c.RaftLogStore != "wal":
-		return fmt.Errorf("--raft-log-store %q: want bolt or wal", c.RaftLogStore)
+	case c.RaftLogStore != "shared" && c.RaftLogStore != "bolt" && c.RaftLogStore != "wal":
+		return fmt.Errorf("--raft-log-store %q: want shared, bolt or wal", c.RaftLogStore)
 	}
 	return nil
 }
@@ -489,7 +489,7 @@ func settings(c *Config) []setting {
 		{name: "replicas", usage: "replicas of each partition, fewer only while fewer nodes are alive (default 3)", num: &c.Replicas},
 		{name: "partition-count", usage: "partitions of an entity created with EnablePartitioning, each holding MaxSizeInMegabytes (default 16, as Service Bus Standard)", num: &c.PartitionCount},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
-		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: bolt (raft.db, two fsyncs per append; the default) or wal (raft-wal segment files, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
+		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: shared (one log engine per node in <data-dir>/raft-log, whose concurrent appends of all groups share one fsync; new, opt-in), bolt (a raft.db per replica, two fsyncs per append; the default) or wal (raft-wal segment files per replica, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
 
 		// AMQP limits (docs/security.md, "Limits").
 		{name: "amqp-max-connections", usage: "AMQP connections this node serves; one more is closed with amqp:resource-limit-exceeded (default 1000)", num: &c.AMQPLimits.MaxConnections},

@@ -168,8 +168,8 @@ func TestClusterSettingsRejectedWithTheReason(t *testing.T) {
 		{nil, map[string]string{"QUORUMBUS_BOOTSTRAP_EXPECT": "three"}, `QUORUMBUS_BOOTSTRAP_EXPECT="three": "three" is not a whole number`},
 		{[]string{"--replicas", "0"}, nil, "--replicas 0: must be at least 1"},
 		{[]string{"--dead-node-grace", "0s"}, nil, "--dead-node-grace 0s: must be positive"},
-		{[]string{"--raft-log-store", "rocksdb"}, nil, `--raft-log-store "rocksdb": want bolt or wal`},
-		{nil, map[string]string{"QUORUMBUS_RAFT_LOG_STORE": "WAL"}, `--raft-log-store "WAL": want bolt or wal`},
+		{[]string{"--raft-log-store", "rocksdb"}, nil, `--raft-log-store "rocksdb": want shared, bolt or wal`},
+		{nil, map[string]string{"QUORUMBUS_RAFT_LOG_STORE": "WAL"}, `--raft-log-store "WAL": want shared, bolt or wal`},
 	} {
 		_, err := loadConfig(tc.args, env(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

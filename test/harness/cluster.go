@@ -26,12 +26,19 @@ type clusterOptions struct {
 	args    []string
 	timeout time.Duration
 	binDir  string
+	dirs    []string
 }
 
 // WithBinary starts every node with the quorumbus build in dir instead of this
 // checkout's (Node.BinDir): an older release, for an upgrade test.
 func WithBinary(dir string) ClusterOption {
 	return func(o *clusterOptions) { o.binDir = dir }
+}
+
+// WithDirs gives the nodes these data directories, in order (e.g. test/lazyfs mounts),
+// instead of a new temporary directory each.
+func WithDirs(dirs ...string) ClusterOption {
+	return func(o *clusterOptions) { o.dirs = dirs }
 }
 
 // WithArgs adds flags to every node's command line, e.g. WithArgs("--replicas", "2").
@@ -66,7 +73,13 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 	c := &Cluster{t: t, opts: o, size: n}
 	for i := 0; i < n; i++ {
 		p := &ports{amqp: addrs[3*i], admin: addrs[3*i+1], cluster: addrs[3*i+2]}
-		c.Nodes = append(c.Nodes, &Node{ID: "n" + strconv.Itoa(i+1), Dir: t.TempDir(), t: t, fixed: p, BinDir: o.binDir})
+		dir := ""
+		if i < len(o.dirs) {
+			dir = o.dirs[i]
+		} else {
+			dir = t.TempDir()
+		}
+		c.Nodes = append(c.Nodes, &Node{ID: "n" + strconv.Itoa(i+1), Dir: dir, t: t, fixed: p, BinDir: o.binDir})
 	}
 	for _, nd := range c.Nodes {
 		var join []string
@@ -98,6 +111,31 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 		t.Fatalf("StartCluster(%d): %v", n, errors.Join(errs...))
 	}
 	return c
+}
+
+// RestartAll starts every node of the cluster again at once, once all have exited (Kill
+// or Stop each first): a node of a cluster that is down as a whole serves only once a
+// quorum of its peers is up, so one at a time (Restart) would wait for ever.
+func (c *Cluster) RestartAll(t testing.TB) {
+	t.Helper()
+	for _, nd := range c.Nodes {
+		if nd.Running() {
+			t.Fatalf("RestartAll while %s runs: Kill or Stop it first", nd.name())
+		}
+		if err := nd.launch(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(c.opts.timeout)
+	var errs []error
+	for _, nd := range c.Nodes {
+		if err := nd.awaitServing(deadline); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		t.Fatalf("RestartAll: %v", errors.Join(errs...))
+	}
 }
 
 // AddNode starts one more node, n<k+1>, that joins the running cluster (--join every
