@@ -40,23 +40,36 @@ func (f *FSM) runDeadlines() {
 }
 
 func (f *FSM) pruneDup() {
-	for f.duph < len(f.dupq) {
-		d := f.dupq[f.duph]
-		if satAdd(d.at, f.cfg.DuplicateWindowMs) > f.now {
-			break
-		}
-		if r, ok := f.dup[d.id]; ok && r.at == d.at && r.seq == d.seq {
-			delete(f.dup, d.id)
-		}
-		f.dupq[f.duph] = dupEnt{}
-		f.duph++
+	f.dupq, f.duph = pruneFront(f.dupq, f.duph,
+		func(d dupEnt) bool { return satAdd(d.at, f.cfg.DuplicateWindowMs) <= f.now },
+		func(d dupEnt) {
+			if r, ok := f.dup[d.id]; ok && r.at == d.at && r.seq == d.seq {
+				delete(f.dup, d.id)
+			}
+		})
+}
+
+// pruneFront drops the entries at the front of a time-ordered queue (q[h:] is live)
+// while expired holds, calling forget for each, and returns the queue and its new head.
+// The slice is compacted once more than half of it is dead, and emptied when all is, so
+// its memory follows what is live. The dedupe history and the remembered settlements
+// (settled.go) use it.
+func pruneFront[T any](q []T, h int, expired func(T) bool, forget func(T)) ([]T, int) {
+	var zero T
+	for h < len(q) && expired(q[h]) {
+		forget(q[h])
+		q[h] = zero
+		h++
 	}
-	if f.duph > 1024 && f.duph*2 > len(f.dupq) {
-		n := copy(f.dupq, f.dupq[f.duph:])
-		clear(f.dupq[n:])
-		f.dupq = f.dupq[:n]
-		f.duph = 0
+	switch {
+	case h == len(q):
+		return q[:0], 0
+	case h > 1024 && h*2 > len(q):
+		n := copy(q, q[h:])
+		clear(q[n:])
+		return q[:n], 0
 	}
+	return q, h
 }
 
 // endSession releases a held session: on lock expiry (counted: S-SES-6 increments the

@@ -67,26 +67,13 @@ func (f *FSM) settledBefore(st *store, t LockToken, disp Disposition) bool {
 // pruneSettled forgets the settlements whose locks have expired (Apply, after the
 // deadlines).
 func (f *FSM) pruneSettled() {
-	for f.settledh < len(f.settledq) {
-		e := f.settledq[f.settledh]
-		if e.until > f.now {
-			break
-		}
-		if r, ok := f.settled[e.ctr]; ok && r.until == e.until {
-			delete(f.settled, e.ctr)
-		}
-		f.settledq[f.settledh] = settledEnt{}
-		f.settledh++
-	}
-	if f.settledh > 1024 && f.settledh*2 > len(f.settledq) {
-		n := copy(f.settledq, f.settledq[f.settledh:])
-		clear(f.settledq[n:])
-		f.settledq = f.settledq[:n]
-		f.settledh = 0
-	}
-	if f.settledh == len(f.settledq) {
-		f.settledq, f.settledh = f.settledq[:0], 0
-	}
+	f.settledq, f.settledh = pruneFront(f.settledq, f.settledh,
+		func(e settledEnt) bool { return e.until <= f.now },
+		func(e settledEnt) {
+			if r, ok := f.settled[e.ctr]; ok && r.until == e.until {
+				delete(f.settled, e.ctr)
+			}
+		})
 }
 
 // tokenParts splits a lock token into its counter, salt and partition GroupID.
