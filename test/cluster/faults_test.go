@@ -213,13 +213,7 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 	c.WaitFor(t, 60*time.Second, func() error { return serving(t, c, q, 3) })
 
 	w := newWorkload(t, q)
-	var workers []string
-	for i, n := range c.Nodes {
-		s, r := fmt.Sprint("s", i), fmt.Sprint("r", i)
-		w.startSender(s, n, 1000, 25*time.Millisecond)
-		w.startReceiver(r, c.Nodes[(i+1)%len(c.Nodes)])
-		workers = append(workers, s, r)
-	}
+	workers := w.startRing(c.Nodes)
 	start := w.mark()
 	c.WaitFor(t, 30*time.Second, func() error { return w.progressed(start, 20, workers...) })
 

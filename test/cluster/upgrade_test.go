@@ -158,13 +158,7 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 
 	// Load through every node while each is upgraded in turn.
 	w := newWorkload(t, q)
-	var workers []string
-	for i, n := range c.Nodes {
-		sn, rn := fmt.Sprint("s", i), fmt.Sprint("r", i)
-		w.startSender(sn, n, 1000, 25*time.Millisecond)
-		w.startReceiver(rn, c.Nodes[(i+1)%len(c.Nodes)])
-		workers = append(workers, sn, rn)
-	}
+	workers := w.startRing(c.Nodes)
 	start := w.mark()
 	c.WaitFor(t, 60*time.Second, func() error { return w.progressed(start, 20, workers...) })
 

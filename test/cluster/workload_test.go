@@ -536,6 +536,19 @@ func (w *workload) stopReceivers() {
 }
 
 // mark is the progress of every worker at a point in time.
+// startRing starts, for each node, a sender through it (1,000 messages, one every
+// 25 ms) and a receiver through the next node, and returns the workers' names.
+func (w *workload) startRing(nodes []*harness.Node) []string {
+	var workers []string
+	for i, n := range nodes {
+		s, r := fmt.Sprint("s", i), fmt.Sprint("r", i)
+		w.startSender(s, n, 1000, 25*time.Millisecond)
+		w.startReceiver(r, nodes[(i+1)%len(nodes)])
+		workers = append(workers, s, r)
+	}
+	return workers
+}
+
 func (w *workload) mark() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
