@@ -71,7 +71,15 @@ func (n *Node) metaLoop() {
 }
 
 func (n *Node) reconcileMeta(ctx context.Context) {
-	members := n.gossip.members()
+	// A node RemoveNode removed still gossips until its operator stops it: it is neither
+	// registered again nor added back to the group (returning on an empty data directory,
+	// with a new incarnation, it is a new node).
+	var members []member
+	for _, m := range n.gossip.members() {
+		if m.ID == n.cfg.NodeID || !n.wasRemoved(m) {
+			members = append(members, m)
+		}
+	}
 	alive := map[string]member{}
 	for _, m := range members {
 		alive[m.ID] = m

@@ -225,7 +225,15 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 				if len(g.Servers) != 3 || !ids[spare] || ids[victim] {
 					return fmt.Errorf("group %d servers %+v, want 3 voters with %s and without %s", group, g.Servers, spare, victim)
 				}
-				return converged(nodes)
+				// The removed node, still running, is out of the metadata group
+				// and no longer follows it.
+				var rest []*Node
+				for _, nd := range nodes {
+					if nd.cfg.NodeID != victim {
+						rest = append(rest, nd)
+					}
+				}
+				return converged(rest)
 			}
 		}
 		return fmt.Errorf("group %d has no leader", group)

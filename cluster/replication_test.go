@@ -53,6 +53,22 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 			t.Errorf("a new group placed on the removed %s: %v", victim, g)
 		}
 	}
+	// Nor may the metadata pass register it again or add it back to the metadata group
+	// while gossip still sees it (it once did, and the chaos suite's add-remove fault then
+	// found a metadata group that never converged).
+	for i := 0; i < 3; i++ {
+		leader.reconcileMeta(ctx) // as the metadata loop does every second
+	}
+	for _, s := range leader.meta.servers() {
+		if string(s.ID) == victim {
+			t.Errorf("the removed %s is back in the metadata group as %v", victim, s.Suffrage)
+		}
+	}
+	leader.meta.read(func(s *meta.State) {
+		if _, ok := s.Node(victim); ok {
+			t.Errorf("the removed %s is registered again", victim)
+		}
+	})
 }
 
 // With one of three nodes draining, a new entity's groups still get three replicas
