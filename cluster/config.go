@@ -38,8 +38,8 @@ type RaftTiming struct {
 	// chunking the large ones; for benchmarks that compare the two.
 	WholeBodies bool
 	// LogStore is the Raft log store of the partition replicas this node creates
-	// (partition.Config.LogStore): partition.LogStoreBolt ("" too), LogStoreShared (the
-	// node's one log engine, logengine.go) or LogStoreWAL; a replica keeps the store it
+	// (partition.Config.LogStore): partition.LogStoreShared ("" too: the node's one log
+	// engine, logengine.go), LogStoreBolt or LogStoreWAL; a replica keeps the store it
 	// was created with. The metadata group is on bolt.
 	LogStore string
 }

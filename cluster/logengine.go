@@ -8,16 +8,15 @@ import (
 	"github.com/quorumbus/quorumbus/partition"
 )
 
-// The node's shared Raft log engine (partition.Engine, Config.Raft.LogStore "shared";
-// opt-in for now, bolt stays the default until a full fault-suite and conformance cycle
-// has run on it): opened once in New, handed to every partition replica, closed after
+// The node's shared Raft log engine (partition.Engine, Config.Raft.LogStore "shared",
+// the default): opened once in New, handed to every partition replica, closed after
 // them. A node configured for bolt or wal still opens it when one exists on disk, so
 // that replicas created on it before the change keep their logs.
 
 // logStore is the log store new replicas of this node are created on.
 func (n *Node) logStore() string {
 	if n.cfg.Raft.LogStore == "" {
-		return partition.LogStoreBolt
+		return partition.LogStoreShared
 	}
 	return n.cfg.Raft.LogStore
 }

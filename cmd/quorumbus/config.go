@@ -122,7 +122,7 @@ func DefaultConfig() Config {
 		Replicas:        3,
 		DeadNodeGrace:   10 * time.Minute,
 		PartitionCount:  16,
-		RaftLogStore:    "bolt",
+		RaftLogStore:    "shared",
 		AMQPLimits:      defaultAMQPLimits(),
 	}
 }
@@ -489,7 +489,7 @@ func settings(c *Config) []setting {
 		{name: "replicas", usage: "replicas of each partition, fewer only while fewer nodes are alive (default 3)", num: &c.Replicas},
 		{name: "partition-count", usage: "partitions of an entity created with EnablePartitioning, each holding MaxSizeInMegabytes (default 16, as Service Bus Standard)", num: &c.PartitionCount},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
-		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: shared (one log engine per node in <data-dir>/raft-log, whose concurrent appends of all groups share one fsync; new, opt-in), bolt (a raft.db per replica, two fsyncs per append; the default) or wal (raft-wal segment files per replica, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
+		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: shared (one log engine per node in <data-dir>/raft-log, whose concurrent appends of all groups share one fsync; the default), bolt (a raft.db per replica, two fsyncs per append) or wal (raft-wal segment files per replica, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
 
 		// AMQP limits (docs/security.md, "Limits").
 		{name: "amqp-max-connections", usage: "AMQP connections this node serves; one more is closed with amqp:resource-limit-exceeded (default 1000)", num: &c.AMQPLimits.MaxConnections},

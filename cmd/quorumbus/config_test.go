@@ -97,7 +97,7 @@ func TestClusterSettingsDefaults(t *testing.T) {
 	if !c.nodeIDDefaulted {
 		t.Error("node-id not marked defaulted")
 	}
-	if c.BootstrapExpect != 1 || c.Replicas != 3 || c.DeadNodeGrace != 10*time.Minute || c.RaftLogStore != "bolt" ||
+	if c.BootstrapExpect != 1 || c.Replicas != 3 || c.DeadNodeGrace != 10*time.Minute || c.RaftLogStore != "shared" ||
 		c.AdvertiseAddr != "" || c.Join != nil || c.Zone != "" {
 		t.Fatalf("cluster defaults: %+v", c)
 	}
