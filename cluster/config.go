@@ -42,6 +42,11 @@ type RaftTiming struct {
 	// engine, logengine.go), LogStoreBolt or LogStoreWAL; a replica keeps the store it
 	// was created with. The metadata group is on bolt.
 	LogStore string
+	// PerGroupTransport gives every partition group a raft.NetworkTransport of its own
+	// (pooled connections per group, as releases before transport.Groups), instead of
+	// the node's one connection per peer for all groups; for benchmarks that compare
+	// the two.
+	PerGroupTransport bool
 }
 
 // DefaultRaftTiming is the production timing.

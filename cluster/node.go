@@ -37,6 +37,7 @@ type Node struct {
 	libLog *hashilog.Bridge // raft's and memberlist's lines into log (docs/operations.md § What is logged)
 	clock  Clock
 	mux    *transport.Mux
+	groups *transport.Groups // every partition group's Raft transport; nil with Raft.PerGroupTransport
 	meta   *metaGroup
 	gossip *gossip
 	rpc    *rpcLayer
@@ -191,6 +192,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if err := n.openLogEngine(); err != nil {
 		return fail(err)
+	}
+	if !cfg.Raft.PerGroupTransport {
+		n.groups, err = transport.NewGroups(mux, raft.ServerAddress(n.adv), transport.GroupsConfig{
+			Timeout: partition.DefaultConfig().NetTimeout, AddressProvider: addrProvider{n},
+			Logger: n.raftLogger("raft-groups"),
+		})
+		if err != nil {
+			return fail(err)
+		}
 	}
 	if n.rpc, err = startRPC(n); err != nil {
 		return fail(err)
@@ -692,16 +702,25 @@ func containsNode(replicas []string, id string) bool {
 }
 
 func (n *Node) openReplica(d desired) (*replica, error) {
-	layer, err := n.mux.Layer(d.cfg.GroupID)
-	if err != nil {
-		return nil, err
-	}
 	pc := partition.DefaultConfig()
+	var closeTransport func() error
+	if n.groups != nil {
+		tr, err := n.groups.Transport(d.cfg.GroupID)
+		if err != nil {
+			return nil, err
+		}
+		pc.Transport, closeTransport = tr, tr.Close
+	} else {
+		layer, err := n.mux.Layer(d.cfg.GroupID)
+		if err != nil {
+			return nil, err
+		}
+		pc.Stream, closeTransport = layer, layer.Close
+	}
 	pc.DataDir = n.cfg.DataDir
 	pc.Entity = d.entity
 	pc.Index = d.index
 	pc.NodeID = raft.ServerID(n.cfg.NodeID)
-	pc.Stream = layer
 	pc.FSM = d.base
 	pc.AddressProvider = addrProvider{n}
 	if containsNode(d.bootstrap, n.cfg.NodeID) {
@@ -733,7 +752,7 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	}
 	p, err := partition.Open(pc)
 	if err != nil {
-		layer.Close()
+		closeTransport()
 		return nil, err
 	}
 	r := &replica{entity: d.entity, index: d.index, p: p, cfg: d.cfg}
@@ -790,6 +809,9 @@ func (n *Node) Close() error {
 			err = errors.Join(err, r.p.Close())
 		}
 		err = errors.Join(err, n.closeLogEngine())
+		if n.groups != nil {
+			err = errors.Join(err, n.groups.Close())
+		}
 		if n.rpc != nil {
 			n.rpc.close()
 		}

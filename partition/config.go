@@ -44,6 +44,10 @@ type Config struct {
 	// Stream is this group's stream layer, e.g. transport.Mux.Layer(FSM.GroupID). Its
 	// Addr() is this node's ServerAddress in every group. The partition closes it.
 	Stream raft.StreamLayer
+	// Transport, when set, is the group's Raft transport instead of a NetworkTransport on
+	// Stream: transport.Groups's, one connection per peer for every group of the node.
+	// The replica closes it.
+	Transport Transport
 	// AddressProvider, when set, resolves a peer's ServerID to its current address (e.g.
 	// from membership) so a node whose address changed stays reachable.
 	AddressProvider raft.ServerAddressProvider
@@ -171,8 +175,8 @@ func (c *Config) Validate() error {
 	if c.NodeID == "" {
 		bad("NodeID is empty")
 	}
-	if c.Stream == nil {
-		bad("Stream is nil")
+	if c.Stream == nil && c.Transport == nil {
+		bad("Stream and Transport are nil")
 	}
 	if c.FSM.GroupID == 0 {
 		bad("FSM.GroupID is 0")

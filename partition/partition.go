@@ -24,7 +24,7 @@ type Partition struct {
 
 	m     *machine
 	raft  *raft.Raft
-	trans *raft.NetworkTransport
+	trans Transport
 	store logStore // raft log and stable store (logstore.go)
 
 	propCh     chan *proposal // callers -> proposer
@@ -46,6 +46,12 @@ type Partition struct {
 	closeOnce sync.Once
 	closeErr  error
 	wg        sync.WaitGroup // proposer, completer, leader loop, barrier waits
+}
+
+// Transport is a raft.Transport the replica closes when it stops.
+type Transport interface {
+	raft.Transport
+	raft.WithClose
 }
 
 // Open starts a replica: it opens or creates the group's files under cfg.Dir(),
@@ -108,20 +114,23 @@ func Open(cfg *Config) (*Partition, error) {
 	}
 	p.cfg.FSM = base
 	p.store = store
-	p.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:                cfg.Stream,
-		ServerAddressProvider: cfg.AddressProvider,
-		MaxPool:               cfg.NetMaxPool,
-		Timeout:               cfg.NetTimeout,
-		Logger:                p.logger.Named("net"),
-		// No pipelining (raft.NetworkTransportConfig: 1 turns it off). In hashicorp/raft
-		// v1.7.3 a pipeline whose decoder stops (a follower answers !Success or a newer
-		// term) leaves the replication goroutine blocked for good in netPipeline's
-		// AppendEntries: that follower gets no more entries, and Shutdown waits forever
-		// (a cluster test's Close hung 22 minutes; the goroutine dump shows it). HashiCorp
-		// measured pipelining to bring little besides on a fast network (raft PR #541).
-		MaxRPCsInFlight: 1,
-	})
+	p.trans = cfg.Transport
+	if p.trans == nil {
+		p.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:                cfg.Stream,
+			ServerAddressProvider: cfg.AddressProvider,
+			MaxPool:               cfg.NetMaxPool,
+			Timeout:               cfg.NetTimeout,
+			Logger:                p.logger.Named("net"),
+			// No pipelining (raft.NetworkTransportConfig: 1 turns it off). In hashicorp/raft
+			// v1.7.3 a pipeline whose decoder stops (a follower answers !Success or a newer
+			// term) leaves the replication goroutine blocked for good in netPipeline's
+			// AppendEntries: that follower gets no more entries, and Shutdown waits forever
+			// (a cluster test's Close hung 22 minutes; the goroutine dump shows it). HashiCorp
+			// measured pipelining to bring little besides on a fast network (raft PR #541).
+			MaxRPCsInFlight: 1,
+		})
+	}
 	p.m = newMachine(base, p.applied)
 	p.m.ctr, p.m.clock = &p.ctr, p.clock
 	p.m.useBodies(cfg.Bodies)

@@ -22,6 +22,7 @@ const (
 	TypeRaft   Type = 1 // a Raft group's NetworkTransport; id = group id
 	TypeRPC    Type = 2 // the cluster's forwarding RPC; id 0
 	TypeGossip Type = 3 // memberlist's streams (push/pull, probes over TCP); id 0
+	TypeGroups Type = 4 // every Raft group's RPCs (Groups); id 0 multiplexed, 1 a snapshot
 )
 
 func (t Type) String() string {
@@ -32,6 +33,8 @@ func (t Type) String() string {
 		return "rpc"
 	case TypeGossip:
 		return "gossip"
+	case TypeGroups:
+		return "groups"
 	}
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
@@ -87,9 +90,10 @@ type Mux struct {
 	ln  net.Listener
 	cfg Config
 
-	mu     sync.Mutex       // guards layers, closed
-	layers map[route]*Layer // owner: mu
-	closed bool             // owner: mu
+	mu       sync.Mutex                      // guards layers, fallback, closed
+	layers   map[route]*Layer                // owner: mu
+	fallback map[Type]func(id uint32) *Layer // routes without a Layer; owner: mu
+	closed   bool                            // owner: mu
 
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
@@ -104,7 +108,7 @@ func New(ln net.Listener, cfg *Config) (*Mux, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Mux{ln: ln, cfg: *c, layers: make(map[route]*Layer), done: make(chan struct{})}
+	m := &Mux{ln: ln, cfg: *c, layers: make(map[route]*Layer), fallback: map[Type]func(uint32) *Layer{}, done: make(chan struct{})}
 	m.wg.Add(1)
 	go m.acceptLoop()
 	return m, nil
@@ -228,13 +232,28 @@ func (m *Mux) handshake(c net.Conn) {
 	_ = c.SetReadDeadline(time.Time{})
 	r := route{Type(hdr[0]), binary.BigEndian.Uint32(hdr[1:])}
 	m.mu.Lock()
-	l := m.layers[r]
+	l, fb := m.layers[r], m.fallback[r.typ]
 	m.mu.Unlock()
+	if l == nil && fb != nil {
+		l = fb(r.id)
+	}
 	if l == nil {
 		c.Close() // unknown group: the dialler sees EOF and retries later
 		return
 	}
 	l.deliver(c, m.cfg.HandshakeTimeout)
+}
+
+// setFallback has fn make (or find) the Layer of a connection of type typ whose id has
+// none (nil: none made); fn nil removes it. Groups serves older peers with it.
+func (m *Mux) setFallback(typ Type, fn func(id uint32) *Layer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if fn == nil {
+		delete(m.fallback, typ)
+	} else {
+		m.fallback[typ] = fn
+	}
 }
 
 func header(typ Type, id uint32) [headerLen]byte {

@@ -1,0 +1,753 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+)
+
+// Groups is the Raft transport of every group of a node: the RPCs of all groups to one
+// peer travel over one connection (TypeGroups route 0), each frame naming its group,
+// instead of over pooled connections per group. What a group costs in transport is then
+// an entry in a map, not listener and connection goroutines and two 256 KiB buffers
+// per connection; and the RPCs of many groups that are ready at the same moment, the
+// heartbeats of quiet groups above all, leave in one write and one packet.
+//
+// Frame, both directions: uint32 length of the rest, kind byte (request, response,
+// hello), uint64 sequence, uint32 group, one byte (request: the RPC type; response: 0
+// ok, 1 error) and the body: the request or response encoded with msgpack as
+// hashicorp/raft's NetworkTransport encodes it, or an error text. The dialler sends a
+// hello frame (version byte in the type field) after the route header and waits for
+// the acceptor's; responses come back on the connection the request went out on, in
+// any order. A snapshot goes over a connection of its own (TypeGroups route 1): one
+// request frame, the snapshot's bytes, one response frame.
+//
+// A peer whose cluster port closes the connection without a hello (a node of a release
+// before Groups) is spoken to as before, with a raft.NetworkTransport per group over
+// TypeRaft routes, and its connections to this node's TypeRaft routes are served by
+// the same: GroupTransport.legacy, made when first needed. A peer is asked again after
+// LegacyRetry, so an upgraded node is reached the new way.
+//
+// Goroutines: two per connection (reader and writer), one per incoming snapshot, and
+// one short-lived one per incoming RPC that is not a heartbeat (a heartbeat is handed
+// to the group's heartbeat handler on the reader goroutine, as NetworkTransport does);
+// plus, for a group that talks to an older peer, its NetworkTransport's and one that
+// forwards its RPCs. All are tracked by Groups.wg.
+type Groups struct {
+	m      *Mux
+	cfg    GroupsConfig
+	local  raft.ServerAddress
+	layer  *Layer // route 0: multiplexed connections
+	snaps  *Layer // route 1: one snapshot each
+	logger hclog.Logger
+
+	mu     sync.Mutex
+	groups map[uint32]*GroupTransport       // owner: mu
+	peers  map[raft.ServerAddress]*peer     // outgoing connections; owner: mu
+	legacy map[raft.ServerAddress]time.Time // peers without the route, until; owner: mu
+	conns  map[*conn]struct{}               // every live connection; owner: mu
+	closed bool                             // owner: mu
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// GroupsConfig tunes Groups.
+type GroupsConfig struct {
+	// Timeout bounds an RPC's wait for its response and a dial (a snapshot gets
+	// Timeout per 256 KiB); NetworkTransport's Timeout.
+	Timeout time.Duration
+	// LegacyRetry is how long a peer found to lack the route is spoken to through
+	// per-group NetworkTransports before it is asked again.
+	LegacyRetry time.Duration
+	// AddressProvider resolves server IDs to addresses (raft.NetworkTransportConfig's).
+	AddressProvider raft.ServerAddressProvider
+	Logger          hclog.Logger
+}
+
+// Frame kinds and layout.
+const (
+	kindRequest  byte = 1
+	kindResponse byte = 2
+	kindHello    byte = 3
+
+	frameHeader    = 4 + 1 + 8 + 4 + 1
+	groupsVersion  = 1
+	maxFrame       = 1 << 30
+	snapshotScale  = 256 << 10
+	groupsRouteRPC = 0
+	groupsRouteSnp = 1
+)
+
+// RPC types, as NetworkTransport numbers them.
+const (
+	rpcAppendEntries uint8 = iota
+	rpcRequestVote
+	rpcInstallSnapshot
+	rpcTimeoutNow
+	rpcRequestPreVote
+)
+
+var (
+	// errLegacy: the peer closed the connection without a hello.
+	errLegacy = errors.New("transport: peer does not serve Raft groups on one connection")
+	// ErrUnknownGroup answers an RPC for a group this node does not run.
+	ErrUnknownGroup = errors.New("transport: unknown group")
+)
+
+// encHandle encodes as NetworkTransport does (the time format its peers decode);
+// decHandle decodes both formats. Handles are safe for concurrent use.
+var (
+	encHandle = &codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: true}}
+	decHandle = &codec.MsgpackHandle{}
+)
+
+// NewGroups registers the TypeGroups routes on m and serves them. local is the address
+// the node advertises (every group's LocalAddr).
+func NewGroups(m *Mux, local raft.ServerAddress, cfg GroupsConfig) (*Groups, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.LegacyRetry <= 0 {
+		cfg.LegacyRetry = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft-groups", Level: hclog.Warn})
+	}
+	layer, err := m.Route(TypeGroups, groupsRouteRPC)
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := m.Route(TypeGroups, groupsRouteSnp)
+	if err != nil {
+		layer.Close()
+		return nil, err
+	}
+	g := &Groups{
+		m: m, cfg: cfg, local: local, layer: layer, snaps: snaps, logger: cfg.Logger,
+		groups: map[uint32]*GroupTransport{},
+		peers:  map[raft.ServerAddress]*peer{},
+		legacy: map[raft.ServerAddress]time.Time{},
+		conns:  map[*conn]struct{}{},
+		done:   make(chan struct{}),
+	}
+	m.setFallback(TypeRaft, g.legacyLayer)
+	g.wg.Add(2)
+	go g.acceptLoop(layer, g.serveConn)
+	go g.acceptLoop(snaps, g.serveSnapshot)
+	return g, nil
+}
+
+// Close stops serving, closes every connection and waits for the goroutines. Every
+// group's transport must be closed first, or is closed here.
+func (g *Groups) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	groups := make([]*GroupTransport, 0, len(g.groups))
+	for _, t := range g.groups {
+		groups = append(groups, t)
+	}
+	conns := make([]*conn, 0, len(g.conns))
+	for c := range g.conns {
+		conns = append(conns, c)
+	}
+	g.mu.Unlock()
+	g.m.setFallback(TypeRaft, nil)
+	close(g.done)
+	for _, t := range groups {
+		t.Close()
+	}
+	g.layer.Close()
+	g.snaps.Close()
+	for _, c := range conns {
+		c.fail(ErrClosed)
+	}
+	g.wg.Wait()
+	return nil
+}
+
+// Transport returns the raft.Transport of group id; Close it when the group stops.
+func (g *Groups) Transport(id uint32) (*GroupTransport, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := g.groups[id]; ok {
+		return nil, fmt.Errorf("%w: group %d", ErrInUse, id)
+	}
+	t := &GroupTransport{g: g, id: id, consumer: make(chan raft.RPC), closed: make(chan struct{})}
+	g.groups[id] = t
+	return t, nil
+}
+
+func (g *Groups) group(id uint32) *GroupTransport {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.groups[id]
+}
+
+// goTracked runs f on a goroutine Close waits for; false once closed.
+func (g *Groups) goTracked(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (g *Groups) acceptLoop(l *Layer, serve func(net.Conn)) {
+	defer g.wg.Done()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		if !g.goTracked(func() { serve(c) }) {
+			c.Close()
+			return
+		}
+	}
+}
+
+// resolve is NetworkTransport's getProviderAddressOrFallback.
+func (g *Groups) resolve(id raft.ServerID, target raft.ServerAddress) raft.ServerAddress {
+	if g.cfg.AddressProvider != nil {
+		if a, err := g.cfg.AddressProvider.ServerAddr(id); err == nil {
+			return a
+		}
+	}
+	return target
+}
+
+func (g *Groups) isLegacy(addr raft.ServerAddress) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	until, ok := g.legacy[addr]
+	if ok && time.Now().After(until) {
+		delete(g.legacy, addr)
+		return false
+	}
+	return ok
+}
+
+// peer returns the connection to addr, dialling it (and saying hello) when there is
+// none; errLegacy when the peer lacks the route.
+func (g *Groups) peer(addr raft.ServerAddress) (*peer, error) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil, ErrClosed
+	}
+	p := g.peers[addr]
+	if p == nil {
+		p = &peer{ready: make(chan struct{})}
+		g.peers[addr] = p
+		g.mu.Unlock()
+		p.c, p.err = g.dial(addr)
+		g.mu.Lock()
+		if p.err != nil && g.peers[addr] == p {
+			delete(g.peers, addr) // the next call dials again
+		}
+		if errors.Is(p.err, errLegacy) {
+			g.legacy[addr] = time.Now().Add(g.cfg.LegacyRetry)
+		}
+		close(p.ready)
+		g.mu.Unlock()
+		return p, p.err
+	}
+	g.mu.Unlock()
+	select {
+	case <-p.ready:
+	case <-time.After(g.cfg.Timeout):
+		return nil, fmt.Errorf("transport: dial %s: timed out", addr)
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	select {
+	case <-p.c.dead:
+		g.dropPeer(addr, p)
+		return g.peer(addr)
+	default:
+	}
+	return p, nil
+}
+
+func (g *Groups) dropPeer(addr raft.ServerAddress, p *peer) {
+	g.mu.Lock()
+	if g.peers[addr] == p {
+		delete(g.peers, addr)
+	}
+	g.mu.Unlock()
+}
+
+// dial connects to addr's route 0 and exchanges hellos.
+func (g *Groups) dial(addr raft.ServerAddress) (*conn, error) {
+	nc, err := g.layer.Dial(addr, g.cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	_ = nc.SetDeadline(time.Now().Add(g.cfg.Timeout))
+	if _, err := nc.Write(frame(kindHello, 0, 0, groupsVersion, nil)); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	br := bufio.NewReaderSize(nc, 64<<10)
+	h, _, err := readFrame(br)
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || isReset(err):
+		nc.Close()
+		return nil, errLegacy
+	case err != nil:
+		nc.Close()
+		return nil, err
+	case h.kind != kindHello || h.typ < 1:
+		nc.Close()
+		return nil, fmt.Errorf("transport: %s answered %d to hello", addr, h.kind)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c := g.newConn(nc, br)
+	if c == nil {
+		return nil, ErrClosed
+	}
+	c.pending = map[uint64]*call{}
+	if !g.goTracked(c.readResponses) {
+		c.fail(ErrClosed)
+		return nil, ErrClosed
+	}
+	return c, nil
+}
+
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && !op.Timeout()
+}
+
+// newConn starts the writer of a connection and records it; nil once closed.
+func (g *Groups) newConn(nc net.Conn, br *bufio.Reader) *conn {
+	c := &conn{g: g, nc: nc, br: br, out: make(chan []byte, 256), dead: make(chan struct{})}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		nc.Close()
+		return nil
+	}
+	g.conns[c] = struct{}{}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	go func() {
+		defer g.wg.Done()
+		c.writeLoop()
+	}()
+	return c
+}
+
+// serveConn answers the hello of an incoming connection, then its requests.
+func (g *Groups) serveConn(nc net.Conn) {
+	br := bufio.NewReaderSize(nc, 64<<10)
+	_ = nc.SetDeadline(time.Now().Add(g.cfg.Timeout))
+	h, _, err := readFrame(br)
+	if err != nil || h.kind != kindHello {
+		nc.Close()
+		return
+	}
+	if _, err := nc.Write(frame(kindHello, 0, 0, groupsVersion, nil)); err != nil {
+		nc.Close()
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	c := g.newConn(nc, br)
+	if c == nil {
+		return
+	}
+	for {
+		h, body, err := readFrame(br)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		if h.kind != kindRequest {
+			c.fail(fmt.Errorf("transport: unexpected frame kind %d", h.kind))
+			return
+		}
+		rpc, respCh, err := decodeRequest(h.typ, body, nil)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		t := g.group(h.group)
+		if t == nil {
+			c.send(responseFrame(h.seq, h.group, nil, fmt.Errorf("%w %d", ErrUnknownGroup, h.group)))
+			continue
+		}
+		if fn := t.heartbeatFn(); fn != nil && isHeartbeat(rpc.Command) {
+			fn(rpc)
+			c.send(respond(h, t, respCh))
+			continue
+		}
+		if !g.goTracked(func() {
+			if t.deliver(rpc) {
+				c.send(respond(h, t, respCh))
+			} else {
+				c.send(responseFrame(h.seq, h.group, nil, ErrClosed))
+			}
+		}) {
+			return
+		}
+	}
+}
+
+// respond waits for the group's answer to a request and frames it.
+func respond(h frameHead, t *GroupTransport, respCh chan raft.RPCResponse) []byte {
+	select {
+	case r := <-respCh:
+		return responseFrame(h.seq, h.group, r.Response, r.Error)
+	case <-t.closed:
+		return responseFrame(h.seq, h.group, nil, ErrClosed)
+	}
+}
+
+// serveSnapshot reads one InstallSnapshot request and its data, and answers it.
+func (g *Groups) serveSnapshot(nc net.Conn) {
+	defer nc.Close()
+	br := bufio.NewReaderSize(nc, 64<<10)
+	_ = nc.SetReadDeadline(time.Now().Add(g.cfg.Timeout))
+	h, body, err := readFrame(br)
+	if err != nil || h.kind != kindRequest || h.typ != rpcInstallSnapshot {
+		return
+	}
+	req := new(raft.InstallSnapshotRequest)
+	if err := codec.NewDecoderBytes(body, decHandle).Decode(req); err != nil {
+		return
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(snapshotTimeout(g.cfg.Timeout, req.Size)))
+	respCh := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: req, Reader: io.LimitReader(br, req.Size), RespChan: respCh}
+	var out []byte
+	if t := g.group(h.group); t == nil {
+		out = responseFrame(h.seq, h.group, nil, fmt.Errorf("%w %d", ErrUnknownGroup, h.group))
+	} else if !t.deliver(rpc) {
+		out = responseFrame(h.seq, h.group, nil, ErrClosed)
+	} else {
+		out = respond(h, t, respCh)
+	}
+	_ = nc.SetWriteDeadline(time.Now().Add(g.cfg.Timeout))
+	_, _ = nc.Write(out)
+}
+
+func snapshotTimeout(base time.Duration, size int64) time.Duration {
+	return base * time.Duration(max(1, size/snapshotScale))
+}
+
+// legacyLayer is the Mux's fallback for TypeRaft: an older peer dialling a group's
+// route reaches that group's NetworkTransport, made now if needed.
+func (g *Groups) legacyLayer(id uint32) *Layer {
+	t := g.group(id)
+	if t == nil {
+		return nil
+	}
+	nt, err := t.legacyTransport()
+	if err != nil || nt == nil {
+		return nil
+	}
+	return t.legacyStream
+}
+
+// peer is an outgoing connection, once dialled.
+type peer struct {
+	ready chan struct{} // closed once c or err is set
+	c     *conn
+	err   error
+}
+
+// conn is one multiplexed connection, dialled (with pending calls) or accepted.
+type conn struct {
+	g    *Groups
+	nc   net.Conn
+	br   *bufio.Reader
+	out  chan []byte   // frames for the writer
+	dead chan struct{} // closed by fail
+
+	mu      sync.Mutex
+	err     error            // why it failed; owner: mu
+	seq     uint64           // last request sequence; owner: mu
+	pending map[uint64]*call // dialled connections: calls awaiting a response; owner: mu
+}
+
+type call struct {
+	done chan struct{}
+	resp any // decoded into
+	err  error
+}
+
+// send queues a frame for the writer; false once the connection failed.
+func (c *conn) send(f []byte) bool {
+	select {
+	case c.out <- f:
+		return true
+	case <-c.dead:
+		return false
+	}
+}
+
+// writeLoop writes queued frames, flushing when the queue is empty: frames queued
+// together (the heartbeats of many groups, their answers) leave in one write.
+func (c *conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	for {
+		var f []byte
+		select {
+		case f = <-c.out:
+		case <-c.dead:
+			return
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.g.cfg.Timeout))
+		if _, err := bw.Write(f); err != nil {
+			c.fail(err)
+			return
+		}
+	more:
+		for {
+			select {
+			case f = <-c.out:
+				if _, err := bw.Write(f); err != nil {
+					c.fail(err)
+					return
+				}
+			default:
+				break more
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+// fail closes the connection and fails its pending calls (once).
+func (c *conn) fail(err error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = err
+	pending := c.pending
+	c.pending = nil
+	close(c.dead)
+	c.mu.Unlock()
+	c.nc.Close()
+	for _, cl := range pending {
+		cl.err = fmt.Errorf("transport: connection lost: %w", err)
+		close(cl.done)
+	}
+	c.g.mu.Lock()
+	delete(c.g.conns, c)
+	c.g.mu.Unlock()
+}
+
+// readResponses hands each response to its call.
+func (c *conn) readResponses() {
+	for {
+		h, body, err := readFrame(c.br)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		if h.kind != kindResponse {
+			c.fail(fmt.Errorf("transport: unexpected frame kind %d", h.kind))
+			return
+		}
+		c.mu.Lock()
+		cl := c.pending[h.seq]
+		delete(c.pending, h.seq)
+		c.mu.Unlock()
+		if cl == nil {
+			continue // its caller gave up
+		}
+		cl.err = decodeResponse(h.typ, body, cl.resp)
+		close(cl.done)
+	}
+}
+
+// roundTrip sends one request and waits for its response.
+func (c *conn) roundTrip(group uint32, typ uint8, args, resp any, timeout time.Duration) error {
+	cl := &call{done: make(chan struct{}), resp: resp}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return fmt.Errorf("transport: connection lost: %w", err)
+	}
+	c.seq++
+	seq := c.seq
+	c.pending[seq] = cl
+	c.mu.Unlock()
+	f, err := requestFrame(seq, group, typ, args)
+	if err != nil {
+		c.forget(seq)
+		return err
+	}
+	if !c.send(f) {
+		c.forget(seq)
+		return fmt.Errorf("transport: connection lost: %w", c.failure())
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-cl.done:
+		return cl.err
+	case <-t.C:
+		if c.forget(seq) {
+			return fmt.Errorf("transport: no response within %v", timeout)
+		}
+		<-cl.done // answered meanwhile
+		return cl.err
+	}
+}
+
+// forget drops a pending call; false when it was already answered.
+func (c *conn) forget(seq uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[seq]; !ok {
+		return false
+	}
+	delete(c.pending, seq)
+	return true
+}
+
+func (c *conn) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// frameHead is a frame's fixed part.
+type frameHead struct {
+	kind  byte
+	seq   uint64
+	group uint32
+	typ   uint8
+}
+
+func frame(kind byte, seq uint64, group uint32, typ uint8, body []byte) []byte {
+	f := make([]byte, frameHeader, frameHeader+len(body))
+	binary.BigEndian.PutUint32(f[0:], uint32(frameHeader-4+len(body)))
+	f[4] = kind
+	binary.BigEndian.PutUint64(f[5:], seq)
+	binary.BigEndian.PutUint32(f[13:], group)
+	f[17] = typ
+	return append(f, body...)
+}
+
+func readFrame(r *bufio.Reader) (frameHead, []byte, error) {
+	var hdr [frameHeader]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return frameHead{}, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[0:])
+	if n < frameHeader-4 || n > maxFrame {
+		return frameHead{}, nil, fmt.Errorf("transport: bad frame length %d", n)
+	}
+	h := frameHead{kind: hdr[4], seq: binary.BigEndian.Uint64(hdr[5:]), group: binary.BigEndian.Uint32(hdr[13:]), typ: hdr[17]}
+	body := make([]byte, int(n)-(frameHeader-4))
+	if _, err := io.ReadFull(r, body); err != nil {
+		return h, nil, err
+	}
+	return h, body, nil
+}
+
+func encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := codec.NewEncoder(&buf, encHandle).Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func requestFrame(seq uint64, group uint32, typ uint8, args any) ([]byte, error) {
+	body, err := encode(args)
+	if err != nil {
+		return nil, err
+	}
+	return frame(kindRequest, seq, group, typ, body), nil
+}
+
+// responseFrame frames a group's answer: its error text, or the encoded response.
+func responseFrame(seq uint64, group uint32, resp any, rerr error) []byte {
+	if rerr == nil {
+		body, err := encode(resp)
+		if err == nil {
+			return frame(kindResponse, seq, group, 0, body)
+		}
+		rerr = err
+	}
+	return frame(kindResponse, seq, group, 1, []byte(rerr.Error()))
+}
+
+func decodeResponse(status uint8, body []byte, resp any) error {
+	if status != 0 {
+		return errors.New(string(body))
+	}
+	return codec.NewDecoderBytes(body, decHandle).Decode(resp)
+}
+
+// decodeRequest makes the raft.RPC a request frame carries.
+func decodeRequest(typ uint8, body []byte, r io.Reader) (raft.RPC, chan raft.RPCResponse, error) {
+	var cmd any
+	switch typ {
+	case rpcAppendEntries:
+		cmd = new(raft.AppendEntriesRequest)
+	case rpcRequestVote:
+		cmd = new(raft.RequestVoteRequest)
+	case rpcRequestPreVote:
+		cmd = new(raft.RequestPreVoteRequest)
+	case rpcTimeoutNow:
+		cmd = new(raft.TimeoutNowRequest)
+	default:
+		return raft.RPC{}, nil, fmt.Errorf("transport: unknown rpc type %d", typ)
+	}
+	if err := codec.NewDecoderBytes(body, decHandle).Decode(cmd); err != nil {
+		return raft.RPC{}, nil, err
+	}
+	respCh := make(chan raft.RPCResponse, 1)
+	return raft.RPC{Command: cmd, Reader: r, RespChan: respCh}, respCh, nil
+}
+
+// isHeartbeat is NetworkTransport's test for the AppendEntries its heartbeat handler
+// takes.
+func isHeartbeat(cmd any) bool {
+	req, ok := cmd.(*raft.AppendEntriesRequest)
+	if !ok {
+		return false
+	}
+	leader := req.RPCHeader.Addr
+	if len(leader) == 0 {
+		leader = req.Leader //nolint:staticcheck // what older peers set
+	}
+	return req.Term != 0 && leader != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
+		len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+}

@@ -1,0 +1,310 @@
+package transport
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// testNode is one node of a test cluster: a Mux, and either Groups or (an older
+// release) a NetworkTransport per group.
+type testNode struct {
+	id     raft.ServerID
+	mux    *Mux
+	groups *Groups // nil: the older release
+}
+
+func newTestNode(t *testing.T, id string, legacy bool) *testNode {
+	t.Helper()
+	n := &testNode{id: raft.ServerID(id), mux: newMux(t)}
+	if !legacy {
+		g, err := NewGroups(n.mux, n.addr(), GroupsConfig{Timeout: 5 * time.Second, Logger: hclog.NewNullLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		n.groups = g
+	}
+	return n
+}
+
+func (n *testNode) addr() raft.ServerAddress { return raft.ServerAddress(n.mux.Addr().String()) }
+
+// transport returns the node's transport for group id.
+func (n *testNode) transport(t *testing.T, id uint32) raft.Transport {
+	t.Helper()
+	if n.groups != nil {
+		tr, err := n.groups.Transport(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: mustLayer(t, n.mux, id), MaxPool: 2, Timeout: 5 * time.Second,
+		Logger: hclog.NewNullLogger(), MaxRPCsInFlight: 1,
+	})
+}
+
+// testGroup is one Raft group with a replica on each node.
+type testGroup struct {
+	id    uint32
+	rafts []*raft.Raft
+	fsms  []*raft.MockFSM
+}
+
+func testRaftConfig(id raft.ServerID) *raft.Config {
+	c := raft.DefaultConfig()
+	c.LocalID = id
+	c.HeartbeatTimeout = 500 * time.Millisecond
+	c.ElectionTimeout = 500 * time.Millisecond
+	c.LeaderLeaseTimeout = 250 * time.Millisecond
+	c.CommitTimeout = 20 * time.Millisecond
+	c.Logger = hclog.NewNullLogger()
+	return c
+}
+
+// startGroup starts group id on nodes (bootstrapped with all of them) and stops it when
+// the test ends.
+func startGroup(t *testing.T, id uint32, nodes []*testNode, edit func(*raft.Config)) *testGroup {
+	t.Helper()
+	var servers []raft.Server
+	for _, n := range nodes {
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: n.id, Address: n.addr()})
+	}
+	g := &testGroup{id: id}
+	for _, n := range nodes {
+		conf := testRaftConfig(n.id)
+		if edit != nil {
+			edit(conf)
+		}
+		fsm := &raft.MockFSM{}
+		tr := n.transport(t, id)
+		store := raft.NewInmemStore()
+		r, err := raft.NewRaft(conf, fsm, store, store, raft.NewInmemSnapshotStore(), tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			r.Shutdown().Error()
+			if c, ok := tr.(raft.WithClose); ok {
+				c.Close()
+			}
+		})
+		g.rafts = append(g.rafts, r)
+		g.fsms = append(g.fsms, fsm)
+	}
+	return g
+}
+
+// apply applies cmd through the group's leader, retrying while there is none.
+func (g *testGroup) apply(t *testing.T, cmd string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error = fmt.Errorf("no leader")
+		for _, r := range g.rafts {
+			if r.State() == raft.Leader {
+				err = r.Apply([]byte(cmd), 5*time.Second).Error()
+				break
+			}
+		}
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %d: apply %q: %v", g.id, cmd, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// awaitApplied waits until every replica's fsm holds want commands.
+func (g *testGroup) awaitApplied(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok := true
+		for _, f := range g.fsms {
+			if len(f.Logs()) < want {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			var got []int
+			for _, f := range g.fsms {
+				got = append(got, len(f.Logs()))
+			}
+			t.Fatalf("group %d: replicas applied %v, want %d each", g.id, got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Many groups on three nodes, all over Groups: every group elects a leader and
+// replicates to all its replicas, over one connection per pair of nodes.
+func TestGroupsCarryManyRaftGroups(t *testing.T) {
+	nodes := []*testNode{newTestNode(t, "a", false), newTestNode(t, "b", false), newTestNode(t, "c", false)}
+	var groups []*testGroup
+	for id := uint32(1); id <= 24; id++ {
+		groups = append(groups, startGroup(t, id, nodes, nil))
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 3; i++ {
+				g.apply(t, fmt.Sprintf("g%d-%d", g.id, i))
+			}
+		}()
+	}
+	wg.Wait()
+	for _, g := range groups {
+		g.awaitApplied(t, 3)
+	}
+	for _, n := range nodes {
+		n.groups.mu.Lock()
+		conns, legacy := len(n.groups.conns), len(n.groups.legacy)
+		n.groups.mu.Unlock()
+		// One connection dialled to each of two peers and one accepted from each.
+		if conns != 4 || legacy != 0 {
+			t.Errorf("node %s: %d connections, %d legacy peers; want 4 and 0", n.id, conns, legacy)
+		}
+	}
+}
+
+// A follower that joins after the log was compacted gets a snapshot over its own
+// connection.
+func TestGroupsInstallSnapshot(t *testing.T) {
+	nodes := []*testNode{newTestNode(t, "a", false), newTestNode(t, "b", false)}
+	g := startGroup(t, 7, nodes, func(c *raft.Config) {
+		c.TrailingLogs = 1
+		c.SnapshotThreshold = 1
+	})
+	for i := 0; i < 20; i++ {
+		g.apply(t, fmt.Sprintf("m%d", i))
+	}
+	var leader *raft.Raft
+	for _, r := range g.rafts {
+		if r.State() == raft.Leader {
+			leader = r
+		}
+	}
+	if leader == nil {
+		t.Fatal("no leader")
+	}
+	if err := leader.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	late := newTestNode(t, "late", false)
+	conf := testRaftConfig(late.id)
+	fsm := &raft.MockFSM{}
+	tr := late.transport(t, 7)
+	store := raft.NewInmemStore()
+	r, err := raft.NewRaft(conf, fsm, store, store, raft.NewInmemSnapshotStore(), tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Shutdown().Error(); tr.(raft.WithClose).Close() })
+	if err := leader.AddVoter(late.id, late.addr(), 0, 10*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	g.fsms = append(g.fsms, fsm)
+	g.awaitApplied(t, 20)
+	if fsm.Logs()[0] == nil || string(fsm.Logs()[19]) != "m19" {
+		t.Errorf("late replica holds %q", fsm.Logs())
+	}
+}
+
+// During a rolling upgrade a node of an older release (a NetworkTransport per group on
+// its TypeRaft routes) and nodes with Groups run the same groups: the newer nodes
+// speak the old way to it, it reaches them the old way, and they use Groups between
+// themselves.
+func TestGroupsTalkToAnOlderRelease(t *testing.T) {
+	old := newTestNode(t, "old", true)
+	nodes := []*testNode{old, newTestNode(t, "b", false), newTestNode(t, "c", false)}
+	var groups []*testGroup
+	for id := uint32(1); id <= 4; id++ {
+		groups = append(groups, startGroup(t, id, nodes, nil))
+	}
+	for _, g := range groups {
+		for i := 0; i < 3; i++ {
+			g.apply(t, fmt.Sprintf("g%d-%d", g.id, i))
+		}
+	}
+	for _, g := range groups {
+		g.awaitApplied(t, 3)
+	}
+	// Then node b leads every group, so it replicates to the older node and to c.
+	b := nodes[1]
+	for _, g := range groups {
+		deadline := time.Now().Add(30 * time.Second)
+		for g.rafts[1].State() != raft.Leader {
+			for _, r := range g.rafts {
+				if r.State() == raft.Leader {
+					_ = r.LeadershipTransferToServer(b.id, b.addr()).Error()
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %d: b did not become leader", g.id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		g.apply(t, "after")
+		g.awaitApplied(t, 4)
+	}
+	if !b.groups.isLegacy(old.addr()) {
+		t.Errorf("b does not take %s for an older release", old.id)
+	}
+	for _, n := range nodes[1:] {
+		for _, o := range nodes[1:] {
+			if o != n && n.groups.isLegacy(o.addr()) {
+				t.Errorf("node %s takes %s for an older release", n.id, o.id)
+			}
+		}
+	}
+}
+
+// An RPC for a group the peer does not run fails with the peer's error, and leaves
+// the connection to serve the others.
+func TestGroupsUnknownGroup(t *testing.T) {
+	a, b := newTestNode(t, "a", false), newTestNode(t, "b", false)
+	ta, err := a.groups.Transport(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ta.Close()
+	var resp raft.AppendEntriesResponse
+	err = ta.AppendEntries(b.id, b.addr(), &raft.AppendEntriesRequest{Term: 1}, &resp)
+	if err == nil || err.Error() != "transport: unknown group 1" {
+		t.Fatalf("AppendEntries to a group b does not run: %v", err)
+	}
+	tb, err := b.groups.Transport(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case rpc := <-tb.Consumer():
+			rpc.Respond(&raft.AppendEntriesResponse{Term: 9, Success: true}, nil)
+		case <-done:
+		}
+	}()
+	if err := ta.AppendEntries(b.id, b.addr(), &raft.AppendEntriesRequest{Term: 1, PrevLogEntry: 1}, &resp); err != nil || resp.Term != 9 {
+		t.Fatalf("AppendEntries once b runs the group: %+v, %v", resp, err)
+	}
+}
