@@ -380,6 +380,7 @@ func clusterConfig(cfg Config, amqpAddr, adminAddr net.Addr) cluster.Config {
 	cc.BodyMemoryBudget = int64(cfg.BodyMemoryBudgetMB) << 20
 	cc.BodyDiskBudget = int64(cfg.BodyDiskBudgetMB) << 20
 	cc.Raft.LogStore = cfg.RaftLogStore
+	cc.Raft.PerGroupTransport = cfg.RaftTransport == "per-group"
 	advHost, _, _ := net.SplitHostPort(cfg.AdvertiseAddr)
 	cc.AMQPAddr = advertised(amqpAddr, advHost)
 	cc.AdminAddr = advertised(adminAddr, advHost)

@@ -279,8 +279,14 @@ func (g *Groups) peer(addr raft.ServerAddress) (*peer, error) {
 	g.mu.Unlock()
 	select {
 	case <-p.ready:
-	case <-time.After(g.cfg.Timeout):
-		return nil, fmt.Errorf("transport: dial %s: timed out", addr)
+	default:
+		t := time.NewTimer(g.cfg.Timeout)
+		select {
+		case <-p.ready:
+			t.Stop()
+		case <-t.C:
+			return nil, fmt.Errorf("transport: dial %s: timed out", addr)
+		}
 	}
 	if p.err != nil {
 		return nil, p.err
@@ -346,7 +352,7 @@ func isReset(err error) bool {
 
 // newConn starts the writer of a connection and records it; nil once closed.
 func (g *Groups) newConn(nc net.Conn, br *bufio.Reader) *conn {
-	c := &conn{g: g, nc: nc, br: br, out: make(chan []byte, 256), dead: make(chan struct{})}
+	c := &conn{g: g, nc: nc, br: br, out: make(chan outFrame, 256), dead: make(chan struct{})}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -398,19 +404,20 @@ func (g *Groups) serveConn(nc net.Conn) {
 		}
 		t := g.group(h.group)
 		if t == nil {
-			c.send(responseFrame(h.seq, h.group, nil, fmt.Errorf("%w %d", ErrUnknownGroup, h.group)))
+			c.send(responseFrame(h.seq, h.group, nil, fmt.Errorf("%w %d", ErrUnknownGroup, h.group)), false)
 			continue
 		}
-		if fn := t.heartbeatFn(); fn != nil && isHeartbeat(rpc.Command) {
+		heartbeat := isHeartbeat(rpc.Command)
+		if fn := t.heartbeatFn(); fn != nil && heartbeat {
 			fn(rpc)
-			c.send(respond(h, t, respCh))
+			c.send(respond(h, t, respCh), true)
 			continue
 		}
 		if !g.goTracked(func() {
 			if t.deliver(rpc) {
-				c.send(respond(h, t, respCh))
+				c.send(respond(h, t, respCh), heartbeat)
 			} else {
-				c.send(responseFrame(h.seq, h.group, nil, ErrClosed))
+				c.send(responseFrame(h.seq, h.group, nil, ErrClosed), false)
 			}
 		}) {
 			return
@@ -438,7 +445,7 @@ func (g *Groups) serveSnapshot(nc net.Conn) {
 		return
 	}
 	req := new(raft.InstallSnapshotRequest)
-	if err := codec.NewDecoderBytes(body, decHandle).Decode(req); err != nil {
+	if err := decode(body, req); err != nil {
 		return
 	}
 	_ = nc.SetReadDeadline(time.Now().Add(snapshotTimeout(g.cfg.Timeout, req.Size)))
@@ -486,7 +493,7 @@ type conn struct {
 	g    *Groups
 	nc   net.Conn
 	br   *bufio.Reader
-	out  chan []byte   // frames for the writer
+	out  chan outFrame // frames for the writer
 	dead chan struct{} // closed by fail
 
 	mu      sync.Mutex
@@ -495,6 +502,19 @@ type conn struct {
 	pending map[uint64]*call // dialled connections: calls awaiting a response; owner: mu
 }
 
+// outFrame is a frame for the writer; a lazy one (a heartbeat or its answer) may wait
+// up to heartbeatLinger for company before it is flushed.
+type outFrame struct {
+	f    []byte
+	lazy bool
+}
+
+// heartbeatLinger is how long a heartbeat, or a heartbeat's answer, may wait for other
+// frames to the same peer before it is written: the heartbeats of a node's groups go
+// out every 100 to 200 ms each, at random moments, and would otherwise cost a write
+// and a wake-up each; 10 ms against a 500 ms leader lease.
+const heartbeatLinger = 10 * time.Millisecond
+
 type call struct {
 	done chan struct{}
 	resp any // decoded into
@@ -502,9 +522,9 @@ type call struct {
 }
 
 // send queues a frame for the writer; false once the connection failed.
-func (c *conn) send(f []byte) bool {
+func (c *conn) send(f []byte, lazy bool) bool {
 	select {
-	case c.out <- f:
+	case c.out <- outFrame{f, lazy}:
 		return true
 	case <-c.dead:
 		return false
@@ -512,32 +532,61 @@ func (c *conn) send(f []byte) bool {
 }
 
 // writeLoop writes queued frames, flushing when the queue is empty: frames queued
-// together (the heartbeats of many groups, their answers) leave in one write.
+// together leave in one write. When all it holds are heartbeats (or their answers), it
+// waits up to heartbeatLinger for more, so that those of many groups share a write.
 func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
-		var f []byte
+		var o outFrame
 		select {
-		case f = <-c.out:
+		case o = <-c.out:
 		case <-c.dead:
 			return
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.g.cfg.Timeout))
-		if _, err := bw.Write(f); err != nil {
+		if _, err := bw.Write(o.f); err != nil {
 			c.fail(err)
 			return
 		}
+		urgent := !o.lazy
+		waiting := false
 	more:
 		for {
 			select {
-			case f = <-c.out:
-				if _, err := bw.Write(f); err != nil {
+			case o = <-c.out:
+				if _, err := bw.Write(o.f); err != nil {
 					c.fail(err)
 					return
 				}
+				urgent = urgent || !o.lazy
+				continue
 			default:
+			}
+			if urgent || bw.Buffered() > 32<<10 {
 				break more
 			}
+			if !waiting {
+				linger.Reset(heartbeatLinger)
+				waiting = true
+			}
+			select {
+			case o = <-c.out:
+				if _, err := bw.Write(o.f); err != nil {
+					c.fail(err)
+					return
+				}
+				urgent = urgent || !o.lazy
+			case <-linger.C:
+				waiting = false
+				break more
+			case <-c.dead:
+				return
+			}
+		}
+		if waiting && !linger.Stop() {
+			<-linger.C
 		}
 		if err := bw.Flush(); err != nil {
 			c.fail(err)
@@ -610,7 +659,7 @@ func (c *conn) roundTrip(group uint32, typ uint8, args, resp any, timeout time.D
 		c.forget(seq)
 		return err
 	}
-	if !c.send(f) {
+	if !c.send(f, typ == rpcAppendEntries && isHeartbeat(args)) {
 		c.forget(seq)
 		return fmt.Errorf("transport: connection lost: %w", c.failure())
 	}
@@ -654,13 +703,18 @@ type frameHead struct {
 }
 
 func frame(kind byte, seq uint64, group uint32, typ uint8, body []byte) []byte {
-	f := make([]byte, frameHeader, frameHeader+len(body))
-	binary.BigEndian.PutUint32(f[0:], uint32(frameHeader-4+len(body)))
+	f := append(make([]byte, frameHeader, frameHeader+len(body)), body...)
+	putHeader(f, kind, seq, group, typ)
+	return f
+}
+
+// putHeader writes the fixed part of frame f, whose body follows it.
+func putHeader(f []byte, kind byte, seq uint64, group uint32, typ uint8) {
+	binary.BigEndian.PutUint32(f[0:], uint32(len(f)-4))
 	f[4] = kind
 	binary.BigEndian.PutUint64(f[5:], seq)
 	binary.BigEndian.PutUint32(f[13:], group)
 	f[17] = typ
-	return append(f, body...)
 }
 
 func readFrame(r *bufio.Reader) (frameHead, []byte, error) {
@@ -680,28 +734,54 @@ func readFrame(r *bufio.Reader) (frameHead, []byte, error) {
 	return h, body, nil
 }
 
-func encode(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := codec.NewEncoder(&buf, encHandle).Encode(v); err != nil {
+// encoder is a reusable msgpack encoder with its buffer (a codec.Encoder is costly to
+// make, and every RPC needs one).
+type encoder struct {
+	buf bytes.Buffer
+	enc *codec.Encoder
+}
+
+var (
+	encoders = sync.Pool{New: func() any {
+		e := &encoder{}
+		e.enc = codec.NewEncoder(&e.buf, encHandle)
+		return e
+	}}
+	decoders = sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, decHandle) }}
+)
+
+// encodeFrame frames v, msgpack-encoded.
+func encodeFrame(kind byte, seq uint64, group uint32, typ uint8, v any) ([]byte, error) {
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	e.buf.Reset()
+	e.buf.Write(make([]byte, frameHeader))
+	e.enc.Reset(&e.buf)
+	if err := e.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	f := append([]byte(nil), e.buf.Bytes()...)
+	putHeader(f, kind, seq, group, typ)
+	return f, nil
+}
+
+func decode(body []byte, v any) error {
+	d := decoders.Get().(*codec.Decoder)
+	defer decoders.Put(d)
+	d.ResetBytes(body)
+	return d.Decode(v)
 }
 
 func requestFrame(seq uint64, group uint32, typ uint8, args any) ([]byte, error) {
-	body, err := encode(args)
-	if err != nil {
-		return nil, err
-	}
-	return frame(kindRequest, seq, group, typ, body), nil
+	return encodeFrame(kindRequest, seq, group, typ, args)
 }
 
 // responseFrame frames a group's answer: its error text, or the encoded response.
 func responseFrame(seq uint64, group uint32, resp any, rerr error) []byte {
 	if rerr == nil {
-		body, err := encode(resp)
+		f, err := encodeFrame(kindResponse, seq, group, 0, resp)
 		if err == nil {
-			return frame(kindResponse, seq, group, 0, body)
+			return f
 		}
 		rerr = err
 	}
@@ -712,7 +792,7 @@ func decodeResponse(status uint8, body []byte, resp any) error {
 	if status != 0 {
 		return errors.New(string(body))
 	}
-	return codec.NewDecoderBytes(body, decHandle).Decode(resp)
+	return decode(body, resp)
 }
 
 // decodeRequest makes the raft.RPC a request frame carries.
@@ -730,7 +810,7 @@ func decodeRequest(typ uint8, body []byte, r io.Reader) (raft.RPC, chan raft.RPC
 	default:
 		return raft.RPC{}, nil, fmt.Errorf("transport: unknown rpc type %d", typ)
 	}
-	if err := codec.NewDecoderBytes(body, decHandle).Decode(cmd); err != nil {
+	if err := decode(body, cmd); err != nil {
 		return raft.RPC{}, nil, err
 	}
 	respCh := make(chan raft.RPCResponse, 1)

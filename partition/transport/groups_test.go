@@ -2,7 +2,9 @@ package transport
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +20,7 @@ type testNode struct {
 	groups *Groups // nil: the older release
 }
 
-func newTestNode(t *testing.T, id string, legacy bool) *testNode {
+func newTestNode(t testing.TB, id string, legacy bool) *testNode {
 	t.Helper()
 	n := &testNode{id: raft.ServerID(id), mux: newMux(t)}
 	if !legacy {
@@ -35,7 +37,7 @@ func newTestNode(t *testing.T, id string, legacy bool) *testNode {
 func (n *testNode) addr() raft.ServerAddress { return raft.ServerAddress(n.mux.Addr().String()) }
 
 // transport returns the node's transport for group id.
-func (n *testNode) transport(t *testing.T, id uint32) raft.Transport {
+func (n *testNode) transport(t testing.TB, id uint32) raft.Transport {
 	t.Helper()
 	if n.groups != nil {
 		tr, err := n.groups.Transport(id)
@@ -70,7 +72,7 @@ func testRaftConfig(id raft.ServerID) *raft.Config {
 
 // startGroup starts group id on nodes (bootstrapped with all of them) and stops it when
 // the test ends.
-func startGroup(t *testing.T, id uint32, nodes []*testNode, edit func(*raft.Config)) *testGroup {
+func startGroup(t testing.TB, id uint32, nodes []*testNode, edit func(*raft.Config)) *testGroup {
 	t.Helper()
 	var servers []raft.Server
 	for _, n := range nodes {
@@ -105,7 +107,7 @@ func startGroup(t *testing.T, id uint32, nodes []*testNode, edit func(*raft.Conf
 }
 
 // apply applies cmd through the group's leader, retrying while there is none.
-func (g *testGroup) apply(t *testing.T, cmd string) {
+func (g *testGroup) apply(t testing.TB, cmd string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -307,4 +309,74 @@ func TestGroupsUnknownGroup(t *testing.T) {
 	if err := ta.AppendEntries(b.id, b.addr(), &raft.AppendEntriesRequest{Term: 1, PrevLogEntry: 1}, &resp); err != nil || resp.Term != 9 {
 		t.Fatalf("AppendEntries once b runs the group: %+v, %v", resp, err)
 	}
+}
+
+// BenchmarkIdleGroups: the CPU, goroutines and heap that idle Raft groups cost per node
+// (3 nodes in this process, production timing: heartbeat 1 s, lease 500 ms), with a
+// NetworkTransport per group against Groups, and hashicorp/raft's default 50 ms
+// CommitTimeout (the leader sends every follower an AppendEntries that often, with or
+// without anything to replicate) against a longer one.
+func BenchmarkIdleGroups(b *testing.B) {
+	for _, groups := range []int{64, 256} {
+		for _, v := range []struct {
+			name   string
+			legacy bool
+			commit time.Duration
+		}{
+			{"per-group/commit=50ms", true, 50 * time.Millisecond},
+			{"groups/commit=50ms", false, 50 * time.Millisecond},
+			{"groups/commit=500ms", false, 500 * time.Millisecond},
+		} {
+			b.Run(fmt.Sprintf("groups=%d/%s", groups, v.name), func(b *testing.B) {
+				runtime.GC()
+				var m0 runtime.MemStats
+				runtime.ReadMemStats(&m0)
+				g0 := runtime.NumGoroutine()
+				nodes := []*testNode{newTestNode(b, "a", v.legacy), newTestNode(b, "b", v.legacy), newTestNode(b, "c", v.legacy)}
+				var gs []*testGroup
+				for id := 1; id <= groups; id++ {
+					gs = append(gs, startGroup(b, uint32(id), nodes, func(c *raft.Config) {
+						c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+						c.CommitTimeout = v.commit
+					}))
+				}
+				for _, g := range gs {
+					g.apply(b, "x")
+				}
+				time.Sleep(2 * time.Second) // let the last elections settle
+				b.ResetTimer()
+				for range b.N {
+					const idle = 5 * time.Second
+					u0 := cpuTime()
+					time.Sleep(idle) // measuring idle CPU needs wall time to pass
+					b.ReportMetric(100*(cpuTime()-u0).Seconds()/idle.Seconds()/3, "cpu%/node")
+				}
+				b.StopTimer()
+				runtime.GC()
+				var m1 runtime.MemStats
+				runtime.ReadMemStats(&m1)
+				b.ReportMetric(float64(runtime.NumGoroutine()-g0)/3/float64(groups), "goroutines/group")
+				b.ReportMetric(float64(int64(m1.HeapInuse)-int64(m0.HeapInuse))/3/float64(groups)/1024, "heapKiB/group")
+				leaders := 0
+				for _, g := range gs {
+					for _, r := range g.rafts {
+						if r.State() == raft.Leader {
+							leaders++
+						}
+					}
+				}
+				if leaders != groups {
+					b.Errorf("%d leaders for %d groups", leaders, groups)
+				}
+			})
+		}
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-func newMux(t *testing.T) *Mux {
+func newMux(t testing.TB) *Mux {
 	t.Helper()
 	m, err := Listen("127.0.0.1:0", nil)
 	if err != nil {
@@ -22,7 +22,7 @@ func newMux(t *testing.T) *Mux {
 	return m
 }
 
-func mustLayer(t *testing.T, m *Mux, g uint32) *Layer {
+func mustLayer(t testing.TB, m *Mux, g uint32) *Layer {
 	t.Helper()
 	l, err := m.Layer(g)
 	if err != nil {
