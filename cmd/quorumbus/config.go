@@ -17,7 +17,6 @@ import (
 
 	"github.com/quorumbus/quorumbus/amqp"
 	"github.com/quorumbus/quorumbus/cluster"
-	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/internal/durable"
 	"github.com/quorumbus/quorumbus/partition"
@@ -108,10 +107,10 @@ type Config struct {
 // DefaultConfig is a single node on loopback with the official emulator's ports. The
 // node ID is the host name, which a Kubernetes StatefulSet keeps stable per pod
 // (quorumbus-0, quorumbus-1, ...). The cluster settings are cluster.DefaultConfig's,
-// the partition count admin.DefaultConfig's and the AMQP limits amqp.DefaultConfig's,
+// the partition count meta.DefaultPartitionCount and the AMQP limits amqp.DefaultConfig's,
 // so each default lives in one place.
 func DefaultConfig() Config {
-	cc, hc := cluster.DefaultConfig(), admin.DefaultConfig()
+	cc := cluster.DefaultConfig()
 	return Config{
 		Data:            "./data",
 		AMQPAddr:        "127.0.0.1:5672",
@@ -127,7 +126,7 @@ func DefaultConfig() Config {
 		BootstrapExpect: cc.BootstrapExpect,
 		Replicas:        cc.Replicas,
 		DeadNodeGrace:   cc.DeadNodeGrace,
-		PartitionCount:  int(hc.PartitionCount),
+		PartitionCount:  meta.DefaultPartitionCount,
 		RaftLogStore:    partition.LogStoreBolt,
 		AMQPLimits:      defaultAMQPLimits(),
 	}
