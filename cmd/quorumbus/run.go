@@ -32,8 +32,9 @@ import (
 )
 
 // run starts the node and blocks until SIGTERM or SIGINT, then stops it gracefully.
-// Each start-up step returns its closer; they run last first, once, whichever way run
-// ends.
+// Each start-up step returns its closer, deferred so that a failed start undoes what
+// had started, last first; on a signal run shuts the HTTP servers down and has the node
+// leave gracefully before the closers (each runs once) end the rest.
 func run(cfg Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
