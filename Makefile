@@ -2,6 +2,11 @@
 GO      ?= go
 comma   := ,
 PKGS    ?= ./...
+# Test-only Go modules of their own, so that what only they use (the benchmark's
+# RabbitMQ, NATS and plotting clients; chromedp) stays out of the product's go.mod.
+# vet, lint and test cover them too. (helm/quorumbus/test and deploy/image, also modules
+# of their own, are vetted and tested by helm-test and image-test.)
+SUBMODS := test/bench/compare test/ui
 DATA    ?= ./data
 BIN     := bin
 
@@ -20,6 +25,7 @@ NORACE_TESTS := ^(TestMemoryPerMessage|TestNodeMemoryPerMessage)$$
 NORACE_PKGS  := ./fsm/ ./test/bench/
 test: vet
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+	cd test/bench/compare && $(GO) test -race -count=1 -timeout 10m ./...
 	$(GO) test -count=1 -run '$(NORACE_TESTS)' $(NORACE_PKGS)
 	$(MAKE) test-e2e-cluster
 	$(MAKE) test-order
@@ -51,6 +57,7 @@ test-long:
 
 vet:
 	$(GO) vet $(PKGS)
+	@for m in $(SUBMODS); do echo "cd $$m && $(GO) vet ./..."; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 # The Jepsen-style fault suite (test/chaos): nodes on network namespaces of their own,
 # faults by kill/SIGSTOP, nftables and a userspace proxy, a checker over the client
@@ -94,6 +101,7 @@ lint: vet $(STATICCHECK)
 	$(GO) vet -tags $(LINT_TAGS) $(PKGS)
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags $(LINT_TAGS) $(PKGS)
+	@for m in $(SUBMODS); do echo "cd $$m && staticcheck ./..."; (cd $$m && $(abspath $(STATICCHECK)) ./...) || exit 1; done
 
 $(STATICCHECK):
 	GOBIN=$(abspath $(dir $@)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -127,9 +135,9 @@ bench-cluster:
 	$(GO) test -run '^$$' -bench '^BenchmarkCluster' -benchtime 1x -timeout 20m ./test/bench/ -args $(CLUSTER_BENCH_ARGS)
 
 # Quorumbus, RabbitMQ 3.10 quorum queues and NATS 2.9 JetStream R3 side by side: each as
-# a 3-node cluster on 127.0.0.1, one at a time, one load tool (test/bench/compare), REPS
-# repetitions of N messages per throughput test. Installs rabbitmq-server and nats-server
-# from Debian when missing (root), stops every process it started, and rewrites the table
+# a 3-node cluster on 127.0.0.1, one at a time, one load tool (test/bench/compare, a
+# module of its own), REPS repetitions of N messages per throughput test. Installs
+# rabbitmq-server and nats-server from Debian when missing (root), stops every process it started, and rewrites the table
 # in docs/benchmarks.md and docs/img/bench-compare.png. About 45 minutes with the
 # defaults (N=100000 REPS=3). Not part of `make test`. SYSTEMS is any of: quorumbus quorumbus-sdk
 # rabbit-091 rabbit-amqp10 nats.
@@ -180,12 +188,12 @@ helm-test: image-test chaos-deps
 	cd helm/quorumbus/test && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 	cd helm/quorumbus/test/apivalidate && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 
-# The explorer web UI in a real browser (test/ui): Debian's headless Chromium, installed
-# when missing (needs root), driven with chromedp against a real node. It fails on any
+# The explorer web UI in a real browser (test/ui, a module of its own): Debian's
+# headless Chromium, installed when missing (needs root), driven with chromedp against a real node. It fails on any
 # browser console error and keeps a screenshot of each main page in $(UI_ARTIFACTS).
 UI_ARTIFACTS ?= $(CURDIR)/ui-artifacts
 ui-test:
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  apt-get update -qq && apt-get install -y -qq chromium; fi
 	@mkdir -p $(UI_ARTIFACTS)
-	QUORUMBUS_UI=1 QUORUMBUS_UI_ARTIFACTS=$(UI_ARTIFACTS) $(GO) test -count=1 -timeout 10m -v ./test/ui/
+	cd test/ui && QUORUMBUS_UI=1 QUORUMBUS_UI_ARTIFACTS=$(UI_ARTIFACTS) $(GO) test -count=1 -timeout 10m -v ./...

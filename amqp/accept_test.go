@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // emfileListener wraps a real listener; until release is closed its Accept

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // dialAnon opens a connection without SASL credentials: entity links then

@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // TestMain fails the package when a server goroutine outlives the tests

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/quorumbus/quorumbus/amqp"
-	"github.com/quorumbus/quorumbus/internal/backendtest"
+	"github.com/quorumbus/quorumbus/test/backendtest"
 )
 
 // TestFakeBackendConformance runs the Backend scenarios on the in-memory fake that the

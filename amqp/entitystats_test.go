@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // Stats.Entities counts the SDK's links to each entity by role, and the connections they

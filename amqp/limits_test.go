@@ -12,7 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // TestSDKTooManyApplicationProperties: a message with 50,000 small application

@@ -13,7 +13,7 @@ import (
 // tests: one partition per entity, peek-lock with lock expiry, dead-letter
 // sub-queues, deferral, scheduling, sessions, topics copying to every
 // subscription. It is not the broker; it exists to exercise the protocol.
-// TestFakeBackendConformance runs the scenarios of internal/backendtest on it, and
+// TestFakeBackendConformance runs the scenarios of test/backendtest on it, and
 // cmd/internal/bridge runs the same table on the real backend, so where the two
 // disagree the fake is wrong.
 type memBackend struct {

@@ -11,7 +11,7 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/quorumbus/quorumbus/amqp/internal/encoding"
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // outSlack is what framing adds beyond the reserved bytes: performatives, flows and

@@ -11,7 +11,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/amqp/internal/encoding"
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // until reads frames until one of type T arrives.

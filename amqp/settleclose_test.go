@@ -7,7 +7,7 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // A client that settles a delivery (settled=true: receiver-settle-mode first, fire and

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // TestStatsCountConnectionsLinksCreditAndErrors: Stats follows what SDK clients open

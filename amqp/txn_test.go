@@ -8,7 +8,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/amqp/internal/encoding"
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // go-amqp (and so the Go SDK) has no transaction API: these tests drive the coordinator

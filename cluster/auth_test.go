@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/internal/certs"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // withSecret sets a node's cluster credentials as the binary derives them from

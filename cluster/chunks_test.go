@@ -10,7 +10,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // TestLargeSendSurvivesLeaderChange: three nodes, one partition replicated on all three.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // offsetClock is the real clock moved forward by what a test advances. It arms real

@@ -9,7 +9,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // startCluster starts n in-process nodes that form one cluster (bootstrap-expect n),

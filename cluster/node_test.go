@@ -11,7 +11,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 func testConfig(dir string) Config {

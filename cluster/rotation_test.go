@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/internal/certs"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // withSecrets sets a node's cluster credentials as the binary derives them from

@@ -406,7 +406,9 @@ func (h seqHeap) down(i int) bool {
 // deadlineHeap and sessionHeap below are the same indexed heap written twice on purpose:
 // a generic idxHeap[T] (T = *msg or *session) was measured 35% slower on
 // BenchmarkTick100k, since both pointer types share one GC shape and every comparison
-// and position update then goes through a dictionary call.
+// and position update then goes through a dictionary call. Tried again with Go 1.26 and
+// an order type of its own shape per heap (idxHeap[T, O], O = [0]*msg ...): the shape
+// bodies still call O's methods through the dictionary, and Tick100k took twice as long.
 type deadlineHeap []*msg
 
 func dlLess(a, b *msg) bool {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // A replica added to a group after its entity changed replays the group's log from the

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // withBodies gives every node of the test cluster a Bodies of its own (in the node's data

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // fakeClock is a manual Clock: time moves only by Advance/Set, which fire due timers in

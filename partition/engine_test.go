@@ -19,8 +19,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/lazyfs"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 func openTestEngine(t *testing.T, dataDir string) *Engine {

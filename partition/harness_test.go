@@ -16,8 +16,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/partition/transport"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // This file is an in-process cluster for the tests and benchmarks: n nodes, each with

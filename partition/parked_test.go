@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 type recvResult struct {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/fsm/rule"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 func msg(id string, payload []byte) *fsm.Message {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // TestSessionHolderSurvivesLeaderChange: the session-lock holder is replicated state

@@ -29,15 +29,16 @@ var depRules = append([]depRule{
 		"cluster implements amqp.Backend structurally; cmd wires the two together"},
 	{"internal/sas", []string{module + "/amqp", module + "/cluster", module + "/fsm", module + "/partition", "github.com/hashicorp/", "github.com/Azure/", "golang.org/", "os", "net/http"},
 		"the one SAS implementation is a pure stdlib leaf that amqp and cluster/admin both import"},
-}, testOnly("fsm", "partition", "cluster", "amqp", "cmd")...)
+}, testOnly("fsm", "partition", "cluster", "amqp", "cmd", "internal")...)
 
-// testOnly keeps the shared test helpers (and with them the testing package) out of
-// the listed production packages; their tests may import them.
+// testOnly keeps everything under test/ (the shared helpers test/testutil and
+// test/backendtest, the harness, lazyfs, and with them the testing package) out of the
+// listed production packages; their tests may import it.
 func testOnly(prefixes ...string) []depRule {
 	var rules []depRule
 	for _, p := range prefixes {
-		rules = append(rules, depRule{p, []string{module + "/internal/testutil", module + "/internal/backendtest"},
-			"internal/testutil and internal/backendtest are for tests only"})
+		rules = append(rules, depRule{p, []string{module + "/test/"},
+			"production code never imports test/: it holds what only tests use"})
 	}
 	return rules
 }
@@ -101,6 +102,7 @@ func TestDependencyRuleCatchesViolation(t *testing.T) {
 		{"github.com/hashicorp/raft", "github.com/hashicorp/", false, true},
 		{module + "/cluster/meta", module + "/cluster", false, true},
 		{module + "/clusterx", module + "/cluster", false, false},
+		{module + "/test/testutil", module + "/test/", false, true},
 		{"strings", "time", true, false},
 	}
 	for _, c := range cases {

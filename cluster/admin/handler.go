@@ -47,7 +47,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults; Store must still be set.
 func DefaultConfig() *Config {
-	return &Config{PartitionCount: 16, MaxBodyBytes: 1 << 20, DefaultPageSize: 100, SKU: "Standard"}
+	return &Config{PartitionCount: meta.DefaultPartitionCount, MaxBodyBytes: 1 << 20, DefaultPageSize: 100, SKU: "Standard"}
 }
 
 // Validate checks the configuration.

@@ -189,6 +189,11 @@ const (
 	MaxMaxMessageSizeKB       = 102400
 	MinAutoDeleteOnIdle       = 5 * time.Minute
 	MaxPartitionCount         = 32
+	// DefaultPartitionCount is how many partitions an entity created with
+	// EnablePartitioning gets unless the node is told otherwise (--partition-count), as on
+	// Service Bus Standard; such an entity reports that many times its
+	// MaxSizeInMegabytes.
+	DefaultPartitionCount     = 16
 	MaxNameLength             = 260
 	MaxSubscriptionNameLength = 50
 	MaxRuleNameLength         = 50

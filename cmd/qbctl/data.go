@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumbus/quorumbus/cmd/internal/msgstate"
 	"github.com/quorumbus/quorumbus/cmd/internal/redrive"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -72,7 +73,7 @@ func (g *globals) browse(ctx context.Context, e entityPath, opts *azservicebus.R
 				t.add(m.SequenceNumber, m.MessageID, derefTime(m.EnqueuedTime), m.DeadLetterReason,
 					m.DeadLetterErrorDescription, m.Subject, bodyPreview(m.Body))
 			} else {
-				t.add(m.SequenceNumber, m.MessageID, derefTime(m.EnqueuedTime), stateName(m.State),
+				t.add(m.SequenceNumber, m.MessageID, derefTime(m.EnqueuedTime), msgstate.Name(m.State),
 					m.DeliveryCount, m.Subject, bodyPreview(m.Body))
 			}
 		}
@@ -87,18 +88,6 @@ func derefTime(t *time.Time) time.Time {
 		return time.Time{}
 	}
 	return *t
-}
-
-func stateName(s azservicebus.MessageState) string {
-	switch s {
-	case azservicebus.MessageStateActive:
-		return "Active"
-	case azservicebus.MessageStateDeferred:
-		return "Deferred"
-	case azservicebus.MessageStateScheduled:
-		return "Scheduled"
-	}
-	return fmt.Sprint(int(s))
 }
 
 func bodyPreview(b []byte) string {

@@ -333,9 +333,10 @@ func (p *props) load(k entityKind, pos []string) ([]string, error) {
 }
 
 // partitionedSizeFactor is how much larger a partitioned entity reports its
-// MaxSizeInMegabytes than the size it was created with (16 partitions, as on Service Bus
-// Standard; docs/admin-api.md).
-const partitionedSizeFactor = 16
+// MaxSizeInMegabytes than the size it was created with: its partition count, which the
+// admin API does not show, so qbctl takes the nodes' default --partition-count
+// (docs/admin-api.md, docs/qbctl.md).
+const partitionedSizeFactor = meta.DefaultPartitionCount
 
 // perPartitionSize turns the MaxSizeInMegabytes that show printed for a partitioned
 // entity back into the size to create one with, so that a file written by show creates an

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/quorumbus/quorumbus/cluster/meta"
 	"io"
 	"net"
 	"os"
@@ -17,7 +16,10 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp"
+	"github.com/quorumbus/quorumbus/cluster"
+	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/internal/durable"
+	"github.com/quorumbus/quorumbus/partition"
 )
 
 // Config is everything a node is started with. Every field is a flag (--data), an
@@ -107,25 +109,28 @@ type Config struct {
 
 // DefaultConfig is a single node on loopback with the official emulator's ports. The
 // node ID is the host name, which a Kubernetes StatefulSet keeps stable per pod
-// (quorumbus-0, quorumbus-1, ...).
+// (quorumbus-0, quorumbus-1, ...). The cluster settings are cluster.DefaultConfig's,
+// the partition count meta.DefaultPartitionCount and the AMQP limits amqp.DefaultConfig's,
+// so each default lives in one place.
 func DefaultConfig() Config {
+	cc := cluster.DefaultConfig()
 	return Config{
 		Data:            "./data",
 		AMQPAddr:        "127.0.0.1:5672",
 		AdminAddr:       "127.0.0.1:5300",
 		AMQPSAddr:       "127.0.0.1:5671",
-		ClusterAddr:     "127.0.0.1:5400",
+		ClusterAddr:     cc.ClusterAddr,
 		NodeID:          defaultNodeID(),
-		Namespace:       "", // Config.json's namespace, else "quorumbus" (run.go)
-		KeyName:         "RootManageSharedAccessKey",
+		Namespace:       "", // Config.json's namespace, else cluster.DefaultConfig's (startNode)
+		KeyName:         cc.DefaultKeyName,
 		LogLevel:        "info",
 		LogFormat:       "text",
 		ShutdownTimeout: 30 * time.Second,
-		BootstrapExpect: 1,
-		Replicas:        3,
-		DeadNodeGrace:   10 * time.Minute,
-		PartitionCount:  16,
-		RaftLogStore:    "shared",
+		BootstrapExpect: cc.BootstrapExpect,
+		Replicas:        cc.Replicas,
+		DeadNodeGrace:   cc.DeadNodeGrace,
+		PartitionCount:  meta.DefaultPartitionCount,
+		RaftLogStore:    partition.LogStoreShared,
 		RaftTransport:   "groups",
 		AMQPLimits:      defaultAMQPLimits(),
 	}

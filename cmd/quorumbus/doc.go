@@ -14,4 +14,11 @@
 // registry plus a collector over amqp.Server.Stats, /debug/pprof/ with --pprof;
 // /readyz from cluster.Node.CaughtUp). It imports amqp and cluster and is imported by
 // nothing.
+//
+// run.go starts a node in steps, each returning its closer: listen (client TLS and
+// listeners), startNode (Config.json, cluster.Start), startAMQP, startHTTP (admin API,
+// explorer, WebSockets) and announce (endpoints.json, banner); run then waits for a
+// signal and stops clients first, then the node. Defaults come from the packages that
+// own them (cluster, admin and amqp DefaultConfig). test/funclen_test.go keeps every
+// function here under 80 lines.
 package main

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,12 +32,64 @@ import (
 )
 
 // run starts the node and blocks until SIGTERM or SIGINT, then stops it gracefully.
+// Each start-up step returns its closer, deferred so that a failed start undoes what
+// had started, last first; on a signal run shuts the HTTP servers down and has the node
+// leave gracefully before the closers (each runs once) end the rest.
 func run(cfg Config) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := newLogger(cfg)
 	slog.SetDefault(log) // libraries that log through slog's default follow --log-format
-	ms, err := applyMemory(cfg)
+	if err := prepareData(&cfg, log); err != nil {
+		return err
+	}
+	ls, closeListeners, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeListeners()
+	node, closeNode, err := startNode(ctx, &cfg, ls, log)
+	if err != nil {
+		return err
+	}
+	defer closeNode()
+	front, closeAMQP, err := startAMQP(cfg, node, ls, log)
+	if err != nil {
+		return err
+	}
+	defer closeAMQP()
+	web, shutdownHTTP, err := startHTTP(ctx, cfg, node, front, ls, log)
+	if err != nil {
+		return err
+	}
+	if err := announce(cfg, node, ls, log); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-web.errc:
+		return fmt.Errorf("admin API: %w", err)
+	case err := <-front.errc:
+		return fmt.Errorf("AMQP listener: %w", err)
+	}
+	stop()
+	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	// Clients go first, so they reconnect to other nodes; then the node hands its
+	// leaderships over and leaves, all within --shutdown-timeout; closeNode ends the rest.
+	errs := []error{shutdownHTTP(shutCtx), closeAMQP()}
+	if err := node.Shutdown(shutCtx); err != nil {
+		errs = append(errs, fmt.Errorf("graceful leave: %w", err))
+	}
+	errs = append(errs, closeNode())
+	return errors.Join(errs...)
+}
+
+// prepareData applies the memory settings, creates the data directory and settles the
+// node ID it belongs to (resolveNodeID).
+func prepareData(cfg *Config, log *slog.Logger) error {
+	ms, err := applyMemory(*cfg)
 	if err != nil {
 		return err
 	}
@@ -51,105 +104,172 @@ func run(cfg Config) error {
 		return err
 	}
 	cfg.NodeID = id
+	return nil
+}
 
-	tlsCfg, caFile, err := clientTLS(cfg)
-	if err != nil {
-		return err
+// listeners are the node's client listeners and their TLS. They are bound before the
+// node starts, so that the node can advertise the addresses they actually got (port 0
+// in tests) to its peers.
+type listeners struct {
+	amqp, amqps net.Listener // nil when off (--amqp-addr "", or no TLS)
+	admin       net.Listener
+	tls         *tls.Config // AMQPS, HTTPS admin and WebSockets; nil without TLS
+	caFile      string      // the development CA of --tls-self-signed, else ""
+}
+
+// client is the listener advertised to peers and written to endpoints.json as "amqp":
+// plain AMQP when it listens, else AMQPS.
+func (ls *listeners) client() net.Listener {
+	if ls.amqp != nil {
+		return ls.amqp
 	}
+	return ls.amqps
+}
 
-	// The client listeners are bound before the node starts, so that the node can
-	// advertise the addresses they actually got (port 0 in tests) to its peers.
-	var amqpLn, amqpsLn net.Listener
+// listen sets up client TLS and binds the client listeners; its closer closes them.
+func listen(cfg Config) (*listeners, func(), error) {
+	ls := &listeners{}
+	closeAll := func() {
+		for _, l := range []net.Listener{ls.amqp, ls.amqps, ls.admin} {
+			if l != nil {
+				_ = l.Close() // already closed by Serve's end on a graceful stop
+			}
+		}
+	}
+	var err error
+	if ls.tls, ls.caFile, err = clientTLS(cfg); err != nil {
+		return nil, nil, err
+	}
 	if cfg.AMQPAddr != "" {
-		if amqpLn, err = net.Listen("tcp", cfg.AMQPAddr); err != nil {
-			return fmt.Errorf("--amqp-addr %s: %w", cfg.AMQPAddr, err)
+		if ls.amqp, err = net.Listen("tcp", cfg.AMQPAddr); err != nil {
+			return nil, nil, fmt.Errorf("--amqp-addr %s: %w", cfg.AMQPAddr, err)
 		}
-		defer amqpLn.Close()
 	}
-	if tlsCfg != nil {
-		if amqpsLn, err = net.Listen("tcp", cfg.AMQPSAddr); err != nil {
-			return fmt.Errorf("--amqps-addr %s: %w", cfg.AMQPSAddr, err)
+	if ls.tls != nil {
+		if ls.amqps, err = net.Listen("tcp", cfg.AMQPSAddr); err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("--amqps-addr %s: %w", cfg.AMQPSAddr, err)
 		}
-		defer amqpsLn.Close()
 	}
-	// The address advertised to peers and written to endpoints.json as "amqp":
-	// plain AMQP when it listens, else AMQPS.
-	clientLn := amqpLn
-	if clientLn == nil {
-		clientLn = amqpsLn
+	if ls.admin, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("--admin-addr %s: %w", cfg.AdminAddr, err)
 	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		return fmt.Errorf("--admin-addr %s: %w", cfg.AdminAddr, err)
-	}
-	defer adminLn.Close()
+	return ls, closeAll, nil
+}
 
+// startNode starts the node's share of the cluster and loads --config-json into it. It
+// sets cfg.Namespace: --namespace, else Config.json's, else the default. Its closer
+// closes the node at once (Node.Shutdown is the graceful leave) and is safe to call
+// again.
+func startNode(ctx context.Context, cfg *Config, ls *listeners, log *slog.Logger) (*cluster.Node, func() error, error) {
 	// Config.json is read before the node starts: its namespace name is the one the
 	// node serves unless --namespace names another.
-	var configJSON []byte
-	var ec *meta.EmulatorConfig
-	if cfg.ConfigJSON != "" {
-		data, source, err := readConfigJSON(cfg.ConfigJSON)
-		if err != nil {
-			return err
-		}
-		var warnings []string
-		ec, warnings, err = meta.LoadEmulatorConfig(data)
-		for _, w := range warnings {
-			log.Warn("Config.json", "source", source, "warning", w)
-		}
-		if err != nil {
-			return fmt.Errorf("--config-json (%s): %w", source, err)
-		}
-		configJSON = data
+	configJSON, ec, err := readEmulatorConfig(cfg.ConfigJSON, log)
+	if err != nil {
+		return nil, nil, err
 	}
 	switch {
 	case cfg.Namespace == "" && ec != nil && ec.Namespace != "":
 		cfg.Namespace = ec.Namespace
 	case cfg.Namespace == "":
-		cfg.Namespace = defaultNamespace
+		cfg.Namespace = cluster.DefaultConfig().Namespace
 	}
+	cc, closeClock, err := nodeConfig(*cfg, ls, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	node, err := cluster.Start(startCtx, cc)
+	cancel()
+	if err != nil {
+		closeClock()
+		return nil, nil, err
+	}
+	closeNode := sync.OnceValue(func() error {
+		defer closeClock()
+		return node.Close()
+	})
+	if configJSON != nil {
+		if err := loadEmulatorConfig(ctx, node, configJSON, ec, log); err != nil {
+			_ = closeNode() // the start-up error is the news
+			return nil, nil, err
+		}
+	}
+	return node, closeNode, nil
+}
 
-	cc := clusterConfig(cfg, clientLn.Addr(), adminLn.Addr())
+// readEmulatorConfig reads and checks --config-json; nil, nil without one.
+func readEmulatorConfig(v string, log *slog.Logger) ([]byte, *meta.EmulatorConfig, error) {
+	if v == "" {
+		return nil, nil, nil
+	}
+	data, source, err := readConfigJSON(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	ec, warnings, err := meta.LoadEmulatorConfig(data)
+	for _, w := range warnings {
+		log.Warn("Config.json", "source", source, "warning", w)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("--config-json (%s): %w", source, err)
+	}
+	return data, ec, nil
+}
+
+// loadEmulatorConfig creates what Config.json declares on the started node.
+func loadEmulatorConfig(ctx context.Context, node *cluster.Node, data []byte, ec *meta.EmulatorConfig, log *slog.Logger) error {
+	if _, err := node.LoadEmulatorConfig(ctx, data); err != nil {
+		return fmt.Errorf("--config-json: %w", err)
+	}
+	if node.Namespace() != ec.Namespace {
+		log.Warn("Config.json names another namespace than the node serves",
+			"config_json", ec.Namespace, "serving", node.Namespace(),
+			"why", "--namespace, or a data directory created under another name")
+	}
+	queues, topics, subs := ec.Counts()
+	log.Info("Config.json loaded", "namespace", node.Namespace(), "queues", queues, "topics", topics, "subscriptions", subs)
+	return nil
+}
+
+// nodeConfig is clusterConfig plus what start-up adds: the cluster credentials, the
+// logger and, with --clock-offset-file, the offset clock, which its closer stops.
+func nodeConfig(cfg Config, ls *listeners, log *slog.Logger) (cluster.Config, func(), error) {
+	cc := clusterConfig(cfg, ls.client().Addr(), ls.admin.Addr())
+	var err error
 	if cc.TLS, cc.GossipKey, cc.GossipAcceptKeys, err = clusterCredentials(cfg); err != nil {
-		return err
+		return cc, nil, err
 	}
 	if cc.TLS == nil && (len(cfg.Join) > 0 || cfg.BootstrapExpect > 1) {
 		log.Warn("cluster traffic is not authenticated: any process that reaches --cluster-addr can join; set --cluster-secret",
 			"cluster_addr", cfg.ClusterAddr)
 	}
-	if cfg.ClockOffsetFile != "" {
-		clock, err := offsetclock.New(cfg.ClockOffsetFile, 100*time.Millisecond)
-		if err != nil {
-			return fmt.Errorf("--clock-offset-file: %w", err)
-		}
-		defer clock.Close()
-		log.Warn("this node's clock is offset by the contents of --clock-offset-file: for fault tests only",
-			"file", cfg.ClockOffsetFile, "offset", clock.Offset())
-		cc.Clock = clock
-	}
 	cc.Logger = log
-	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	node, err := cluster.Start(startCtx, cc)
-	cancel()
+	if cfg.ClockOffsetFile == "" {
+		return cc, func() {}, nil
+	}
+	clock, err := offsetclock.New(cfg.ClockOffsetFile, 100*time.Millisecond)
 	if err != nil {
-		return err
+		return cc, nil, fmt.Errorf("--clock-offset-file: %w", err)
 	}
-	defer node.Close()
+	log.Warn("this node's clock is offset by the contents of --clock-offset-file: for fault tests only",
+		"file", cfg.ClockOffsetFile, "offset", clock.Offset())
+	cc.Clock = clock
+	return cc, clock.Close, nil
+}
 
-	if configJSON != nil {
-		if _, err := node.LoadEmulatorConfig(ctx, configJSON); err != nil {
-			return fmt.Errorf("--config-json: %w", err)
-		}
-		if node.Namespace() != ec.Namespace {
-			log.Warn("Config.json names another namespace than the node serves",
-				"config_json", ec.Namespace, "serving", node.Namespace(),
-				"why", "--namespace, or a data directory created under another name")
-		}
-		queues, topics, subs := ec.Counts()
-		log.Info("Config.json loaded", "namespace", node.Namespace(), "queues", queues, "topics", topics, "subscriptions", subs)
-	}
+// amqpFront is the AMQP server on the client listeners.
+type amqpFront struct {
+	srv *amqp.Server
+	// http are the client listeners' HTTP halves (cmd/internal/sniff), nil when off.
+	http []net.Listener
+	errc chan error // a listener's Serve ended
+}
 
+// startAMQP starts the AMQP server on the client listeners. Its closer closes the
+// server (and, through it, the listeners' AMQP halves) and is safe to call again.
+func startAMQP(cfg Config, node *cluster.Node, ls *listeners, log *slog.Logger) (*amqpFront, func() error, error) {
 	ac := amqp.DefaultConfig()
 	ac.Addresses = nil // listeners are handed to Serve below
 	ac.Namespace = node.Namespace()
@@ -157,38 +277,82 @@ func run(cfg Config) error {
 	cfg.AMQPLimits.apply(ac)
 	srv, err := amqp.New(ac, bridge.New(node))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer srv.Close()
+	closeSrv := sync.OnceValue(srv.Close)
 	if err := node.Registry().Register(amqpCollector{srv}); err != nil {
-		return err
+		_ = closeSrv()
+		return nil, nil, err
 	}
-	amqpErr := make(chan error, 4)
+	f := &amqpFront{srv: srv, errc: make(chan error, 4)}
 	// Each Serve ends when srv.Close closes its listener. The AMQP ports serve the admin
 	// API too, told apart by the first bytes (after the TLS handshake on AMQPS): "AMQP"
 	// is AMQP, anything else HTTP (cmd/internal/sniff). So the TLS connection string
 	// works for the SDKs' administration clients (HTTPS to the Endpoint's host and port),
 	// and so does the emulator string for a client that, like the .NET one with
 	// UseDevelopmentEmulator=true, speaks plain HTTP to the Endpoint's port.
-	var amqpHTTP, amqpsHTTP net.Listener
-	if amqpLn != nil {
-		mux := sniff.New(amqpLn, 10*time.Second)
-		amqpHTTP = mux.HTTP()
-		go func() { amqpErr <- mux.Serve() }()
-		go func() { amqpErr <- srv.Serve(mux.AMQP()) }()
+	serve := func(ln net.Listener) {
+		mux := sniff.New(ln, 10*time.Second)
+		f.http = append(f.http, mux.HTTP())
+		go func() { f.errc <- mux.Serve() }()
+		go func() { f.errc <- srv.Serve(mux.AMQP()) }()
 	}
-	if amqpsLn != nil {
-		mux := sniff.New(tls.NewListener(amqpsLn, tlsCfg), 10*time.Second)
-		amqpsHTTP = mux.HTTP()
-		go func() { amqpErr <- mux.Serve() }()
-		go func() { amqpErr <- srv.Serve(mux.AMQP()) }()
+	if ls.amqp != nil {
+		serve(ls.amqp)
 	}
+	if ls.amqps != nil {
+		serve(tls.NewListener(ls.amqps, ls.tls))
+	}
+	return f, closeSrv, nil
+}
 
+// webFront is the HTTP side: the explorer, admin API and AMQP over WebSockets on the
+// admin port, and the admin API and WebSockets on the AMQP ports.
+type webFront struct {
+	hs, ps *http.Server // admin port; AMQP ports
+	errc   chan error   // a Serve ended
+}
+
+// startHTTP serves the admin port and the AMQP ports' HTTP halves. Its closer shuts the
+// servers down within the context it is given.
+func startHTTP(ctx context.Context, cfg Config, node *cluster.Node, f *amqpFront, ls *listeners, log *slog.Logger) (*webFront, func(context.Context) error, error) {
+	handler, err := adminHandler(ctx, cfg, node, f.srv, ls, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	// AMQP over WebSockets shares the admin port (443-style: one HTTPS port for the
+	// management API and wss://host/$servicebus/websocket). One WebSocket message holds
+	// at most a few frames; bound it well above the frame size.
+	ws := amqpws.Handler(f.srv.ServeConn, max(1<<20, 4*int64(cfg.AMQPLimits.MaxFrameSize)), log)
+	ui, err := explorerHandler(cfg, node, f.srv, amqpws.Route(ws, handler), handler.Authorize, ls, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := &webFront{
+		hs: &http.Server{Handler: ui, ReadHeaderTimeout: 10 * time.Second},
+		// On the AMQP ports: the admin API and AMQP over WebSockets, not the explorer.
+		ps:   &http.Server{Handler: amqpws.Route(ws, handler), ReadHeaderTimeout: 10 * time.Second},
+		errc: make(chan error, 3),
+	}
+	for _, ln := range f.http {
+		go func() { w.errc <- w.ps.Serve(ln) }() // TLS, if any, already ended by the mux
+	}
+	if ls.tls != nil {
+		w.hs.TLSConfig = ls.tls.Clone()
+		go func() { w.errc <- w.hs.ServeTLS(ls.admin, "", "") }() // certificate from GetCertificate
+	} else {
+		go func() { w.errc <- w.hs.Serve(ls.admin) }()
+	}
+	shutdown := func(ctx context.Context) error { return errors.Join(w.hs.Shutdown(ctx), w.ps.Shutdown(ctx)) }
+	return w, shutdown, nil
+}
+
+// adminHandler is the admin API: Service Bus's ATOM entity API, the cluster API,
+// /healthz, /readyz, /metrics and, with --pprof, /debug/pprof/.
+func adminHandler(ctx context.Context, cfg Config, node *cluster.Node, srv *amqp.Server, ls *listeners, log *slog.Logger) (*admin.Handler, error) {
 	hc := admin.DefaultConfig()
 	hc.Store = node
-	// Ready while the node can serve and the AMQP listener accepts: a listener
-	// retrying a failing Accept (out of file descriptors) takes the node out of
-	// rotation instead of leaving it looking healthy while it serves no one.
+	hc.Cluster = node
 	// Ready for traffic: the metadata group and every local replica have a leader,
 	// every local replica is within reach of its leader's log (cluster.Node.CaughtUp),
 	// and the AMQP listeners accept: a listener retrying a failing Accept (out of file
@@ -204,74 +368,55 @@ func run(cfg Config) error {
 	})
 	if cfg.Pprof {
 		hc.Debug = pprofHandler()
-		log.Warn("--pprof: Go's profiler is served under /debug/pprof/ on the admin port", "admin", adminLn.Addr().String())
+		log.Warn("--pprof: Go's profiler is served under /debug/pprof/ on the admin port", "admin", ls.admin.Addr().String())
 	}
 	hc.Logger = log
 	hc.PartitionCount = int32(cfg.PartitionCount)
-	// The node serves the cluster API once it implements admin.Cluster; until then
-	// /$cluster/ answers 404 saying the node runs without a cluster.
-	if c, ok := any(node).(admin.Cluster); ok {
-		hc.Cluster = c
-	}
-	handler, err := admin.New(hc)
-	if err != nil {
-		return err
-	}
-	// AMQP over WebSockets shares the admin port (443-style: one HTTPS port for the
-	// management API and wss://host/$servicebus/websocket). One WebSocket message holds
-	// at most a few frames; bound it well above the frame size.
-	ws := amqpws.Handler(srv.ServeConn, max(1<<20, 4*int64(ac.MaxFrameSize)), log)
-	// The explorer web UI shares the admin port too: its page at "/", its assets and
-	// JSON API under /$ui/; every other path goes on to the WebSocket route and the
-	// admin API unchanged. Its SDK clients reach the AMQP server through a pipe.
+	return admin.New(hc)
+}
+
+// explorerHandler is the explorer web UI, which shares the admin port: its page at "/",
+// its assets and JSON API under /$ui/; every other path goes on to next (the WebSocket
+// route and the admin API) unchanged. Its SDK clients reach the AMQP server through a
+// pipe.
+func explorerHandler(cfg Config, node *cluster.Node, srv *amqp.Server, next http.Handler,
+	authorize func(*http.Request) error, ls *listeners, log *slog.Logger) (http.Handler, error) {
 	xc := explorer.DefaultConfig()
 	xc.Dial = func(context.Context) (net.Conn, error) {
 		client, server := net.Pipe()
 		srv.ServeConn(server)
 		return client, nil
 	}
-	xc.Authorize = handler.Authorize
-	xc.Next = amqpws.Route(ws, handler)
+	xc.Authorize = authorize
+	xc.Next = next
 	xc.Sessions = explorer.NodeSessions(node)
-	trust := caFile
+	trust := ls.caFile
 	if trust == "" {
 		trust = cfg.TLSCert
 	}
-	xc.Metrics = newClusterMetrics(cfg.NodeID, node.Registry(), hc.Cluster, tlsCfg != nil, trust)
+	xc.Metrics = newClusterMetrics(cfg.NodeID, node.Registry(), node, ls.tls != nil, trust)
 	xc.Logger = log
-	ui, err := explorer.New(xc)
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{Handler: ui, ReadHeaderTimeout: 10 * time.Second}
-	// On the AMQP ports: the admin API and AMQP over WebSockets, not the explorer.
-	ps := &http.Server{Handler: amqpws.Route(ws, handler), ReadHeaderTimeout: 10 * time.Second}
-	adminErr := make(chan error, 3)
-	for _, ln := range []net.Listener{amqpHTTP, amqpsHTTP} {
-		if ln != nil {
-			go func() { adminErr <- ps.Serve(ln) }() // TLS, if any, already ended by the mux
-		}
-	}
-	adminScheme := "http"
-	if tlsCfg != nil {
-		adminScheme = "https"
-		hs.TLSConfig = tlsCfg.Clone()
-		go func() { adminErr <- hs.ServeTLS(adminLn, "", "") }() // certificate from GetCertificate
-	} else {
-		go func() { adminErr <- hs.Serve(adminLn) }()
-	}
+	return explorer.New(xc)
+}
 
+// announce writes endpoints.json and connection-string, prints the banner for a person
+// at a terminal and logs where the node serves.
+func announce(cfg Config, node *cluster.Node, ls *listeners, log *slog.Logger) error {
 	name, key := node.DefaultKey()
 	sas := amqp.SASKey{Name: name, Key: key}
+	adminScheme := "http"
+	if ls.tls != nil {
+		adminScheme = "https"
+	}
 	ep := endpoints{
-		AMQP: clientLn.Addr().String(), Admin: adminLn.Addr().String(),
-		AdminURL: adminScheme + "://" + adminLn.Addr().String(), Cluster: node.ClusterAddr(), CA: caFile,
+		AMQP: ls.client().Addr().String(), Admin: ls.admin.Addr().String(),
+		AdminURL: adminScheme + "://" + ls.admin.Addr().String(), Cluster: node.ClusterAddr(), CA: ls.caFile,
 	}
-	if amqpLn != nil {
-		ep.ConnectionString = amqp.ConnectionString(amqpLn.Addr().String(), sas)
+	if ls.amqp != nil {
+		ep.ConnectionString = amqp.ConnectionString(ls.amqp.Addr().String(), sas)
 	}
-	if amqpsLn != nil {
-		ep.AMQPS = amqpsLn.Addr().String()
+	if ls.amqps != nil {
+		ep.AMQPS = ls.amqps.Addr().String()
 		ep.TLSConnectionString = tlsConnectionString(ep.AMQPS, sas)
 		if ep.ConnectionString == "" {
 			ep.ConnectionString = ep.TLSConnectionString
@@ -291,29 +436,7 @@ func run(cfg Config) error {
 		// (no secret) to trust it.
 		log.Warn("serving TLS with a self-signed development certificate; clients must trust its CA", "tls_ca_file", ep.CA)
 	}
-
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case err := <-adminErr:
-		return fmt.Errorf("admin API: %w", err)
-	case err := <-amqpErr:
-		return fmt.Errorf("AMQP listener: %w", err)
-	}
-	stop()
-	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	// Clients go first, so they reconnect to other nodes; then the node hands its
-	// leaderships over and leaves (when it can: cluster.Node gains Shutdown with the
-	// multi-node work), all within --shutdown-timeout; Close ends the rest.
-	errs := []error{hs.Shutdown(shutCtx), ps.Shutdown(shutCtx), srv.Close()}
-	if g, ok := any(node).(interface{ Shutdown(context.Context) error }); ok {
-		if err := g.Shutdown(shutCtx); err != nil {
-			errs = append(errs, fmt.Errorf("graceful leave: %w", err))
-		}
-	}
-	errs = append(errs, node.Close())
-	return errors.Join(errs...)
+	return nil
 }
 
 // printBanner prints, for a person at a terminal, where the node listens and the
@@ -342,9 +465,6 @@ func stdoutIsTerminal() bool {
 	fi, err := os.Stdout.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
-
-// defaultNamespace is the namespace name when neither --namespace nor Config.json names one.
-const defaultNamespace = "quorumbus"
 
 // readConfigJSON reads --config-json: a file path, or (a value containing "{") the
 // Config.json content itself, so a container can be configured by environment alone

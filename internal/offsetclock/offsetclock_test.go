@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 func newClock(t *testing.T, content string) (*Clock, string) {

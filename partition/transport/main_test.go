@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // TestMain fails the run if goroutines of this package or raft's transport outlive the

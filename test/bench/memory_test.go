@@ -20,8 +20,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/harness"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // Memory per stored message, as a user sees it: a real node process, N 1 KiB messages sent

@@ -17,8 +17,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/Azure/go-amqp"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/harness"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // spillBody is message i's 1 KiB body: its number, then filler that differs per message.

@@ -10,7 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // TestListSessionsStateUpdatedAfter: listing sessions with SessionStateUpdatedAfter

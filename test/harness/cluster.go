@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // Cluster is n quorumbus processes on 127.0.0.1 that form one cluster.

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/harness"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // scrape reads a node's /metrics and parses the Prometheus text format.

@@ -10,8 +10,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/quorumbus/quorumbus/internal/testutil"
 	"github.com/quorumbus/quorumbus/test/harness"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 func qbctl(t *testing.T, n *harness.Node, args ...string) string {

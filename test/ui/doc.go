@@ -5,4 +5,7 @@
 // QUORUMBUS_UI_CHROMIUM names another browser binary, and QUORUMBUS_UI_ARTIFACTS the
 // directory that receives a screenshot of each main page (default: the test's
 // temporary directory).
+//
+// It is a Go module of its own (go.mod here, with the product module replaced by ../..),
+// so that chromedp stays out of the product's go.mod; `make lint` vets it.
 package ui

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
-	"github.com/quorumbus/quorumbus/internal/backendtest"
+	"github.com/quorumbus/quorumbus/test/backendtest"
 )
 
 // TestBackendConformance runs the Backend scenarios on the real backend: this bridge

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumbus/quorumbus/cmd/internal/msgstate"
 	"github.com/quorumbus/quorumbus/cmd/internal/redrive"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -313,7 +314,7 @@ func messageOf(m *azservicebus.ReceivedMessage) Message {
 		return *p
 	}
 	out := Message{
-		MessageID: m.MessageID, State: stateName(m.State), EnqueuedTime: m.EnqueuedTime,
+		MessageID: m.MessageID, State: msgstate.Name(m.State), EnqueuedTime: m.EnqueuedTime,
 		ScheduledEnqueueTime: m.ScheduledEnqueueTime, ExpiresAt: m.ExpiresAt, DeliveryCount: m.DeliveryCount,
 		Subject: s(m.Subject), ContentType: s(m.ContentType), CorrelationID: s(m.CorrelationID),
 		SessionID: s(m.SessionID), PartitionKey: s(m.PartitionKey), To: s(m.To), ReplyTo: s(m.ReplyTo),
@@ -364,18 +365,6 @@ func jsonValue(v any) any {
 		return fmt.Sprintf("%x", x)
 	}
 	return fmt.Sprint(v)
-}
-
-func stateName(s azservicebus.MessageState) string {
-	switch s {
-	case azservicebus.MessageStateActive:
-		return "Active"
-	case azservicebus.MessageStateDeferred:
-		return "Deferred"
-	case azservicebus.MessageStateScheduled:
-		return "Scheduled"
-	}
-	return fmt.Sprint(int(s))
 }
 
 func (h *Handler) send(w http.ResponseWriter, r *http.Request, req SendRequest) error {

@@ -26,4 +26,8 @@
 // Goroutines: a test's sender confirmations are awaited by one goroutine of windowed,
 // the latency test's receiver runs on one more; both end before the test returns.
 // Only loopback broker addresses are accepted.
+//
+// It is a Go module of its own (go.mod here), so that the RabbitMQ, NATS and plotting
+// clients it alone uses stay out of the product's go.mod; `make test` and `make lint`
+// cover it (SUBMODS in the Makefile).
 package main

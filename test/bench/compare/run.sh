@@ -157,7 +157,8 @@ install() {
 
 build() {
 	mkdir -p "$BIN"
-	(cd "$ROOT" && go build -o "$BIN/" ./cmd/quorumbus ./cmd/qbctl ./test/bench/compare)
+	(cd "$ROOT" && go build -o "$BIN/" ./cmd/quorumbus ./cmd/qbctl)
+	(cd "$ROOT/test/bench/compare" && go build -o "$BIN/" .) # its own module (go.mod)
 }
 
 conditions() {
@@ -172,7 +173,7 @@ conditions() {
 	[[ " $SYSTEMS " != *" quorumbus"* ]] || echo "# quorumbus: $(cd "$ROOT" && git log -1 --format='%h %cs' 2>/dev/null || echo unknown) ($(cd "$ROOT" && git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo 'with local changes' || echo clean)); 3 nodes, --replicas 3${QB_ARGS:+ $QB_ARGS}, fsync on: a send is accepted once a quorum has fsynced it"
 	[[ " $SYSTEMS " != *" rabbit-"* ]] || echo "# rabbitmq-server $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null), erlang $(dpkg-query -W -f='${Version}' erlang-base 2>/dev/null): quorum queue, 3 replicas; each node fdatasyncs its Ra WAL before a confirm"
 	[[ " $SYSTEMS " != *" nats "* ]] || echo "# nats-server $(nats-server --version 2>/dev/null | awk '{print $NF}'): stream R3, file storage; no fsync per message (2.9 syncs in the background every 60 s), a PubAck means in 2 of 3 page caches"
-	echo "# clients: $(go version | awk '{print $3}'), $(cd "$ROOT" && go list -m -f '{{.Path}} {{.Version}}' github.com/Azure/go-amqp github.com/rabbitmq/amqp091-go github.com/nats-io/nats.go github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
+	echo "# clients: $(go version | awk '{print $3}'), $(cd "$ROOT/test/bench/compare" && go list -m -f '{{.Path}} {{.Version}}' github.com/Azure/go-amqp github.com/rabbitmq/amqp091-go github.com/nats-io/nats.go github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
 	echo "# load: N=$N messages of $SIZE bytes per throughput test, send windows $WINDOWS, receive prefetch $PREFETCH, latency at $LAT_RATE msg/s for $LAT_DUR (window 256), $REPS repetition(s), one connection per client, clients connect to the queue's leader"
 }
 

@@ -53,7 +53,7 @@ func TestBlockedFindsAGoroutineInSelect(t *testing.T) {
 		selectInTestutilBlocked(stop)
 	}()
 	defer func() { close(stop); <-done }()
-	fn := "github.com/quorumbus/quorumbus/internal/testutil.selectInTestutilBlocked"
+	fn := "github.com/quorumbus/quorumbus/test/testutil.selectInTestutilBlocked"
 	WaitFor(t, 5*time.Second, func() error {
 		if n := len(Blocked(fn)); n != 1 {
 			return fmt.Errorf("%d goroutines blocked in %s, want 1", n, fn)
