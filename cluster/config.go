@@ -31,6 +31,12 @@ type RaftTiming struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
+	// PartitionCommitTimeout is the partition groups' CommitTimeout (0: CommitTimeout).
+	// hashicorp/raft's leader sends each follower an AppendEntries that often even with
+	// nothing new, which is how a follower learns that the last entries were committed;
+	// for an idle group it is the largest periodic cost after heartbeats. The metadata
+	// group keeps CommitTimeout: every node reads its state.
+	PartitionCommitTimeout time.Duration
 	// NoSync skips fsync of Raft logs. Unsafe (S-DUR-1 no longer holds); tests only.
 	NoSync bool
 	// WholeBodies sends every message body as one Raft entry of its partition, as
@@ -56,6 +62,10 @@ func DefaultRaftTiming() RaftTiming {
 		ElectionTimeout:    time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
+		// A follower applies the last entries of a burst up to 1 s after its
+		// leader; nothing is read from a follower, and every later entry carries
+		// the commit index at once.
+		PartitionCommitTimeout: 500 * time.Millisecond,
 	}
 }
 

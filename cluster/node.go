@@ -736,6 +736,9 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 	pc.ElectionTimeout = n.cfg.Raft.ElectionTimeout
 	pc.LeaderLeaseTimeout = n.cfg.Raft.LeaderLeaseTimeout
 	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
+	if d := n.cfg.Raft.PartitionCommitTimeout; d > 0 {
+		pc.CommitTimeout = d
+	}
 	pc.NoSync = n.cfg.Raft.NoSync
 	pc.Bodies = n.bodies
 	pc.LogStore = n.logStore()

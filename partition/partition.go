@@ -140,6 +140,13 @@ func Open(cfg *Config) (*Partition, error) {
 		return fail(fmt.Errorf("partition: %w", err))
 	}
 	p.raft = r
+	if ls, ok := p.trans.(interface {
+		SetLeaderState(func() (uint64, bool))
+	}); ok {
+		// The transport coalesces the heartbeats of groups led here only while this
+		// raft leads at the heartbeat's term (transport.Groups, beats.go).
+		ls.SetLeaderState(func() (uint64, bool) { return r.CurrentTerm(), r.State() == raft.Leader })
+	}
 	if !hasState && len(cfg.Peers) > 0 {
 		if err := r.BootstrapCluster(raft.Configuration{Servers: cfg.Peers}).Error(); err != nil {
 			r.Shutdown().Error()

@@ -19,8 +19,9 @@ type GroupTransport struct {
 	closed   chan struct{}
 	once     sync.Once
 
-	mu sync.Mutex
-	hb func(raft.RPC) // owner: mu
+	mu          sync.Mutex
+	hb          func(raft.RPC)                    // owner: mu
+	leaderState func() (term uint64, leader bool) // SetLeaderState; owner: mu
 	// legacy speaks to peers of an older release (Groups doc); nil until first needed.
 	legacy       *raft.NetworkTransport // owner: mu
 	legacyStream *Layer                 // its route; owner: mu
@@ -44,11 +45,29 @@ func (t *GroupTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress
 	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
-// AppendEntries implements raft.Transport.
+// AppendEntries implements raft.Transport. A heartbeat is answered from the peer's
+// latest answer to the coalesced heartbeats when that is fresh (beats.go).
 func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	return t.call(id, target, rpcAppendEntries, args, resp, func(l *raft.NetworkTransport, a raft.ServerAddress) error {
 		return l.AppendEntries(id, a, args, resp)
 	})
+}
+
+// heartbeat sends a heartbeat over c, or answers it from c's beats.
+func (t *GroupTransport) heartbeat(c *conn, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	t.mu.Lock()
+	coalesce := t.leaderState != nil
+	t.mu.Unlock()
+	if coalesce && c.cachedHeartbeat(t, args, resp) {
+		t.g.stats.cachedHeartbeats.Add(1)
+		return nil
+	}
+	t.g.stats.heartbeatRPCs.Add(1)
+	if err := c.roundTrip(t.id, rpcAppendEntries, args, resp, t.g.cfg.Timeout); err != nil {
+		return err
+	}
+	c.heartbeatAnswered(t.id, args, resp)
+	return nil
 }
 
 // RequestVote implements raft.Transport.
@@ -84,6 +103,9 @@ func (t *GroupTransport) call(id raft.ServerID, target raft.ServerAddress, typ u
 	if !t.g.isLegacy(addr) {
 		p, err := t.g.peer(addr)
 		if err == nil {
+			if hb, ok := args.(*raft.AppendEntriesRequest); ok && isHeartbeat(hb) {
+				return t.heartbeat(p.c, hb, resp.(*raft.AppendEntriesResponse))
+			}
 			return p.c.roundTrip(t.id, typ, args, resp, t.g.cfg.Timeout)
 		}
 		if !errors.Is(err, errLegacy) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -60,6 +61,31 @@ type Groups struct {
 
 	done chan struct{}
 	wg   sync.WaitGroup
+
+	stats groupsStats
+}
+
+// groupsStats counts what Groups did, for Stats.
+type groupsStats struct {
+	rpcs, heartbeatRPCs, cachedHeartbeats, beatFrames, beatsServed atomic.Uint64
+}
+
+// GroupsStats are counters since NewGroups.
+type GroupsStats struct {
+	RPCs             uint64 // requests sent as frames of their own, heartbeats included
+	HeartbeatRPCs    uint64 // heartbeats among them
+	CachedHeartbeats uint64 // heartbeats answered from a coalesced heartbeat's answer
+	BeatFrames       uint64 // coalesced heartbeat frames sent
+	BeatsServed      uint64 // heartbeats handed to groups here from peers' beat frames
+}
+
+// Stats returns the counters.
+func (g *Groups) Stats() GroupsStats {
+	return GroupsStats{
+		RPCs: g.stats.rpcs.Load(), HeartbeatRPCs: g.stats.heartbeatRPCs.Load(),
+		CachedHeartbeats: g.stats.cachedHeartbeats.Load(), BeatFrames: g.stats.beatFrames.Load(),
+		BeatsServed: g.stats.beatsServed.Load(),
+	}
 }
 
 // GroupsConfig tunes Groups.
@@ -338,7 +364,8 @@ func (g *Groups) dial(addr raft.ServerAddress) (*conn, error) {
 		return nil, ErrClosed
 	}
 	c.pending = map[uint64]*call{}
-	if !g.goTracked(c.readResponses) {
+	c.beats, c.beaters = map[uint32]*beat{}, map[uint32]*GroupTransport{}
+	if !g.goTracked(c.readResponses) || !g.goTracked(c.beatLoop) {
 		c.fail(ErrClosed)
 		return nil, ErrClosed
 	}
@@ -392,6 +419,15 @@ func (g *Groups) serveConn(nc net.Conn) {
 		if err != nil {
 			c.fail(err)
 			return
+		}
+		if h.kind == kindBeat {
+			f, err := g.serveBeat(h.seq, body)
+			if err != nil {
+				c.fail(err)
+				return
+			}
+			c.send(f, true)
+			continue
 		}
 		if h.kind != kindRequest {
 			c.fail(fmt.Errorf("transport: unexpected frame kind %d", h.kind))
@@ -500,6 +536,10 @@ type conn struct {
 	err     error            // why it failed; owner: mu
 	seq     uint64           // last request sequence; owner: mu
 	pending map[uint64]*call // dialled connections: calls awaiting a response; owner: mu
+	// beats are the groups whose heartbeats this dialled connection coalesces
+	// (beats.go), with their transports; owner: mu.
+	beats   map[uint32]*beat
+	beaters map[uint32]*GroupTransport
 }
 
 // outFrame is a frame for the writer; a lazy one (a heartbeat or its answer) may wait
@@ -625,6 +665,13 @@ func (c *conn) readResponses() {
 			c.fail(err)
 			return
 		}
+		if h.kind == kindBeatAck {
+			if err := c.beatAcked(body); err != nil {
+				c.fail(err)
+				return
+			}
+			continue
+		}
 		if h.kind != kindResponse {
 			c.fail(fmt.Errorf("transport: unexpected frame kind %d", h.kind))
 			return
@@ -659,6 +706,7 @@ func (c *conn) roundTrip(group uint32, typ uint8, args, resp any, timeout time.D
 		c.forget(seq)
 		return err
 	}
+	c.g.stats.rpcs.Add(1)
 	if !c.send(f, typ == rpcAppendEntries && isHeartbeat(args)) {
 		c.forget(seq)
 		return fmt.Errorf("transport: connection lost: %w", c.failure())

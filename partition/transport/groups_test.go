@@ -91,6 +91,9 @@ func startGroup(t testing.TB, id uint32, nodes []*testNode, edit func(*raft.Conf
 		if err != nil {
 			t.Fatal(err)
 		}
+		if gt, ok := tr.(*GroupTransport); ok {
+			gt.SetLeaderState(func() (uint64, bool) { return r.CurrentTerm(), r.State() == raft.Leader })
+		}
 		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 			t.Fatal(err)
 		}
@@ -379,4 +382,102 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// Idle groups between nodes with Groups send their heartbeats as one beat frame per
+// pair of nodes: raft's heartbeats are answered from the beats' answers, no leader
+// steps down for want of them, and no follower starts an election.
+func TestGroupsCoalesceHeartbeats(t *testing.T) {
+	nodes := []*testNode{newTestNode(t, "a", false), newTestNode(t, "b", false), newTestNode(t, "c", false)}
+	prod := func(c *raft.Config) {
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+		c.CommitTimeout = 5 * time.Second // only heartbeats while idle
+	}
+	var groups []*testGroup
+	for id := uint32(1); id <= 16; id++ {
+		groups = append(groups, startGroup(t, id, nodes, prod))
+	}
+	for _, g := range groups {
+		g.apply(t, "x")
+	}
+	terms := func() []uint64 {
+		var out []uint64
+		for _, g := range groups {
+			var term uint64
+			for _, r := range g.rafts {
+				if r.State() == raft.Leader {
+					term = r.CurrentTerm()
+				}
+			}
+			out = append(out, term)
+		}
+		return out
+	}
+	before := terms()
+	var s0 []GroupsStats
+	for _, n := range nodes {
+		s0 = append(s0, n.groups.Stats())
+	}
+	time.Sleep(3 * time.Second) // an idle interval: what happens in it is the subject
+	after := terms()
+	for i := range groups {
+		if before[i] == 0 || after[i] != before[i] {
+			t.Errorf("group %d: leader's term %d before the idle interval, %d after", groups[i].id, before[i], after[i])
+		}
+	}
+	var cached, hbRPCs, served uint64
+	for i, n := range nodes {
+		s := n.groups.Stats()
+		cached += s.CachedHeartbeats - s0[i].CachedHeartbeats
+		hbRPCs += s.HeartbeatRPCs - s0[i].HeartbeatRPCs
+		served += s.BeatsServed - s0[i].BeatsServed
+	}
+	// 16 leaders with 2 followers each heartbeat 5 to 10 times a second: about 500
+	// to 1,000 heartbeats in 3 s, and about 900 beaten by the 100 ms beat frames.
+	if cached < 300 || hbRPCs > cached/10 || served < 500 {
+		t.Errorf("in 3 s: %d heartbeats answered from beats, %d sent as RPCs, %d beats served", cached, hbRPCs, served)
+	}
+}
+
+// When a node dies, the groups it led hear no more beats and elect new leaders on the
+// others, and a leadership transfer between live nodes works as before.
+func TestGroupsFailoverWithCoalescedHeartbeats(t *testing.T) {
+	nodes := []*testNode{newTestNode(t, "a", false), newTestNode(t, "b", false), newTestNode(t, "c", false)}
+	var groups []*testGroup
+	for id := uint32(1); id <= 8; id++ {
+		groups = append(groups, startGroup(t, id, nodes, nil))
+	}
+	for _, g := range groups {
+		g.apply(t, "x")
+	}
+	// Every group led by a: transfer those led elsewhere.
+	a := nodes[0]
+	for _, g := range groups {
+		deadline := time.Now().Add(30 * time.Second)
+		for g.rafts[0].State() != raft.Leader {
+			for _, r := range g.rafts {
+				if r.State() == raft.Leader {
+					_ = r.LeadershipTransferToServer(a.id, a.addr()).Error()
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group %d: a did not become leader", g.id)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	time.Sleep(time.Second) // beats flowing from a for a while
+	// a dies: its rafts stop, its port closes.
+	for _, g := range groups {
+		g.rafts[0].Shutdown().Error()
+	}
+	a.groups.Close()
+	a.mux.Close()
+	start := time.Now()
+	for _, g := range groups {
+		g.rafts, g.fsms = g.rafts[1:], g.fsms[1:]
+		g.apply(t, "after")
+		g.awaitApplied(t, 2)
+	}
+	t.Logf("every group led again and applying %v after its leader's node stopped", time.Since(start))
 }
