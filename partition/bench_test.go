@@ -268,3 +268,23 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkEnqueueCommitTimeout: closed-loop sends (one sender, then 256) with
+// hashicorp/raft's default CommitTimeout (50 ms) and with the 500 ms the cluster gives
+// partition groups (cluster.RaftTiming.PartitionCommitTimeout), in ABBA order.
+func BenchmarkEnqueueCommitTimeout(b *testing.B) {
+	for _, senders := range []int{1, benchSenders} {
+		for _, ct := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond, 50 * time.Millisecond} {
+			b.Run(fmt.Sprintf("senders=%d/commit=%v", senders, ct), func(b *testing.B) {
+				c := benchCluster(b, 1, func(cfg *Config) { cfg.CommitTimeout = ct })
+				_, lp := c.leader(1, time.Second)
+				payload := make([]byte, 1024)
+				ctx := ctxT(b, 10*time.Minute)
+				runConcurrent(b, b.N, senders, "msgs", func(i int) error {
+					_, err := lp.Enqueue(ctx, []*fsm.Message{msg("m", payload)})
+					return err
+				})
+			})
+		}
+	}
+}
