@@ -364,6 +364,7 @@ func (g *Groups) dial(addr raft.ServerAddress) (*conn, error) {
 		return nil, ErrClosed
 	}
 	c.pending = map[uint64]*call{}
+	c.lastRecv.Store(time.Now().UnixNano())
 	c.beats, c.beaters = map[uint32]*beat{}, map[uint32]*GroupTransport{}
 	if !g.goTracked(c.readResponses) || !g.goTracked(c.beatLoop) {
 		c.fail(ErrClosed)
@@ -531,6 +532,9 @@ type conn struct {
 	br   *bufio.Reader
 	out  chan outFrame // frames for the writer
 	dead chan struct{} // closed by fail
+	// lastRecv is when a frame last arrived (Unix ns; dialled connections), so that a
+	// connection whose peer went silent is dropped and dialled again.
+	lastRecv atomic.Int64
 
 	mu      sync.Mutex
 	err     error            // why it failed; owner: mu
@@ -665,6 +669,7 @@ func (c *conn) readResponses() {
 			c.fail(err)
 			return
 		}
+		c.lastRecv.Store(time.Now().UnixNano())
 		if h.kind == kindBeatAck {
 			if err := c.beatAcked(body); err != nil {
 				c.fail(err)
@@ -718,6 +723,12 @@ func (c *conn) roundTrip(group uint32, typ uint8, args, resp any, timeout time.D
 		return cl.err
 	case <-t.C:
 		if c.forget(seq) {
+			// A peer that answered nothing at all (not even a coalesced heartbeat)
+			// for that long may be gone without a reset reaching us (a partition, a
+			// dead host): drop the connection, so the next call dials again.
+			if time.Since(time.Unix(0, c.lastRecv.Load())) >= timeout {
+				c.fail(fmt.Errorf("transport: %s silent for %v", c.nc.RemoteAddr(), timeout))
+			}
 			return fmt.Errorf("transport: no response within %v", timeout)
 		}
 		<-cl.done // answered meanwhile

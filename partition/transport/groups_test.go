@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bufio"
 	"fmt"
 	"runtime"
 	"sync"
@@ -480,4 +481,52 @@ func TestGroupsFailoverWithCoalescedHeartbeats(t *testing.T) {
 		g.awaitApplied(t, 2)
 	}
 	t.Logf("every group led again and applying %v after its leader's node stopped", time.Since(start))
+}
+
+// A peer that answers the hello and then nothing (a paused process, a partition that
+// swallows packets) fails the call after Timeout, and its connection is dropped, so the
+// next call dials again instead of waiting on a dead connection for good.
+func TestGroupsDropASilentConnection(t *testing.T) {
+	a := newMux(t)
+	g, err := NewGroups(a, raft.ServerAddress(a.Addr().String()), GroupsConfig{Timeout: 300 * time.Millisecond, Logger: hclog.NewNullLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	silent := newMux(t)
+	l, err := silent.Route(TypeGroups, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			if _, _, err := readFrame(br); err == nil {
+				c.Write(frame(kindHello, 0, 0, groupsVersion, nil)) // and then nothing
+			}
+			accepted <- struct{}{}
+		}
+	}()
+	tr, err := g.Transport(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	addr := raft.ServerAddress(silent.Addr().String())
+	for i := 0; i < 2; i++ {
+		var resp raft.RequestVoteResponse
+		if err := tr.RequestVote("s", addr, &raft.RequestVoteRequest{Term: 1}, &resp); err == nil {
+			t.Fatal("a silent peer answered")
+		}
+		select {
+		case <-accepted:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("call %d: no connection dialled", i+1)
+		}
+	}
 }
