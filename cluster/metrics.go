@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 	"github.com/quorumbus/quorumbus/partition"
 )
 
@@ -203,7 +204,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 
 	now := n.clock.Now()
 	live := n.aliveSet()
-	want := wantReplicas(n.cfg.Replicas, len(registered))
+	want := placement.Want(n.cfg.Replicas, len(registered))
 	for id, r := range reps {
 		name := names[id]
 		if name == "" {

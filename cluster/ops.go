@@ -13,6 +13,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 )
 
 // The operator surface (admin.Cluster, qbctl cluster/node/partition) and the graceful
@@ -138,7 +139,7 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 		digests = n.digestsEverywhere(ctx)
 	}
 	alive := n.aliveSet()
-	want := wantReplicas(n.cfg.Replicas, n.registeredNodes())
+	want := placement.Want(n.cfg.Replicas, n.registeredNodes())
 	var out []admin.PartitionStatus
 	for _, pl := range pls {
 		for i, p := range pl.Partitions {

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 )
 
 // Replication factor. Placement gives a new group min(--replicas, live nodes) replicas
@@ -19,12 +20,6 @@ import (
 // alive than it should have: --replicas, capped by the registered nodes (a node that is
 // down still counts until `qbctl node remove`). Its leader exports that
 // (quorumbus_partition_under_replicated) and logs each change.
-
-// wantReplicas is how many replicas each group should have: --replicas, capped by the
-// registered nodes.
-func wantReplicas(replicas, registered int) int {
-	return max(min(replicas, registered), 1)
-}
 
 // liveVoters counts the voters among servers that alive holds.
 func liveVoters(servers []raft.Server, alive map[string]bool) int {
@@ -59,7 +54,7 @@ func (n *Node) registeredNodes() int {
 // and when it has all its replicas again. Called by reconcile, with recMu held.
 func (n *Node) noteReplication(lead []*replica) {
 	alive := n.aliveSet()
-	want := wantReplicas(n.cfg.Replicas, n.registeredNodes())
+	want := placement.Want(n.cfg.Replicas, n.registeredNodes())
 	led := map[uint32]bool{}
 	for _, r := range lead {
 		id := r.cfg.GroupID
@@ -93,7 +88,7 @@ func (n *Node) noteReplication(lead []*replica) {
 
 // raiseReplicas (on the metadata leader) adds replicas to the placement of every group
 // that has fewer than --replicas while other nodes are alive: nodes that are not
-// draining first, a draining one only when nothing else can host it (addReplicas). A
+// draining first, a draining one only when nothing else can host it (placement.Add). A
 // group with no replica left is not raised: its data is gone. One SetPlacement per
 // entity whose placement changes.
 func (n *Node) raiseReplicas(ctx context.Context) {
@@ -115,7 +110,7 @@ func (n *Node) raiseReplicas(ctx context.Context) {
 			if len(p.Replicas) == 0 || len(p.Replicas) >= want {
 				continue
 			}
-			if add := addReplicas(p.Replicas, zones, cands, want); len(add) > 0 {
+			if add := placement.Add(p.Replicas, zones, cands, want); len(add) > 0 {
 				reps[i] = append(reps[i], add...)
 				changed = true
 			}
@@ -167,7 +162,7 @@ func (n *Node) replicasPendingHere() string {
 	var lacking string
 	mine := map[uint32]string{}
 	n.meta.read(func(s *meta.State) {
-		want := wantReplicas(n.cfg.Replicas, len(s.Nodes()))
+		want := placement.Want(n.cfg.Replicas, len(s.Nodes()))
 		for _, pl := range s.Placements() {
 			for i, p := range pl.Partitions {
 				name := fmt.Sprintf("partition %d of %s", i, pl.Entity)
