@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 )
 
@@ -26,10 +27,10 @@ const catchUpSlack = 64
 
 // registerSelf records this node in the metadata (on the metadata leader).
 func (n *Node) registerSelf(ctx context.Context) error {
-	return n.register(ctx, member{memberMeta: memberMeta{ID: n.cfg.NodeID, Cluster: n.adv, Zone: n.cfg.Zone, Inc: n.inc}})
+	return n.register(ctx, gossip.Member{Meta: gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, Zone: n.cfg.Zone, Inc: n.inc}})
 }
 
-func (n *Node) register(ctx context.Context, m member) error {
+func (n *Node) register(ctx context.Context, m gossip.Member) error {
 	var old meta.Node
 	var ok bool
 	n.meta.read(func(s *meta.State) { old, ok = s.Node(m.ID) })
@@ -74,13 +75,13 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 	// A node RemoveNode removed still gossips until its operator stops it: it is neither
 	// registered again nor added back to the group (returning on an empty data directory,
 	// with a new incarnation, it is a new node).
-	var members []member
-	for _, m := range n.gossip.members() {
+	var members []gossip.Member
+	for _, m := range n.gossip.Members() {
 		if m.ID == n.cfg.NodeID || !n.wasRemoved(m) {
 			members = append(members, m)
 		}
 	}
-	alive := map[string]member{}
+	alive := map[string]gossip.Member{}
 	for _, m := range members {
 		alive[m.ID] = m
 		if err := n.register(ctx, m); err != nil {
@@ -310,7 +311,7 @@ func (n *Node) transferLocal(groupID uint32, to string) error {
 // decision, qbctl node remove).
 func (n *Node) replaceDead(ctx context.Context, deadSince map[string]time.Time) {
 	alive := map[string]bool{}
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		alive[m.ID] = true
 	}
 	var nodes []meta.Node

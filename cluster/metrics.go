@@ -272,7 +272,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMetaApply, float64(n.meta.appliedIndex()))
 	if n.gossip != nil {
 		alive := map[string]bool{}
-		for _, m := range n.gossip.members() {
+		for _, m := range n.gossip.Members() {
 			alive[m.ID] = true
 		}
 		failed := 0
@@ -283,7 +283,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descMembers, float64(len(alive)), "alive")
 		gauge(descMembers, float64(failed), "failed")
-		gauge(descHealth, float64(n.gossip.ml.GetHealthScore()))
+		gauge(descHealth, float64(n.gossip.HealthScore()))
 	}
 	// The same check as /readyz: on a node that follows others, one GroupStatus call per
 	// leading node, bounded so that an unreachable peer cannot stall the scrape.

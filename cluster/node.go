@@ -6,8 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/internal/durable"
@@ -38,7 +39,7 @@ type Node struct {
 	clock  Clock
 	mux    *transport.Mux
 	meta   *metaGroup
-	gossip *gossip
+	gossip *gossip.Gossip
 	rpc    *rpcLayer
 	adv    string            // advertised cluster address
 	inc    string            // incarnation of the data directory
@@ -195,19 +196,23 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.rpc, err = startRPC(n); err != nil {
 		return fail(err)
 	}
-	self := memberMeta{ID: cfg.NodeID, Cluster: n.adv, AMQP: cfg.AMQPAddr, Admin: cfg.AdminAddr, Zone: cfg.Zone,
-		Formed: n.meta.hadState, Inc: n.inc}
-	if n.gossip, err = startGossip(mux, self, cfg.GossipKey, cfg.GossipAcceptKeys, n.changed, n.memberlistLogger(), n.log); err != nil {
+	if n.gossip, err = n.startGossip(); err != nil {
 		return fail(err)
 	}
 	if len(cfg.Join) > 0 {
 		n.wg.Add(1)
-		go n.joinLoop()
+		go func() {
+			defer n.wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { <-n.closing; cancel() }()
+			n.gossip.KeepJoined(ctx, n.otherJoinAddrs)
+		}()
 	}
 	if err := n.formOrJoin(ctx); err != nil {
 		return fail(err)
 	}
-	n.gossip.setFormed()
+	n.gossip.SetFormed()
 	if err := n.bootstrap(ctx); err != nil {
 		return fail(err)
 	}
@@ -249,8 +254,31 @@ func (n *Node) ClusterAddr() string { return n.mux.Addr().String() }
 // raft's ordinary events at debug, its per-RPC failures limited (internal/hashilog).
 func (n *Node) raftLogger(name string) hclog.Logger { return n.libLog.Raft("raft." + name) }
 
-// memberlistLogger is memberlist's logger, through the node's slog logger like raft's.
-func (n *Node) memberlistLogger() *log.Logger { return n.libLog.Memberlist() }
+// startGossip starts this node's membership: gossip packets over UDP on the cluster
+// port's host and number, memberlist's streams over the cluster port's mux
+// (transport.TypeGossip), memberlist's lines through the node's slog logger like raft's.
+func (n *Node) startGossip() (*gossip.Gossip, error) {
+	layer, err := n.mux.Route(transport.TypeGossip, 0)
+	if err != nil {
+		return nil, err
+	}
+	bound := n.mux.Addr().(*net.TCPAddr)
+	return gossip.Start(gossip.Config{
+		Self: gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, AMQP: n.cfg.AMQPAddr, Admin: n.cfg.AdminAddr, Zone: n.cfg.Zone,
+			Formed: n.meta.hadState, Inc: n.inc},
+		Bind:    &net.UDPAddr{IP: bound.IP, Port: bound.Port},
+		Streams: gossipStreams{layer},
+		Key:     n.cfg.GossipKey, AcceptKeys: n.cfg.GossipAcceptKeys,
+		Changed: n.changed, Logger: n.libLog.Memberlist(), Events: n.log,
+	})
+}
+
+// gossipStreams is the cluster port's gossip route as gossip.Streams.
+type gossipStreams struct{ *transport.Layer }
+
+func (s gossipStreams) Dial(addr string, timeout time.Duration) (net.Conn, error) {
+	return s.Layer.Dial(raft.ServerAddress(addr), timeout)
+}
 
 // incarnation returns the random identity of this data directory, created with it: a
 // node restarted on an empty disk has a new one.
@@ -271,41 +299,6 @@ func incarnation(dir string) (string, error) {
 		return "", fmt.Errorf("cluster: %w", err)
 	}
 	return inc, nil
-}
-
-// joinLoop contacts the --join addresses until gossip reaches one of them, with
-// backoff; names are resolved again on every try. While the node sees no peer it keeps
-// trying (a whole cluster restarted with new addresses finds itself again).
-func (n *Node) joinLoop() {
-	defer n.wg.Done()
-	backoff := 100 * time.Millisecond
-	joined := false
-	for {
-		if !joined || len(n.gossip.members()) <= 1 {
-			if err := n.gossip.join(n.otherJoinAddrs()); err != nil {
-				n.log.Debug("join", "addrs", n.cfg.Join, "err", err)
-				joined = false
-			} else {
-				if !joined {
-					n.log.Info("joined the cluster's gossip", "via", n.cfg.Join)
-				}
-				joined = true
-				backoff = time.Second
-			}
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-n.closing:
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if !joined {
-			backoff = min(backoff*2, 5*time.Second)
-		} else {
-			backoff = 5 * time.Second
-		}
-	}
 }
 
 // otherJoinAddrs is --join without this node's own address.
@@ -335,7 +328,7 @@ func (n *Node) formOrJoin(ctx context.Context) error {
 		// --join and --bootstrap-expect 1 joins an existing cluster, it never forms its
 		// own (it could see another new node before the cluster and split it).
 		if !n.meta.hadState && n.cfg.BootstrapExpect >= 2 {
-			ms := n.gossip.members()
+			ms := n.gossip.Members()
 			formed := false
 			for _, m := range ms {
 				formed = formed || m.Formed
@@ -360,7 +353,7 @@ func (n *Node) formOrJoin(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: no metadata leader (seen %d of %d expected nodes): %w",
-				len(n.gossip.members()), n.cfg.BootstrapExpect, ctx.Err())
+				len(n.gossip.Members()), n.cfg.BootstrapExpect, ctx.Err())
 		case <-n.closing:
 			return ErrClosed
 		case <-t.C:
@@ -760,10 +753,8 @@ func (n *Node) addrOf(id string) string {
 		return n.adv
 	}
 	if n.gossip != nil {
-		for _, m := range n.gossip.members() {
-			if m.ID == id {
-				return m.Cluster
-			}
+		if m, ok := n.gossip.Member(id); ok {
+			return m.Cluster
 		}
 	}
 	var addr string
@@ -797,7 +788,7 @@ func (n *Node) Close() error {
 			err = errors.Join(err, n.meta.close())
 		}
 		if n.gossip != nil {
-			err = errors.Join(err, n.gossip.close())
+			err = errors.Join(err, n.gossip.Close())
 		}
 		err = errors.Join(err, n.mux.Close())
 	})

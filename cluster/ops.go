@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
+	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cluster/placement"
 )
@@ -26,12 +27,12 @@ func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
 	out := map[string][]GroupInfo{n.cfg.NodeID: n.localGroupStatus(nil)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		if m.ID == n.cfg.NodeID {
 			continue
 		}
 		wg.Add(1)
-		go func(m member) {
+		go func(m gossip.Member) {
 			defer wg.Done()
 			var gs []GroupInfo
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -79,7 +80,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 			members[nd.ID].State = "draining"
 		}
 	}
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		mb := members[m.ID]
 		if mb == nil {
 			mb = &admin.Member{ID: m.ID}
@@ -317,7 +318,7 @@ func (s *rpcService) HandOver(req *TransferReq, resp *WireErr) error {
 // the gossip; the caller then calls Close. A lone node has nobody to hand over to.
 func (n *Node) Shutdown(ctx context.Context) error {
 	err := n.handOverLogged(ctx, "graceful stop")
-	n.gossip.leave(2 * time.Second)
+	n.gossip.Leave(2 * time.Second)
 	return err
 }
 
@@ -459,7 +460,7 @@ func (n *Node) substitute(have []string, gone string) string {
 	v := n.placementView()
 	load, draining := v.load, v.draining
 	best, bestLoad := "", 0
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		if m.ID == gone || draining[m.ID] || containsNode(have, m.ID) || m.State != "alive" {
 			continue
 		}
@@ -494,7 +495,7 @@ func (n *Node) localDigests() map[uint32]string {
 // digestsEverywhere asks every live node for the digests of the replicas it hosts.
 func (n *Node) digestsEverywhere(ctx context.Context) map[string]map[uint32]string {
 	out := map[string]map[uint32]string{n.cfg.NodeID: n.localDigests()}
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		if m.ID == n.cfg.NodeID {
 			continue
 		}
@@ -524,7 +525,7 @@ func (s *rpcService) MetaDigest(_ struct{}, resp *MetaDigest) error {
 // metaDigestsEverywhere asks every live node for its metadata digest.
 func (n *Node) metaDigestsEverywhere(ctx context.Context) map[string]MetaDigest {
 	out := map[string]MetaDigest{n.cfg.NodeID: n.meta.digest()}
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		if m.ID == n.cfg.NodeID {
 			continue
 		}

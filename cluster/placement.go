@@ -3,6 +3,7 @@ package cluster
 import (
 	"sort"
 
+	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cluster/placement"
 )
@@ -23,7 +24,7 @@ func (n *Node) place(partitions int32) [][]string {
 func (n *Node) candidates() placement.View {
 	byID := map[string]*placement.Node{n.cfg.NodeID: {ID: n.cfg.NodeID, Zone: n.cfg.Zone}}
 	if n.gossip != nil {
-		for _, m := range n.gossip.members() {
+		for _, m := range n.gossip.Members() {
 			if m.ID != n.cfg.NodeID && n.wasRemoved(m) {
 				continue // removed, not stopped yet
 			}
@@ -61,7 +62,7 @@ func (n *Node) candidates() placement.View {
 // sees it with), so that placement puts no replica on it while it still runs.
 func (n *Node) markRemoved(id string) {
 	inc := ""
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		if m.ID == id {
 			inc = m.Inc
 		}
@@ -73,7 +74,7 @@ func (n *Node) markRemoved(id string) {
 
 // wasRemoved reports whether m is a node RemoveNode removed, in the same incarnation
 // (a node that returns on an empty data directory is a new node).
-func (n *Node) wasRemoved(m member) bool {
+func (n *Node) wasRemoved(m gossip.Member) bool {
 	n.removedMu.Lock()
 	defer n.removedMu.Unlock()
 	inc, ok := n.removed[m.ID]

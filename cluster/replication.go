@@ -36,7 +36,7 @@ func liveVoters(servers []raft.Server, alive map[string]bool) int {
 func (n *Node) aliveSet() map[string]bool {
 	alive := map[string]bool{n.cfg.NodeID: true}
 	if n.gossip != nil {
-		for _, m := range n.gossip.members() {
+		for _, m := range n.gossip.Members() {
 			alive[m.ID] = true
 		}
 	}
