@@ -39,7 +39,7 @@ func memberIDs(n *Node) (gossip, raftIDs []string) {
 	for _, m := range n.gossip.Members() {
 		gossip = append(gossip, m.ID)
 	}
-	for _, s := range n.meta.servers() {
+	for _, s := range n.meta.Servers() {
 		raftIDs = append(raftIDs, string(s.ID))
 	}
 	return gossip, raftIDs

@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // The events an operator reads in the node log at info (docs/operations.md § What is
@@ -13,31 +11,15 @@ import (
 // own lines go to debug (internal/hashilog).
 
 // logMetaLeader logs each change of the metadata group's leader as this node sees it,
-// until the node closes. Raft's observer drops observations when the channel is full
-// (blocking false), so a slow log never holds up the group; the next change is logged.
-func (n *Node) logMetaLeader() {
-	defer n.wg.Done()
-	ch := make(chan raft.Observation, 16)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	n.meta.raft.RegisterObserver(obs)
-	defer n.meta.raft.DeregisterObserver(obs)
-	for {
-		select {
-		case <-n.closing:
+// until ctx ends (metagroup.Group.WatchLeader).
+func (n *Node) logMetaLeader(ctx context.Context) {
+	n.meta.WatchLeader(ctx, func(leader string, term uint64) {
+		if leader == "" {
+			n.log.Info("metadata group has no leader", "term", term)
 			return
-		case o := <-ch:
-			lo := o.Data.(raft.LeaderObservation)
-			if lo.LeaderID == "" {
-				n.log.Info("metadata group has no leader", "term", n.meta.raft.CurrentTerm())
-				continue
-			}
-			n.log.Info("metadata leader changed", "leader", string(lo.LeaderID), "term", n.meta.raft.CurrentTerm(),
-				"this_node", string(lo.LeaderID) == n.cfg.NodeID)
 		}
-	}
+		n.log.Info("metadata leader changed", "leader", leader, "term", term, "this_node", leader == n.cfg.NodeID)
+	})
 }
 
 // handOverLogged is handOver for a drain or a graceful stop (why), logged at info when

@@ -49,7 +49,7 @@ func (n *Node) idleCandidates(now int64) []idleCandidate {
 	expired := func(last int64, idle time.Duration) bool {
 		return idle > 0 && idle < meta.Never && last+(idle+partition.PeekActivityGranularity).Milliseconds() <= now
 	}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, q := range s.Queues() {
 			if last := max(q.CreatedAt, q.UpdatedAt); expired(last, q.Properties.AutoDeleteOnIdle) {
 				out = append(out, idleCandidate{name: q.Name, kind: meta.KindQueue, idle: q.Properties.AutoDeleteOnIdle, last: last})

@@ -145,7 +145,7 @@ func TestS_IDLE_1_AcrossNodes(t *testing.T) {
 	defer cancel()
 	var leader, other *Node
 	for _, nd := range nodes {
-		if nd.meta.isLeader() {
+		if nd.meta.IsLeader() {
 			leader = nd
 		} else {
 			other = nd

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 )
 
 // Membership changes. Gossip says who is alive; the metadata leader records nodes
@@ -33,12 +34,12 @@ func (n *Node) registerSelf(ctx context.Context) error {
 func (n *Node) register(ctx context.Context, m gossip.Member) error {
 	var old meta.Node
 	var ok bool
-	n.meta.read(func(s *meta.State) { old, ok = s.Node(m.ID) })
+	n.meta.Read(func(s *meta.State) { old, ok = s.Node(m.ID) })
 	want := meta.Node{ID: m.ID, Addr: m.Cluster, Zone: m.Zone, Incarnation: m.Inc, Draining: old.Draining}
 	if ok && old == want {
 		return nil
 	}
-	return n.meta.propose(ctx, &meta.PutNode{Node: want})
+	return n.meta.Propose(ctx, &meta.PutNode{Node: want})
 }
 
 // metaLoop runs the metadata leader's duties: register live nodes, grow the metadata
@@ -56,7 +57,7 @@ func (n *Node) metaLoop() {
 			return
 		case <-t.C:
 		}
-		if !n.meta.isLeader() {
+		if !n.meta.IsLeader() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -88,7 +89,7 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 			n.log.Warn("register node", "node", m.ID, "err", err)
 		}
 	}
-	servers := n.meta.servers()
+	servers := n.meta.Servers()
 	in := map[string]raft.Server{}
 	voters := 0
 	for _, s := range servers {
@@ -102,8 +103,7 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 		if _, ok := in[m.ID]; ok {
 			continue
 		}
-		f := n.meta.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.Cluster), 0, 5*time.Second)
-		if err := f.Error(); err != nil {
+		if err := n.meta.AddNonvoter(m.ID, m.Cluster, 5*time.Second); err != nil {
 			n.log.Warn("add metadata non-voter", "node", m.ID, "err", err)
 			return
 		}
@@ -119,7 +119,7 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 	if voters >= target {
 		return
 	}
-	last := n.meta.raft.LastIndex()
+	last, _ := n.meta.Indexes()
 	var cands []string
 	for _, s := range servers {
 		if s.Suffrage == raft.Nonvoter {
@@ -130,12 +130,11 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 	}
 	cands = n.spreadZones(cands, servers)
 	for _, id := range cands {
-		st, err := n.peerStatus(ctx, id, metaGroupID)
+		st, err := n.peerStatus(ctx, id, metagroup.ID)
 		if err != nil || st.Applied+catchUpSlack < last {
 			continue
 		}
-		f := n.meta.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(alive[id].Cluster), 0, 5*time.Second)
-		if err := f.Error(); err != nil {
+		if err := n.meta.AddVoter(id, alive[id].Cluster, 5*time.Second); err != nil {
 			n.log.Warn("promote metadata voter", "node", id, "err", err)
 		} else {
 			n.log.Info("metadata group: promoted voter", "node", id)
@@ -148,7 +147,7 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 // first.
 func (n *Node) spreadZones(cands []string, servers []raft.Server) []string {
 	zoneOf := map[string]string{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, nd := range s.Nodes() {
 			zoneOf[nd.ID] = nd.Zone
 		}
@@ -184,7 +183,7 @@ func (n *Node) peerStatus(ctx context.Context, id string, groupID uint32) (Group
 }
 
 // localGroupStatus describes the groups hosted here (all when ids is empty); group
-// metaGroupID is the metadata group.
+// metagroup.ID is the metadata group.
 func (n *Node) localGroupStatus(ids []uint32) []GroupInfo {
 	var out []GroupInfo
 	want := func(id uint32) bool {
@@ -198,9 +197,10 @@ func (n *Node) localGroupStatus(ids []uint32) []GroupInfo {
 		}
 		return false
 	}
-	if want(metaGroupID) && len(ids) > 0 {
-		st := GroupInfo{Group: metaGroupID, Leader: n.meta.leader(), IsLeader: n.meta.isLeader(),
-			LastIndex: n.meta.raft.LastIndex(), Applied: n.meta.raft.AppliedIndex()}
+	if want(metagroup.ID) && len(ids) > 0 {
+		last, applied := n.meta.Indexes()
+		st := GroupInfo{Group: metagroup.ID, Leader: n.meta.Leader(), IsLeader: n.meta.IsLeader(),
+			LastIndex: last, Applied: applied}
 		out = append(out, st)
 	}
 	n.mu.RLock()
@@ -316,7 +316,7 @@ func (n *Node) replaceDead(ctx context.Context, deadSince map[string]time.Time) 
 	}
 	var nodes []meta.Node
 	hosts := map[string]bool{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		nodes = s.Nodes()
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
@@ -359,7 +359,7 @@ func (n *Node) balanceLeaders(ctx context.Context) {
 	for id, gs := range everywhere {
 		for _, g := range gs {
 			want, ok := pref[g.Group]
-			if !g.IsLeader || g.Group == metaGroupID || !ok || want == id || draining[want] || moved >= 2 {
+			if !g.IsLeader || g.Group == metagroup.ID || !ok || want == id || draining[want] || moved >= 2 {
 				continue
 			}
 			// Only to a node that just answered: raft blocks the group's writes until a
@@ -392,7 +392,7 @@ type placementView struct {
 
 func (n *Node) placementView() placementView {
 	v := placementView{draining: map[string]bool{}, load: map[string]int{}, preferred: map[uint32]string{}}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, nd := range s.Nodes() {
 			v.draining[nd.ID] = nd.Draining
 		}

@@ -187,7 +187,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	// Display names and the registered nodes, from the local metadata replica.
 	names := map[uint32]string{}
 	var registered []meta.Node
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
 				names[p.GroupID] = pl.Entity
@@ -267,9 +267,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descReplicas, float64(len(reps)))
 
-	gauge(descMetaLeader, b2f(n.meta.isLeader()))
-	gauge(descMetaHas, b2f(n.meta.leader() != ""))
-	gauge(descMetaApply, float64(n.meta.appliedIndex()))
+	gauge(descMetaLeader, b2f(n.meta.IsLeader()))
+	gauge(descMetaHas, b2f(n.meta.Leader() != ""))
+	gauge(descMetaApply, float64(n.meta.AppliedIndex()))
 	if n.gossip != nil {
 		alive := map[string]bool{}
 		for _, m := range n.gossip.Members() {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/internal/durable"
 	"github.com/quorumbus/quorumbus/internal/hashilog"
@@ -38,7 +39,7 @@ type Node struct {
 	libLog *hashilog.Bridge // raft's and memberlist's lines into log (docs/operations.md § What is logged)
 	clock  Clock
 	mux    *transport.Mux
-	meta   *metaGroup
+	meta   *metagroup.Group
 	gossip *gossip.Gossip
 	rpc    *rpcLayer
 	adv    string            // advertised cluster address
@@ -176,15 +177,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	layer, err := mux.Layer(metaGroupID)
+	layer, err := mux.Layer(metagroup.ID)
 	if err != nil {
 		mux.Close()
 		return nil, err
 	}
-	n.meta, err = openMetaGroup(metaGroupConfig{
-		dir: filepath.Join(cfg.DataDir, "meta"), nodeID: raft.ServerID(cfg.NodeID), stream: layer,
-		timing: cfg.Raft, logger: n.raftLogger("meta"), changed: n.changed, clock: n.clock,
-		addrs: addrProvider{n}, advertise: raft.ServerAddress(n.adv), bootstrapSelf: n.lone(),
+	n.meta, err = metagroup.Open(metagroup.Config{
+		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: raft.ServerID(cfg.NodeID), Stream: layer,
+		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.changed,
+		Clock: n.clock, Addrs: addrProvider{n}, Advertise: raft.ServerAddress(n.adv), BootstrapSelf: n.lone(),
+		Place: n.place, Forward: n.applyRemote,
 	})
 	if err != nil {
 		mux.Close()
@@ -221,7 +223,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	go n.reconcileLoop()
 	go n.metaLoop()
 	go n.txnRecoveryLoop()
-	go n.logMetaLeader()
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-n.closing; cancel() }()
+		n.logMetaLeader(ctx)
+	}()
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.
@@ -265,7 +272,7 @@ func (n *Node) startGossip() (*gossip.Gossip, error) {
 	bound := n.mux.Addr().(*net.TCPAddr)
 	return gossip.Start(gossip.Config{
 		Self: gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, AMQP: n.cfg.AMQPAddr, Admin: n.cfg.AdminAddr, Zone: n.cfg.Zone,
-			Formed: n.meta.hadState, Inc: n.inc},
+			Formed: n.meta.HadState(), Inc: n.inc},
 		Bind:    &net.UDPAddr{IP: bound.IP, Port: bound.Port},
 		Streams: gossipStreams{layer},
 		Key:     n.cfg.GossipKey, AcceptKeys: n.cfg.GossipAcceptKeys,
@@ -323,11 +330,11 @@ func (n *Node) formOrJoin(ctx context.Context) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	logged := false
-	for n.meta.leader() == "" {
+	for n.meta.Leader() == "" {
 		// Only nodes told to form a cluster of two or more form one: a node started with
 		// --join and --bootstrap-expect 1 joins an existing cluster, it never forms its
 		// own (it could see another new node before the cluster and split it).
-		if !n.meta.hadState && n.cfg.BootstrapExpect >= 2 {
+		if !n.meta.HadState() && n.cfg.BootstrapExpect >= 2 {
 			ms := n.gossip.Members()
 			formed := false
 			for _, m := range ms {
@@ -335,15 +342,15 @@ func (n *Node) formOrJoin(ctx context.Context) error {
 			}
 			if !formed && len(ms) >= n.cfg.BootstrapExpect {
 				voters := ms[:n.cfg.BootstrapExpect]
-				if voters[0].ID == n.cfg.NodeID && n.meta.servers() == nil {
-					var cfg raft.Configuration
+				if voters[0].ID == n.cfg.NodeID && n.meta.Servers() == nil {
+					var servers []raft.Server
 					for _, m := range voters {
-						cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Cluster)})
+						servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Cluster)})
 					}
-					if err := n.meta.raft.BootstrapCluster(cfg).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+					if err := n.meta.Form(servers); err != nil {
 						return fmt.Errorf("cluster: form the metadata group: %w", err)
 					}
-					n.log.Info("formed the cluster", "voters", cfg.Servers)
+					n.log.Info("formed the cluster", "voters", servers)
 				}
 			} else if !logged {
 				n.log.Info("waiting for the cluster", "seen", len(ms), "bootstrap-expect", n.cfg.BootstrapExpect, "formed", formed)
@@ -371,20 +378,20 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		var nsName string
 		var key meta.SASKey
 		var haveKey bool
-		n.meta.read(func(s *meta.State) {
+		n.meta.Read(func(s *meta.State) {
 			nsName = s.Namespace().Name
 			key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
 		})
-		if n.meta.isLeader() {
-			if err := n.meta.raft.Barrier(10 * time.Second).Error(); err != nil {
+		if n.meta.IsLeader() {
+			if err := n.meta.Barrier(10 * time.Second); err != nil {
 				return fmt.Errorf("cluster: metadata barrier: %w", err)
 			}
-			n.meta.read(func(s *meta.State) {
+			n.meta.Read(func(s *meta.State) {
 				nsName = s.Namespace().Name
 				key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
 			})
 			if nsName == "" {
-				if err := n.meta.propose(ctx, &meta.SetNamespace{Name: n.cfg.Namespace}); err != nil {
+				if err := n.meta.Propose(ctx, &meta.SetNamespace{Name: n.cfg.Namespace}); err != nil {
 					return fmt.Errorf("cluster: name the namespace: %w", err)
 				}
 			}
@@ -399,7 +406,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 				}
 				k := meta.SASKey{Name: n.cfg.DefaultKeyName, PrimaryKey: want, SecondaryKey: key.SecondaryKey,
 					Rights: meta.RightManage | meta.RightSend | meta.RightListen}
-				if err := n.meta.propose(ctx, &meta.PutSASKey{Key: k}); err != nil {
+				if err := n.meta.Propose(ctx, &meta.PutSASKey{Key: k}); err != nil {
 					return fmt.Errorf("cluster: create the default key: %w", err)
 				}
 			}
@@ -410,7 +417,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: waiting for the namespace from the metadata leader %q: %w", n.meta.leader(), ctx.Err())
+			return fmt.Errorf("cluster: waiting for the namespace from the metadata leader %q: %w", n.meta.Leader(), ctx.Err())
 		case <-n.closing:
 			return ErrClosed
 		case <-t.C:
@@ -421,7 +428,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 // DefaultKey returns the default key's name and primary key (for the printed
 // connection string).
 func (n *Node) DefaultKey() (name, key string) {
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		if k, ok := s.SASKey(n.cfg.DefaultKeyName); ok {
 			name, key = k.Name, k.PrimaryKey
 		}
@@ -432,7 +439,7 @@ func (n *Node) DefaultKey() (name, key string) {
 // Namespace returns the namespace name.
 func (n *Node) Namespace() string {
 	var name string
-	n.meta.read(func(s *meta.State) { name = s.Namespace().Name })
+	n.meta.Read(func(s *meta.State) { name = s.Namespace().Name })
 	return name
 }
 
@@ -472,7 +479,7 @@ func (n *Node) LoadEmulatorConfig(ctx context.Context, data []byte) ([]string, e
 // applyEmulatorPlan applies what ec declares beyond the current metadata.
 func (n *Node) applyEmulatorPlan(ctx context.Context, ec *meta.EmulatorConfig) error {
 	var plan []meta.Command
-	n.meta.read(func(s *meta.State) { plan = ec.Plan(s) })
+	n.meta.Read(func(s *meta.State) { plan = ec.Plan(s) })
 	for _, cmd := range plan {
 		if _, ok := cmd.(*meta.SetNamespace); ok {
 			continue // the node's --namespace names it; Config.json's name is informational
@@ -493,7 +500,7 @@ func (n *Node) Ready() error {
 		return ErrClosed
 	default:
 	}
-	if n.meta.leader() == "" {
+	if n.meta.Leader() == "" {
 		return errors.New("metadata group has no leader")
 	}
 	n.mu.RLock()
@@ -570,7 +577,7 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 	converged = true
 	want := map[uint32]desired{}
 	groups := map[uint32]meta.Partition{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for i, part := range pl.Partitions {
 				groups[part.GroupID] = part
@@ -758,7 +765,7 @@ func (n *Node) addrOf(id string) string {
 		}
 	}
 	var addr string
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		if nd, ok := s.Node(id); ok {
 			addr = nd.Addr
 		}
@@ -785,7 +792,7 @@ func (n *Node) Close() error {
 			n.rpc.close()
 		}
 		if n.meta != nil {
-			err = errors.Join(err, n.meta.close())
+			err = errors.Join(err, n.meta.Close())
 		}
 		if n.gossip != nil {
 			err = errors.Join(err, n.gossip.Close())

@@ -14,6 +14,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 	"github.com/quorumbus/quorumbus/cluster/placement"
 )
 
@@ -50,9 +51,9 @@ func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
 
 // ClusterStatus implements admin.Cluster.
 func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
-	st := admin.ClusterStatus{NodeID: n.cfg.NodeID, MetadataLeader: n.meta.leader()}
+	st := admin.ClusterStatus{NodeID: n.cfg.NodeID, MetadataLeader: n.meta.Leader()}
 	roles := map[string]string{}
-	for _, s := range n.meta.servers() {
+	for _, s := range n.meta.Servers() {
 		roles[string(s.ID)] = "nonvoter"
 		if s.Suffrage == raft.Voter {
 			roles[string(s.ID)] = "voter"
@@ -64,7 +65,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	members := map[string]*admin.Member{}
 	var nodes []meta.Node
 	replicas := map[string]int{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		nodes = s.Nodes()
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
@@ -94,7 +95,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	for id, gs := range n.groupsEverywhere(ctx) {
 		if mb := members[id]; mb != nil {
 			for _, g := range gs {
-				if g.IsLeader && g.Group != metaGroupID {
+				if g.IsLeader && g.Group != metagroup.ID {
 					mb.Leading++
 				}
 			}
@@ -119,7 +120,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 // Partitions implements admin.Cluster.
 func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) {
 	var pls []meta.Placement
-	n.meta.read(func(s *meta.State) { pls = s.Placements() })
+	n.meta.Read(func(s *meta.State) { pls = s.Placements() })
 	type key struct {
 		node  string
 		group uint32
@@ -188,7 +189,7 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 func (n *Node) knownNode(id string) (meta.Node, error) {
 	var nd meta.Node
 	var ok bool
-	n.meta.read(func(s *meta.State) { nd, ok = s.Node(id) })
+	n.meta.Read(func(s *meta.State) { nd, ok = s.Node(id) })
 	if !ok {
 		return nd, fmt.Errorf("node %q: %w", id, meta.ErrNotFound)
 	}
@@ -246,7 +247,7 @@ func (n *Node) handOver(ctx context.Context) error {
 			}
 		}
 		n.mu.RUnlock()
-		metaLeader := n.meta.isLeader()
+		metaLeader := n.meta.IsLeader()
 		if len(leading) == 0 && !metaLeader {
 			return nil
 		}
@@ -258,8 +259,8 @@ func (n *Node) handOver(ctx context.Context) error {
 				n.log.Debug("hand over partition leadership", "entity", r.entity, "partition", r.index, "err", err)
 			}
 		}
-		if metaLeader && voters(n.meta.servers()) > 1 {
-			if err := n.meta.raft.LeadershipTransfer().Error(); err != nil {
+		if metaLeader && voters(n.meta.Servers()) > 1 {
+			if err := n.meta.TransferLeadership(); err != nil {
 				n.log.Debug("hand over metadata leadership", "err", err)
 			}
 		}
@@ -278,7 +279,7 @@ func (n *Node) handOver(ctx context.Context) error {
 
 // leadsOnlyAlone reports whether every group this node still leads has no other voter.
 func (n *Node) leadsOnlyAlone() bool {
-	if n.meta.isLeader() && voters(n.meta.servers()) > 1 {
+	if n.meta.IsLeader() && voters(n.meta.Servers()) > 1 {
 		return false
 	}
 	n.mu.RLock()
@@ -325,7 +326,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 // TransferLeader implements admin.Cluster.
 func (n *Node) TransferLeader(ctx context.Context, groupID uint32, to string) error {
 	found := false
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
 				if p.GroupID == groupID {
@@ -375,8 +376,8 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	if _, err := n.knownNode(id); err != nil {
 		return err
 	}
-	if !n.meta.isLeader() {
-		leader := n.meta.leader()
+	if !n.meta.IsLeader() {
+		leader := n.meta.Leader()
 		if leader == "" {
 			return fmt.Errorf("%w: no metadata leader", admin.ErrUnavailable)
 		}
@@ -396,10 +397,10 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	if err := n.replaceNode(ctx, id); err != nil {
 		return err
 	}
-	if f := n.meta.raft.RemoveServer(raft.ServerID(id), 0, timeLeft(ctx)); f.Error() != nil {
-		return fmt.Errorf("%w: remove %q from the metadata group: %v", admin.ErrUnavailable, id, f.Error())
+	if err := n.meta.RemoveServer(id, timeLeft(ctx)); err != nil {
+		return fmt.Errorf("%w: remove %q from the metadata group: %v", admin.ErrUnavailable, id, err)
 	}
-	if err := n.meta.propose(ctx, &meta.DeleteNode{ID: id}); err != nil && !errors.Is(err, meta.ErrNotFound) {
+	if err := n.meta.Propose(ctx, &meta.DeleteNode{ID: id}); err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return err
 	}
 	return nil
@@ -420,7 +421,7 @@ func (s *rpcService) RemoveNode(req *TransferReq, resp *WireErr) error {
 // is eligible keeps its remaining replicas.
 func (n *Node) replaceNode(ctx context.Context, id string) error {
 	var pls []meta.Placement
-	n.meta.read(func(s *meta.State) { pls = s.Placements() })
+	n.meta.Read(func(s *meta.State) { pls = s.Placements() })
 	for _, pl := range pls {
 		changed := false
 		reps := make([][]string, len(pl.Partitions))
@@ -445,7 +446,7 @@ func (n *Node) replaceNode(ctx context.Context, id string) error {
 			reps[i] = keep
 		}
 		if changed {
-			if _, err := n.meta.proposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
+			if _, err := n.meta.ProposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
 				return err
 			}
 			n.log.Info("re-placed replicas", "entity", pl.Entity, "from", id, "replicas", reps)
@@ -516,15 +517,21 @@ type MetaDigest struct {
 	Applied uint64
 }
 
+// metaDigest is g's digest as MetaDigest.
+func metaDigest(g *metagroup.Group) MetaDigest {
+	sum, applied := g.Digest()
+	return MetaDigest{Digest: hex.EncodeToString(sum[:]), Applied: applied}
+}
+
 // MetaDigest reports this node's metadata digest.
 func (s *rpcService) MetaDigest(_ struct{}, resp *MetaDigest) error {
-	*resp = s.n.meta.digest()
+	*resp = metaDigest(s.n.meta)
 	return nil
 }
 
 // metaDigestsEverywhere asks every live node for its metadata digest.
 func (n *Node) metaDigestsEverywhere(ctx context.Context) map[string]MetaDigest {
-	out := map[string]MetaDigest{n.cfg.NodeID: n.meta.digest()}
+	out := map[string]MetaDigest{n.cfg.NodeID: metaDigest(n.meta)}
 	for _, m := range n.gossip.Members() {
 		if m.ID == n.cfg.NodeID {
 			continue

@@ -31,7 +31,7 @@ func (n *Node) candidates() placement.View {
 			byID[m.ID] = &placement.Node{ID: m.ID, Zone: m.Zone}
 		}
 	}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, nd := range s.Nodes() {
 			if c, ok := byID[nd.ID]; ok {
 				c.Draining = nd.Draining

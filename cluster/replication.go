@@ -46,7 +46,7 @@ func (n *Node) aliveSet() map[string]bool {
 // registeredNodes counts the nodes the metadata records.
 func (n *Node) registeredNodes() int {
 	k := 0
-	n.meta.read(func(s *meta.State) { k = len(s.Nodes()) })
+	n.meta.Read(func(s *meta.State) { k = len(s.Nodes()) })
 	return k
 }
 
@@ -96,7 +96,7 @@ func (n *Node) raiseReplicas(ctx context.Context) {
 	cands := n.candidates()
 	var pls []meta.Placement
 	zones := map[string]string{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		pls = s.Placements()
 		for _, nd := range s.Nodes() {
 			zones[nd.ID] = nd.Zone
@@ -118,7 +118,7 @@ func (n *Node) raiseReplicas(ctx context.Context) {
 		if !changed {
 			continue
 		}
-		if _, err := n.meta.proposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
+		if _, err := n.meta.ProposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
 			n.log.Warn("raise replication", "entity", pl.Entity, "err", err)
 			return
 		}
@@ -161,7 +161,7 @@ func (n *Node) replicasPendingHere() string {
 	me := n.cfg.NodeID
 	var lacking string
 	mine := map[uint32]string{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		want := placement.Want(n.cfg.Replicas, len(s.Nodes()))
 		for _, pl := range s.Placements() {
 			for i, p := range pl.Partitions {

@@ -17,7 +17,7 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 	defer cancel()
 	var leader *Node
 	for _, nd := range nodes {
-		if nd.meta.isLeader() {
+		if nd.meta.IsLeader() {
 			leader = nd
 		}
 	}
@@ -38,7 +38,7 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 	}
 	replicas := func() []string {
 		var pl meta.Placement
-		leader.meta.read(func(s *meta.State) { pl, _ = s.Placement("shrunk") })
+		leader.meta.Read(func(s *meta.State) { pl, _ = s.Placement("shrunk") })
 		return pl.Partitions[0].Replicas
 	}
 	if r := replicas(); len(r) != 2 || containsNode(r, victim) {
@@ -59,12 +59,12 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		leader.reconcileMeta(ctx) // as the metadata loop does every second
 	}
-	for _, s := range leader.meta.servers() {
+	for _, s := range leader.meta.Servers() {
 		if string(s.ID) == victim {
 			t.Errorf("the removed %s is back in the metadata group as %v", victim, s.Suffrage)
 		}
 	}
-	leader.meta.read(func(s *meta.State) {
+	leader.meta.Read(func(s *meta.State) {
 		if _, ok := s.Node(victim); ok {
 			t.Errorf("the removed %s is registered again", victim)
 		}
@@ -86,7 +86,7 @@ func TestPlaceUsesADrainingNodeWhenNeeded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pl meta.Placement
-	nodes[0].meta.read(func(s *meta.State) { pl, _ = s.Placement("during-drain") })
+	nodes[0].meta.Read(func(s *meta.State) { pl, _ = s.Placement("during-drain") })
 	for i, p := range pl.Partitions {
 		if len(p.Replicas) != 3 || p.Replicas[0] == drained {
 			t.Errorf("partition %d: replicas %v, want 3 with %s not first", i, p.Replicas, drained)

@@ -221,7 +221,7 @@ func (n *Node) completeAll(ids []uint32, id string, commit bool) bool {
 func (n *Node) groupByID(id uint32) (group, bool) {
 	var g group
 	found := false
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for i, p := range pl.Partitions {
 				if p.GroupID == id {

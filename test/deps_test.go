@@ -36,8 +36,8 @@ var depRules = append([]depRule{
 		"placement is a pure choice over a View: no clock, I/O, randomness or goroutine (P8)"},
 	{"cluster/gossip", []string{module + "/fsm", module + "/partition", module + "/cluster/meta", "github.com/hashicorp/raft"},
 		"gossip only says who is alive and what they advertise; it knows no Raft group (P8)"},
-	{"cluster/metagroup", []string{module + "/fsm", module + "/partition", "github.com/hashicorp/memberlist"},
-		"the metadata group replicates cluster/meta over Raft; it knows neither the partitions nor gossip (P8)"},
+	{"cluster/metagroup", []string{module + "/partition", module + "/cluster/gossip", "github.com/hashicorp/memberlist"},
+		"the metadata group replicates cluster/meta over Raft; it knows neither the partition groups nor gossip (P8)"},
 	{"internal/sas", []string{module + "/amqp", module + "/cluster", module + "/fsm", module + "/partition", "github.com/hashicorp/", "github.com/Azure/", "golang.org/", "os", "net/http"},
 		"the one SAS implementation is a pure stdlib leaf that amqp and cluster/admin both import"},
 }, testOnly("fsm", "partition", "cluster", "amqp", "cmd")...)
