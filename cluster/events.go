@@ -6,7 +6,7 @@ import (
 )
 
 // The events an operator reads in the node log at info (docs/operations.md § What is
-// logged): a member joined, died or left (gossip.go, note), the metadata leader changed
+// logged): a member joined, died or left (cluster/gossip), the metadata leader changed
 // (here), a drain began and ended (ops.go, DrainNode). hashicorp/raft's and memberlist's
 // own lines go to debug (internal/hashilog).
 

@@ -45,28 +45,27 @@ func (n *Node) register(ctx context.Context, m gossip.Member) error {
 // metaLoop runs the metadata leader's duties: register live nodes, grow the metadata
 // group (non-voters first, promoted once caught up) up to maxMetaVoters voters, and
 // delete entities idle for their AutoDeleteOnIdle (idle.go).
-func (n *Node) metaLoop() {
-	defer n.wg.Done()
+func (n *Node) metaLoop(ctx context.Context) {
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
 	deadSince := map[string]time.Time{} // registered nodes gossip does not see, since when
 	round := 0
 	for {
 		select {
-		case <-n.closing:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		if !n.meta.IsLeader() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		n.reconcileMeta(ctx)
-		n.replaceDead(ctx, deadSince)
-		n.raiseReplicas(ctx)
-		n.deleteIdle(ctx)
+		pass, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n.reconcileMeta(pass)
+		n.replaceDead(pass, deadSince)
+		n.raiseReplicas(pass)
+		n.deleteIdle(pass)
 		if round++; round%5 == 0 {
-			n.balanceLeaders(ctx)
+			n.balanceLeaders(pass)
 		}
 		cancel()
 	}

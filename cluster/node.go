@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,7 @@ import (
 	"github.com/quorumbus/quorumbus/partition/transport"
 )
 
-// Node is one Quorumbus node: the cluster port, its membership (gossip.go), its replica
+// Node is one Quorumbus node: the cluster port, its membership (cluster/gossip), its replica
 // of the metadata group, and the replicas of the entity partitions placed on it. It
 // routes every data-plane operation to the partition that owns it, here or on the node
 // that leads it (router.go, remote.go), and serves the admin API's store (store.go).
@@ -74,9 +75,13 @@ type Node struct {
 	// underRep holds the groups led here last seen under-replicated (replication.go),
 	// so that the change is logged once each way; owner: recMu.
 	underRep map[uint32]bool
-	closing  chan struct{}
-	once     sync.Once
-	wg       sync.WaitGroup
+	// life is the node-lifetime context, cancelled by Close (stop); closing is its Done
+	// channel. Every goroutine the node starts runs under it, tracked by wg (goFunc).
+	life    context.Context
+	stop    context.CancelFunc
+	closing <-chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
 
 	// wasReady is set once CaughtUp has passed: from then on what other nodes fail at
 	// (a leaderless group, a leader that does not answer) no longer makes this node
@@ -137,8 +142,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		removed:  map[string]string{},
 		batchers: map[string]*sendBatcher{},
 		kick:     make(chan struct{}, 1),
-		closing:  make(chan struct{}),
 	}
+	n.life, n.stop = context.WithCancel(context.Background())
+	n.closing = n.life.Done()
 	if n.log == nil {
 		n.log = slog.Default()
 	}
@@ -202,14 +208,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	if len(cfg.Join) > 0 {
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() { <-n.closing; cancel() }()
-			n.gossip.KeepJoined(ctx, n.otherJoinAddrs)
-		}()
+		n.goFunc("join", func(ctx context.Context) { n.gossip.KeepJoined(ctx, n.otherJoinAddrs) })
 	}
 	if err := n.formOrJoin(ctx); err != nil {
 		return fail(err)
@@ -219,16 +218,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	n.reconcile(ctx)
-	n.wg.Add(4)
-	go n.reconcileLoop()
-	go n.metaLoop()
-	go n.txnRecoveryLoop()
-	go func() {
-		defer n.wg.Done()
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { <-n.closing; cancel() }()
-		n.logMetaLeader(ctx)
-	}()
+	n.goFunc("reconcile", n.reconcileLoop)
+	n.goFunc("meta", n.metaLoop)
+	n.goFunc("txn-recovery", n.txnRecoveryLoop)
+	n.goFunc("meta-leader-log", n.logMetaLeader)
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.
@@ -533,27 +526,19 @@ func (n *Node) changed() {
 // members to add) do not kick it.
 const reconcileInterval = time.Second
 
-func (n *Node) reconcileLoop() {
-	defer n.wg.Done()
+// reconcileLoop runs reconcile when kicked and every reconcileInterval, until ctx (the
+// node's lifetime) ends; Close cancels a pass in progress.
+func (n *Node) reconcileLoop(ctx context.Context) {
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.closing:
+		case <-ctx.Done():
 			return
 		case <-n.kick:
 		case <-t.C:
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-n.closing:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		n.reconcile(ctx)
-		cancel()
 	}
 }
 
@@ -773,12 +758,20 @@ func (n *Node) addrOf(id string) string {
 	return addr
 }
 
-// Close stops the node at once: partitions first (each answers its pending calls), then
-// the metadata group, gossip, RPC and the cluster port. Shutdown is the graceful stop.
+// goFunc runs fn on a goroutine of its own with the node's lifetime context, tracked by
+// n.wg: Close cancels the context and waits for fn to return. name labels the goroutine
+// in profiles (pprof label "cluster").
+func (n *Node) goFunc(name string, fn func(ctx context.Context)) {
+	n.wg.Go(func() { pprof.Do(n.life, pprof.Labels("cluster", name), fn) })
+}
+
+// Close stops the node at once: the node's goroutines (their context is cancelled,
+// Close waits for them), the partitions (each answers its pending calls), then the
+// metadata group, RPC, gossip and the cluster port. Shutdown is the graceful stop.
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
-		close(n.closing)
+		n.stop()
 		n.wg.Wait()
 		n.mu.Lock()
 		parts := n.parts

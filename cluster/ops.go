@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
-	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cluster/metagroup"
 	"github.com/quorumbus/quorumbus/cluster/placement"
@@ -32,9 +31,7 @@ func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
 		if m.ID == n.cfg.NodeID {
 			continue
 		}
-		wg.Add(1)
-		go func(m gossip.Member) {
-			defer wg.Done()
+		wg.Go(func() {
 			var gs []GroupInfo
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
@@ -43,7 +40,7 @@ func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
 				out[m.ID] = gs
 				mu.Unlock()
 			}
-		}(m)
+		})
 	}
 	wg.Wait()
 	return out

@@ -97,9 +97,7 @@ func (n *Node) caughtUp(ctx context.Context, strict bool) error {
 			}
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var gs []GroupInfo
 			if err := n.rpc.call(ctx, addr, "GroupStatus", byLeader[l], &gs, nil); err != nil {
 				if strict {
@@ -115,7 +113,7 @@ func (n *Node) caughtUp(ctx context.Context, strict bool) error {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)

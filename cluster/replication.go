@@ -13,7 +13,7 @@ import (
 )
 
 // Replication factor. Placement gives a new group min(--replicas, live nodes) replicas
-// (placement.go); when fewer nodes were alive than --replicas, the metadata leader raises
+// (cluster/placement); when fewer nodes were alive than --replicas, the metadata leader raises
 // the group's placement as soon as more are (raiseReplicas), and the group's leader adds
 // each new replica the way it replaces a dead one (reconcileMembers: a non-voter first,
 // promoted once caught up). A group is under-replicated while fewer of its voters are
