@@ -18,10 +18,12 @@
 //   - node.go: start-up (join or form the cluster, catch up, register, serve), the
 //     reconciler that opens, configures and deletes the partition replicas placed on
 //     this node, goFunc, and Close.
-//   - membership.go: membership changes. The metadata leader records live nodes and
-//     grows its own group (non-voters first, promoted once caught up, up to five voters
-//     spread over zones), re-places the replicas of nodes dead past their grace period
-//     and balances partition leadership; each partition group's leader moves its
+//   - membership.go: membership changes. The metadata leader's steward (one type, its
+//     loop on the node's lifetime) records live nodes and grows the metadata group
+//     (non-voters first, promoted once caught up, up to five voters spread over zones),
+//     re-places the replicas of nodes dead past their grace period, raises
+//     under-replicated groups, deletes idle entities, places new entities and balances
+//     partition leadership; each partition group's leader moves its
 //     group toward the placement one safe step at a time (add a non-voter, promote it
 //     once caught up, then remove a dropped voter).
 //   - placement.go: the View placement chooses from (gossip's live nodes, the
@@ -66,7 +68,7 @@
 // Goroutines. Node.life is the node-lifetime context; Close cancels it (Node.closing
 // is its Done channel) and waits on Node.wg. The node's own loops start through
 // Node.goFunc, which runs them under Node.life on Node.wg: the reconcile loop (kicked by
-// metadata applies and gossip events, and every second), the metadata loop (leader
+// metadata applies and gossip events, and every second), the metadata loop (steward.run, leader
 // duties, every second), the transaction recovery loop (every TxnRecoveryInterval), the
 // join loop (gossip.KeepJoined, while --join is set) and the metadata-leader log
 // (metagroup.WatchLeader). A call that asks several nodes at once (groupsEverywhere,
@@ -84,5 +86,5 @@
 // guards the parts map and is never held across a call into a partition, the metadata
 // group, memberlist or the network; the metadata state's lock is taken inside
 // metagroup.Group.Read and never held while calling out; gossip.Gossip's lock,
-// rpcLayer.mu and Node.removedMu are leaves.
+// rpcLayer.mu and steward.removedMu are leaves.
 package cluster

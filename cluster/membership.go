@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -11,6 +12,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cluster/metagroup"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 )
 
 // Membership changes. Gossip says who is alive; the metadata leader records nodes
@@ -26,26 +28,41 @@ const maxMetaVoters = 5
 // promoted.
 const catchUpSlack = 64
 
-// registerSelf records this node in the metadata (on the metadata leader).
-func (n *Node) registerSelf(ctx context.Context) error {
-	return n.register(ctx, gossip.Member{Meta: gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, Zone: n.cfg.Zone, Inc: n.inc}})
-}
-
-func (n *Node) register(ctx context.Context, m gossip.Member) error {
+// register records node m in the metadata (on the metadata leader g), keeping its
+// draining mark; nothing when the record is unchanged.
+func register(ctx context.Context, g *metagroup.Group, m gossip.Meta) error {
 	var old meta.Node
 	var ok bool
-	n.meta.Read(func(s *meta.State) { old, ok = s.Node(m.ID) })
+	g.Read(func(s *meta.State) { old, ok = s.Node(m.ID) })
 	want := meta.Node{ID: m.ID, Addr: m.Cluster, Zone: m.Zone, Incarnation: m.Inc, Draining: old.Draining}
 	if ok && old == want {
 		return nil
 	}
-	return n.meta.Propose(ctx, &meta.PutNode{Node: want})
+	return g.Propose(ctx, &meta.PutNode{Node: want})
 }
 
-// metaLoop runs the metadata leader's duties: register live nodes, grow the metadata
-// group (non-voters first, promoted once caught up) up to maxMetaVoters voters, and
-// delete entities idle for their AutoDeleteOnIdle (idle.go).
-func (n *Node) metaLoop(ctx context.Context) {
+// steward does the metadata leader's duties, every second while this node leads the
+// metadata group (run), and places the partitions of new entities (place, called by
+// the metadata group's leader as it proposes their creation): it registers live nodes,
+// grows the metadata group (non-voters first, promoted once caught up) up to
+// maxMetaVoters voters, re-places the replicas of nodes dead past their grace period,
+// raises under-replicated groups (replication.go), deletes entities idle for their
+// AutoDeleteOnIdle (idle.go) and balances partition leadership.
+type steward struct {
+	n *Node
+	// removed holds the nodes RemoveNode removed on this node (as metadata leader), by
+	// ID, with the incarnation each had: until it stops, such a node is still alive in
+	// gossip, and placement must not put replicas back on it; owner: removedMu.
+	removedMu sync.Mutex
+	removed   map[string]string
+}
+
+func newSteward(n *Node) *steward { return &steward{n: n, removed: map[string]string{}} }
+
+// run does the leader's duties every reconcileInterval until ctx (the node's lifetime)
+// ends.
+func (st *steward) run(ctx context.Context) {
+	n := st.n
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
 	deadSince := map[string]time.Time{} // registered nodes gossip does not see, since when
@@ -60,31 +77,33 @@ func (n *Node) metaLoop(ctx context.Context) {
 			continue
 		}
 		pass, cancel := context.WithTimeout(ctx, 10*time.Second)
-		n.reconcileMeta(pass)
-		n.replaceDead(pass, deadSince)
-		n.raiseReplicas(pass)
-		n.deleteIdle(pass)
+		st.reconcileMeta(pass)
+		st.replaceDead(pass, deadSince)
+		st.raiseReplicas(pass)
+		st.deleteIdle(pass)
 		if round++; round%5 == 0 {
-			n.balanceLeaders(pass)
+			st.balanceLeaders(pass)
 		}
 		cancel()
 	}
 }
 
-func (n *Node) reconcileMeta(ctx context.Context) {
+// reconcileMeta registers the live nodes and grows the metadata group by one step.
+func (st *steward) reconcileMeta(ctx context.Context) {
+	n := st.n
 	// A node RemoveNode removed still gossips until its operator stops it: it is neither
 	// registered again nor added back to the group (returning on an empty data directory,
 	// with a new incarnation, it is a new node).
 	var members []gossip.Member
 	for _, m := range n.gossip.Members() {
-		if m.ID == n.cfg.NodeID || !n.wasRemoved(m) {
+		if m.ID == n.cfg.NodeID || !st.wasRemoved(m) {
 			members = append(members, m)
 		}
 	}
 	alive := map[string]gossip.Member{}
 	for _, m := range members {
 		alive[m.ID] = m
-		if err := n.register(ctx, m); err != nil {
+		if err := register(ctx, n.meta, m.Meta); err != nil {
 			n.log.Warn("register node", "node", m.ID, "err", err)
 		}
 	}
@@ -127,7 +146,19 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 			}
 		}
 	}
-	cands = n.spreadZones(cands, servers)
+	zoneOf := map[string]string{}
+	n.meta.Read(func(s *meta.State) {
+		for _, nd := range s.Nodes() {
+			zoneOf[nd.ID] = nd.Zone
+		}
+	})
+	var voterIDs []string
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voterIDs = append(voterIDs, string(s.ID))
+		}
+	}
+	cands = placement.SpreadVoters(cands, voterIDs, zoneOf)
 	for _, id := range cands {
 		st, err := n.peerStatus(ctx, id, metagroup.ID)
 		if err != nil || st.Applied+catchUpSlack < last {
@@ -140,25 +171,6 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 		}
 		return
 	}
-}
-
-// spreadZones orders candidates so that those in zones with the fewest voters come
-// first.
-func (n *Node) spreadZones(cands []string, servers []raft.Server) []string {
-	zoneOf := map[string]string{}
-	n.meta.Read(func(s *meta.State) {
-		for _, nd := range s.Nodes() {
-			zoneOf[nd.ID] = nd.Zone
-		}
-	})
-	count := map[string]int{}
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter {
-			count[zoneOf[string(s.ID)]]++
-		}
-	}
-	sort.SliceStable(cands, func(i, j int) bool { return count[zoneOf[cands[i]]] < count[zoneOf[cands[j]]] })
-	return cands
 }
 
 // peerStatus asks node id about one group it hosts.
@@ -308,7 +320,8 @@ func (n *Node) transferLocal(groupID uint32, to string) error {
 // replaceDead re-places the replicas of nodes that gossip has not seen for longer than
 // DeadNodeGrace (the nodes themselves stay registered: removing one is an operator's
 // decision, qbctl node remove).
-func (n *Node) replaceDead(ctx context.Context, deadSince map[string]time.Time) {
+func (st *steward) replaceDead(ctx context.Context, deadSince map[string]time.Time) {
+	n := st.n
 	alive := map[string]bool{}
 	for _, m := range n.gossip.Members() {
 		alive[m.ID] = true
@@ -350,8 +363,10 @@ func (n *Node) replaceDead(ctx context.Context, deadSince map[string]time.Time) 
 // first replica, which placement rotates over the nodes) when that node is alive, not
 // draining and a voter: after a node returns, it leads its share again. At most two
 // transfers per round.
-func (n *Node) balanceLeaders(ctx context.Context) {
-	v := n.placementView()
+func (st *steward) balanceLeaders(ctx context.Context) {
+	n := st.n
+	var v placementView
+	n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
 	pref, draining := v.preferred, v.draining
 	moved := 0
 	everywhere := n.groupsEverywhere(ctx)
@@ -389,22 +404,20 @@ type placementView struct {
 	preferred map[uint32]string // group ID -> its preferred leader (first replica)
 }
 
-func (n *Node) placementView() placementView {
+func placementViewOf(s *meta.State) placementView {
 	v := placementView{draining: map[string]bool{}, load: map[string]int{}, preferred: map[uint32]string{}}
-	n.meta.Read(func(s *meta.State) {
-		for _, nd := range s.Nodes() {
-			v.draining[nd.ID] = nd.Draining
-		}
-		for _, pl := range s.Placements() {
-			for _, p := range pl.Partitions {
-				for i, r := range p.Replicas {
-					v.load[r]++
-					if i == 0 {
-						v.preferred[p.GroupID] = r
-					}
+	for _, nd := range s.Nodes() {
+		v.draining[nd.ID] = nd.Draining
+	}
+	for _, pl := range s.Placements() {
+		for _, p := range pl.Partitions {
+			for i, r := range p.Replicas {
+				v.load[r]++
+				if i == 0 {
+					v.preferred[p.GroupID] = r
 				}
 			}
 		}
-	})
+	}
 	return v
 }

@@ -203,7 +203,10 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	n.mu.RUnlock()
 
 	now := n.clock.Now()
-	live := n.aliveSet()
+	live := map[string]bool{n.cfg.NodeID: true} // before gossip starts, this node alone
+	if n.gossip != nil {
+		live = n.gossip.Alive()
+	}
 	want := placement.Want(n.cfg.Replicas, len(registered))
 	for id, r := range reps {
 		name := names[id]
@@ -271,10 +274,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMetaHas, b2f(n.meta.Leader() != ""))
 	gauge(descMetaApply, float64(n.meta.AppliedIndex()))
 	if n.gossip != nil {
-		alive := map[string]bool{}
-		for _, m := range n.gossip.Members() {
-			alive[m.ID] = true
-		}
+		alive := n.gossip.Alive()
 		failed := 0
 		for _, nd := range registered {
 			if !alive[nd.ID] {

@@ -23,6 +23,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cluster/metagroup"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/internal/durable"
 	"github.com/quorumbus/quorumbus/internal/hashilog"
@@ -67,14 +68,11 @@ type Node struct {
 	// own change).
 	recMu sync.Mutex
 	fwd   map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
-	// removed holds the nodes RemoveNode removed on this node (as metadata leader), by
-	// ID, with the incarnation each had: until it stops, such a node is still alive in
-	// gossip, and placement must not put replicas back on it; owner: removedMu.
-	removedMu sync.Mutex
-	removed   map[string]string
-	// underRep holds the groups led here last seen under-replicated (replication.go),
-	// so that the change is logged once each way; owner: recMu.
-	underRep map[uint32]bool
+	// steward does the metadata leader's duties (membership.go).
+	steward *steward
+	// underRep: the groups led here last seen under-replicated (replication.go); owner:
+	// recMu.
+	underRep underReplicated
 	// life is the node-lifetime context, cancelled by Close (stop); closing is its Done
 	// channel. Every goroutine the node starts runs under it, tracked by wg (goFunc).
 	life    context.Context
@@ -138,11 +136,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		clock:    cfg.Clock,
 		parts:    map[uint32]*replica{},
 		fwd:      map[string]context.CancelFunc{},
-		underRep: map[uint32]bool{},
-		removed:  map[string]string{},
+		underRep: underReplicated{},
 		batchers: map[string]*sendBatcher{},
 		kick:     make(chan struct{}, 1),
 	}
+	n.steward = newSteward(n)
 	n.life, n.stop = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
 	if n.log == nil {
@@ -192,7 +190,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: raft.ServerID(cfg.NodeID), Stream: layer,
 		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.changed,
 		Clock: n.clock, Addrs: addrProvider{n}, Advertise: raft.ServerAddress(n.adv), BootstrapSelf: n.lone(),
-		Place: n.place, Forward: n.applyRemote,
+		Place: n.steward.place, Forward: n.applyRemote,
 	})
 	if err != nil {
 		mux.Close()
@@ -219,7 +217,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.reconcile(ctx)
 	n.goFunc("reconcile", n.reconcileLoop)
-	n.goFunc("meta", n.metaLoop)
+	n.goFunc("meta", n.steward.run)
 	n.goFunc("txn-recovery", n.txnRecoveryLoop)
 	n.goFunc("meta-leader-log", n.logMetaLeader)
 	// Register (or update) this node before it serves, so operators and placement see
@@ -403,7 +401,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 					return fmt.Errorf("cluster: create the default key: %w", err)
 				}
 			}
-			return n.registerSelf(ctx)
+			return register(ctx, n.meta, gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, Zone: n.cfg.Zone, Inc: n.inc})
 		}
 		if nsName != "" && haveKey {
 			return nil
@@ -628,7 +626,7 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 			converged = false
 		}
 	}
-	n.noteReplication(lead)
+	n.underRep.note(n.log, lead, n.gossip.Alive(), placement.Want(n.cfg.Replicas, registeredNodes(n.meta)))
 	for _, r := range gone {
 		if part, exists := groups[r.cfg.GroupID]; exists && n.stillMember(r) {
 			// Placed elsewhere now, but the group still counts this replica: its leader

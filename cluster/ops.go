@@ -137,8 +137,8 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 	if admin.WantDigests(ctx) {
 		digests = n.digestsEverywhere(ctx)
 	}
-	alive := n.aliveSet()
-	want := placement.Want(n.cfg.Replicas, n.registeredNodes())
+	alive := n.gossip.Alive()
+	want := placement.Want(n.cfg.Replicas, registeredNodes(n.meta))
 	var out []admin.PartitionStatus
 	for _, pl := range pls {
 		for i, p := range pl.Partitions {
@@ -390,7 +390,7 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	if id == n.cfg.NodeID {
 		return fmt.Errorf("%w: node %q leads the metadata group; drain it first so another node leads", meta.ErrInvalid, id)
 	}
-	n.markRemoved(id)
+	n.steward.markRemoved(id)
 	if err := n.replaceNode(ctx, id); err != nil {
 		return err
 	}
@@ -455,7 +455,8 @@ func (n *Node) replaceNode(ctx context.Context, id string) error {
 // substitute picks a live, not draining node outside have (and not gone), the least
 // loaded; "" when there is none.
 func (n *Node) substitute(have []string, gone string) string {
-	v := n.placementView()
+	var v placementView
+	n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
 	load, draining := v.load, v.draining
 	best, bestLoad := "", 0
 	for _, m := range n.gossip.Members() {

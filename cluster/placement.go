@@ -9,23 +9,24 @@ import (
 )
 
 // Placement: which nodes hold the replicas of each partition group. The choice itself is
-// package placement's, pure; the metadata leader gathers its View (candidates) from
-// gossip (alive) and the metadata (draining, load): place here, raiseReplicas
+// package placement's, pure; the steward gathers its View (candidates) from gossip
+// (alive) and the metadata (draining, load): place here, raiseReplicas
 // (replication.go).
 
 // place chooses the replicas of each partition of a new entity (on the metadata leader),
 // over the nodes gossip sees alive (this node always counts): placement.Place.
-func (n *Node) place(partitions int32) [][]string {
-	return placement.Place(n.candidates(), int(partitions), n.cfg.Replicas)
+func (st *steward) place(partitions int32) [][]string {
+	return placement.Place(st.candidates(), int(partitions), st.n.cfg.Replicas)
 }
 
 // candidates are the nodes gossip sees alive (this node included), with what the
 // metadata says of them.
-func (n *Node) candidates() placement.View {
+func (st *steward) candidates() placement.View {
+	n := st.n
 	byID := map[string]*placement.Node{n.cfg.NodeID: {ID: n.cfg.NodeID, Zone: n.cfg.Zone}}
 	if n.gossip != nil {
 		for _, m := range n.gossip.Members() {
-			if m.ID != n.cfg.NodeID && n.wasRemoved(m) {
+			if m.ID != n.cfg.NodeID && st.wasRemoved(m) {
 				continue // removed, not stopped yet
 			}
 			byID[m.ID] = &placement.Node{ID: m.ID, Zone: m.Zone}
@@ -60,23 +61,21 @@ func (n *Node) candidates() placement.View {
 
 // markRemoved records that RemoveNode is removing node id (with the incarnation gossip
 // sees it with), so that placement puts no replica on it while it still runs.
-func (n *Node) markRemoved(id string) {
+func (st *steward) markRemoved(id string) {
 	inc := ""
-	for _, m := range n.gossip.Members() {
-		if m.ID == id {
-			inc = m.Inc
-		}
+	if m, ok := st.n.gossip.Member(id); ok {
+		inc = m.Inc
 	}
-	n.removedMu.Lock()
-	n.removed[id] = inc
-	n.removedMu.Unlock()
+	st.removedMu.Lock()
+	st.removed[id] = inc
+	st.removedMu.Unlock()
 }
 
 // wasRemoved reports whether m is a node RemoveNode removed, in the same incarnation
 // (a node that returns on an empty data directory is a new node).
-func (n *Node) wasRemoved(m gossip.Member) bool {
-	n.removedMu.Lock()
-	defer n.removedMu.Unlock()
-	inc, ok := n.removed[m.ID]
+func (st *steward) wasRemoved(m gossip.Member) bool {
+	st.removedMu.Lock()
+	defer st.removedMu.Unlock()
+	inc, ok := st.removed[m.ID]
 	return ok && inc == m.Inc
 }

@@ -3,12 +3,14 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 	"github.com/quorumbus/quorumbus/cluster/placement"
 )
 
@@ -32,29 +34,21 @@ func liveVoters(servers []raft.Server, alive map[string]bool) int {
 	return k
 }
 
-// aliveSet is the set of nodes gossip sees alive, this node included.
-func (n *Node) aliveSet() map[string]bool {
-	alive := map[string]bool{n.cfg.NodeID: true}
-	if n.gossip != nil {
-		for _, m := range n.gossip.Members() {
-			alive[m.ID] = true
-		}
-	}
-	return alive
-}
-
 // registeredNodes counts the nodes the metadata records.
-func (n *Node) registeredNodes() int {
+func registeredNodes(g *metagroup.Group) int {
 	k := 0
-	n.meta.Read(func(s *meta.State) { k = len(s.Nodes()) })
+	g.Read(func(s *meta.State) { k = len(s.Nodes()) })
 	return k
 }
 
-// noteReplication logs, for each group led here (lead), when it becomes under-replicated
-// and when it has all its replicas again. Called by reconcile, with recMu held.
-func (n *Node) noteReplication(lead []*replica) {
-	alive := n.aliveSet()
-	want := placement.Want(n.cfg.Replicas, n.registeredNodes())
+// underReplicated holds the groups led here last seen under-replicated, so that the
+// change is logged once each way; owner: Node.recMu.
+type underReplicated map[uint32]bool
+
+// note logs, for each group led here (lead), when it becomes under-replicated (fewer
+// live voters than want, alive holding the live nodes) and when it has all its replicas
+// again. Called by reconcile, with recMu held.
+func (u underReplicated) note(log *slog.Logger, lead []*replica, alive map[string]bool, want int) {
 	led := map[uint32]bool{}
 	for _, r := range lead {
 		id := r.cfg.GroupID
@@ -66,22 +60,22 @@ func (n *Node) noteReplication(lead []*replica) {
 		live := liveVoters(servers, alive)
 		under := live < want
 		switch {
-		case under && !n.underRep[id]:
-			n.log.Info("partition under-replicated", "entity", r.entity, "partition", r.index, "group", id,
+		case under && !u[id]:
+			log.Info("partition under-replicated", "entity", r.entity, "partition", r.index, "group", id,
 				"live_voters", live, "replicas", want)
-		case !under && n.underRep[id]:
-			n.log.Info("partition fully replicated again", "entity", r.entity, "partition", r.index, "group", id,
+		case !under && u[id]:
+			log.Info("partition fully replicated again", "entity", r.entity, "partition", r.index, "group", id,
 				"live_voters", live, "replicas", want)
 		}
 		if under {
-			n.underRep[id] = true
+			u[id] = true
 		} else {
-			delete(n.underRep, id)
+			delete(u, id)
 		}
 	}
-	for id := range n.underRep {
+	for id := range u {
 		if !led[id] {
-			delete(n.underRep, id) // led elsewhere now: its new leader tells
+			delete(u, id) // led elsewhere now: its new leader tells
 		}
 	}
 }
@@ -91,9 +85,10 @@ func (n *Node) noteReplication(lead []*replica) {
 // draining first, a draining one only when nothing else can host it (placement.Add). A
 // group with no replica left is not raised: its data is gone. One SetPlacement per
 // entity whose placement changes.
-func (n *Node) raiseReplicas(ctx context.Context) {
+func (st *steward) raiseReplicas(ctx context.Context) {
+	n := st.n
 	want := max(n.cfg.Replicas, 1)
-	cands := n.candidates()
+	cands := st.candidates()
 	var pls []meta.Placement
 	zones := map[string]string{}
 	n.meta.Read(func(s *meta.State) {

@@ -44,11 +44,11 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 	if r := replicas(); len(r) != 2 || containsNode(r, victim) {
 		t.Fatalf("after removing %s: replicas %v", victim, r)
 	}
-	leader.raiseReplicas(ctx) // as the metadata loop does every second
+	leader.steward.raiseReplicas(ctx) // as the metadata loop does every second
 	if r := replicas(); len(r) != 2 || containsNode(r, victim) {
 		t.Errorf("raise put a replica back on the removed %s: %v", victim, r)
 	}
-	for _, g := range leader.place(4) {
+	for _, g := range leader.steward.place(4) {
 		if containsNode(g, victim) {
 			t.Errorf("a new group placed on the removed %s: %v", victim, g)
 		}
@@ -57,7 +57,7 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 	// while gossip still sees it (it once did, and the chaos suite's add-remove fault then
 	// found a metadata group that never converged).
 	for i := 0; i < 3; i++ {
-		leader.reconcileMeta(ctx) // as the metadata loop does every second
+		leader.steward.reconcileMeta(ctx) // as the metadata loop does every second
 	}
 	for _, s := range leader.meta.Servers() {
 		if string(s.ID) == victim {

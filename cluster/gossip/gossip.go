@@ -151,6 +151,15 @@ func (g *Gossip) Members() []Member {
 	return out
 }
 
+// Alive is the set of live members' IDs, this node included.
+func (g *Gossip) Alive() map[string]bool {
+	alive := map[string]bool{}
+	for _, m := range g.Members() {
+		alive[m.ID] = true
+	}
+	return alive
+}
+
 // Member returns the live member id (this node included), if gossip sees it.
 func (g *Gossip) Member(id string) (Member, bool) {
 	g.mu.Lock()

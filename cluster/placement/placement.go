@@ -115,3 +115,15 @@ func contains[T comparable](xs []T, x T) bool {
 	}
 	return false
 }
+
+// SpreadVoters orders cands (node IDs) so that those in the zones holding the fewest of
+// voters come first, keeping the order of cands within a zone: the metadata group
+// promotes its next voter in a zone it lacks. zoneOf gives each node's zone.
+func SpreadVoters(cands, voters []string, zoneOf map[string]string) []string {
+	count := map[string]int{}
+	for _, v := range voters {
+		count[zoneOf[v]]++
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return count[zoneOf[cands[i]]] < count[zoneOf[cands[j]]] })
+	return cands
+}

@@ -124,3 +124,13 @@ func TestWant(t *testing.T) {
 		}
 	}
 }
+
+// The next metadata voter comes from a zone with the fewest voters; within a zone the
+// candidates keep their order.
+func TestSpreadVoters(t *testing.T) {
+	zoneOf := map[string]string{"v1": "a", "v2": "a", "v3": "b", "x1": "a", "y1": "b", "z1": "c", "z2": "c"}
+	got := SpreadVoters([]string{"x1", "y1", "z2", "z1"}, []string{"v1", "v2", "v3"}, zoneOf)
+	if want := []string{"z2", "z1", "y1", "x1"}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
