@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -10,16 +11,16 @@ import (
 // (here), a drain began and ended (ops.go, DrainNode). hashicorp/raft's and memberlist's
 // own lines go to debug (internal/hashilog).
 
-// logMetaLeader logs each change of the metadata group's leader as this node sees it,
-// until ctx ends (metagroup.Group.WatchLeader).
-func (n *Node) logMetaLeader(ctx context.Context) {
-	n.meta.WatchLeader(ctx, func(leader string, term uint64) {
+// logMetaLeader logs a change of the metadata group's leader as node self sees it
+// (metagroup.Group.WatchLeader calls it).
+func logMetaLeader(log *slog.Logger, self string) func(leader string, term uint64) {
+	return func(leader string, term uint64) {
 		if leader == "" {
-			n.log.Info("metadata group has no leader", "term", term)
+			log.Info("metadata group has no leader", "term", term)
 			return
 		}
-		n.log.Info("metadata leader changed", "leader", leader, "term", term, "this_node", leader == n.cfg.NodeID)
-	})
+		log.Info("metadata leader changed", "leader", leader, "term", term, "this_node", leader == self)
+	}
 }
 
 // handOverLogged is handOver for a drain or a graceful stop (why), logged at info when

@@ -219,7 +219,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goFunc("reconcile", n.reconcileLoop)
 	n.goFunc("meta", n.steward.run)
 	n.goFunc("txn-recovery", n.txnRecoveryLoop)
-	n.goFunc("meta-leader-log", n.logMetaLeader)
+	n.goFunc("meta-leader-log", func(ctx context.Context) { n.meta.WatchLeader(ctx, logMetaLeader(n.log, n.cfg.NodeID)) })
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.
