@@ -80,7 +80,8 @@
 // its call or within seconds of Close. Outside the package: memberlist's and the gossip
 // transport's (stopped by gossip.Close), raft's and each partition's (see partition's
 // doc). The package's TestMain fails a run when any goroutine outlives the tests
-// (go.uber.org/goleak).
+// (go.uber.org/goleak), and TestNoUntrackedGoStatements when a file has more raw go
+// statements than the ones listed above still use.
 //
 // Lock order: Node.recMu (one reconcile pass at a time) before Node.mu; Node.mu only
 // guards the parts map and is never held across a call into a partition, the metadata
