@@ -19,6 +19,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/spf13/cobra v1.10.2
 	go.etcd.io/bbolt v1.3.6
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.48.0
 )
 

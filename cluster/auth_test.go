@@ -36,10 +36,10 @@ func withSecret(t testing.TB, secret string) func(*Config) {
 // memberIDs are the members n sees through gossip and in the metadata group's Raft
 // configuration.
 func memberIDs(n *Node) (gossip, raftIDs []string) {
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		gossip = append(gossip, m.ID)
 	}
-	for _, s := range n.meta.servers() {
+	for _, s := range n.meta.Servers() {
 		raftIDs = append(raftIDs, string(s.ID))
 	}
 	return gossip, raftIDs

@@ -37,7 +37,7 @@ func TestLargeSendSurvivesLeaderChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gid uint32
-	nodes[0].meta.read(func(s *meta.State) {
+	nodes[0].meta.Read(func(s *meta.State) {
 		pl, _ := s.Placement("big")
 		gid = pl.Partitions[0].GroupID
 	})

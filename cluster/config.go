@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 	"github.com/quorumbus/quorumbus/partition"
 )
 
@@ -233,7 +234,7 @@ func (c *Config) Validate() error {
 var (
 	// ErrNotMetadataLeader: this node cannot change metadata now (no leader, or another
 	// node leads the metadata group and forwarding is not available).
-	ErrNotMetadataLeader = errors.New("cluster: not the metadata leader")
+	ErrNotMetadataLeader = metagroup.ErrNotLeader
 	// ErrClosed: the node is shutting down.
 	ErrClosed = errors.New("cluster: node closed")
 )

@@ -1,24 +1,33 @@
-// Package cluster owns a node's place in the cluster. Node is one type, its parts in
-// files that each do one job:
+// Package cluster owns a node's place in the cluster. Node is one type that wires the
+// leaf packages the compiler keeps apart (test/deps_test.go), each with its doc.go:
+//
+//   - cluster/gossip: membership with hashicorp/memberlist (node ID, advertised cluster,
+//     AMQP and admin addresses, zone, whether the node has cluster state), gossip over
+//     UDP on the cluster port's number and memberlist's streams over the cluster port's
+//     mux (Node.startGossip hands it the route).
+//   - cluster/metagroup: the metadata Raft group (cluster/meta.State: namespace,
+//     entities, rules, keys, node records, placement), formed by bootstrap-expect or
+//     grown by its leader; Commit reaches the leader, here or over the cluster RPC.
+//   - cluster/placement: where the partitions of a new entity go and which nodes raise
+//     an under-replicated group (live nodes, draining ones only when the others are too
+//     few, distinct zones first, least loaded, preferred leaders rotating); a pure
+//     choice over a View, stdlib only.
+//
+// and its own parts in files that each do one job:
 //
 //   - node.go: start-up (join or form the cluster, catch up, register, serve), the
 //     reconciler that opens, configures and deletes the partition replicas placed on
-//     this node, and Close.
-//   - gossip.go: membership with hashicorp/memberlist (node ID, advertised cluster, AMQP
-//     and admin addresses, zone, whether the node has cluster state), gossip over UDP
-//     on the cluster port's number and memberlist's streams over the cluster port's mux.
-//   - metagroup.go: the metadata Raft group (cluster/meta.State: namespace, entities,
-//     rules, keys, node records, placement), formed by bootstrap-expect or grown by its
-//     leader.
-//   - membership.go: membership changes. The metadata leader records live nodes and
-//     grows its own group (non-voters first, promoted once caught up, up to five voters
-//     spread over zones), re-places the replicas of nodes dead past their grace period
-//     and balances partition leadership; each partition group's leader moves its
+//     this node, goFunc, and Close.
+//   - membership.go: membership changes. The metadata leader's steward (one type, its
+//     loop on the node's lifetime) records live nodes and grows the metadata group
+//     (non-voters first, promoted once caught up, up to five voters spread over zones),
+//     re-places the replicas of nodes dead past their grace period, raises
+//     under-replicated groups, deletes idle entities, places new entities and balances
+//     partition leadership; each partition group's leader moves its
 //     group toward the placement one safe step at a time (add a non-voter, promote it
 //     once caught up, then remove a dropped voter).
-//   - placement.go: where the partitions of a new entity go (live nodes, draining
-//     ones only when the others are too few, distinct zones first, least loaded,
-//     preferred leaders rotating); a pure choice over candidates.
+//   - placement.go: the View placement chooses from (gossip's live nodes, the
+//     metadata's draining marks and load), and the nodes RemoveNode removed.
 //   - replication.go: the replication factor kept: the metadata leader raises groups
 //     placed on fewer than --replicas nodes once enough are alive, each group's leader
 //     reports (gauge, log) whether its group is under-replicated, and a returning
@@ -31,7 +40,7 @@
 //     its group, otherwise on the leader's node over the cluster RPC (net/rpc over the
 //     mux), following leader changes until the caller's deadline; typed errors cross
 //     the network (WireErr).
-//   - store.go: the admin API's store (metadata writes forwarded to the metadata leader,
+//   - store.go: the admin API's store (metadata writes through metagroup.Commit,
 //     read-your-writes, runtime counts); ops.go: the operator surface (admin.Cluster) and
 //     the graceful stop; forward.go: auto-forwarding (S-FWD-1); idle.go: auto-delete on
 //     idle (S-IDLE-1), run by the metadata leader; txn.go: Commit, a transaction's sends
@@ -45,28 +54,38 @@
 //
 // Metrics (metrics.go): Node.Registry is a Prometheus registry of the node's own. Its
 // collector runs on the scraping goroutine and reads, one at a time, the metadata
-// (metaGroup.read), a copy of the parts map (Node.mu, released at once) and each
+// (metagroup.Group.Read), a copy of the parts map (Node.mu, released at once) and each
 // replica's partition.Metrics and Stats; histograms are fed by the RPC layer and, as
 // partition.Observer, by the partitions. CaughtUp (GET /readyz) asks leading nodes
 // for their log index over the RPC.
 //
-// Imports: partition, partition/transport, fsm, cluster/meta, cluster/admin (for its
-// Store and Cluster types), hashicorp raft and memberlist, prometheus/client_golang.
+// Imports: partition, partition/transport, fsm, cluster/meta, cluster/gossip,
+// cluster/metagroup, cluster/placement, cluster/admin (for its Store and Cluster
+// types), hashicorp raft, prometheus/client_golang.
 // Never amqp:
 // cmd/internal/bridge adapts the router to amqp.Backend.
 //
-// Goroutines, all tracked by Node.wg and stopped by Close (closing is closed first):
-// the reconcile loop (kicked by metadata applies and gossip events, and every second);
-// the metadata loop (leader duties, every second); the transaction recovery loop (every
-// TxnRecoveryInterval, with one short goroutine per pass that cancels it at Close); the
-// join loop (while --join is set);
-// one forwarder per auto-forwarding source hosted here; the RPC server's accept loop and
-// one goroutine per peer connection (rpcLayer.wg); memberlist's own; raft's and each
-// partition's (see partition's doc). A forwarded call whose caller gave up leaves one
-// short goroutine that waits for the reply and releases what it locked.
+// Goroutines. Node.life is the node-lifetime context; Close cancels it (Node.closing
+// is its Done channel) and waits on Node.wg. The node's own loops start through
+// Node.goFunc, which runs them under Node.life on Node.wg: the reconcile loop (kicked by
+// metadata applies and gossip events, and every second), the metadata loop (steward.run, leader
+// duties, every second), the transaction recovery loop (every TxnRecoveryInterval), the
+// join loop (gossip.KeepJoined, while --join is set) and the metadata-leader log
+// (metagroup.WatchLeader). A call that asks several nodes at once (groupsEverywhere,
+// CaughtUp) fans out on a WaitGroup of its own and waits for it before returning. Not
+// through goFunc yet: one forwarder per auto-forwarding source hosted here (on Node.wg
+// directly); the RPC server's accept loop and one goroutine per peer connection
+// (rpcLayer.wg); the forwarded-send batcher's runs; short helpers of the seam
+// (rpcContext, a remote wait, a receive's cancel, waitAny's watchers), each ending with
+// its call or within seconds of Close. Outside the package: memberlist's and the gossip
+// transport's (stopped by gossip.Close), raft's and each partition's (see partition's
+// doc). The package's TestMain fails a run when any goroutine outlives the tests
+// (go.uber.org/goleak), and TestNoUntrackedGoStatements when a file has more raw go
+// statements than the ones listed above still use.
 //
 // Lock order: Node.recMu (one reconcile pass at a time) before Node.mu; Node.mu only
 // guards the parts map and is never held across a call into a partition, the metadata
-// group, memberlist or the network; metaFSM.mu is taken inside metaGroup.read and never
-// held while calling out; gossip.mu, rpcLayer.mu and Node.removedMu are leaves.
+// group, memberlist or the network; the metadata state's lock is taken inside
+// metagroup.Group.Read and never held while calling out; gossip.Gossip's lock,
+// rpcLayer.mu and steward.removedMu are leaves.
 package cluster

@@ -2,41 +2,24 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // The events an operator reads in the node log at info (docs/operations.md § What is
-// logged): a member joined, died or left (gossip.go, note), the metadata leader changed
+// logged): a member joined, died or left (cluster/gossip), the metadata leader changed
 // (here), a drain began and ended (ops.go, DrainNode). hashicorp/raft's and memberlist's
 // own lines go to debug (internal/hashilog).
 
-// logMetaLeader logs each change of the metadata group's leader as this node sees it,
-// until the node closes. Raft's observer drops observations when the channel is full
-// (blocking false), so a slow log never holds up the group; the next change is logged.
-func (n *Node) logMetaLeader() {
-	defer n.wg.Done()
-	ch := make(chan raft.Observation, 16)
-	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	})
-	n.meta.raft.RegisterObserver(obs)
-	defer n.meta.raft.DeregisterObserver(obs)
-	for {
-		select {
-		case <-n.closing:
+// logMetaLeader logs a change of the metadata group's leader as node self sees it
+// (metagroup.Group.WatchLeader calls it).
+func logMetaLeader(log *slog.Logger, self string) func(leader string, term uint64) {
+	return func(leader string, term uint64) {
+		if leader == "" {
+			log.Info("metadata group has no leader", "term", term)
 			return
-		case o := <-ch:
-			lo := o.Data.(raft.LeaderObservation)
-			if lo.LeaderID == "" {
-				n.log.Info("metadata group has no leader", "term", n.meta.raft.CurrentTerm())
-				continue
-			}
-			n.log.Info("metadata leader changed", "leader", string(lo.LeaderID), "term", n.meta.raft.CurrentTerm(),
-				"this_node", string(lo.LeaderID) == n.cfg.NodeID)
 		}
+		log.Info("metadata leader changed", "leader", leader, "term", term, "this_node", leader == self)
 	}
 }
 

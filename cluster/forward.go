@@ -85,7 +85,7 @@ func (n *Node) reconcileForwarders() {
 			want[s.key()] = s
 		}
 	}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for ent, rs := range byEntity {
 			if q, ok := s.Queue(ent); ok {
 				p := q.Properties

@@ -28,7 +28,7 @@ func BenchmarkForwardSend(b *testing.B) {
 	var metaLeader *Node
 	waitFor(b, 30*time.Second, func() error {
 		for _, nd := range nodes {
-			if nd.meta.isLeader() {
+			if nd.meta.IsLeader() {
 				metaLeader = nd
 				return nil
 			}
@@ -39,7 +39,7 @@ func BenchmarkForwardSend(b *testing.B) {
 		b.Fatal(err)
 	}
 	var pl meta.Placement
-	metaLeader.meta.read(func(s *meta.State) { pl, _ = s.Placement("bench") })
+	metaLeader.meta.Read(func(s *meta.State) { pl, _ = s.Placement("bench") })
 	var leader, outsider *Node
 	waitFor(b, 30*time.Second, func() error {
 		leader, outsider = nil, nil

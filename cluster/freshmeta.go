@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 )
 
 // SyncMeta waits until this node's metadata replica has applied everything the
@@ -12,16 +14,19 @@ import (
 // leader; on the leader itself, nothing. Callers use it only for a lookup that missed,
 // before they refuse: a SAS token naming a key this node does not know yet.
 func (n *Node) SyncMeta(ctx context.Context) error {
-	if n.meta.isLeader() {
+	if n.meta.IsLeader() {
 		return nil
 	}
-	leader := n.meta.leader()
+	leader := n.meta.Leader()
 	if leader == "" {
 		return fmt.Errorf("%w: the metadata group has no leader", ErrUnavailable)
 	}
-	st, err := n.peerStatus(ctx, leader, metaGroupID)
+	st, err := n.peerStatus(ctx, leader, metagroup.ID)
 	if err != nil {
 		return err
 	}
-	return n.meta.waitIndex(ctx, st.Applied)
+	if err := n.meta.WaitIndex(ctx, st.Applied); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return nil
 }

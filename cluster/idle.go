@@ -44,43 +44,42 @@ func (c idleCandidate) String() string {
 }
 
 // idleCandidates lists the entities that the metadata alone would let expire by now.
-func (n *Node) idleCandidates(now int64) []idleCandidate {
+func idleCandidates(s *meta.State, now int64) []idleCandidate {
 	var out []idleCandidate
 	expired := func(last int64, idle time.Duration) bool {
 		return idle > 0 && idle < meta.Never && last+(idle+partition.PeekActivityGranularity).Milliseconds() <= now
 	}
-	n.meta.read(func(s *meta.State) {
-		for _, q := range s.Queues() {
-			if last := max(q.CreatedAt, q.UpdatedAt); expired(last, q.Properties.AutoDeleteOnIdle) {
-				out = append(out, idleCandidate{name: q.Name, kind: meta.KindQueue, idle: q.Properties.AutoDeleteOnIdle, last: last})
+	for _, q := range s.Queues() {
+		if last := max(q.CreatedAt, q.UpdatedAt); expired(last, q.Properties.AutoDeleteOnIdle) {
+			out = append(out, idleCandidate{name: q.Name, kind: meta.KindQueue, idle: q.Properties.AutoDeleteOnIdle, last: last})
+		}
+	}
+	for _, t := range s.Topics() {
+		subs, _ := s.Subscriptions(t.Name)
+		tlast := max(t.CreatedAt, t.UpdatedAt)
+		for _, sub := range subs {
+			last := max(sub.CreatedAt, sub.UpdatedAt)
+			for _, r := range sub.Rules {
+				last = max(last, r.CreatedAt)
+			}
+			tlast = max(tlast, last)
+			if expired(last, sub.Properties.AutoDeleteOnIdle) {
+				out = append(out, idleCandidate{topic: t.Name, name: sub.Name, kind: meta.KindTopic,
+					idle: sub.Properties.AutoDeleteOnIdle, last: last})
 			}
 		}
-		for _, t := range s.Topics() {
-			subs, _ := s.Subscriptions(t.Name)
-			tlast := max(t.CreatedAt, t.UpdatedAt)
-			for _, sub := range subs {
-				last := max(sub.CreatedAt, sub.UpdatedAt)
-				for _, r := range sub.Rules {
-					last = max(last, r.CreatedAt)
-				}
-				tlast = max(tlast, last)
-				if expired(last, sub.Properties.AutoDeleteOnIdle) {
-					out = append(out, idleCandidate{topic: t.Name, name: sub.Name, kind: meta.KindTopic,
-						idle: sub.Properties.AutoDeleteOnIdle, last: last})
-				}
-			}
-			if expired(tlast, t.Properties.AutoDeleteOnIdle) {
-				out = append(out, idleCandidate{name: t.Name, kind: meta.KindTopic, idle: t.Properties.AutoDeleteOnIdle,
-					last: tlast})
-			}
+		if expired(tlast, t.Properties.AutoDeleteOnIdle) {
+			out = append(out, idleCandidate{name: t.Name, kind: meta.KindTopic, idle: t.Properties.AutoDeleteOnIdle,
+				last: tlast})
 		}
-	})
+	}
 	return out
 }
 
 // lastActivity adds the partitions' recorded activity to c.last. An error (a partition
 // without a leader) means "unknown": the entity is kept for now.
-func (n *Node) lastActivity(ctx context.Context, c idleCandidate) (int64, error) {
+func (st *steward) lastActivity(ctx context.Context, c idleCandidate) (int64, error) {
+	n := st.n
 	name := c.name
 	if c.topic != "" {
 		name = c.topic
@@ -110,10 +109,13 @@ func (n *Node) lastActivity(ctx context.Context, c idleCandidate) (int64, error)
 
 // deleteIdle deletes the entities idle for their AutoDeleteOnIdle. The metadata leader
 // runs it; a deletion is the administration API's delete command.
-func (n *Node) deleteIdle(ctx context.Context) {
+func (st *steward) deleteIdle(ctx context.Context) {
+	n := st.n
 	now := n.clock.Now().UnixMilli()
-	for _, c := range n.idleCandidates(now) {
-		last, err := n.lastActivity(ctx, c)
+	var cands []idleCandidate
+	n.meta.Read(func(s *meta.State) { cands = idleCandidates(s, now) })
+	for _, c := range cands {
+		last, err := st.lastActivity(ctx, c)
 		if err != nil {
 			n.log.Debug("auto-delete on idle: activity unknown, keeping the entity", "entity", c.String(), "err", err)
 			continue

@@ -123,7 +123,7 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 		}
 		return nil
 	})
-	n.deleteIdle(ctx)
+	n.steward.deleteIdle(ctx)
 	want("q-sent", "q-peeked", "q-polled", "q-never", "t-subbusy", "t-subbusy/s", "t-subs", "t-subs/peeked")
 	if _, err := n.Peek(ctx, Address{Entity: "q-idle"}, "", 0, 1); err == nil {
 		t.Error("the deleted queue still answers")
@@ -132,7 +132,7 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 	// Deleting t-subs/idle pushed a new configuration to t-subs's partitions; that is not
 	// activity of t-subs/peeked, whose idle time still runs from its peek.
 	clock.advance(idle)
-	n.deleteIdle(ctx)
+	n.steward.deleteIdle(ctx)
 	want("q-never", "t-subs")
 }
 
@@ -145,7 +145,7 @@ func TestS_IDLE_1_AcrossNodes(t *testing.T) {
 	defer cancel()
 	var leader, other *Node
 	for _, nd := range nodes {
-		if nd.meta.isLeader() {
+		if nd.meta.IsLeader() {
 			leader = nd
 		} else {
 			other = nd
@@ -186,7 +186,7 @@ func TestS_IDLE_1_AcrossNodes(t *testing.T) {
 		}
 		return nil
 	})
-	leader.deleteIdle(ctx)
+	leader.steward.deleteIdle(ctx)
 	for _, nd := range nodes {
 		if _, err := nd.resolve("peeked"); err != nil {
 			t.Errorf("peeked through %s: %v", nd.cfg.NodeID, err)

@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 )
 
 // Membership changes. Gossip says who is alive; the metadata leader records nodes
@@ -24,70 +28,86 @@ const maxMetaVoters = 5
 // promoted.
 const catchUpSlack = 64
 
-// registerSelf records this node in the metadata (on the metadata leader).
-func (n *Node) registerSelf(ctx context.Context) error {
-	return n.register(ctx, member{memberMeta: memberMeta{ID: n.cfg.NodeID, Cluster: n.adv, Zone: n.cfg.Zone, Inc: n.inc}})
-}
-
-func (n *Node) register(ctx context.Context, m member) error {
+// register records node m in the metadata (on the metadata leader g), keeping its
+// draining mark; nothing when the record is unchanged.
+func register(ctx context.Context, g *metagroup.Group, m gossip.Meta) error {
 	var old meta.Node
 	var ok bool
-	n.meta.read(func(s *meta.State) { old, ok = s.Node(m.ID) })
+	g.Read(func(s *meta.State) { old, ok = s.Node(m.ID) })
 	want := meta.Node{ID: m.ID, Addr: m.Cluster, Zone: m.Zone, Incarnation: m.Inc, Draining: old.Draining}
 	if ok && old == want {
 		return nil
 	}
-	return n.meta.propose(ctx, &meta.PutNode{Node: want})
+	return g.Propose(ctx, &meta.PutNode{Node: want})
 }
 
-// metaLoop runs the metadata leader's duties: register live nodes, grow the metadata
-// group (non-voters first, promoted once caught up) up to maxMetaVoters voters, and
-// delete entities idle for their AutoDeleteOnIdle (idle.go).
-func (n *Node) metaLoop() {
-	defer n.wg.Done()
+// steward does the metadata leader's duties, every second while this node leads the
+// metadata group (run), and places the partitions of new entities (place, called by
+// the metadata group's leader as it proposes their creation): it registers live nodes,
+// grows the metadata group (non-voters first, promoted once caught up) up to
+// maxMetaVoters voters, re-places the replicas of nodes dead past their grace period,
+// raises under-replicated groups (replication.go), deletes entities idle for their
+// AutoDeleteOnIdle (idle.go) and balances partition leadership.
+type steward struct {
+	n *Node
+	// removed holds the nodes RemoveNode removed on this node (as metadata leader), by
+	// ID, with the incarnation each had: until it stops, such a node is still alive in
+	// gossip, and placement must not put replicas back on it; owner: removedMu.
+	removedMu sync.Mutex
+	removed   map[string]string
+}
+
+func newSteward(n *Node) *steward { return &steward{n: n, removed: map[string]string{}} }
+
+// run does the leader's duties every reconcileInterval until ctx (the node's lifetime)
+// ends.
+func (st *steward) run(ctx context.Context) {
+	n := st.n
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
 	deadSince := map[string]time.Time{} // registered nodes gossip does not see, since when
 	round := 0
 	for {
 		select {
-		case <-n.closing:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if !n.meta.isLeader() {
+		if !n.meta.IsLeader() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		n.reconcileMeta(ctx)
-		n.replaceDead(ctx, deadSince)
-		n.raiseReplicas(ctx)
-		n.deleteIdle(ctx)
+		pass, cancel := context.WithTimeout(ctx, 10*time.Second)
+		st.reconcileMeta(pass)
+		st.replaceDead(pass, deadSince)
+		st.raiseReplicas(pass)
+		st.deleteIdle(pass)
 		if round++; round%5 == 0 {
-			n.balanceLeaders(ctx)
+			st.balanceLeaders(pass)
 		}
 		cancel()
 	}
 }
 
-func (n *Node) reconcileMeta(ctx context.Context) {
+// reconcileMeta registers the live nodes and grows the metadata group by one step.
+func (st *steward) reconcileMeta(ctx context.Context) {
+	n := st.n
 	// A node RemoveNode removed still gossips until its operator stops it: it is neither
 	// registered again nor added back to the group (returning on an empty data directory,
 	// with a new incarnation, it is a new node).
-	var members []member
-	for _, m := range n.gossip.members() {
-		if m.ID == n.cfg.NodeID || !n.wasRemoved(m) {
+	var members []gossip.Member
+	for _, m := range n.gossip.Members() {
+		if m.ID == n.cfg.NodeID || !st.wasRemoved(m) {
 			members = append(members, m)
 		}
 	}
-	alive := map[string]member{}
+	alive := map[string]gossip.Member{}
 	for _, m := range members {
 		alive[m.ID] = m
-		if err := n.register(ctx, m); err != nil {
+		if err := register(ctx, n.meta, m.Meta); err != nil {
 			n.log.Warn("register node", "node", m.ID, "err", err)
 		}
 	}
-	servers := n.meta.servers()
+	servers := n.meta.Servers()
 	in := map[string]raft.Server{}
 	voters := 0
 	for _, s := range servers {
@@ -101,8 +121,7 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 		if _, ok := in[m.ID]; ok {
 			continue
 		}
-		f := n.meta.raft.AddNonvoter(raft.ServerID(m.ID), raft.ServerAddress(m.Cluster), 0, 5*time.Second)
-		if err := f.Error(); err != nil {
+		if err := n.meta.AddNonvoter(m.ID, m.Cluster, 5*time.Second); err != nil {
 			n.log.Warn("add metadata non-voter", "node", m.ID, "err", err)
 			return
 		}
@@ -118,7 +137,7 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 	if voters >= target {
 		return
 	}
-	last := n.meta.raft.LastIndex()
+	last, _ := n.meta.Indexes()
 	var cands []string
 	for _, s := range servers {
 		if s.Suffrage == raft.Nonvoter {
@@ -127,39 +146,31 @@ func (n *Node) reconcileMeta(ctx context.Context) {
 			}
 		}
 	}
-	cands = n.spreadZones(cands, servers)
+	zoneOf := map[string]string{}
+	n.meta.Read(func(s *meta.State) {
+		for _, nd := range s.Nodes() {
+			zoneOf[nd.ID] = nd.Zone
+		}
+	})
+	var voterIDs []string
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			voterIDs = append(voterIDs, string(s.ID))
+		}
+	}
+	cands = placement.SpreadVoters(cands, voterIDs, zoneOf)
 	for _, id := range cands {
-		st, err := n.peerStatus(ctx, id, metaGroupID)
+		st, err := n.peerStatus(ctx, id, metagroup.ID)
 		if err != nil || st.Applied+catchUpSlack < last {
 			continue
 		}
-		f := n.meta.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(alive[id].Cluster), 0, 5*time.Second)
-		if err := f.Error(); err != nil {
+		if err := n.meta.AddVoter(id, alive[id].Cluster, 5*time.Second); err != nil {
 			n.log.Warn("promote metadata voter", "node", id, "err", err)
 		} else {
 			n.log.Info("metadata group: promoted voter", "node", id)
 		}
 		return
 	}
-}
-
-// spreadZones orders candidates so that those in zones with the fewest voters come
-// first.
-func (n *Node) spreadZones(cands []string, servers []raft.Server) []string {
-	zoneOf := map[string]string{}
-	n.meta.read(func(s *meta.State) {
-		for _, nd := range s.Nodes() {
-			zoneOf[nd.ID] = nd.Zone
-		}
-	})
-	count := map[string]int{}
-	for _, s := range servers {
-		if s.Suffrage == raft.Voter {
-			count[zoneOf[string(s.ID)]]++
-		}
-	}
-	sort.SliceStable(cands, func(i, j int) bool { return count[zoneOf[cands[i]]] < count[zoneOf[cands[j]]] })
-	return cands
 }
 
 // peerStatus asks node id about one group it hosts.
@@ -183,7 +194,7 @@ func (n *Node) peerStatus(ctx context.Context, id string, groupID uint32) (Group
 }
 
 // localGroupStatus describes the groups hosted here (all when ids is empty); group
-// metaGroupID is the metadata group.
+// metagroup.ID is the metadata group.
 func (n *Node) localGroupStatus(ids []uint32) []GroupInfo {
 	var out []GroupInfo
 	want := func(id uint32) bool {
@@ -197,9 +208,10 @@ func (n *Node) localGroupStatus(ids []uint32) []GroupInfo {
 		}
 		return false
 	}
-	if want(metaGroupID) && len(ids) > 0 {
-		st := GroupInfo{Group: metaGroupID, Leader: n.meta.leader(), IsLeader: n.meta.isLeader(),
-			LastIndex: n.meta.raft.LastIndex(), Applied: n.meta.raft.AppliedIndex()}
+	if want(metagroup.ID) && len(ids) > 0 {
+		last, applied := n.meta.Indexes()
+		st := GroupInfo{Group: metagroup.ID, Leader: n.meta.Leader(), IsLeader: n.meta.IsLeader(),
+			LastIndex: last, Applied: applied}
 		out = append(out, st)
 	}
 	n.mu.RLock()
@@ -308,14 +320,15 @@ func (n *Node) transferLocal(groupID uint32, to string) error {
 // replaceDead re-places the replicas of nodes that gossip has not seen for longer than
 // DeadNodeGrace (the nodes themselves stay registered: removing one is an operator's
 // decision, qbctl node remove).
-func (n *Node) replaceDead(ctx context.Context, deadSince map[string]time.Time) {
+func (st *steward) replaceDead(ctx context.Context, deadSince map[string]time.Time) {
+	n := st.n
 	alive := map[string]bool{}
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		alive[m.ID] = true
 	}
 	var nodes []meta.Node
 	hosts := map[string]bool{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		nodes = s.Nodes()
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
@@ -350,15 +363,17 @@ func (n *Node) replaceDead(ctx context.Context, deadSince map[string]time.Time) 
 // first replica, which placement rotates over the nodes) when that node is alive, not
 // draining and a voter: after a node returns, it leads its share again. At most two
 // transfers per round.
-func (n *Node) balanceLeaders(ctx context.Context) {
-	v := n.placementView()
+func (st *steward) balanceLeaders(ctx context.Context) {
+	n := st.n
+	var v placementView
+	n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
 	pref, draining := v.preferred, v.draining
 	moved := 0
 	everywhere := n.groupsEverywhere(ctx)
 	for id, gs := range everywhere {
 		for _, g := range gs {
 			want, ok := pref[g.Group]
-			if !g.IsLeader || g.Group == metaGroupID || !ok || want == id || draining[want] || moved >= 2 {
+			if !g.IsLeader || g.Group == metagroup.ID || !ok || want == id || draining[want] || moved >= 2 {
 				continue
 			}
 			// Only to a node that just answered: raft blocks the group's writes until a
@@ -389,22 +404,20 @@ type placementView struct {
 	preferred map[uint32]string // group ID -> its preferred leader (first replica)
 }
 
-func (n *Node) placementView() placementView {
+func placementViewOf(s *meta.State) placementView {
 	v := placementView{draining: map[string]bool{}, load: map[string]int{}, preferred: map[uint32]string{}}
-	n.meta.read(func(s *meta.State) {
-		for _, nd := range s.Nodes() {
-			v.draining[nd.ID] = nd.Draining
-		}
-		for _, pl := range s.Placements() {
-			for _, p := range pl.Partitions {
-				for i, r := range p.Replicas {
-					v.load[r]++
-					if i == 0 {
-						v.preferred[p.GroupID] = r
-					}
+	for _, nd := range s.Nodes() {
+		v.draining[nd.ID] = nd.Draining
+	}
+	for _, pl := range s.Placements() {
+		for _, p := range pl.Partitions {
+			for i, r := range p.Replicas {
+				v.load[r]++
+				if i == 0 {
+					v.preferred[p.GroupID] = r
 				}
 			}
 		}
-	})
+	}
 	return v
 }

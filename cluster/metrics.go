@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 	"github.com/quorumbus/quorumbus/partition"
 )
 
@@ -186,7 +187,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	// Display names and the registered nodes, from the local metadata replica.
 	names := map[uint32]string{}
 	var registered []meta.Node
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
 				names[p.GroupID] = pl.Entity
@@ -202,8 +203,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	n.mu.RUnlock()
 
 	now := n.clock.Now()
-	live := n.aliveSet()
-	want := wantReplicas(n.cfg.Replicas, len(registered))
+	live := map[string]bool{n.cfg.NodeID: true} // before gossip starts, this node alone
+	if n.gossip != nil {
+		live = n.gossip.Alive()
+	}
+	want := placement.Want(n.cfg.Replicas, len(registered))
 	for id, r := range reps {
 		name := names[id]
 		if name == "" {
@@ -266,14 +270,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descReplicas, float64(len(reps)))
 
-	gauge(descMetaLeader, b2f(n.meta.isLeader()))
-	gauge(descMetaHas, b2f(n.meta.leader() != ""))
-	gauge(descMetaApply, float64(n.meta.appliedIndex()))
+	gauge(descMetaLeader, b2f(n.meta.IsLeader()))
+	gauge(descMetaHas, b2f(n.meta.Leader() != ""))
+	gauge(descMetaApply, float64(n.meta.AppliedIndex()))
 	if n.gossip != nil {
-		alive := map[string]bool{}
-		for _, m := range n.gossip.members() {
-			alive[m.ID] = true
-		}
+		alive := n.gossip.Alive()
 		failed := 0
 		for _, nd := range registered {
 			if !alive[nd.ID] {
@@ -282,7 +283,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descMembers, float64(len(alive)), "alive")
 		gauge(descMembers, float64(failed), "failed")
-		gauge(descHealth, float64(n.gossip.ml.GetHealthScore()))
+		gauge(descHealth, float64(n.gossip.HealthScore()))
 	}
 	// The same check as /readyz: on a node that follows others, one GroupStatus call per
 	// leading node, bounded so that an unreachable peer cannot stall the scrape.

@@ -78,7 +78,7 @@ func TestThreeNodesAnyNodeServes(t *testing.T) {
 	// Metadata: one leader, three members in its group, writes through a follower.
 	var follower *Node
 	for _, nd := range nodes {
-		if !nd.meta.isLeader() {
+		if !nd.meta.IsLeader() {
 			follower = nd
 		}
 	}
@@ -86,7 +86,7 @@ func TestThreeNodesAnyNodeServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pl meta.Placement
-	follower.meta.read(func(s *meta.State) { pl, _ = s.Placement("orders") }) // read-your-writes
+	follower.meta.Read(func(s *meta.State) { pl, _ = s.Placement("orders") }) // read-your-writes
 	if len(pl.Partitions) != 1 || len(pl.Partitions[0].Replicas) != 2 {
 		t.Fatalf("placement %+v: want 1 partition with 2 replicas", pl)
 	}
@@ -140,7 +140,7 @@ func converged(nodes []*Node) error {
 	digests := map[uint32]map[[32]byte][]string{}
 	metaDigests := map[[32]byte][]string{}
 	for _, nd := range nodes {
-		nd.meta.read(func(s *meta.State) {
+		nd.meta.Read(func(s *meta.State) {
 			d := s.Digest()
 			metaDigests[d] = append(metaDigests[d], nd.cfg.NodeID)
 		})
@@ -195,9 +195,9 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 	}
 	send("after")
 	var pl meta.Placement
-	n1.meta.read(func(s *meta.State) { pl, _ = s.Placement("moved") })
+	n1.meta.Read(func(s *meta.State) { pl, _ = s.Placement("moved") })
 	var victim, spare string
-	leader := n1.meta.leader()
+	leader := n1.meta.Leader()
 	for _, nd := range nodes {
 		id := nd.cfg.NodeID
 		if !containsNode(pl.Partitions[0].Replicas, id) {
@@ -262,14 +262,14 @@ func TestJoinersBecomeMetadataVoters(t *testing.T) {
 	waitFor(t, 30*time.Second, func() error {
 		var leader *Node
 		for _, nd := range nodes {
-			if nd.meta.isLeader() {
+			if nd.meta.IsLeader() {
 				leader = nd
 			}
 		}
 		if leader == nil {
 			return fmt.Errorf("no metadata leader")
 		}
-		servers := leader.meta.servers()
+		servers := leader.meta.Servers()
 		if v := voters(servers); v != 5 || len(servers) != 5 {
 			return fmt.Errorf("metadata group %v: want 5 voters", servers)
 		}
@@ -294,7 +294,7 @@ func TestPlacementSpreadsZonesAndLeaders(t *testing.T) {
 	}
 	zone := map[string]string{"n1": "a", "n2": "a", "n3": "b", "n4": "c"}
 	var pl meta.Placement
-	nodes[0].meta.read(func(s *meta.State) { pl, _ = s.Placement("zoned") })
+	nodes[0].meta.Read(func(s *meta.State) { pl, _ = s.Placement("zoned") })
 	firsts := map[string]int{}
 	for i, p := range pl.Partitions {
 		zs := map[string]bool{}

@@ -6,11 +6,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/internal/durable"
 	"github.com/quorumbus/quorumbus/internal/hashilog"
@@ -27,7 +31,7 @@ import (
 	"github.com/quorumbus/quorumbus/partition/transport"
 )
 
-// Node is one Quorumbus node: the cluster port, its membership (gossip.go), its replica
+// Node is one Quorumbus node: the cluster port, its membership (cluster/gossip), its replica
 // of the metadata group, and the replicas of the entity partitions placed on it. It
 // routes every data-plane operation to the partition that owns it, here or on the node
 // that leads it (router.go, remote.go), and serves the admin API's store (store.go).
@@ -38,8 +42,8 @@ type Node struct {
 	clock  Clock
 	mux    *transport.Mux
 	groups *transport.Groups // every partition group's Raft transport; nil with Raft.PerGroupTransport
-	meta   *metaGroup
-	gossip *gossip
+	meta   *metagroup.Group
+	gossip *gossip.Gossip
 	rpc    *rpcLayer
 	adv    string            // advertised cluster address
 	inc    string            // incarnation of the data directory
@@ -65,17 +69,18 @@ type Node struct {
 	// own change).
 	recMu sync.Mutex
 	fwd   map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
-	// removed holds the nodes RemoveNode removed on this node (as metadata leader), by
-	// ID, with the incarnation each had: until it stops, such a node is still alive in
-	// gossip, and placement must not put replicas back on it; owner: removedMu.
-	removedMu sync.Mutex
-	removed   map[string]string
-	// underRep holds the groups led here last seen under-replicated (replication.go),
-	// so that the change is logged once each way; owner: recMu.
-	underRep map[uint32]bool
-	closing  chan struct{}
-	once     sync.Once
-	wg       sync.WaitGroup
+	// steward does the metadata leader's duties (membership.go).
+	steward *steward
+	// underRep: the groups led here last seen under-replicated (replication.go); owner:
+	// recMu.
+	underRep underReplicated
+	// life is the node-lifetime context, cancelled by Close (stop); closing is its Done
+	// channel. Every goroutine the node starts runs under it, tracked by wg (goFunc).
+	life    context.Context
+	stop    context.CancelFunc
+	closing <-chan struct{}
+	once    sync.Once
+	wg      sync.WaitGroup
 
 	// wasReady is set once CaughtUp has passed: from then on what other nodes fail at
 	// (a leaderless group, a leader that does not answer) no longer makes this node
@@ -132,12 +137,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		clock:    cfg.Clock,
 		parts:    map[uint32]*replica{},
 		fwd:      map[string]context.CancelFunc{},
-		underRep: map[uint32]bool{},
-		removed:  map[string]string{},
+		underRep: underReplicated{},
 		batchers: map[string]*sendBatcher{},
 		kick:     make(chan struct{}, 1),
-		closing:  make(chan struct{}),
 	}
+	n.steward = newSteward(n)
+	n.life, n.stop = context.WithCancel(context.Background())
+	n.closing = n.life.Done()
 	if n.log == nil {
 		n.log = slog.Default()
 	}
@@ -176,15 +182,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	layer, err := mux.Layer(metaGroupID)
+	layer, err := mux.Layer(metagroup.ID)
 	if err != nil {
 		mux.Close()
 		return nil, err
 	}
-	n.meta, err = openMetaGroup(metaGroupConfig{
-		dir: filepath.Join(cfg.DataDir, "meta"), nodeID: raft.ServerID(cfg.NodeID), stream: layer,
-		timing: cfg.Raft, logger: n.raftLogger("meta"), changed: n.changed, clock: n.clock,
-		addrs: addrProvider{n}, advertise: raft.ServerAddress(n.adv), bootstrapSelf: n.lone(),
+	n.meta, err = metagroup.Open(metagroup.Config{
+		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: raft.ServerID(cfg.NodeID), Stream: layer,
+		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.changed,
+		Clock: n.clock, Addrs: addrProvider{n}, Advertise: raft.ServerAddress(n.adv), BootstrapSelf: n.lone(),
+		Place: n.steward.place, Forward: n.applyRemote,
 	})
 	if err != nil {
 		mux.Close()
@@ -205,28 +212,24 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.rpc, err = startRPC(n); err != nil {
 		return fail(err)
 	}
-	self := memberMeta{ID: cfg.NodeID, Cluster: n.adv, AMQP: cfg.AMQPAddr, Admin: cfg.AdminAddr, Zone: cfg.Zone,
-		Formed: n.meta.hadState, Inc: n.inc}
-	if n.gossip, err = startGossip(mux, self, cfg.GossipKey, cfg.GossipAcceptKeys, n.changed, n.memberlistLogger(), n.log); err != nil {
+	if n.gossip, err = n.startGossip(); err != nil {
 		return fail(err)
 	}
 	if len(cfg.Join) > 0 {
-		n.wg.Add(1)
-		go n.joinLoop()
+		n.goFunc("join", func(ctx context.Context) { n.gossip.KeepJoined(ctx, n.otherJoinAddrs) })
 	}
 	if err := n.formOrJoin(ctx); err != nil {
 		return fail(err)
 	}
-	n.gossip.setFormed()
+	n.gossip.SetFormed()
 	if err := n.bootstrap(ctx); err != nil {
 		return fail(err)
 	}
 	n.reconcile(ctx)
-	n.wg.Add(4)
-	go n.reconcileLoop()
-	go n.metaLoop()
-	go n.txnRecoveryLoop()
-	go n.logMetaLeader()
+	n.goFunc("reconcile", n.reconcileLoop)
+	n.goFunc("meta", n.steward.run)
+	n.goFunc("txn-recovery", n.txnRecoveryLoop)
+	n.goFunc("meta-leader-log", func(ctx context.Context) { n.meta.WatchLeader(ctx, logMetaLeader(n.log, n.cfg.NodeID)) })
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.
@@ -259,8 +262,31 @@ func (n *Node) ClusterAddr() string { return n.mux.Addr().String() }
 // raft's ordinary events at debug, its per-RPC failures limited (internal/hashilog).
 func (n *Node) raftLogger(name string) hclog.Logger { return n.libLog.Raft("raft." + name) }
 
-// memberlistLogger is memberlist's logger, through the node's slog logger like raft's.
-func (n *Node) memberlistLogger() *log.Logger { return n.libLog.Memberlist() }
+// startGossip starts this node's membership: gossip packets over UDP on the cluster
+// port's host and number, memberlist's streams over the cluster port's mux
+// (transport.TypeGossip), memberlist's lines through the node's slog logger like raft's.
+func (n *Node) startGossip() (*gossip.Gossip, error) {
+	layer, err := n.mux.Route(transport.TypeGossip, 0)
+	if err != nil {
+		return nil, err
+	}
+	bound := n.mux.Addr().(*net.TCPAddr)
+	return gossip.Start(gossip.Config{
+		Self: gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, AMQP: n.cfg.AMQPAddr, Admin: n.cfg.AdminAddr, Zone: n.cfg.Zone,
+			Formed: n.meta.HadState(), Inc: n.inc},
+		Bind:    &net.UDPAddr{IP: bound.IP, Port: bound.Port},
+		Streams: gossipStreams{layer},
+		Key:     n.cfg.GossipKey, AcceptKeys: n.cfg.GossipAcceptKeys,
+		Changed: n.changed, Logger: n.libLog.Memberlist(), Events: n.log,
+	})
+}
+
+// gossipStreams is the cluster port's gossip route as gossip.Streams.
+type gossipStreams struct{ *transport.Layer }
+
+func (s gossipStreams) Dial(addr string, timeout time.Duration) (net.Conn, error) {
+	return s.Layer.Dial(raft.ServerAddress(addr), timeout)
+}
 
 // incarnation returns the random identity of this data directory, created with it: a
 // node restarted on an empty disk has a new one.
@@ -281,41 +307,6 @@ func incarnation(dir string) (string, error) {
 		return "", fmt.Errorf("cluster: %w", err)
 	}
 	return inc, nil
-}
-
-// joinLoop contacts the --join addresses until gossip reaches one of them, with
-// backoff; names are resolved again on every try. While the node sees no peer it keeps
-// trying (a whole cluster restarted with new addresses finds itself again).
-func (n *Node) joinLoop() {
-	defer n.wg.Done()
-	backoff := 100 * time.Millisecond
-	joined := false
-	for {
-		if !joined || len(n.gossip.members()) <= 1 {
-			if err := n.gossip.join(n.otherJoinAddrs()); err != nil {
-				n.log.Debug("join", "addrs", n.cfg.Join, "err", err)
-				joined = false
-			} else {
-				if !joined {
-					n.log.Info("joined the cluster's gossip", "via", n.cfg.Join)
-				}
-				joined = true
-				backoff = time.Second
-			}
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-n.closing:
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if !joined {
-			backoff = min(backoff*2, 5*time.Second)
-		} else {
-			backoff = 5 * time.Second
-		}
-	}
 }
 
 // otherJoinAddrs is --join without this node's own address.
@@ -340,27 +331,27 @@ func (n *Node) formOrJoin(ctx context.Context) error {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	logged := false
-	for n.meta.leader() == "" {
+	for n.meta.Leader() == "" {
 		// Only nodes told to form a cluster of two or more form one: a node started with
 		// --join and --bootstrap-expect 1 joins an existing cluster, it never forms its
 		// own (it could see another new node before the cluster and split it).
-		if !n.meta.hadState && n.cfg.BootstrapExpect >= 2 {
-			ms := n.gossip.members()
+		if !n.meta.HadState() && n.cfg.BootstrapExpect >= 2 {
+			ms := n.gossip.Members()
 			formed := false
 			for _, m := range ms {
 				formed = formed || m.Formed
 			}
 			if !formed && len(ms) >= n.cfg.BootstrapExpect {
 				voters := ms[:n.cfg.BootstrapExpect]
-				if voters[0].ID == n.cfg.NodeID && n.meta.servers() == nil {
-					var cfg raft.Configuration
+				if voters[0].ID == n.cfg.NodeID && n.meta.Servers() == nil {
+					var servers []raft.Server
 					for _, m := range voters {
-						cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Cluster)})
+						servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.Cluster)})
 					}
-					if err := n.meta.raft.BootstrapCluster(cfg).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+					if err := n.meta.Form(servers); err != nil {
 						return fmt.Errorf("cluster: form the metadata group: %w", err)
 					}
-					n.log.Info("formed the cluster", "voters", cfg.Servers)
+					n.log.Info("formed the cluster", "voters", servers)
 				}
 			} else if !logged {
 				n.log.Info("waiting for the cluster", "seen", len(ms), "bootstrap-expect", n.cfg.BootstrapExpect, "formed", formed)
@@ -370,7 +361,7 @@ func (n *Node) formOrJoin(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: no metadata leader (seen %d of %d expected nodes): %w",
-				len(n.gossip.members()), n.cfg.BootstrapExpect, ctx.Err())
+				len(n.gossip.Members()), n.cfg.BootstrapExpect, ctx.Err())
 		case <-n.closing:
 			return ErrClosed
 		case <-t.C:
@@ -388,20 +379,20 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		var nsName string
 		var key meta.SASKey
 		var haveKey bool
-		n.meta.read(func(s *meta.State) {
+		n.meta.Read(func(s *meta.State) {
 			nsName = s.Namespace().Name
 			key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
 		})
-		if n.meta.isLeader() {
-			if err := n.meta.raft.Barrier(10 * time.Second).Error(); err != nil {
+		if n.meta.IsLeader() {
+			if err := n.meta.Barrier(10 * time.Second); err != nil {
 				return fmt.Errorf("cluster: metadata barrier: %w", err)
 			}
-			n.meta.read(func(s *meta.State) {
+			n.meta.Read(func(s *meta.State) {
 				nsName = s.Namespace().Name
 				key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
 			})
 			if nsName == "" {
-				if err := n.meta.propose(ctx, &meta.SetNamespace{Name: n.cfg.Namespace}); err != nil {
+				if err := n.meta.Propose(ctx, &meta.SetNamespace{Name: n.cfg.Namespace}); err != nil {
 					return fmt.Errorf("cluster: name the namespace: %w", err)
 				}
 			}
@@ -416,18 +407,18 @@ func (n *Node) bootstrap(ctx context.Context) error {
 				}
 				k := meta.SASKey{Name: n.cfg.DefaultKeyName, PrimaryKey: want, SecondaryKey: key.SecondaryKey,
 					Rights: meta.RightManage | meta.RightSend | meta.RightListen}
-				if err := n.meta.propose(ctx, &meta.PutSASKey{Key: k}); err != nil {
+				if err := n.meta.Propose(ctx, &meta.PutSASKey{Key: k}); err != nil {
 					return fmt.Errorf("cluster: create the default key: %w", err)
 				}
 			}
-			return n.registerSelf(ctx)
+			return register(ctx, n.meta, gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, Zone: n.cfg.Zone, Inc: n.inc})
 		}
 		if nsName != "" && haveKey {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: waiting for the namespace from the metadata leader %q: %w", n.meta.leader(), ctx.Err())
+			return fmt.Errorf("cluster: waiting for the namespace from the metadata leader %q: %w", n.meta.Leader(), ctx.Err())
 		case <-n.closing:
 			return ErrClosed
 		case <-t.C:
@@ -438,7 +429,7 @@ func (n *Node) bootstrap(ctx context.Context) error {
 // DefaultKey returns the default key's name and primary key (for the printed
 // connection string).
 func (n *Node) DefaultKey() (name, key string) {
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		if k, ok := s.SASKey(n.cfg.DefaultKeyName); ok {
 			name, key = k.Name, k.PrimaryKey
 		}
@@ -449,7 +440,7 @@ func (n *Node) DefaultKey() (name, key string) {
 // Namespace returns the namespace name.
 func (n *Node) Namespace() string {
 	var name string
-	n.meta.read(func(s *meta.State) { name = s.Namespace().Name })
+	n.meta.Read(func(s *meta.State) { name = s.Namespace().Name })
 	return name
 }
 
@@ -489,7 +480,7 @@ func (n *Node) LoadEmulatorConfig(ctx context.Context, data []byte) ([]string, e
 // applyEmulatorPlan applies what ec declares beyond the current metadata.
 func (n *Node) applyEmulatorPlan(ctx context.Context, ec *meta.EmulatorConfig) error {
 	var plan []meta.Command
-	n.meta.read(func(s *meta.State) { plan = ec.Plan(s) })
+	n.meta.Read(func(s *meta.State) { plan = ec.Plan(s) })
 	for _, cmd := range plan {
 		if _, ok := cmd.(*meta.SetNamespace); ok {
 			continue // the node's --namespace names it; Config.json's name is informational
@@ -510,7 +501,7 @@ func (n *Node) Ready() error {
 		return ErrClosed
 	default:
 	}
-	if n.meta.leader() == "" {
+	if n.meta.Leader() == "" {
 		return errors.New("metadata group has no leader")
 	}
 	n.mu.RLock()
@@ -543,27 +534,19 @@ func (n *Node) changed() {
 // members to add) do not kick it.
 const reconcileInterval = time.Second
 
-func (n *Node) reconcileLoop() {
-	defer n.wg.Done()
+// reconcileLoop runs reconcile when kicked and every reconcileInterval, until ctx (the
+// node's lifetime) ends; Close cancels a pass in progress.
+func (n *Node) reconcileLoop(ctx context.Context) {
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.closing:
+		case <-ctx.Done():
 			return
 		case <-n.kick:
 		case <-t.C:
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-n.closing:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		n.reconcile(ctx)
-		cancel()
 	}
 }
 
@@ -587,7 +570,7 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 	converged = true
 	want := map[uint32]desired{}
 	groups := map[uint32]meta.Partition{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for i, part := range pl.Partitions {
 				groups[part.GroupID] = part
@@ -653,7 +636,7 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 			converged = false
 		}
 	}
-	n.noteReplication(lead)
+	n.underRep.note(n.log, lead, n.gossip.Alive(), placement.Want(n.cfg.Replicas, registeredNodes(n.meta)))
 	for _, r := range gone {
 		if part, exists := groups[r.cfg.GroupID]; exists && n.stillMember(r) {
 			// Placed elsewhere now, but the group still counts this replica: its leader
@@ -782,14 +765,12 @@ func (n *Node) addrOf(id string) string {
 		return n.adv
 	}
 	if n.gossip != nil {
-		for _, m := range n.gossip.members() {
-			if m.ID == id {
-				return m.Cluster
-			}
+		if m, ok := n.gossip.Member(id); ok {
+			return m.Cluster
 		}
 	}
 	var addr string
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		if nd, ok := s.Node(id); ok {
 			addr = nd.Addr
 		}
@@ -797,12 +778,20 @@ func (n *Node) addrOf(id string) string {
 	return addr
 }
 
-// Close stops the node at once: partitions first (each answers its pending calls), then
-// the metadata group, gossip, RPC and the cluster port. Shutdown is the graceful stop.
+// goFunc runs fn on a goroutine of its own with the node's lifetime context, tracked by
+// n.wg: Close cancels the context and waits for fn to return. name labels the goroutine
+// in profiles (pprof label "cluster").
+func (n *Node) goFunc(name string, fn func(ctx context.Context)) {
+	n.wg.Go(func() { pprof.Do(n.life, pprof.Labels("cluster", name), fn) })
+}
+
+// Close stops the node at once: the node's goroutines (their context is cancelled,
+// Close waits for them), the partitions (each answers its pending calls), then the
+// metadata group, RPC, gossip and the cluster port. Shutdown is the graceful stop.
 func (n *Node) Close() error {
 	var err error
 	n.once.Do(func() {
-		close(n.closing)
+		n.stop()
 		n.wg.Wait()
 		n.mu.Lock()
 		parts := n.parts
@@ -819,10 +808,10 @@ func (n *Node) Close() error {
 			n.rpc.close()
 		}
 		if n.meta != nil {
-			err = errors.Join(err, n.meta.close())
+			err = errors.Join(err, n.meta.Close())
 		}
 		if n.gossip != nil {
-			err = errors.Join(err, n.gossip.close())
+			err = errors.Join(err, n.gossip.Close())
 		}
 		err = errors.Join(err, n.mux.Close())
 	})

@@ -13,6 +13,8 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 )
 
 // The operator surface (admin.Cluster, qbctl cluster/node/partition) and the graceful
@@ -25,13 +27,11 @@ func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
 	out := map[string][]GroupInfo{n.cfg.NodeID: n.localGroupStatus(nil)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		if m.ID == n.cfg.NodeID {
 			continue
 		}
-		wg.Add(1)
-		go func(m member) {
-			defer wg.Done()
+		wg.Go(func() {
 			var gs []GroupInfo
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
@@ -40,7 +40,7 @@ func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
 				out[m.ID] = gs
 				mu.Unlock()
 			}
-		}(m)
+		})
 	}
 	wg.Wait()
 	return out
@@ -48,9 +48,9 @@ func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
 
 // ClusterStatus implements admin.Cluster.
 func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
-	st := admin.ClusterStatus{NodeID: n.cfg.NodeID, MetadataLeader: n.meta.leader()}
+	st := admin.ClusterStatus{NodeID: n.cfg.NodeID, MetadataLeader: n.meta.Leader()}
 	roles := map[string]string{}
-	for _, s := range n.meta.servers() {
+	for _, s := range n.meta.Servers() {
 		roles[string(s.ID)] = "nonvoter"
 		if s.Suffrage == raft.Voter {
 			roles[string(s.ID)] = "voter"
@@ -62,7 +62,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	members := map[string]*admin.Member{}
 	var nodes []meta.Node
 	replicas := map[string]int{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		nodes = s.Nodes()
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
@@ -78,7 +78,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 			members[nd.ID].State = "draining"
 		}
 	}
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		mb := members[m.ID]
 		if mb == nil {
 			mb = &admin.Member{ID: m.ID}
@@ -92,7 +92,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	for id, gs := range n.groupsEverywhere(ctx) {
 		if mb := members[id]; mb != nil {
 			for _, g := range gs {
-				if g.IsLeader && g.Group != metaGroupID {
+				if g.IsLeader && g.Group != metagroup.ID {
 					mb.Leading++
 				}
 			}
@@ -117,7 +117,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 // Partitions implements admin.Cluster.
 func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) {
 	var pls []meta.Placement
-	n.meta.read(func(s *meta.State) { pls = s.Placements() })
+	n.meta.Read(func(s *meta.State) { pls = s.Placements() })
 	type key struct {
 		node  string
 		group uint32
@@ -137,8 +137,8 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 	if admin.WantDigests(ctx) {
 		digests = n.digestsEverywhere(ctx)
 	}
-	alive := n.aliveSet()
-	want := wantReplicas(n.cfg.Replicas, n.registeredNodes())
+	alive := n.gossip.Alive()
+	want := placement.Want(n.cfg.Replicas, registeredNodes(n.meta))
 	var out []admin.PartitionStatus
 	for _, pl := range pls {
 		for i, p := range pl.Partitions {
@@ -186,7 +186,7 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 func (n *Node) knownNode(id string) (meta.Node, error) {
 	var nd meta.Node
 	var ok bool
-	n.meta.read(func(s *meta.State) { nd, ok = s.Node(id) })
+	n.meta.Read(func(s *meta.State) { nd, ok = s.Node(id) })
 	if !ok {
 		return nd, fmt.Errorf("node %q: %w", id, meta.ErrNotFound)
 	}
@@ -244,7 +244,7 @@ func (n *Node) handOver(ctx context.Context) error {
 			}
 		}
 		n.mu.RUnlock()
-		metaLeader := n.meta.isLeader()
+		metaLeader := n.meta.IsLeader()
 		if len(leading) == 0 && !metaLeader {
 			return nil
 		}
@@ -256,8 +256,8 @@ func (n *Node) handOver(ctx context.Context) error {
 				n.log.Debug("hand over partition leadership", "entity", r.entity, "partition", r.index, "err", err)
 			}
 		}
-		if metaLeader && voters(n.meta.servers()) > 1 {
-			if err := n.meta.raft.LeadershipTransfer().Error(); err != nil {
+		if metaLeader && voters(n.meta.Servers()) > 1 {
+			if err := n.meta.TransferLeadership(); err != nil {
 				n.log.Debug("hand over metadata leadership", "err", err)
 			}
 		}
@@ -276,7 +276,7 @@ func (n *Node) handOver(ctx context.Context) error {
 
 // leadsOnlyAlone reports whether every group this node still leads has no other voter.
 func (n *Node) leadsOnlyAlone() bool {
-	if n.meta.isLeader() && voters(n.meta.servers()) > 1 {
+	if n.meta.IsLeader() && voters(n.meta.Servers()) > 1 {
 		return false
 	}
 	n.mu.RLock()
@@ -316,14 +316,14 @@ func (s *rpcService) HandOver(req *TransferReq, resp *WireErr) error {
 // the gossip; the caller then calls Close. A lone node has nobody to hand over to.
 func (n *Node) Shutdown(ctx context.Context) error {
 	err := n.handOverLogged(ctx, "graceful stop")
-	n.gossip.leave(2 * time.Second)
+	n.gossip.Leave(2 * time.Second)
 	return err
 }
 
 // TransferLeader implements admin.Cluster.
 func (n *Node) TransferLeader(ctx context.Context, groupID uint32, to string) error {
 	found := false
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
 				if p.GroupID == groupID {
@@ -373,8 +373,8 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	if _, err := n.knownNode(id); err != nil {
 		return err
 	}
-	if !n.meta.isLeader() {
-		leader := n.meta.leader()
+	if !n.meta.IsLeader() {
+		leader := n.meta.Leader()
 		if leader == "" {
 			return fmt.Errorf("%w: no metadata leader", admin.ErrUnavailable)
 		}
@@ -390,14 +390,14 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	if id == n.cfg.NodeID {
 		return fmt.Errorf("%w: node %q leads the metadata group; drain it first so another node leads", meta.ErrInvalid, id)
 	}
-	n.markRemoved(id)
+	n.steward.markRemoved(id)
 	if err := n.replaceNode(ctx, id); err != nil {
 		return err
 	}
-	if f := n.meta.raft.RemoveServer(raft.ServerID(id), 0, timeLeft(ctx)); f.Error() != nil {
-		return fmt.Errorf("%w: remove %q from the metadata group: %v", admin.ErrUnavailable, id, f.Error())
+	if err := n.meta.RemoveServer(id, timeLeft(ctx)); err != nil {
+		return fmt.Errorf("%w: remove %q from the metadata group: %v", admin.ErrUnavailable, id, err)
 	}
-	if err := n.meta.propose(ctx, &meta.DeleteNode{ID: id}); err != nil && !errors.Is(err, meta.ErrNotFound) {
+	if err := n.meta.Propose(ctx, &meta.DeleteNode{ID: id}); err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return err
 	}
 	return nil
@@ -418,7 +418,7 @@ func (s *rpcService) RemoveNode(req *TransferReq, resp *WireErr) error {
 // is eligible keeps its remaining replicas.
 func (n *Node) replaceNode(ctx context.Context, id string) error {
 	var pls []meta.Placement
-	n.meta.read(func(s *meta.State) { pls = s.Placements() })
+	n.meta.Read(func(s *meta.State) { pls = s.Placements() })
 	for _, pl := range pls {
 		changed := false
 		reps := make([][]string, len(pl.Partitions))
@@ -443,7 +443,7 @@ func (n *Node) replaceNode(ctx context.Context, id string) error {
 			reps[i] = keep
 		}
 		if changed {
-			if _, err := n.meta.proposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
+			if _, err := n.meta.ProposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
 				return err
 			}
 			n.log.Info("re-placed replicas", "entity", pl.Entity, "from", id, "replicas", reps)
@@ -455,10 +455,11 @@ func (n *Node) replaceNode(ctx context.Context, id string) error {
 // substitute picks a live, not draining node outside have (and not gone), the least
 // loaded; "" when there is none.
 func (n *Node) substitute(have []string, gone string) string {
-	v := n.placementView()
+	var v placementView
+	n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
 	load, draining := v.load, v.draining
 	best, bestLoad := "", 0
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		if m.ID == gone || draining[m.ID] || containsNode(have, m.ID) || m.State != "alive" {
 			continue
 		}
@@ -493,7 +494,7 @@ func (n *Node) localDigests() map[uint32]string {
 // digestsEverywhere asks every live node for the digests of the replicas it hosts.
 func (n *Node) digestsEverywhere(ctx context.Context) map[string]map[uint32]string {
 	out := map[string]map[uint32]string{n.cfg.NodeID: n.localDigests()}
-	for _, m := range n.gossip.members() {
+	for _, m := range n.gossip.Members() {
 		if m.ID == n.cfg.NodeID {
 			continue
 		}
@@ -514,16 +515,22 @@ type MetaDigest struct {
 	Applied uint64
 }
 
+// metaDigest is g's digest as MetaDigest.
+func metaDigest(g *metagroup.Group) MetaDigest {
+	sum, applied := g.Digest()
+	return MetaDigest{Digest: hex.EncodeToString(sum[:]), Applied: applied}
+}
+
 // MetaDigest reports this node's metadata digest.
 func (s *rpcService) MetaDigest(_ struct{}, resp *MetaDigest) error {
-	*resp = s.n.meta.digest()
+	*resp = metaDigest(s.n.meta)
 	return nil
 }
 
 // metaDigestsEverywhere asks every live node for its metadata digest.
 func (n *Node) metaDigestsEverywhere(ctx context.Context) map[string]MetaDigest {
-	out := map[string]MetaDigest{n.cfg.NodeID: n.meta.digest()}
-	for _, m := range n.gossip.members() {
+	out := map[string]MetaDigest{n.cfg.NodeID: metaDigest(n.meta)}
+	for _, m := range n.gossip.Members() {
 		if m.ID == n.cfg.NodeID {
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 )
 
 // Readiness (GET /readyz, quorumbus_node_ready) answers one question for a load
@@ -48,7 +50,7 @@ func (n *Node) caughtUp(ctx context.Context, strict bool) error {
 		return ErrClosed
 	default:
 	}
-	if n.meta.leader() == "" {
+	if n.meta.Leader() == "" {
 		return errors.New("metadata group has no leader")
 	}
 	if strict {
@@ -62,10 +64,10 @@ func (n *Node) caughtUp(ctx context.Context, strict bool) error {
 	}
 	mine := map[uint32]local{}
 	byLeader := map[string][]uint32{}
-	if !n.meta.isLeader() {
-		l := n.meta.leader()
-		byLeader[l] = append(byLeader[l], metaGroupID)
-		mine[metaGroupID] = local{"the metadata group", n.meta.appliedIndex()}
+	if !n.meta.IsLeader() {
+		l := n.meta.Leader()
+		byLeader[l] = append(byLeader[l], metagroup.ID)
+		mine[metagroup.ID] = local{"the metadata group", n.meta.AppliedIndex()}
 	}
 	n.mu.RLock()
 	for id, r := range n.parts {
@@ -95,9 +97,7 @@ func (n *Node) caughtUp(ctx context.Context, strict bool) error {
 			}
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var gs []GroupInfo
 			if err := n.rpc.call(ctx, addr, "GroupStatus", byLeader[l], &gs, nil); err != nil {
 				if strict {
@@ -113,7 +113,7 @@ func (n *Node) caughtUp(ctx context.Context, strict bool) error {
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)

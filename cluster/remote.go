@@ -494,7 +494,7 @@ func (s *rpcService) MetaApply(req *MetaApplyReq, resp *MetaApplyResp) error {
 	defer cancel()
 	e, err := meta.DecodeEntry(req.Entry)
 	if err == nil {
-		resp.Index, err = s.n.applyLocal(ctx, e.Cmd)
+		resp.Index, err = s.n.meta.ProposeIndex(ctx, e.Cmd)
 	}
 	resp.E = toWire(err)
 	return nil
@@ -554,8 +554,8 @@ func (n *Node) syncConfig(ctx context.Context, r *replica, index uint64) error {
 	if !r.p.IsLeader() {
 		return r.p.NotLeader()
 	}
-	if err := n.meta.waitIndex(ctx, index); err != nil {
-		return err
+	if err := n.meta.WaitIndex(ctx, index); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	want, ok := n.desiredConfig(r.cfg.GroupID)
 	if !ok {
@@ -572,7 +572,7 @@ func (n *Node) syncConfig(ctx context.Context, r *replica, index uint64) error {
 func (n *Node) desiredConfig(id uint32) (fsm.Config, bool) {
 	var cfg fsm.Config
 	var ok bool
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for i, p := range pl.Partitions {
 				if p.GroupID == id {
@@ -591,7 +591,7 @@ func (n *Node) desiredConfig(id uint32) (fsm.Config, bool) {
 // it). False means it was deleted.
 func (n *Node) groupExists(id uint32) bool {
 	found := false
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		if id >= s.NextGroupID() {
 			found = true
 			return

@@ -3,28 +3,25 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
+	"github.com/quorumbus/quorumbus/cluster/placement"
 )
 
 // Replication factor. Placement gives a new group min(--replicas, live nodes) replicas
-// (placement.go); when fewer nodes were alive than --replicas, the metadata leader raises
+// (cluster/placement); when fewer nodes were alive than --replicas, the metadata leader raises
 // the group's placement as soon as more are (raiseReplicas), and the group's leader adds
 // each new replica the way it replaces a dead one (reconcileMembers: a non-voter first,
 // promoted once caught up). A group is under-replicated while fewer of its voters are
 // alive than it should have: --replicas, capped by the registered nodes (a node that is
 // down still counts until `qbctl node remove`). Its leader exports that
 // (quorumbus_partition_under_replicated) and logs each change.
-
-// wantReplicas is how many replicas each group should have: --replicas, capped by the
-// registered nodes.
-func wantReplicas(replicas, registered int) int {
-	return max(min(replicas, registered), 1)
-}
 
 // liveVoters counts the voters among servers that alive holds.
 func liveVoters(servers []raft.Server, alive map[string]bool) int {
@@ -37,29 +34,21 @@ func liveVoters(servers []raft.Server, alive map[string]bool) int {
 	return k
 }
 
-// aliveSet is the set of nodes gossip sees alive, this node included.
-func (n *Node) aliveSet() map[string]bool {
-	alive := map[string]bool{n.cfg.NodeID: true}
-	if n.gossip != nil {
-		for _, m := range n.gossip.members() {
-			alive[m.ID] = true
-		}
-	}
-	return alive
-}
-
 // registeredNodes counts the nodes the metadata records.
-func (n *Node) registeredNodes() int {
+func registeredNodes(g *metagroup.Group) int {
 	k := 0
-	n.meta.read(func(s *meta.State) { k = len(s.Nodes()) })
+	g.Read(func(s *meta.State) { k = len(s.Nodes()) })
 	return k
 }
 
-// noteReplication logs, for each group led here (lead), when it becomes under-replicated
-// and when it has all its replicas again. Called by reconcile, with recMu held.
-func (n *Node) noteReplication(lead []*replica) {
-	alive := n.aliveSet()
-	want := wantReplicas(n.cfg.Replicas, n.registeredNodes())
+// underReplicated holds the groups led here last seen under-replicated, so that the
+// change is logged once each way; owner: Node.recMu.
+type underReplicated map[uint32]bool
+
+// note logs, for each group led here (lead), when it becomes under-replicated (fewer
+// live voters than want, alive holding the live nodes) and when it has all its replicas
+// again. Called by reconcile, with recMu held.
+func (u underReplicated) note(log *slog.Logger, lead []*replica, alive map[string]bool, want int) {
 	led := map[uint32]bool{}
 	for _, r := range lead {
 		id := r.cfg.GroupID
@@ -71,37 +60,38 @@ func (n *Node) noteReplication(lead []*replica) {
 		live := liveVoters(servers, alive)
 		under := live < want
 		switch {
-		case under && !n.underRep[id]:
-			n.log.Info("partition under-replicated", "entity", r.entity, "partition", r.index, "group", id,
+		case under && !u[id]:
+			log.Info("partition under-replicated", "entity", r.entity, "partition", r.index, "group", id,
 				"live_voters", live, "replicas", want)
-		case !under && n.underRep[id]:
-			n.log.Info("partition fully replicated again", "entity", r.entity, "partition", r.index, "group", id,
+		case !under && u[id]:
+			log.Info("partition fully replicated again", "entity", r.entity, "partition", r.index, "group", id,
 				"live_voters", live, "replicas", want)
 		}
 		if under {
-			n.underRep[id] = true
+			u[id] = true
 		} else {
-			delete(n.underRep, id)
+			delete(u, id)
 		}
 	}
-	for id := range n.underRep {
+	for id := range u {
 		if !led[id] {
-			delete(n.underRep, id) // led elsewhere now: its new leader tells
+			delete(u, id) // led elsewhere now: its new leader tells
 		}
 	}
 }
 
 // raiseReplicas (on the metadata leader) adds replicas to the placement of every group
 // that has fewer than --replicas while other nodes are alive: nodes that are not
-// draining first, a draining one only when nothing else can host it (addReplicas). A
+// draining first, a draining one only when nothing else can host it (placement.Add). A
 // group with no replica left is not raised: its data is gone. One SetPlacement per
 // entity whose placement changes.
-func (n *Node) raiseReplicas(ctx context.Context) {
+func (st *steward) raiseReplicas(ctx context.Context) {
+	n := st.n
 	want := max(n.cfg.Replicas, 1)
-	cands := n.candidates()
+	cands := st.candidates()
 	var pls []meta.Placement
 	zones := map[string]string{}
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		pls = s.Placements()
 		for _, nd := range s.Nodes() {
 			zones[nd.ID] = nd.Zone
@@ -115,7 +105,7 @@ func (n *Node) raiseReplicas(ctx context.Context) {
 			if len(p.Replicas) == 0 || len(p.Replicas) >= want {
 				continue
 			}
-			if add := addReplicas(p.Replicas, zones, cands, want); len(add) > 0 {
+			if add := placement.Add(p.Replicas, zones, cands, want); len(add) > 0 {
 				reps[i] = append(reps[i], add...)
 				changed = true
 			}
@@ -123,7 +113,7 @@ func (n *Node) raiseReplicas(ctx context.Context) {
 		if !changed {
 			continue
 		}
-		if _, err := n.meta.proposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
+		if _, err := n.meta.ProposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
 			n.log.Warn("raise replication", "entity", pl.Entity, "err", err)
 			return
 		}
@@ -166,8 +156,8 @@ func (n *Node) replicasPendingHere() string {
 	me := n.cfg.NodeID
 	var lacking string
 	mine := map[uint32]string{}
-	n.meta.read(func(s *meta.State) {
-		want := wantReplicas(n.cfg.Replicas, len(s.Nodes()))
+	n.meta.Read(func(s *meta.State) {
+		want := placement.Want(n.cfg.Replicas, len(s.Nodes()))
 		for _, pl := range s.Placements() {
 			for i, p := range pl.Partitions {
 				name := fmt.Sprintf("partition %d of %s", i, pl.Entity)

@@ -17,7 +17,7 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 	defer cancel()
 	var leader *Node
 	for _, nd := range nodes {
-		if nd.meta.isLeader() {
+		if nd.meta.IsLeader() {
 			leader = nd
 		}
 	}
@@ -38,17 +38,17 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 	}
 	replicas := func() []string {
 		var pl meta.Placement
-		leader.meta.read(func(s *meta.State) { pl, _ = s.Placement("shrunk") })
+		leader.meta.Read(func(s *meta.State) { pl, _ = s.Placement("shrunk") })
 		return pl.Partitions[0].Replicas
 	}
 	if r := replicas(); len(r) != 2 || containsNode(r, victim) {
 		t.Fatalf("after removing %s: replicas %v", victim, r)
 	}
-	leader.raiseReplicas(ctx) // as the metadata loop does every second
+	leader.steward.raiseReplicas(ctx) // as the metadata loop does every second
 	if r := replicas(); len(r) != 2 || containsNode(r, victim) {
 		t.Errorf("raise put a replica back on the removed %s: %v", victim, r)
 	}
-	for _, g := range leader.place(4) {
+	for _, g := range leader.steward.place(4) {
 		if containsNode(g, victim) {
 			t.Errorf("a new group placed on the removed %s: %v", victim, g)
 		}
@@ -57,14 +57,14 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 	// while gossip still sees it (it once did, and the chaos suite's add-remove fault then
 	// found a metadata group that never converged).
 	for i := 0; i < 3; i++ {
-		leader.reconcileMeta(ctx) // as the metadata loop does every second
+		leader.steward.reconcileMeta(ctx) // as the metadata loop does every second
 	}
-	for _, s := range leader.meta.servers() {
+	for _, s := range leader.meta.Servers() {
 		if string(s.ID) == victim {
 			t.Errorf("the removed %s is back in the metadata group as %v", victim, s.Suffrage)
 		}
 	}
-	leader.meta.read(func(s *meta.State) {
+	leader.meta.Read(func(s *meta.State) {
 		if _, ok := s.Node(victim); ok {
 			t.Errorf("the removed %s is registered again", victim)
 		}
@@ -86,7 +86,7 @@ func TestPlaceUsesADrainingNodeWhenNeeded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pl meta.Placement
-	nodes[0].meta.read(func(s *meta.State) { pl, _ = s.Placement("during-drain") })
+	nodes[0].meta.Read(func(s *meta.State) { pl, _ = s.Placement("during-drain") })
 	for i, p := range pl.Partitions {
 		if len(p.Replicas) != 3 || p.Replicas[0] == drained {
 			t.Errorf("partition %d: replicas %v, want 3 with %s not first", i, p.Replicas, drained)

@@ -20,7 +20,7 @@ func BenchmarkResolve(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	waitFor(b, 30*time.Second, func() error {
-		if !n.meta.isLeader() {
+		if !n.meta.IsLeader() {
 			return fmt.Errorf("no metadata leader")
 		}
 		return nil
@@ -48,7 +48,7 @@ func BenchmarkCallLocal(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	waitFor(b, 30*time.Second, func() error {
-		if !n.meta.isLeader() {
+		if !n.meta.IsLeader() {
 			return fmt.Errorf("no metadata leader")
 		}
 		return nil
@@ -85,7 +85,7 @@ func BenchmarkSettleRouting(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	waitFor(b, 30*time.Second, func() error {
-		if !n.meta.isLeader() {
+		if !n.meta.IsLeader() {
 			return fmt.Errorf("no metadata leader")
 		}
 		return nil

@@ -52,7 +52,7 @@ func (n *Node) Lookup(path string) (EntityInfo, error) {
 	}
 	var info EntityInfo
 	found := false
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		switch s.Kind(ent) {
 		case meta.KindQueue:
 			if sub != "" {
@@ -108,7 +108,7 @@ func splitPath(path string) (entity, sub string, err error) {
 func (n *Node) SASKey(name string) (meta.SASKey, bool) {
 	var k meta.SASKey
 	var ok bool
-	n.meta.read(func(s *meta.State) { k, ok = s.SASKey(name) })
+	n.meta.Read(func(s *meta.State) { k, ok = s.SASKey(name) })
 	return k, ok
 }
 
@@ -120,7 +120,7 @@ func (n *Node) EntitySASKey(path, name string) (meta.SASKey, bool) {
 		return meta.SASKey{}, false
 	}
 	var rules []meta.SASKey
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		if q, ok := s.Queue(ent); ok {
 			rules = q.Properties.AuthorizationRules
 		} else if t, ok := s.Topic(ent); ok {
@@ -148,7 +148,7 @@ func (n *Node) target(a Address) (*entity, fsm.Target, error) {
 		}
 		var sd meta.Subscription
 		var ok bool
-		n.meta.read(func(s *meta.State) { sd, ok = s.Subscription(a.Entity, a.Subscription) })
+		n.meta.Read(func(s *meta.State) { sd, ok = s.Subscription(a.Entity, a.Subscription) })
 		if !ok {
 			return nil, t, fmt.Errorf("%w: subscription %q of %q", fsm.ErrNotFound, a.Subscription, a.Entity)
 		}

@@ -14,98 +14,36 @@ import (
 
 var _ admin.Store = (*Node)(nil)
 
-// idempotentMeta reports whether applying cmd twice has the effect of applying it once,
-// so that Apply may repeat it after an attempt whose outcome is unknown (the metadata
-// leader lost leadership while committing it). PutNode sets a node's record: a node
-// registering itself while the metadata leader changes (a loaded machine, a rolling
-// restart) retries instead of failing its start.
-func idempotentMeta(cmd meta.Command) bool {
-	switch cmd.(type) {
-	case *meta.PutNode:
-		return true
-	}
-	return false
-}
-
 // Apply proposes a metadata change (admin.Store) through the metadata leader: here, or
-// forwarded to it over the cluster RPC. Creating a queue or topic places its partitions
-// on the cluster's nodes (placement.go). The call returns once the change is committed,
+// forwarded to it over the cluster RPC (metagroup.Group.Commit). Creating a queue or
+// topic places its partitions on the cluster's nodes (placement.go). The call returns once the change is committed,
 // applied on this node's replica (a read here right after sees it), and, for a new
 // entity, once every partition group has a leader, so a client may use an entity as soon
 // as its creation is acknowledged, through any node.
 func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
-	if err := meta.ValidateCommand(cmd); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var idx uint64
-	var err error
-	for attempt := 0; ; attempt++ {
-		leader := n.meta.leader()
-		switch {
-		case n.meta.isLeader():
-			idx, err = n.applyLocal(ctx, cmd)
-		case leader == "":
-			err = ErrNotMetadataLeader
-		default:
-			idx, err = n.applyRemote(ctx, leader, cmd)
-		}
-		// Retry only when the command certainly did not commit, or when committing it
-		// twice is committing it once.
-		uncertain := err != nil && strings.Contains(err.Error(), "may or may not")
-		if err == nil || !errors.Is(err, ErrNotMetadataLeader) || (uncertain && !idempotentMeta(cmd)) || ctx.Err() != nil {
-			break
-		}
-		t := time.NewTimer(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	idx, err := n.meta.Commit(ctx, cmd)
 	if errors.Is(err, ErrNotMetadataLeader) || errors.Is(err, ErrUnavailable) {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
 	if err != nil {
 		return err
 	}
-	if err := n.meta.waitIndex(ctx, idx); err != nil {
+	if err := n.meta.WaitIndex(ctx, idx); err != nil {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
 	n.reconcile(ctx)
-	var created, changed string
-	switch c := cmd.(type) {
-	case *meta.CreateQueue:
-		created = c.Name
-	case *meta.CreateTopic:
-		created = c.Name
-	case *meta.UpdateQueue:
-		changed = c.Name
-	case *meta.UpdateTopic:
-		changed = c.Name
-	case *meta.CreateSubscription:
-		changed = c.Topic
-	case *meta.UpdateSubscription:
-		changed = c.Topic
-	case *meta.DeleteSubscription:
-		changed = c.Topic
-	case *meta.CreateRule:
-		changed = c.Topic
-	case *meta.UpdateRule:
-		changed = c.Topic
-	case *meta.DeleteRule:
-		changed = c.Topic
-	}
-	if created != "" {
-		if err := n.waitEntity(ctx, created); err != nil {
+	entity, creates := meta.PartitionsChanged(cmd)
+	if entity != "" && creates {
+		if err := n.waitEntity(ctx, entity); err != nil {
 			return fmt.Errorf("%w: the change is committed but its partitions are not serving yet: %v", admin.ErrUnavailable, err)
 		}
 	}
-	if changed != "" {
+	if entity != "" && !creates {
 		// The entity's partitions apply the change before the caller hears of it, as on
 		// a single node: the next operation through any node sees it (S-ENT-3).
-		e, err := n.resolve(changed)
+		e, err := n.resolve(entity)
 		if err != nil {
 			return nil // deleted meanwhile
 		}
@@ -118,22 +56,7 @@ func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
 	return nil
 }
 
-// applyLocal proposes cmd on this node, the metadata leader, and returns its index.
-func (n *Node) applyLocal(ctx context.Context, cmd meta.Command) (uint64, error) {
-	switch c := cmd.(type) {
-	case *meta.CreateQueue:
-		if c.Replicas == nil {
-			c.Replicas = n.place(c.Properties.PartitionCount)
-		}
-	case *meta.CreateTopic:
-		if c.Replicas == nil {
-			c.Replicas = n.place(c.Properties.PartitionCount)
-		}
-	}
-	return n.meta.proposeIndex(ctx, cmd)
-}
-
-// applyRemote forwards cmd to the metadata leader.
+// applyRemote forwards cmd to the metadata leader (metagroup.Config.Forward).
 func (n *Node) applyRemote(ctx context.Context, leader string, cmd meta.Command) (uint64, error) {
 	addr := n.addrOf(leader)
 	if addr == "" {
@@ -237,7 +160,7 @@ func (n *Node) preferLeader(ctx context.Context, g group) {
 
 // Read runs fn on the local metadata replica (admin.Store).
 func (n *Node) Read(ctx context.Context, fn func(s *meta.State)) error {
-	n.meta.read(fn)
+	n.meta.Read(fn)
 	return nil
 }
 
@@ -306,7 +229,7 @@ func (n *Node) resolve(name string) (*entity, error) {
 		e    *entity
 		kind meta.EntityKind
 	)
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		kind = s.Kind(name)
 		if kind == meta.KindNone {
 			return

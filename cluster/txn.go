@@ -221,7 +221,7 @@ func (n *Node) completeAll(ids []uint32, id string, commit bool) bool {
 func (n *Node) groupByID(id uint32) (group, bool) {
 	var g group
 	found := false
-	n.meta.read(func(s *meta.State) {
+	n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for i, p := range pl.Partitions {
 				if p.GroupID == id {
@@ -254,32 +254,19 @@ func sameGroup(e *entity, g group) bool {
 	return false
 }
 
-// txnRecoveryLoop runs recoverTxns every TxnRecoveryInterval until Close.
-func (n *Node) txnRecoveryLoop() {
-	defer n.wg.Done()
+// txnRecoveryLoop runs recoverTxns every TxnRecoveryInterval until ctx (the node's
+// lifetime) ends; Close cancels a pass in progress.
+func (n *Node) txnRecoveryLoop(ctx context.Context) {
 	t := time.NewTicker(n.cfg.TxnRecoveryInterval)
 	defer t.Stop()
 	seen := map[string]bool{} // decisions seen on the previous pass; owner: this goroutine
 	for {
 		select {
-		case <-n.closing:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			select {
-			case <-n.closing:
-				cancel()
-			case <-done:
-			}
-		}()
 		seen = n.recoverTxns(ctx, seen)
-		close(done)
-		cancel()
 	}
 }
 

@@ -17,6 +17,11 @@ type depRule struct {
 	why       string
 }
 
+// stdOnly lists the packages that may depend on the standard library only, and why.
+var stdOnly = map[string]string{
+	"cluster/placement": "placement is a pure choice over a View, with no dependency to keep apart from (P8)",
+}
+
 var depRules = append([]depRule{
 	{"fsm", []string{"os", "net", "math/rand", "crypto/rand", "syscall", "time", "sync",
 		"github.com/hashicorp/", module + "/partition", module + "/cluster", module + "/amqp"},
@@ -27,6 +32,12 @@ var depRules = append([]depRule{
 		"dependencies point one way: fsm <- partition <- cluster"},
 	{"cluster", []string{module + "/amqp"},
 		"cluster implements amqp.Backend structurally; cmd wires the two together"},
+	{"cluster/placement", []string{"os", "net", "time", "math/rand", "crypto/rand", "sync", "syscall"},
+		"placement is a pure choice over a View: no clock, I/O, randomness or goroutine (P8)"},
+	{"cluster/gossip", []string{module + "/fsm", module + "/partition", module + "/cluster/meta", "github.com/hashicorp/raft"},
+		"gossip only says who is alive and what they advertise; it knows no Raft group (P8)"},
+	{"cluster/metagroup", []string{module + "/partition", module + "/cluster/gossip", "github.com/hashicorp/memberlist"},
+		"the metadata group replicates cluster/meta over Raft; it knows neither the partition groups nor gossip (P8)"},
 	{"internal/sas", []string{module + "/amqp", module + "/cluster", module + "/fsm", module + "/partition", "github.com/hashicorp/", "github.com/Azure/", "golang.org/", "os", "net/http"},
 		"the one SAS implementation is a pure stdlib leaf that amqp and cluster/admin both import"},
 }, testOnly("fsm", "partition", "cluster", "amqp", "cmd", "internal")...)
@@ -65,6 +76,14 @@ func TestDependencyDirection(t *testing.T) {
 				}
 			}
 		}
+		if why, ok := stdOnly[rel]; ok {
+			checked++
+			for _, dep := range goList(t, "-deps", pkg) {
+				if !isStd(dep) && dep != pkg {
+					t.Errorf("%s depends on %s: %s", rel, dep, why)
+				}
+			}
+		}
 	}
 	if checked == 0 {
 		t.Fatal("no package matched any rule: the rule table is stale")
@@ -74,11 +93,16 @@ func TestDependencyDirection(t *testing.T) {
 // violates reports whether dependency dep breaks the forbidden entry f. A standard
 // library entry (no dot in its first element) counts only as a direct import.
 func violates(dep, f string, isDirect bool) bool {
-	std := !strings.Contains(strings.SplitN(f, "/", 2)[0], ".")
-	if std && !isDirect {
+	if isStd(f) && !isDirect {
 		return false
 	}
 	return dep == f || strings.HasPrefix(dep, strings.TrimSuffix(f, "/")+"/")
+}
+
+// isStd reports whether an import path is the standard library's (no dot in its first
+// element).
+func isStd(path string) bool {
+	return !strings.Contains(strings.SplitN(path, "/", 2)[0], ".")
 }
 
 func contains(list []string, s string) bool {
@@ -104,6 +128,11 @@ func TestDependencyRuleCatchesViolation(t *testing.T) {
 		{module + "/clusterx", module + "/cluster", false, false},
 		{module + "/test/testutil", module + "/test/", false, true},
 		{"strings", "time", true, false},
+	}
+	for path, std := range map[string]bool{"sort": true, "math/rand/v2": true, module + "/fsm": false, "github.com/hashicorp/raft": false} {
+		if isStd(path) != std {
+			t.Errorf("isStd(%q) = %v, want %v", path, !std, std)
+		}
 	}
 	for _, c := range cases {
 		if got := violates(c.dep, c.forbidden, c.direct); got != c.want {

@@ -187,6 +187,37 @@ func (*SetPlacement) Op() Op       { return OpSetPlacement }
 func (*PutNode) Op() Op            { return OpPutNode }
 func (*DeleteNode) Op() Op         { return OpDeleteNode }
 
+// PartitionsChanged names the queue or topic whose partitions c concerns: the entity c
+// creates (creates true; its partitions must start), or the one whose partitions'
+// configuration c changes (a queue's or topic's properties, a subscription or a rule
+// of a topic). "" for the other commands: keys, nodes, placement, the namespace and
+// deletions.
+func PartitionsChanged(c Command) (entity string, creates bool) {
+	switch x := c.(type) {
+	case *CreateQueue:
+		return x.Name, true
+	case *CreateTopic:
+		return x.Name, true
+	case *UpdateQueue:
+		return x.Name, false
+	case *UpdateTopic:
+		return x.Name, false
+	case *CreateSubscription:
+		return x.Topic, false
+	case *UpdateSubscription:
+		return x.Topic, false
+	case *DeleteSubscription:
+		return x.Topic, false
+	case *CreateRule:
+		return x.Topic, false
+	case *UpdateRule:
+		return x.Topic, false
+	case *DeleteRule:
+		return x.Topic, false
+	}
+	return "", false
+}
+
 // newCommand returns an empty command for op, for decoding.
 func newCommand(op Op) Command {
 	switch op {

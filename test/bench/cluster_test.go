@@ -7,7 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -122,12 +125,27 @@ func (bc *benchCluster) partitions(b *testing.B) ([]partRow, error) {
 func (bc *benchCluster) createQueues(b *testing.B, names ...string) {
 	b.Helper()
 	ac := bc.Nodes[0].AdminClient(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+time.Duration(len(names))*time.Second)
 	defer cancel()
+	// Up to 16 at a time: each create returns once its group has a leader, and most
+	// of that is waiting for the new group's first election.
+	sem := make(chan struct{}, 16)
+	errs := make(chan error, len(names))
 	for _, q := range names {
-		if _, err := ac.CreateQueue(ctx, q, nil); err != nil {
-			b.Fatalf("create %s: %v", q, err)
-		}
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			if _, err := ac.CreateQueue(ctx, q, nil); err != nil {
+				errs <- fmt.Errorf("create %s: %w", q, err)
+			}
+		}()
+	}
+	for range cap(sem) {
+		sem <- struct{}{}
+	}
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -619,8 +637,10 @@ func benchGroups(b *testing.B, groups int, sizes []int) {
 		before[i] = readProc(b, n.Pid())
 	}
 	t0, f0 := time.Now(), diskFlushes(b)
+	profiled := profileIdle(b, bc.Nodes[0], groups, *clusterIdle)
 	time.Sleep(*clusterIdle) // the idle window: nothing talks to the cluster
 	window := time.Since(t0)
+	<-profiled
 	b.ReportMetric(float64(diskFlushes(b)-f0)/window.Seconds(), "idle-flushes/s")
 	var cpu, rss float64
 	for i, n := range bc.Nodes {
@@ -874,4 +894,38 @@ func BenchmarkClusterFailoverQuiet(b *testing.B) {
 	b.ReportMetric(took[len(took)-1].Seconds(), "slowest-s")
 	b.ReportMetric(took[len(took)/2].Seconds(), "median-s")
 	b.ReportMetric(float64(len(led)), "groups-led")
+}
+
+// profileIdle, with QB_BENCH_PROFILE_DIR set (and the nodes started with
+// QUORUMBUS_PPROF=true), saves node n's CPU profile over the idle window and its heap
+// profile after it as <dir>/idle-<groups>-{cpu,heap}.pprof, for a per-component view of
+// what an idle group costs. The channel closes when both are saved (at once without).
+func profileIdle(b *testing.B, n *harness.Node, groups int, window time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	dir := os.Getenv("QB_BENCH_PROFILE_DIR")
+	if dir == "" {
+		close(done)
+		return done
+	}
+	save := func(path, name string) {
+		resp, err := http.Get("http://" + n.Admin + path)
+		if err != nil {
+			b.Logf("profile %s: %v", path, err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("idle-%d-%s.pprof", groups, name)))
+		if err != nil {
+			b.Logf("profile: %v", err)
+			return
+		}
+		defer f.Close()
+		io.Copy(f, resp.Body)
+	}
+	go func() {
+		defer close(done)
+		save(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(window.Seconds())), "cpu")
+		save("/debug/pprof/heap", "heap")
+	}()
+	return done
 }

@@ -1,4 +1,4 @@
-package cluster
+package placement
 
 import (
 	"fmt"
@@ -6,13 +6,14 @@ import (
 	"testing"
 )
 
-func cands(spec ...string) []*candidate {
-	var out []*candidate
+// view builds a View from "id zone [draining]" specs.
+func view(spec ...string) View {
+	var out View
 	for _, s := range spec {
-		c := &candidate{}
+		c := &Node{}
 		var flags string
-		fmt.Sscanf(s, "%s %s %s", &c.id, &c.zone, &flags) //nolint:errcheck // flags is optional
-		c.draining = flags == "draining"
+		fmt.Sscanf(s, "%s %s %s", &c.ID, &c.Zone, &flags) //nolint:errcheck // flags is optional
+		c.Draining = flags == "draining"
 		out = append(out, c)
 	}
 	return out
@@ -22,7 +23,7 @@ func cands(spec ...string) []*candidate {
 // hosts a replica when the other live nodes are too few (with n3 draining and
 // n1 dead a new queue had one replica; with n3 draining, two), but never leads, and is
 // not chosen while another node can host the replica.
-func TestPlaceGroupsReachesReplicasWithDrainingNodes(t *testing.T) {
+func TestPlaceReachesReplicasWithDrainingNodes(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		nodes    []string
@@ -37,7 +38,7 @@ func TestPlaceGroupsReachesReplicasWithDrainingNodes(t *testing.T) {
 		{"one node", []string{"n1 a"}, 3, []string{"n1"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := placeGroups(cands(tc.nodes...), tc.replicas, 1)
+			got := Place(view(tc.nodes...), 1, tc.replicas)
 			if len(got) != 1 {
 				t.Fatalf("%d groups, want 1", len(got))
 			}
@@ -55,9 +56,9 @@ func TestPlaceGroupsReachesReplicasWithDrainingNodes(t *testing.T) {
 
 // Many groups over more nodes than replicas: each group has distinct nodes in distinct
 // zones, the load is even, and the preferred leaders rotate.
-func TestPlaceGroupsSpreads(t *testing.T) {
-	cs := cands("n1 a", "n2 b", "n3 c", "n4 a", "n5 b", "n6 c")
-	got := placeGroups(cs, 3, 16)
+func TestPlaceSpreads(t *testing.T) {
+	cs := view("n1 a", "n2 b", "n3 c", "n4 a", "n5 b", "n6 c")
+	got := Place(cs, 16, 3)
 	load, leads := map[string]int{}, map[string]int{}
 	for _, g := range got {
 		zones := map[byte]bool{}
@@ -65,8 +66,8 @@ func TestPlaceGroupsSpreads(t *testing.T) {
 			load[id]++
 		}
 		for _, c := range cs {
-			if slices.Contains(g, c.id) {
-				zones[c.zone[0]] = true
+			if slices.Contains(g, c.ID) {
+				zones[c.Zone[0]] = true
 			}
 		}
 		if len(g) != 3 || len(zones) != 3 {
@@ -86,9 +87,9 @@ func TestPlaceGroupsSpreads(t *testing.T) {
 	}
 }
 
-// addReplicas raises a group to the replication factor with the live nodes it lacks:
-// not draining first, a draining one when nothing else can, nothing when it has them.
-func TestAddReplicas(t *testing.T) {
+// Add raises a group to the replication factor with the live nodes it lacks: not
+// draining first, a draining one when nothing else can, nothing when it has them.
+func TestAdd(t *testing.T) {
 	zones := map[string]string{"n1": "a", "n2": "b", "n3": "c", "n4": "a"}
 	for _, tc := range []struct {
 		name     string
@@ -105,7 +106,7 @@ func TestAddReplicas(t *testing.T) {
 		{"no other node alive", []string{"n2"}, []string{"n2 b"}, 3, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := addReplicas(tc.have, zones, cands(tc.nodes...), tc.replicas)
+			got := Add(tc.have, zones, view(tc.nodes...), tc.replicas)
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("added %v, want %v", got, tc.want)
@@ -114,12 +115,22 @@ func TestAddReplicas(t *testing.T) {
 	}
 }
 
-func TestWantReplicas(t *testing.T) {
+func TestWant(t *testing.T) {
 	for _, tc := range []struct{ replicas, registered, want int }{
 		{3, 3, 3}, {3, 1, 1}, {3, 5, 3}, {5, 4, 4}, {3, 0, 1},
 	} {
-		if got := wantReplicas(tc.replicas, tc.registered); got != tc.want {
-			t.Errorf("wantReplicas(%d, %d) = %d, want %d", tc.replicas, tc.registered, got, tc.want)
+		if got := Want(tc.replicas, tc.registered); got != tc.want {
+			t.Errorf("Want(%d, %d) = %d, want %d", tc.replicas, tc.registered, got, tc.want)
 		}
+	}
+}
+
+// The next metadata voter comes from a zone with the fewest voters; within a zone the
+// candidates keep their order.
+func TestSpreadVoters(t *testing.T) {
+	zoneOf := map[string]string{"v1": "a", "v2": "a", "v3": "b", "x1": "a", "y1": "b", "z1": "c", "z2": "c"}
+	got := SpreadVoters([]string{"x1", "y1", "z2", "z1"}, []string{"v1", "v2", "v3"}, zoneOf)
+	if want := []string{"z2", "z1", "y1", "x1"}; !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
 	}
 }

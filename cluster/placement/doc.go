@@ -1,0 +1,18 @@
+// Package placement decides which nodes hold the replicas of each partition group. It
+// is a pure choice over a View, the live nodes with what the metadata says of them
+// (draining, replicas placed, groups preferring them as leader): no clock, no I/O, no
+// randomness, no goroutine.
+//
+// The metadata leader (package cluster) gathers the View from gossip and the metadata
+// state, calls Place for the partitions of a new entity and Add to raise a group placed
+// on fewer nodes than --replicas, and proposes the result as a metadata command.
+//
+// The rules, in order: replicas on distinct nodes; nodes that are not draining first (a
+// draining node is chosen only when the others are too few, so that an entity created
+// during a rolling restart still gets its replication factor); distinct zones where the
+// zones allow; then the least loaded node. A group's first replica, its preferred
+// leader, is a node that is not draining when the group has one, the one preferred by
+// the fewest groups, so that leaders spread evenly.
+//
+// Imports: the standard library only (test/deps_test.go).
+package placement

@@ -1,0 +1,129 @@
+package placement
+
+import "sort"
+
+// Node is a live node a replica may be placed on.
+type Node struct {
+	ID, Zone string
+	Draining bool // marked draining: used only when not enough other nodes are alive
+	Load     int  // partition replicas placed on it
+	Leads    int  // partition groups whose preferred leader (first replica) it is
+}
+
+// View is the live nodes placement chooses from. Place and Add count the replicas they
+// choose into the nodes' Load and Leads, so that one View serves several choices in a
+// row (the groups of one entity, or every group raised in one pass).
+type View []*Node
+
+// Place chooses the replicas of each of partitions new groups (at least one):
+// min(replicas, len(view)) distinct nodes per group, the first of each its preferred
+// leader (see the package doc for the rules).
+func Place(view View, partitions, replicas int) [][]string {
+	partitions = max(partitions, 1)
+	k := min(max(replicas, 1), len(view))
+	out := make([][]string, partitions)
+	for i := range out {
+		pick := pick(nil, view, k)
+		// Preferred leader: not draining, leading the fewest groups.
+		sort.SliceStable(pick, func(a, b int) bool {
+			if pick[a].Draining != pick[b].Draining {
+				return !pick[a].Draining
+			}
+			return pick[a].Leads < pick[b].Leads
+		})
+		ids := make([]string, len(pick))
+		for j, c := range pick {
+			ids[j] = c.ID
+			c.Load++
+		}
+		if len(pick) > 0 {
+			pick[0].Leads++
+		}
+		out[i] = ids
+	}
+	return out
+}
+
+// Add chooses the nodes to add to a group whose replicas are have (zones: the zone of
+// each of them, "" when unknown) so that it has replicas, by the rules Place follows;
+// nil when it has them already or no other node of view is alive.
+func Add(have []string, zones map[string]string, view View, replicas int) []string {
+	var free View
+	for _, c := range view {
+		if !contains(have, c.ID) {
+			free = append(free, c)
+		}
+	}
+	k := min(replicas-len(have), len(free))
+	if k <= 0 {
+		return nil
+	}
+	used := map[string]bool{}
+	for _, id := range have {
+		used[zones[id]] = true
+	}
+	pick := pick(used, free, k)
+	ids := make([]string, len(pick))
+	for j, c := range pick {
+		ids[j] = c.ID
+		c.Load++
+	}
+	return ids
+}
+
+// Want is how many replicas each group should have: replicas (--replicas), capped by
+// the registered nodes, and at least one.
+func Want(replicas, registered int) int {
+	return max(min(replicas, registered), 1)
+}
+
+// pick picks k of view (k <= len(view)): nodes not draining before draining ones, and
+// within each, distinct zones first, then the least loaded (then by ID). used names
+// zones that already hold a replica. It sorts view.
+func pick(used map[string]bool, view View, k int) View {
+	sort.SliceStable(view, func(a, b int) bool {
+		if view[a].Load != view[b].Load {
+			return view[a].Load < view[b].Load
+		}
+		return view[a].ID < view[b].ID
+	})
+	zones := map[string]bool{}
+	for z := range used {
+		zones[z] = true
+	}
+	var out View
+	for _, draining := range []bool{false, true} {
+		for _, c := range view { // distinct zones first
+			if len(out) < k && c.Draining == draining && !zones[c.Zone] {
+				out, zones[c.Zone] = append(out, c), true
+			}
+		}
+		for _, c := range view {
+			if len(out) < k && c.Draining == draining && !contains(out, c) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func contains[T comparable](xs []T, x T) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// SpreadVoters orders cands (node IDs) so that those in the zones holding the fewest of
+// voters come first, keeping the order of cands within a zone: the metadata group
+// promotes its next voter in a zone it lacks. zoneOf gives each node's zone.
+func SpreadVoters(cands, voters []string, zoneOf map[string]string) []string {
+	count := map[string]int{}
+	for _, v := range voters {
+		count[zoneOf[v]]++
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return count[zoneOf[cands[i]]] < count[zoneOf[cands[j]]] })
+	return cands
+}
