@@ -171,11 +171,6 @@ image:
 image-test:
 	cd deploy/image && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
-# The Helm chart: render over a values matrix with the Helm SDK, lint --strict, decode
-# strictly into k8s.io/api types and boot the rendered pods, each on a test host of its
-# own (helm/quorumbus/test; test/hosts needs iproute2 and nftables, as chaos does); then
-# the API server's own validation of every rendered object (helm/quorumbus/test/apivalidate,
-# which requires k8s.io/kubernetes: slow to build the first time).
 # etcd and kube-apiserver for the chart's run through a real API server
 # (TestHelmThroughARealAPIServer), at the versions apivalidate's go.mod requires (its
 # tool directives), kube-apiserver stamped with its version as a release build is. The
@@ -187,6 +182,12 @@ kube-bin:
 	  $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${mm%%.*} -X k8s.io/component-base/version.gitMinor=$$(echo $$mm | cut -d. -f2)" \
 	    -o $(KUBE_BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 
+# The Helm chart: render over a values matrix with the Helm SDK, lint --strict, decode
+# strictly into k8s.io/api types and boot the rendered pods, each on a test host of its
+# own (helm/quorumbus/test; test/hosts needs iproute2 and nftables, as chaos does);
+# helm install, test and upgrade through a real kube-apiserver on etcd (kube-bin); then
+# the API server's own validation of every rendered object (helm/quorumbus/test/apivalidate,
+# which requires k8s.io/kubernetes: slow to build the first time).
 helm-test: image-test chaos-deps kube-bin
 	cd helm/quorumbus/test && $(GO) vet ./... && QUORUMBUS_KUBE_BIN=$(KUBE_BIN) $(GO) test -count=1 -timeout 20m ./...
 	cd helm/quorumbus/test/apivalidate && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...

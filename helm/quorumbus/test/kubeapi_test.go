@@ -147,7 +147,7 @@ func startProcess(t *testing.T, name string, argv ...string) *process {
 	return p
 }
 
-// exited fails the test if the process has exited.
+// check fails the test if the process has exited.
 func (p *process) check(t *testing.T) {
 	t.Helper()
 	select {
