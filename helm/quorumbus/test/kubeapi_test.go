@@ -41,6 +41,9 @@ var (
 	kubeBinOnce sync.Once
 	kubeBinDir  string
 	kubeBinErr  error
+	// builtKubeBinDir is kubeBinDir when the test built the binaries there (TestMain
+	// removes it).
+	builtKubeBinDir string
 )
 
 // kubeBinaries returns the directory holding the etcd and kube-apiserver binaries.
@@ -55,6 +58,7 @@ func kubeBinaries(t *testing.T) string {
 		if kubeBinErr != nil {
 			return
 		}
+		builtKubeBinDir = kubeBinDir
 		// The first build of kube-apiserver takes minutes on 2 cores; the build cache
 		// makes the next ones a link. Versioned as a release build is: Helm checks the
 		// chart's kubeVersion against it.
