@@ -10,7 +10,7 @@ SUBMODS := test/bench/compare test/ui
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-upgrade test-e2e-cluster test-order test-short test-long lint vet fuzz bench bench-cluster bench-compare run clean conformance chaos chaos-long chaos-deps chaos-table image image-test helm-test ui-test
+.PHONY: all build test test-upgrade test-e2e-cluster test-order test-short test-long lint vet fuzz bench bench-cluster bench-compare run clean conformance chaos chaos-long chaos-deps chaos-table image image-test kube-bin helm-test ui-test
 
 all: build
 
@@ -179,13 +179,25 @@ image:
 image-test:
 	cd deploy/image && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
+# etcd and kube-apiserver for the chart's run through a real API server
+# (TestHelmThroughARealAPIServer), at the versions apivalidate's go.mod requires (its
+# tool directives), kube-apiserver stamped with its version as a release build is. The
+# first build takes minutes; then the build cache makes it a link.
+KUBE_BIN := $(CURDIR)/$(BIN)/kube
+kube-bin:
+	cd helm/quorumbus/test/apivalidate && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && mm=$${v#v} && \
+	  $(GO) build -o $(KUBE_BIN)/etcd go.etcd.io/etcd/server/v3 && \
+	  $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${mm%%.*} -X k8s.io/component-base/version.gitMinor=$$(echo $$mm | cut -d. -f2)" \
+	    -o $(KUBE_BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+
 # The Helm chart: render over a values matrix with the Helm SDK, lint --strict, decode
 # strictly into k8s.io/api types and boot the rendered pods, each on a test host of its
-# own (helm/quorumbus/test; test/hosts needs iproute2 and nftables, as chaos does); then
+# own (helm/quorumbus/test; test/hosts needs iproute2 and nftables, as chaos does);
+# helm install, test and upgrade through a real kube-apiserver on etcd (kube-bin); then
 # the API server's own validation of every rendered object (helm/quorumbus/test/apivalidate,
 # which requires k8s.io/kubernetes: slow to build the first time).
-helm-test: image-test chaos-deps
-	cd helm/quorumbus/test && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+helm-test: image-test chaos-deps kube-bin
+	cd helm/quorumbus/test && $(GO) vet ./... && QUORUMBUS_KUBE_BIN=$(KUBE_BIN) $(GO) test -count=1 -timeout 20m ./...
 	cd helm/quorumbus/test/apivalidate && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 
 # The explorer web UI in a real browser (test/ui, a module of its own): Debian's

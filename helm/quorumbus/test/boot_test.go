@@ -20,6 +20,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/quorumbus/quorumbus/test/hosts"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -247,32 +248,10 @@ func TestBootTheRenderedStatefulSet(t *testing.T) {
 		t.Skip("boots a 3-node cluster")
 	}
 	// The default values: every pod binds 0.0.0.0 on a network of its own.
-	bootStatefulSet(t, readValues(t, "config-json"), func(o *objects) bootNet {
-		sts := o.sts
-		replicas := int(*sts.Spec.Replicas)
-		n := hosts.New(t, hosts.Config{
-			N:      replicas + 1, // one more, for scaling up
-			Prefix: "qbhelm",
-			Subnet: "10.78.0", // the chaos suite uses 10.77.0
-			Name:   func(i int) string { return fmt.Sprintf("%s-%d", sts.Name, i) },
-			Aliases: func(i int) []string {
-				names := []string{fmt.Sprintf("%s-%d.%s.%s.svc.cluster.local", sts.Name, i, sts.Spec.ServiceName, namespace)}
-				if i == 1 { // the client Service's name, which kube-proxy would balance
-					names = append(names, fmt.Sprintf("%s.%s.svc.cluster.local", sts.Name, namespace))
-				}
-				return names
-			},
-		})
-		hostsFile := func(i int) string {
-			// ip netns exec mounts it over /etc/hosts; the pod's root has its own copy.
-			b, err := os.ReadFile(filepath.Join("/etc/netns", n.Host(i).NS, "hosts"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return string(b)
-		}
-		return bootNet{ip: func(i int) string { return n.Host(i).IP }, hosts: hostsFile, host: n.Host}
-	})
+	vals := readValues(t, "config-json")
+	o := decode(t, render(t, vals))
+	// One host more than pods, for scaling up; the chaos suite uses 10.77.0.
+	bootStatefulSet(t, vals, o, hostsNet(t, o.sts, "qbhelm", "10.78.0", 1))
 }
 
 // On one loopback interface, where test hosts are not available: each pod's IP is its
@@ -286,131 +265,218 @@ func TestBootTheRenderedStatefulSetOnLoopback(t *testing.T) {
 	}
 	vals := readValues(t, "config-json")
 	vals["listenAddress"] = "$(POD_IP)"
-	bootStatefulSet(t, vals, func(o *objects) bootNet {
-		sts := o.sts
-		ip := func(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }
-		// Cluster DNS: each pod's headless-service name (one more pod than the
-		// StatefulSet has, for scaling up), and the client Service's name (which
-		// kube-proxy would balance; here it names pod 1).
-		var b strings.Builder
-		b.WriteString("127.0.0.1 localhost\n")
-		for i := 0; i <= int(*sts.Spec.Replicas); i++ {
-			fmt.Fprintf(&b, "%s %s-%d.%s.%s.svc.cluster.local\n", ip(i), sts.Name, i, sts.Spec.ServiceName, namespace)
-		}
-		fmt.Fprintf(&b, "%s %s.%s.svc.cluster.local\n", ip(1), sts.Name, namespace)
-		return bootNet{ip: ip, hosts: func(int) string { return b.String() }, host: func(int) *hosts.Host { return nil }}
-	})
+	o := decode(t, render(t, vals))
+	bootStatefulSet(t, vals, o, loopbackNet(o.sts, 11, 1))
 }
 
-// bootNet is where the pods of bootStatefulSet run.
+// bootNet is where the pods of a booted StatefulSet run.
 type bootNet struct {
 	ip    func(i int) string      // pod i's IP
 	hosts func(i int) string      // pod i's /etc/hosts
 	host  func(i int) *hosts.Host // pod i's test host; nil: chrooted on loopback
 }
 
-func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) bootNet) {
-	o := decode(t, render(t, vals))
-	sts, c := o.sts, brokerContainer(t, o)
-	spec := sts.Spec.Template.Spec
-	replicas := int(*sts.Spec.Replicas)
-	if replicas != 3 {
-		t.Fatalf("replicas %d", replicas)
-	}
-	nw := network(o)
-	newPod := func(i int) *pod {
-		p := &pod{facts: podOf(o, i, nw.ip(i), "zone-"+string(rune('a'+i%3))), host: nw.host(i)}
-		p.root = newPodRoot(t, o, spec, c, nw.hosts(i))
-		p.env, p.vars = containerEnv(t, c, p.facts)
-		return p
-	}
-	pods := make([]*pod, replicas)
-	for i := range pods {
-		pods[i] = newPod(i)
-	}
-	for _, p := range pods { // Parallel pod management: all at once
-		p.start(t, c)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, p := range pods {
-				t.Logf("pod %s log:\n%s", p.facts.name, tail(p.Log(), 3000))
+// hostsNet runs pod i of sts on test host i (test/hosts: a network namespace with its
+// own address) named as cluster DNS names it, with spare hosts beyond the replicas for
+// scaling up. Two tests that may run at once need two prefixes and subnets.
+func hostsNet(t *testing.T, sts *appsv1.StatefulSet, prefix, subnet string, spare int) bootNet {
+	t.Helper()
+	n := hosts.New(t, hosts.Config{
+		N:      int(*sts.Spec.Replicas) + spare,
+		Prefix: prefix,
+		Subnet: subnet,
+		Name:   func(i int) string { return fmt.Sprintf("%s-%d", sts.Name, i) },
+		Aliases: func(i int) []string {
+			names := []string{fmt.Sprintf("%s-%d.%s.%s.svc.cluster.local", sts.Name, i, sts.Spec.ServiceName, sts.Namespace)}
+			if i == 1 { // the client Service's name, which kube-proxy would balance
+				names = append(names, fmt.Sprintf("%s.%s.svc.cluster.local", sts.Name, sts.Namespace))
 			}
-		}
-	}()
-
-	// Probes: startup (/healthz), then readiness (/readyz), within the startup probe's
-	// budget.
-	budget := time.Duration(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold) * time.Second
-	awaitProbes := func(p *pod) {
-		t.Helper()
-		for _, probe := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
-			waitFor(t, budget, p.facts.name+" "+probe.HTTPGet.Path, func() error {
-				if gone, err := p.exited(); gone {
-					t.Fatalf("pod %s exited: %v", p.facts.name, err)
-				}
-				code, body, err := p.get(containerPort(t, c, probe.HTTPGet.Port.String()).ContainerPort, probe.HTTPGet.Path)
-				if err == nil && code != http.StatusOK {
-					err = fmt.Errorf("%d %s", code, body)
-				}
-				return err
-			})
-		}
-	}
-	for _, p := range pods {
-		awaitProbes(p)
-	}
-
-	// kubectl exec POD -- qbctl cluster status (what NOTES.txt tells users): every pod
-	// of pods is a member, alive, under its pod name and zone.
-	checkMembers := func(from *pod, pods []*pod) {
-		t.Helper()
-		out, err := from.run(t, time.Minute, "/usr/local/bin/qbctl", "cluster", "status", "-o", "json")
-		if err != nil {
-			t.Fatalf("qbctl cluster status in %s: %v\n%s", from.facts.name, err, out)
-		}
-		var st struct {
-			Node    string `json:"NodeID"`
-			Members []struct {
-				ID, State, Zone string
-			} `json:"Members"`
-		}
-		if err := json.Unmarshal([]byte(out), &st); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		if st.Node != from.facts.name || len(st.Members) != len(pods) {
-			t.Fatalf("cluster status: %s", out)
-		}
-		for i, m := range st.Members {
-			if m.ID != pods[i].facts.name || m.State != "alive" || m.Zone != pods[i].facts.labels["topology.kubernetes.io/zone"] {
-				t.Errorf("member %d: %+v, want %s alive in its zone", i, m, pods[i].facts.name)
-			}
-		}
-	}
-	checkMembers(pods[0], pods)
-
-	// The SDK, with the key from the rendered Secret: send through pod 0 to the queue
-	// Config.json declares, receive through pod 2.
-	key := pods[0].vars["QUORUMBUS_SAS_KEY"]
-	keyName := merged(t, vals)["auth"].(map[string]any)["keyName"]
-	client := func(p *pod) *azservicebus.Client {
-		cs := fmt.Sprintf("Endpoint=sb://%s:5672;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true", p.facts.ip, keyName, key)
-		cl, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
-			RetryOptions: azservicebus.RetryOptions{MaxRetries: 5, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second},
-		})
+			return names
+		},
+	})
+	hostsFile := func(i int) string {
+		// ip netns exec mounts it over /etc/hosts; the pod's root has its own copy.
+		b, err := os.ReadFile(filepath.Join("/etc/netns", n.Host(i).NS, "hosts"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cl.Close(context.Background()) })
-		return cl
+		return string(b)
 	}
-	roundTrip(t, client(pods[0]), client(pods[2]), "queue.1", "through the cluster")
+	return bootNet{ip: func(i int) string { return n.Host(i).IP }, hosts: hostsFile, host: n.Host}
+}
 
-	// helm test: the test pod's init container, then its container, each to success.
-	test := o.pods[sts.Name+"-test"]
+// loopbackNet gives pod i of sts the address 127.0.0.(first+i), and cluster DNS as an
+// /etc/hosts: each pod's headless-service name (spare more pods than the StatefulSet
+// has, for scaling up), and the client Service's name (which kube-proxy would balance;
+// here it names pod 1).
+func loopbackNet(sts *appsv1.StatefulSet, first, spare int) bootNet {
+	ip := func(i int) string { return fmt.Sprintf("127.0.0.%d", first+i) }
+	var b strings.Builder
+	b.WriteString("127.0.0.1 localhost\n")
+	for i := 0; i < int(*sts.Spec.Replicas)+spare; i++ {
+		fmt.Fprintf(&b, "%s %s-%d.%s.%s.svc.cluster.local\n", ip(i), sts.Name, i, sts.Spec.ServiceName, sts.Namespace)
+	}
+	fmt.Fprintf(&b, "%s %s.%s.svc.cluster.local\n", ip(1), sts.Name, sts.Namespace)
+	return bootNet{ip: ip, hosts: func(int) string { return b.String() }, host: func(int) *hosts.Host { return nil }}
+}
+
+// booted is a StatefulSet's pods run as processes, as a kubelet would run them: from
+// o, a rendering or the objects an API server holds.
+type booted struct {
+	t    *testing.T
+	o    *objects
+	c    corev1.Container // the broker container
+	nw   bootNet
+	pods []*pod
+}
+
+// bootPods starts the StatefulSet's replicas all at once (Parallel pod management) and
+// waits for each pod's probes. Pod logs go to the test log if the test fails.
+func bootPods(t *testing.T, o *objects, nw bootNet) *booted {
+	t.Helper()
+	b := &booted{t: t, o: o, c: brokerContainer(t, o), nw: nw}
+	for i := 0; i < int(*o.sts.Spec.Replicas); i++ {
+		b.pods = append(b.pods, b.newPod(i))
+	}
+	for _, p := range b.pods {
+		p.start(t, b.c)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range b.pods {
+				t.Logf("pod %s log:\n%s", p.facts.name, tail(p.Log(), 3000))
+			}
+		}
+	})
+	for _, p := range b.pods {
+		b.awaitProbes(p)
+	}
+	return b
+}
+
+// newPod lays out pod ordinal i (not started).
+func (b *booted) newPod(i int) *pod {
+	p := &pod{facts: podOf(b.o, i, b.nw.ip(i), "zone-"+string(rune('a'+i%3))), host: b.nw.host(i)}
+	p.root = newPodRoot(b.t, b.o, b.o.sts.Spec.Template.Spec, b.c, b.nw.hosts(i))
+	p.env, p.vars = containerEnv(b.t, b.c, p.facts)
+	return p
+}
+
+// awaitProbes waits for the startup (/healthz), then the readiness (/readyz) and
+// liveness probes of p to pass, within the startup probe's budget.
+func (b *booted) awaitProbes(p *pod) {
+	t, c := b.t, b.c
+	t.Helper()
+	budget := time.Duration(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold) * time.Second
+	for _, probe := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+		waitFor(t, budget, p.facts.name+" "+probe.HTTPGet.Path, func() error {
+			if gone, err := p.exited(); gone {
+				t.Fatalf("pod %s exited: %v", p.facts.name, err)
+			}
+			code, body, err := p.get(containerPort(t, c, probe.HTTPGet.Port.String()).ContainerPort, probe.HTTPGet.Path)
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("%d %s", code, body)
+			}
+			return err
+		})
+	}
+}
+
+// checkMembers is kubectl exec FROM -- qbctl cluster status (what NOTES.txt tells
+// users): every pod of pods is a member, alive, under its pod name and zone.
+func (b *booted) checkMembers(from *pod, pods []*pod) {
+	t := b.t
+	t.Helper()
+	out, err := from.run(t, time.Minute, "/usr/local/bin/qbctl", "cluster", "status", "-o", "json")
+	if err != nil {
+		t.Fatalf("qbctl cluster status in %s: %v\n%s", from.facts.name, err, out)
+	}
+	var st struct {
+		Node    string `json:"NodeID"`
+		Members []struct {
+			ID, State, Zone string
+		} `json:"Members"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if st.Node != from.facts.name || len(st.Members) != len(pods) {
+		t.Fatalf("cluster status: %s", out)
+	}
+	for i, m := range st.Members {
+		if m.ID != pods[i].facts.name || m.State != "alive" || m.Zone != pods[i].facts.labels["topology.kubernetes.io/zone"] {
+			t.Errorf("member %d: %+v, want %s alive in its zone", i, m, pods[i].facts.name)
+		}
+	}
+}
+
+// client is the SDK connected to pod p with the key the pods read from their Secret
+// and the key name of vals.
+func (b *booted) client(p *pod, vals map[string]any) *azservicebus.Client {
+	t := b.t
+	t.Helper()
+	key := p.vars["QUORUMBUS_SAS_KEY"]
+	keyName := merged(t, vals)["auth"].(map[string]any)["keyName"]
+	cs := fmt.Sprintf("Endpoint=sb://%s:5672;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true", p.facts.ip, keyName, key)
+	cl, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: 5, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: 2 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close(context.Background()) })
+	return cl
+}
+
+// maxDeliveryCount is queue's MaxDeliveryCount as kubectl exec POD -- qbctl queue show
+// reports it.
+func (b *booted) maxDeliveryCount(p *pod, queue string) float64 {
+	t := b.t
+	t.Helper()
+	out, err := p.run(t, time.Minute, "/usr/local/bin/qbctl", "queue", "show", queue, "-o", "json")
+	if err != nil {
+		t.Fatalf("qbctl queue show: %v\n%s", err, out)
+	}
+	var q map[string]any
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	n, _ := q["MaxDeliveryCount"].(float64)
+	return n
+}
+
+// runJob runs the container of o's configApply hook Job to completion, as a pod of the
+// Job on a node beside the StatefulSet's, and returns its output.
+func (b *booted) runJob(o *objects, what string) string {
+	t := b.t
+	t.Helper()
+	job := o.jobs[o.sts.Name+"-apply-config"]
+	if job == nil {
+		t.Fatalf("%s: no apply Job among %v", what, sortedKeys(o.jobs))
+	}
+	c := job.Spec.Template.Spec.Containers[0]
+	jp := &pod{facts: podOf(o, 8, "127.0.0.21", "")}
+	jp.facts.uid = "5d2e8f0a-1b3c-4d5e-8f90-applyjob0001"
+	jp.root = newPodRoot(t, o, job.Spec.Template.Spec, c, b.nw.hosts(0))
+	env, vars := containerEnv(t, c, jp.facts)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := jp.command(ctx, append(append([]string{}, c.Command...), expandAll(c.Args, vars)...), env).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: apply Job container: %v\n%s", what, err, out)
+	}
+	t.Logf("%s: apply Job:\n%s", what, out)
+	return string(out)
+}
+
+// runTestPod runs the helm test pod's init containers, then its containers, each to
+// success, as the kubelet runs a pod with restartPolicy Never.
+func (b *booted) runTestPod(o *objects, test *corev1.Pod) {
+	t := b.t
+	t.Helper()
 	tp := &pod{facts: podOf(o, 9, "127.0.0.20", "")}
 	tp.facts.uid = "3f0c1c1e-7a5e-4c55-9d2b-helmtest0001"
-	tp.root = newPodRoot(t, o, test.Spec, corev1.Container{}, nw.hosts(0))
+	tp.root = newPodRoot(t, o, test.Spec, corev1.Container{}, b.nw.hosts(0))
 	for _, tc := range append(append([]corev1.Container{}, test.Spec.InitContainers...), test.Spec.Containers...) {
 		env, vars := containerEnv(t, tc, tp.facts)
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -422,51 +488,36 @@ func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) b
 		}
 		t.Logf("helm test container %s:\n%s", tc.Name, out)
 	}
+}
+
+func bootStatefulSet(t *testing.T, vals map[string]any, o *objects, nw bootNet) {
+	sts := o.sts
+	spec := sts.Spec.Template.Spec
+	if replicas := int(*sts.Spec.Replicas); replicas != 3 {
+		t.Fatalf("replicas %d", replicas)
+	}
+	b := bootPods(t, o, nw)
+	pods, c := b.pods, b.c
+	b.checkMembers(pods[0], pods)
+
+	// The SDK, with the key from the rendered Secret: send through pod 0 to the queue
+	// Config.json declares, receive through pod 2.
+	roundTrip(t, b.client(pods[0], vals), b.client(pods[2], vals), "queue.1", "through the cluster")
+
+	// helm test: the test pod's init container, then its container, each to success.
+	b.runTestPod(o, o.pods[sts.Name+"-test"])
 
 	// The configApply hook Job (post-install): its container brings the cluster to the
 	// values' Config.json. An upgrade with an edited Config.json runs the new Job, which
 	// updates the running cluster (here queue.1's MaxDeliveryCount, 3 -> 7).
-	maxDelivery := func() float64 {
-		t.Helper()
-		out, err := pods[1].run(t, time.Minute, "/usr/local/bin/qbctl", "queue", "show", "queue.1", "-o", "json")
-		if err != nil {
-			t.Fatalf("qbctl queue show: %v\n%s", err, out)
-		}
-		var q map[string]any
-		if err := json.Unmarshal([]byte(out), &q); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		n, _ := q["MaxDeliveryCount"].(float64)
-		return n
-	}
-	runJob := func(o *objects, what string) string {
-		t.Helper()
-		job := o.jobs[o.sts.Name+"-apply-config"]
-		if job == nil {
-			t.Fatalf("%s: no apply Job rendered", what)
-		}
-		c := job.Spec.Template.Spec.Containers[0]
-		jp := &pod{facts: podOf(o, 8, "127.0.0.21", "")}
-		jp.facts.uid = "5d2e8f0a-1b3c-4d5e-8f90-applyjob0001"
-		jp.root = newPodRoot(t, o, job.Spec.Template.Spec, c, nw.hosts(0))
-		env, vars := containerEnv(t, c, jp.facts)
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		out, err := jp.command(ctx, append(append([]string{}, c.Command...), expandAll(c.Args, vars)...), env).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: apply Job container: %v\n%s", what, err, out)
-		}
-		t.Logf("%s: apply Job:\n%s", what, out)
-		return string(out)
-	}
-	if out := runJob(o, "install"); !strings.Contains(out, "0 change(s) applied") {
+	if out := b.runJob(o, "install"); !strings.Contains(out, "0 change(s) applied") {
 		t.Errorf("install: the nodes loaded Config.json at start-up, yet the Job changed something:\n%s", out)
 	}
-	if n := maxDelivery(); n != 3 {
+	if n := b.maxDeliveryCount(pods[1], "queue.1"); n != 3 {
 		t.Fatalf("queue.1 MaxDeliveryCount %v after install, want 3", n)
 	}
 	edited := merged(t, vals)
-	edited["emulatorConfig"].(map[string]any)["UserConfig"].(map[string]any)["Namespaces"].([]any)[0].(map[string]any)["Queues"].([]any)[0].(map[string]any)["Properties"].(map[string]any)["MaxDeliveryCount"] = 7
+	setMaxDeliveryCount(edited, 7)
 	// helm upgrade renders with the cluster: its lookup finds the installed Secret.
 	var installed []corev1.Secret
 	for _, sec := range o.secrets {
@@ -478,10 +529,10 @@ func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) b
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := runJob(decode(t, upgraded), "upgrade"); !strings.Contains(out, "update queue queue.1") {
+	if out := b.runJob(decode(t, upgraded), "upgrade"); !strings.Contains(out, "update queue queue.1") {
 		t.Errorf("upgrade: the Job did not update queue.1:\n%s", out)
 	}
-	if n := maxDelivery(); n != 7 {
+	if n := b.maxDeliveryCount(pods[1], "queue.1"); n != 7 {
 		t.Fatalf("queue.1 MaxDeliveryCount %v after the upgrade's apply, want 7", n)
 	}
 
@@ -510,7 +561,7 @@ func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) b
 	t.Logf("pod 2 drained and stopped in %v (grace period %v)", time.Since(stopStart).Round(time.Millisecond), grace)
 
 	// Two of three nodes keep serving: every partition still has a majority.
-	roundTrip(t, client(pods[1]), client(pods[0]), "queue.1", "with one pod stopped")
+	roundTrip(t, b.client(pods[1], vals), b.client(pods[0], vals), "queue.1", "with one pod stopped")
 
 	// The StatefulSet starts pod 2 again on its volume: same ID, serving again although
 	// it was drained, with what it missed.
@@ -521,8 +572,8 @@ func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) b
 	} else {
 		pods[2].start(t, c)
 	}
-	awaitProbes(pods[2])
-	roundTrip(t, client(pods[0]), client(pods[2]), "queue.1", "after the restart")
+	b.awaitProbes(pods[2])
+	roundTrip(t, b.client(pods[0], vals), b.client(pods[2], vals), "queue.1", "after the restart")
 
 	// Scaling to 4 changes no pod template, so no pod restarts; the new pod joins.
 	scaled := vals
@@ -531,9 +582,10 @@ func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) b
 	if !reflect.DeepEqual(o4.sts.Spec.Template, sts.Spec.Template) || *o4.sts.Spec.Replicas != 4 {
 		t.Fatal("scaling to 4 changes the pod template")
 	}
-	pods = append(pods, newPod(3))
+	b.pods = append(b.pods, b.newPod(3))
+	pods = b.pods
 	pods[3].start(t, c)
-	awaitProbes(pods[3])
+	b.awaitProbes(pods[3])
 	waitFor(t, time.Minute, "four members", func() error {
 		out, err := pods[3].run(t, time.Minute, "/usr/local/bin/qbctl", "cluster", "status", "-o", "json")
 		if err != nil || strings.Count(out, `"alive"`) != 4 {
@@ -541,8 +593,14 @@ func bootStatefulSet(t *testing.T, vals map[string]any, network func(*objects) b
 		}
 		return nil
 	})
-	checkMembers(pods[3], pods)
-	roundTrip(t, client(pods[3]), client(pods[1]), "queue.1", "through the new pod")
+	b.checkMembers(pods[3], pods)
+	roundTrip(t, b.client(pods[3], vals), b.client(pods[1], vals), "queue.1", "through the new pod")
+}
+
+// setMaxDeliveryCount edits the first queue of the first namespace of merged values'
+// emulatorConfig (Config.json).
+func setMaxDeliveryCount(merged map[string]any, n int) {
+	merged["emulatorConfig"].(map[string]any)["UserConfig"].(map[string]any)["Namespaces"].([]any)[0].(map[string]any)["Queues"].([]any)[0].(map[string]any)["Properties"].(map[string]any)["MaxDeliveryCount"] = n
 }
 
 func roundTrip(t *testing.T, from, to *azservicebus.Client, queue, body string) {

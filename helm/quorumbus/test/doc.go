@@ -11,6 +11,15 @@
 // of its own (test/hosts, the chaos suite's network namespaces), or on loopback where
 // those are not available.
 //
+// TestHelmThroughARealAPIServer takes the chart through a real kube-apiserver on a real
+// etcd, both on 127.0.0.1 (binaries from $QUORUMBUS_KUBE_BIN, which `make kube-bin`
+// fills, else built from apivalidate's module): helm install, helm test and helm
+// upgrade with the Helm SDK, so that admission (the restricted Pod Security Standard
+// enforced), defaulting and the StatefulSet and PodDisruptionBudget update rules are
+// the real ones. With no kubelet or controllers, the StatefulSet, hook Job and test pod
+// read back from the API server run in the booted-pods harness, and the test reports
+// the Job's and pod's success as the Job controller and kubelet would.
+//
 // The API server's own validation of the golden files is in apivalidate, a module of
 // its own because it requires k8s.io/kubernetes. `make helm-test` runs both.
 package charttest

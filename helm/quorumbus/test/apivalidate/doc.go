@@ -8,5 +8,8 @@
 // selector that does not match its template, a bad topology spread.
 //
 // It is a module of its own because k8s.io/kubernetes is meant to be built from its own
-// repository: its staging modules are pinned by the replace directives in go.mod.
+// repository: its staging modules are pinned by the replace directives in go.mod. Its
+// tool directives pin etcd and kube-apiserver at the versions k8s.io/kubernetes
+// requires: `make kube-bin` builds them for the chart tests' run through a real API
+// server (../kubeapi_test.go).
 package apivalidate
