@@ -147,11 +147,22 @@ func Open(cfg *Config) (*Partition, error) {
 		// raft leads at the heartbeat's term (transport.Groups, beats.go).
 		ls.SetLeaderState(func() (uint64, bool) { return r.CurrentTerm(), r.State() == raft.Leader })
 	}
+	if pd, ok := p.trans.(peerDowner); ok {
+		pd.SetPeerDown(func(addr raft.ServerAddress) { p.leaderGone(pd, addr) })
+	}
 	if !hasState && len(cfg.Peers) > 0 {
 		if err := r.BootstrapCluster(raft.Configuration{Servers: cfg.Peers}).Error(); err != nil {
 			r.Shutdown().Error()
 			p.trans.Close()
 			return fail(fmt.Errorf("partition: bootstrap: %w", err))
+		}
+		// A new group's first peer (the preferred leader) campaigns at once instead
+		// of after a heartbeat timeout: every replica's log is the same bootstrap
+		// entry, so it wins if the others are open, and otherwise the timeouts elect.
+		if pd, ok := p.trans.(peerDowner); ok && cfg.Peers[0].ID == cfg.NodeID && len(cfg.Peers) > 1 {
+			if err := pd.CampaignNow(); err != nil {
+				p.logger.Debug("first campaign", "err", err)
+			}
 		}
 	}
 	p.wg.Add(3)
@@ -334,4 +345,39 @@ func (s *signal) broadcast() {
 		s.ch = nil
 	}
 	s.mu.Unlock()
+}
+
+// peerDowner is a transport that says when a peer's process is gone
+// (transport.GroupTransport).
+type peerDowner interface {
+	SetPeerDown(func(raft.ServerAddress))
+	CampaignNow() error
+}
+
+// leaderGone runs when the transport finds that nothing listens at addr any more. If
+// that was this group's leader, one surviving voter campaigns at once instead of
+// waiting for its heartbeat timeout: the first by ID, the same choice on every node,
+// so that the survivors do not split the vote. If its log is behind another
+// survivor's it loses, and the heartbeat timeouts elect as before.
+func (p *Partition) leaderGone(pd peerDowner, addr raft.ServerAddress) {
+	if leader, _ := p.raft.LeaderWithID(); leader != addr || p.raft.State() != raft.Follower {
+		return
+	}
+	f := p.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	var first raft.ServerID
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && s.Address != addr && (first == "" || s.ID < first) {
+			first = s.ID
+		}
+	}
+	if first != p.cfg.NodeID {
+		return
+	}
+	p.logger.Info("leader's node is gone: campaigning now", "leader", addr)
+	if err := pd.CampaignNow(); err != nil {
+		p.logger.Debug("campaign", "err", err)
+	}
 }

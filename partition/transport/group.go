@@ -22,6 +22,7 @@ type GroupTransport struct {
 	mu          sync.Mutex
 	hb          func(raft.RPC)                    // owner: mu
 	leaderState func() (term uint64, leader bool) // SetLeaderState; owner: mu
+	onPeerDown  func(raft.ServerAddress)          // SetPeerDown; owner: mu
 	// legacy speaks to peers of an older release (Groups doc); nil until first needed.
 	legacy       *raft.NetworkTransport // owner: mu
 	legacyStream *Layer                 // its route; owner: mu
@@ -272,4 +273,52 @@ func (t *GroupTransport) legacyTransport() (*raft.NetworkTransport, error) {
 	t.legacy, t.legacyStream = l, layer
 	t.g.logger.Info("group talks to a peer of an older release", "group", t.id)
 	return l, nil
+}
+
+// SetPeerDown has f called with a peer's address when the transport finds that
+// nothing listens on the peer's port any more (its process is gone), so that a group
+// it led need not wait for its heartbeat timeout (see CampaignNow).
+func (t *GroupTransport) SetPeerDown(f func(raft.ServerAddress)) {
+	t.mu.Lock()
+	t.onPeerDown = f
+	t.mu.Unlock()
+}
+
+func (t *GroupTransport) peerDown(addr raft.ServerAddress) {
+	t.mu.Lock()
+	f := t.onPeerDown
+	t.mu.Unlock()
+	if f != nil {
+		f(addr)
+	}
+}
+
+// CampaignNow has the group's raft start an election at once, as a leadership
+// transfer's TimeoutNow does: the other voters grant their votes although they may
+// still think they have a leader, and refuse them, as always, to a log behind theirs.
+func (t *GroupTransport) CampaignNow() error {
+	respCh := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{
+		Command: &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
+			ProtocolVersion: raft.ProtocolVersionMax, Addr: []byte(t.g.local),
+		}},
+		RespChan: respCh,
+	}
+	timer := time.NewTimer(t.g.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case t.consumer <- rpc:
+	case <-t.closed:
+		return raft.ErrTransportShutdown
+	case <-timer.C:
+		return fmt.Errorf("transport: group %d took no TimeoutNow within %v", t.id, t.g.cfg.Timeout)
+	}
+	select {
+	case r := <-respCh:
+		return r.Error
+	case <-t.closed:
+		return raft.ErrTransportShutdown
+	case <-timer.C:
+		return fmt.Errorf("transport: group %d answered no TimeoutNow within %v", t.id, t.g.cfg.Timeout)
+	}
 }

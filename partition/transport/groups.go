@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -341,7 +342,8 @@ func (g *Groups) dial(addr raft.ServerAddress) (*conn, error) {
 		return nil, err
 	}
 	_ = nc.SetDeadline(time.Now().Add(g.cfg.Timeout))
-	if _, err := nc.Write(frame(kindHello, 0, 0, groupsVersion, nil)); err != nil {
+	// The hello names this node's address, so that the peer can tell when it is gone.
+	if _, err := nc.Write(frame(kindHello, 0, 0, groupsVersion, []byte(g.local))); err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -363,6 +365,7 @@ func (g *Groups) dial(addr raft.ServerAddress) (*conn, error) {
 	if c == nil {
 		return nil, ErrClosed
 	}
+	c.addr = addr
 	c.pending = map[uint64]*call{}
 	c.lastRecv.Store(time.Now().UnixNano())
 	c.beats, c.beaters = map[uint32]*beat{}, map[uint32]*GroupTransport{}
@@ -401,12 +404,12 @@ func (g *Groups) newConn(nc net.Conn, br *bufio.Reader) *conn {
 func (g *Groups) serveConn(nc net.Conn) {
 	br := bufio.NewReaderSize(nc, 64<<10)
 	_ = nc.SetDeadline(time.Now().Add(g.cfg.Timeout))
-	h, _, err := readFrame(br)
+	h, from, err := readFrame(br)
 	if err != nil || h.kind != kindHello {
 		nc.Close()
 		return
 	}
-	if _, err := nc.Write(frame(kindHello, 0, 0, groupsVersion, nil)); err != nil {
+	if _, err := nc.Write(frame(kindHello, 0, 0, groupsVersion, []byte(g.local))); err != nil {
 		nc.Close()
 		return
 	}
@@ -415,6 +418,7 @@ func (g *Groups) serveConn(nc net.Conn) {
 	if c == nil {
 		return
 	}
+	c.addr = raft.ServerAddress(from) // probed when the connection fails
 	for {
 		h, body, err := readFrame(br)
 		if err != nil {
@@ -530,8 +534,9 @@ type conn struct {
 	g    *Groups
 	nc   net.Conn
 	br   *bufio.Reader
-	out  chan outFrame // frames for the writer
-	dead chan struct{} // closed by fail
+	out  chan outFrame      // frames for the writer
+	dead chan struct{}      // closed by fail
+	addr raft.ServerAddress // the peer: the one dialled, or the one an accepted hello named
 	// lastRecv is when a frame last arrived (Unix ns; dialled connections), so that a
 	// connection whose peer went silent is dropped and dialled again.
 	lastRecv atomic.Int64
@@ -658,7 +663,11 @@ func (c *conn) fail(err error) {
 	}
 	c.g.mu.Lock()
 	delete(c.g.conns, c)
+	closed := c.g.closed
 	c.g.mu.Unlock()
+	if c.addr != "" && !closed {
+		c.g.goTracked(func() { c.g.probe(c.addr) })
+	}
 }
 
 // readResponses hands each response to its call.
@@ -889,4 +898,43 @@ func isHeartbeat(cmd any) bool {
 	}
 	return req.Term != 0 && leader != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
 		len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+}
+
+// probe dials a peer whose connection just failed: when nothing listens on its port any
+// more (connection refused: its process is gone), every group here whose leader it was
+// hears of it at once (GroupTransport.SetPeerDown) instead of after its heartbeat
+// timeout. A peer that is only slow or cut off is left to the heartbeat timeouts.
+//
+// It asks three times, 100 ms apart: a process being killed closes its connections
+// and its listener in no particular order, and a node stopping closes its port last.
+func (g *Groups) probe(addr raft.ServerAddress) {
+	for i := 0; ; i++ {
+		nc, err := net.DialTimeout("tcp", string(addr), g.cfg.Timeout)
+		if err == nil {
+			nc.Close()
+			if i == 2 {
+				return // still there
+			}
+			select {
+			case <-time.After(100 * time.Millisecond):
+				continue
+			case <-g.done:
+				return
+			}
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return
+		}
+		break
+	}
+	g.mu.Lock()
+	groups := make([]*GroupTransport, 0, len(g.groups))
+	for _, t := range g.groups {
+		groups = append(groups, t)
+	}
+	g.mu.Unlock()
+	g.logger.Info("peer gone: its port refuses connections", "peer", addr, "groups", len(groups))
+	for _, t := range groups {
+		t.peerDown(addr)
+	}
 }
