@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 )
 
@@ -110,8 +111,8 @@ func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
 			return nil // deleted meanwhile
 		}
 		for _, g := range e.parts {
-			if r := n.call(ctx, g, &CallReq{Op: opSyncConfig, MetaIndex: idx}, nil); r.err != nil {
-				return fmt.Errorf("%w: the change is committed but partition %d has not applied it yet: %v", admin.ErrUnavailable, g.index, r.err)
+			if _, err := n.on(g).do(ctx, &wire.SyncConfig{MetaIndex: idx}); err != nil {
+				return fmt.Errorf("%w: the change is committed but partition %d has not applied it yet: %v", admin.ErrUnavailable, g.index, err)
 			}
 		}
 	}
@@ -143,15 +144,11 @@ func (n *Node) applyRemote(ctx context.Context, leader string, cmd meta.Command)
 	if err != nil {
 		return 0, err
 	}
-	req := &MetaApplyReq{Entry: b}
-	if dl, ok := ctx.Deadline(); ok {
-		req.Timeout = time.Until(dl)
-	}
-	var resp MetaApplyResp
-	if err := n.rpc.call(ctx, addr, "MetaApply", req, &resp, nil); err != nil {
+	resp, err := n.peer(addr).MetaApply(ctx, &wire.MetaApply{Entry: b, Timeout: timeLeft(ctx)})
+	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNotMetadataLeader, err)
 	}
-	return resp.Index, resp.E.err()
+	return resp.Index, resp.Err
 }
 
 // waitServing waits until every partition hosted here has a leader.
@@ -180,15 +177,15 @@ func (n *Node) waitEntity(ctx context.Context, name string) error {
 		return err
 	}
 	for _, g := range e.parts {
-		if r := n.call(ctx, g, &CallReq{Op: opStats}, nil); r.err != nil {
-			return r.err
+		if _, err := n.on(g).Stats(ctx); err != nil {
+			return err
 		}
 		// Whichever replica won the first election, the group's preferred leader takes
 		// over now, before clients use the entity, rather than through leader balancing
 		// later under their load.
 		n.preferLeader(ctx, g)
-		if r := n.call(ctx, g, &CallReq{Op: opStats}, nil); r.err != nil {
-			return r.err
+		if _, err := n.on(g).Stats(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -211,9 +208,9 @@ func (n *Node) preferLeader(ctx context.Context, g group) {
 	if st.Leader == n.cfg.NodeID {
 		err = n.transferLocal(g.id, want)
 	} else if addr := n.addrOf(st.Leader); addr != "" {
-		var w WireErr
-		if err = n.rpc.call(ctx, addr, "Transfer", &TransferReq{Group: g.id, To: want}, &w, nil); err == nil && w.Msg != "" {
-			err = w.err()
+		var remote error
+		if remote, err = n.peer(addr).Transfer(ctx, g.id, want); err == nil {
+			err = remote
 		}
 	}
 	if err != nil {
@@ -255,11 +252,10 @@ func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts
 	var deferred int64
 	var accessed int64 // Unix ms: latest replicated send or receiver activity
 	for _, g := range ent.parts {
-		res := n.call(ctx, g, &CallReq{Op: opStats}, nil)
-		if res.err != nil {
-			return rc, fmt.Errorf("%w: %v", admin.ErrUnavailable, res.err)
+		st, err := n.on(g).Stats(ctx)
+		if err != nil {
+			return rc, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 		}
-		st := res.Stats
 		if e.Subscription == "" {
 			accessed = max(accessed, st.LastSend)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/partition"
 )
@@ -143,9 +144,8 @@ func (n *Node) Commit(ctx context.Context, t Txn) error {
 	case 0:
 		return nil // an empty transaction commits trivially
 	case 1:
-		r := n.call(ctx, parts[0].g, &CallReq{Op: opTxn, Msgs: parts[0].msgs, TxnSettles: parts[0].settles}, nil)
-		if r.err != nil {
-			return fmt.Errorf("commit: %w", r.err)
+		if _, err := n.call(ctx, parts[0].g, &wire.Txn{Msgs: parts[0].msgs, Settles: parts[0].settles}, nil); err != nil {
+			return fmt.Errorf("commit: %w", err)
 		}
 		return nil
 	}
@@ -163,36 +163,36 @@ func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
 		ids[i] = p.g.id
 	}
 	for i, p := range parts {
-		r := n.call(ctx, p.g, &CallReq{Op: opTxnPrepare, TxnID: id, TxnCoord: coord.id, TxnDeadline: deadline,
-			Msgs: p.msgs, TxnSettles: p.settles}, nil)
-		if r.err != nil {
+		_, err := n.call(ctx, p.g, &wire.TxnPrepare{ID: id, Coordinator: coord.id, Deadline: deadline,
+			Msgs: p.msgs, Settles: p.settles}, nil)
+		if err != nil {
 			// Nothing is decided: release what was prepared (a prepare whose outcome is
 			// unknown included). One that cannot be told now presumes abort at its deadline.
 			n.completeAll(ids[:i+1], id, false)
-			return fmt.Errorf("commit: prepare in partition group %d: %w", p.g.id, r.err)
+			return fmt.Errorf("commit: prepare in partition group %d: %w", p.g.id, err)
 		}
 	}
 	if n.txnHook != nil && n.txnHook("prepared", id) {
 		return fmt.Errorf("commit: %w: stopped by a test after the prepare", partition.ErrOutcomeUnknown)
 	}
-	r := n.call(ctx, coord, &CallReq{Op: opTxnDecide, TxnID: id, TxnCommit: true, TxnDeadline: deadline, TxnParts: ids}, nil)
+	r, err := n.call(ctx, coord, &wire.TxnDecide{ID: id, Commit: true, Deadline: deadline, Participants: ids}, nil)
 	switch {
-	case r.err == nil && r.TxnCommitted:
-	case errors.Is(r.err, fsm.ErrTxnDecided) || errors.Is(r.err, fsm.ErrTxnTimeout):
+	case err == nil && r.Committed:
+	case errors.Is(err, fsm.ErrTxnDecided) || errors.Is(err, fsm.ErrTxnTimeout):
 		// Aborted: by a participant that presumed abort, or past the deadline.
 		n.completeAll(ids, id, false)
-		return fmt.Errorf("commit: %w", r.err)
+		return fmt.Errorf("commit: %w", err)
 	default:
 		// Unknown: the decision may be durable (recovery then completes it) or not
 		// (the participants then presume abort at the deadline).
-		return fmt.Errorf("commit: %w: decide in partition group %d: %w", partition.ErrOutcomeUnknown, coord.id, r.err)
+		return fmt.Errorf("commit: %w: decide in partition group %d: %w", partition.ErrOutcomeUnknown, coord.id, err)
 	}
 	if n.txnHook != nil && n.txnHook("decided", id) {
 		return nil // committed; the test leaves completion to recovery
 	}
 	if n.completeAll(ids, id, true) {
 		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		n.call(fctx, coord, &CallReq{Op: opTxnForget, TxnID: id}, nil) // failure: recovery forgets it
+		_, _ = n.call(fctx, coord, &wire.TxnForget{ID: id}, nil) // failure: recovery forgets it
 		cancel()
 	}
 	return nil
@@ -210,7 +210,7 @@ func (n *Node) completeAll(ids []uint32, id string, commit bool) bool {
 		if !ok {
 			continue // its entity was deleted, and its prepared state with it
 		}
-		if r := n.call(ctx, g, &CallReq{Op: opTxnComplete, TxnID: id, TxnCommit: commit}, nil); r.err != nil {
+		if _, err := n.call(ctx, g, &wire.TxnComplete{ID: id, Commit: commit}, nil); err != nil {
 			all = false
 		}
 	}
@@ -318,7 +318,7 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 			}
 			if d.Commit || now > d.Deadline+n.cfg.TxnRecoveryInterval.Milliseconds() {
 				if g, ok := n.groupByID(gid); ok {
-					n.call(ctx, g, &CallReq{Op: opTxnForget, TxnID: d.ID}, nil)
+					_, _ = n.call(ctx, g, &wire.TxnForget{ID: d.ID}, nil)
 				}
 			}
 		}
@@ -328,11 +328,11 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 			}
 			commit := false
 			if cg, ok := n.groupByID(p.Coordinator); ok {
-				cr := n.call(ctx, cg, &CallReq{Op: opTxnDecide, TxnID: p.ID, TxnDeadline: p.Deadline, TxnParts: []uint32{gid}}, nil)
+				cr, err := n.call(ctx, cg, &wire.TxnDecide{ID: p.ID, Deadline: p.Deadline, Participants: []uint32{gid}}, nil)
 				switch {
-				case cr.err == nil:
-				case errors.Is(cr.err, fsm.ErrTxnDecided):
-					commit = cr.TxnCommitted
+				case err == nil:
+				case errors.Is(err, fsm.ErrTxnDecided):
+					commit = cr.Committed
 				default:
 					continue // the coordinator cannot answer now; ask again next pass
 				}

@@ -27,6 +27,11 @@ var depRules = append([]depRule{
 		"dependencies point one way: fsm <- partition <- cluster"},
 	{"cluster", []string{module + "/amqp"},
 		"cluster implements amqp.Backend structurally; cmd wires the two together"},
+	{"cluster/wire", []string{"reflect", "encoding/gob", "encoding/json", "net/rpc", module + "/amqp", module + "/cluster/meta",
+		module + "/cluster/admin", "github.com/hashicorp/memberlist"},
+		"the node-to-node protocol is a leaf of cluster: hand-written codecs without reflection (its versions are its " +
+			"bytes), knowing partitions and fsm values but not the node, metadata or admin (cluster importing it makes " +
+			"importing cluster a cycle)"},
 	{"internal/sas", []string{module + "/amqp", module + "/cluster", module + "/fsm", module + "/partition", "github.com/hashicorp/", "github.com/Azure/", "golang.org/", "os", "net/http"},
 		"the one SAS implementation is a pure stdlib leaf that amqp and cluster/admin both import"},
 }, testOnly("fsm", "partition", "cluster", "amqp", "cmd")...)
