@@ -21,14 +21,6 @@ import (
 // when this node's replica leads, and otherwise forwards it to the leader (peer.Call),
 // following leader changes until the caller's deadline.
 
-// group is one partition of a resolved entity: its Raft group and where it runs.
-type group struct {
-	id       uint32
-	index    int
-	replicas []string
-	local    *replica // nil when no replica is hosted here
-}
-
 // retriable reports whether a failed attempt of req may be tried again on another
 // replica: the attempt certainly did not take effect (the node was not the leader and
 // the command never entered its log, or the node could not be reached), or req may be
@@ -65,8 +57,8 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 			// Wait for the election instead (silent.go): not a failed guess.
 			err = fmt.Errorf("%w: %w: partition group %d", ErrUnavailable, errLeaderSilent, g.id)
 			n.hints.Delete(g.id)
-		} else if target == n.cfg.NodeID && g.local != nil {
-			res, err = n.execLocal(ctx, g.local, req)
+		} else if target == n.cfg.NodeID && g.isHosted() {
+			res, err = n.execLocal(ctx, g.hostedReplica(), req)
 		} else if target == "" {
 			err = fmt.Errorf("%w: partition group %d has no known leader", ErrUnavailable, g.id)
 		} else {
@@ -83,7 +75,7 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 			return wire.Result{}, fmt.Errorf("%w: partition group %d no longer exists (its entity was deleted)", fsm.ErrNotFound, g.id)
 		}
 		if debugCalls {
-			fmt.Printf("DBG call from %s group %d op %v target %s local=%v: %v\n", n.cfg.NodeID, g.id, req.Op(), target, g.local != nil, err)
+			fmt.Printf("DBG call from %s group %d op %v target %s local=%v: %v\n", n.cfg.NodeID, g.id, req.Op(), target, g.isHosted(), err)
 		}
 		var nl *partition.NotLeaderError
 		switch {
@@ -110,41 +102,6 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 
 // callPatience bounds how long a call without a deadline follows leader changes.
 const callPatience = 30 * time.Second
-
-// noteLeader records that id served group g as its leader. Most calls find the leader
-// they were told, and a sync.Map store allocates, so it stores only a change.
-func (n *Node) noteLeader(g uint32, id string) {
-	if v, ok := n.hints.Load(g); ok && v.(string) == id {
-		return
-	}
-	n.hints.Store(g, id)
-}
-
-// leaderOf guesses which node leads g: the local replica when it leads, the leader a
-// local follower hears from, then the last node that answered, then the local replica's
-// view, then the replicas in turn (tried counts failed guesses).
-func (n *Node) leaderOf(g group, tried int) string {
-	if g.local != nil && g.local.p.IsLeader() {
-		return n.cfg.NodeID
-	}
-	// A follower that hears from its leader knows better than a hint, which may name a
-	// leader that has since been paused or cut off (silent.go).
-	if id := n.heardLeader(g); id != "" {
-		return id
-	}
-	if v, ok := n.hints.Load(g.id); ok {
-		return v.(string)
-	}
-	if g.local != nil && tried == 0 {
-		if id, _ := g.local.p.Leader(); id != "" {
-			return id
-		}
-	}
-	if len(g.replicas) == 0 {
-		return ""
-	}
-	return g.replicas[tried%len(g.replicas)]
-}
 
 // remote sends req for group to node id.
 func (n *Node) remote(ctx context.Context, id string, group uint32, req wire.Request, abandon func(*wire.Reply)) (wire.Result, error) {
@@ -193,10 +150,7 @@ func (n *Node) serveCall(c *wire.Call) wire.Reply {
 		n.inflight.Store(c.ID, cancel)
 		defer n.inflight.Delete(c.ID)
 	}
-	n.mu.RLock()
-	r := n.parts[c.Group]
-	n.mu.RUnlock()
-	switch {
+	switch r := n.hosted(c.Group); {
 	case r != nil:
 		res, err := n.execLocal(ctx, r, c.Req)
 		return wire.Reply{Result: res, Err: err}
@@ -237,9 +191,7 @@ func (n *Node) rpcContext(timeout time.Duration) (context.Context, context.Cance
 // message for its receive) or the timeout passed; a remote receiver spanning several
 // partitions sleeps on it.
 func (n *Node) waitChange(req *wire.Wait) {
-	n.mu.RLock()
-	r := n.parts[req.Group]
-	n.mu.RUnlock()
+	r := n.hosted(req.Group)
 	if r == nil {
 		return
 	}

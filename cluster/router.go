@@ -181,7 +181,7 @@ func (e *entity) pick(sessionID, partitionKey, messageID string) int {
 	start := int(rr.Add(1) % uint64(len(e.parts)))
 	for i := range e.parts {
 		j := (start + i) % len(e.parts)
-		if g := e.parts[j]; g.local != nil && g.local.p.IsLeader() {
+		if e.parts[j].leadsHere() {
 			return j
 		}
 	}

@@ -103,14 +103,14 @@ func (p gp) Stats(ctx context.Context) (fsm.Stats, error) {
 }
 
 // IsLeader reports whether the group's leader is this node's replica.
-func (p gp) IsLeader() bool { return p.g.local != nil && p.g.local.p.IsLeader() }
+func (p gp) IsLeader() bool { return p.g.leadsHere() }
 
 // Changed returns a channel closed when the partition may have changed: the local
 // replica's signal when this node leads the group, else a remote wait on the leader,
 // which returns at once when the receive (or accept) may find something.
 func (p gp) Changed(req fsm.Receive, accept bool) <-chan struct{} {
 	if p.IsLeader() {
-		return p.g.local.p.Changed()
+		return p.g.localPartition().Changed()
 	}
 	ch := make(chan struct{})
 	go func() {

@@ -52,15 +52,12 @@ func (n *Node) silentPatience() time.Duration {
 // heardLeader is the leader of g that the local follower replica has heard from within
 // the contact window, "" when there is no such replica or it has not.
 func (n *Node) heardLeader(g group) string {
-	if g.local == nil {
-		return ""
-	}
-	id, _ := g.local.p.Leader()
+	id := g.localView()
 	if id == "" || id == n.cfg.NodeID {
 		return ""
 	}
-	m := g.local.p.Metrics()
-	if m.IsLeader || m.LastContact.IsZero() || time.Since(m.LastContact) > n.contactWindow() {
+	last, leads, _ := g.lastContact()
+	if leads || last.IsZero() || time.Since(last) > n.contactWindow() {
 		return ""
 	}
 	return id
@@ -71,12 +68,12 @@ func (n *Node) heardLeader(g group) string {
 // or none known) within the contact window, and the call has waited less than
 // silentPatience.
 func (n *Node) leaderSilent(g group, target string, start time.Time) bool {
-	if g.local == nil || target == n.cfg.NodeID || time.Since(start) >= n.silentPatience() {
+	if !g.isHosted() || target == n.cfg.NodeID || time.Since(start) >= n.silentPatience() {
 		return false
 	}
-	if id, _ := g.local.p.Leader(); id != "" && id != target {
+	if id := g.localView(); id != "" && id != target {
 		return false
 	}
-	m := g.local.p.Metrics()
-	return !m.IsLeader && !m.LastContact.IsZero() && time.Since(m.LastContact) > n.contactWindow()
+	last, leads, _ := g.lastContact()
+	return !leads && !last.IsZero() && time.Since(last) > n.contactWindow()
 }

@@ -320,11 +320,9 @@ func (n *Node) resolve(name string) (*entity, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
 	}
-	n.mu.RLock()
 	for i := range e.parts {
-		e.parts[i].local = n.parts[e.parts[i].id]
+		n.locate(&e.parts[i])
 	}
-	n.mu.RUnlock()
 	return e, nil
 }
 

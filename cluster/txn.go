@@ -231,9 +231,7 @@ func (n *Node) groupByID(id uint32) (group, bool) {
 		}
 	})
 	if found {
-		n.mu.RLock()
-		g.local = n.parts[id]
-		n.mu.RUnlock()
+		n.locate(&g)
 	}
 	return g, found
 }
@@ -298,9 +296,7 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 	next := map[string]bool{}
 	now := n.clock.Now().UnixMilli()
 	for _, gid := range leading {
-		n.mu.RLock()
-		r := n.parts[gid]
-		n.mu.RUnlock()
+		r := n.hosted(gid)
 		if r == nil {
 			continue
 		}
