@@ -33,7 +33,7 @@ import (
 // application property the broker keeps to itself); a message that has already been
 // forwarded MaxForwardHops times is dead-lettered at the source with reason
 // MaxTransferHopCountExceeded instead of being forwarded again, as Service Bus does.
-// Cycles are refused when an entity is created or updated (checkForwardCycle), so the
+// Cycles are refused when an entity is created or updated (meta.State.CheckForwardLoop), so the
 // hop limit only matters for chains longer than four and for a cycle two concurrent
 // updates could still close.
 
