@@ -116,7 +116,7 @@ func (l *rpcLayer) serveV2(c net.Conn) {
 		c.Close()
 		return
 	}
-	wire.Serve(c, l.n.serveWire, &l.wg, 0)
+	wire.Serve(c, l.n.serveWire, wireErrors{}, &l.wg, 0)
 }
 
 // conn returns the connection to the peer at addr, dialling it when there is none.
@@ -161,7 +161,7 @@ func (l *rpcLayer) conn(ctx context.Context, addr string) (*peerConn, error) {
 	// they start under mu, after the check above.
 	c := &peerConn{}
 	if v >= wire.MinVersion {
-		c.v2 = wire.NewClient(conn, &l.wg, 0)
+		c.v2 = wire.NewClient(conn, wireErrors{}, &l.wg, 0)
 	} else {
 		c.v1 = rpc.NewClientWithCodec(newClientCodec(conn, &l.wg))
 	}
@@ -248,7 +248,7 @@ func (l *rpcLayer) invoke(ctx context.Context, addr string, m wire.Method, args,
 // goV2 sends a version-2 call; the channel reports its outcome once reply is filled.
 func (l *rpcLayer) goV2(c *wire.Client, m wire.Method, args, reply wire.Message) <-chan error {
 	out := make(chan error, 1)
-	resp := c.Go(m, wire.Encode(args, wireErrors{}))
+	resp := c.Go(m, args)
 	go func() {
 		r := <-resp
 		if r.Err == nil {
@@ -377,13 +377,12 @@ func (p peer) Cancel(ctx context.Context, id uint64) error {
 // ---- the server side of version 2
 
 // serveWire serves one version-2 call from a peer: decode, run, encode the reply.
-func (n *Node) serveWire(m wire.Method, body []byte) ([]byte, error) {
-	ec := wireErrors{}
-	serve := func(args wire.Message, run func() wire.Message) ([]byte, error) {
-		if err := wire.Decode(body, args, ec); err != nil {
+func (n *Node) serveWire(m wire.Method, body []byte) (wire.Message, error) {
+	serve := func(args wire.Message, run func() wire.Message) (wire.Message, error) {
+		if err := wire.Decode(body, args, wireErrors{}); err != nil {
 			return nil, fmt.Errorf("%v: %v", m, err)
 		}
-		return wire.Encode(run(), ec), nil
+		return run(), nil
 	}
 	switch m {
 	case wire.MethodCall:

@@ -120,8 +120,10 @@ func (b byteReader) ReadByte() (byte, error) {
 	return p[0], err
 }
 
-// Frames: uvarint length, then kind, uvarint sequence number, then for a request its
-// method and body, for a response its status and body (for statusError, the message).
+// Frames: a 4-byte big-endian length, then kind, uvarint sequence number, then for a
+// request its method and body, for a response its status and body (for statusError,
+// the message). The fixed-width length lets a sender encode a body in place, straight
+// into the connection's write buffer.
 const (
 	kindRequest  = 1
 	kindResponse = 2
@@ -130,31 +132,36 @@ const (
 	statusError = 1
 )
 
-// frameHeader appends a frame's header for a body of n bytes.
-func frameHeader(b []byte, kind byte, seq uint64, code byte, n int) []byte {
-	l := 2 + uvarintLen(seq) + n
-	b = appendUvarint(b, uint64(l))
-	b = append(b, kind)
+// appendFrame appends a frame whose body m writes (with ec), or nothing and an error
+// when the frame would exceed maxFrame.
+func appendFrame(b []byte, kind byte, seq uint64, code byte, m Message, ec ErrorCodec, maxFrame int) ([]byte, error) {
+	at := len(b)
+	b = append(b, 0, 0, 0, 0, kind)
 	b = appendUvarint(b, seq)
-	return append(b, code)
+	b = append(b, code)
+	b = m.AppendTo(b, ec)
+	n := len(b) - at - 4
+	if n > maxFrame {
+		return b[:at], fmt.Errorf("%w: a frame of %d bytes exceeds the limit of %d", ErrBadMessage, n, maxFrame)
+	}
+	binary.BigEndian.PutUint32(b[at:], uint32(n))
+	return b, nil
 }
 
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
+// rawBody is a body already encoded (an error message).
+type rawBody []byte
+
+func (r rawBody) AppendTo(b []byte, _ ErrorCodec) []byte { return append(b, r...) }
+func (rawBody) DecodeFrom(*Decoder, ErrorCodec)          {}
 
 // readFrame reads one frame: kind, sequence number, code and body.
 func readFrame(r *bufio.Reader, maxFrame int) (kind byte, seq uint64, code byte, body []byte, err error) {
-	n, err := binary.ReadUvarint(r)
-	if err != nil {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, 0, 0, nil, err
 	}
-	if n > uint64(maxFrame) || n < 3 {
+	n := binary.BigEndian.Uint32(hdr[:])
+	if uint64(n) > uint64(maxFrame) || n < 3 {
 		return 0, 0, 0, nil, fmt.Errorf("%w: frame of %d bytes (limit %d)", ErrBadMessage, n, maxFrame)
 	}
 	buf := make([]byte, n)
@@ -181,6 +188,7 @@ type Response struct {
 type Client struct {
 	w        *BatchWriter
 	maxFrame int
+	ec       ErrorCodec
 
 	mu      sync.Mutex
 	pending map[uint64]chan Response // owner: mu
@@ -188,20 +196,22 @@ type Client struct {
 	err     error                    // set once the connection failed; owner: mu
 }
 
-// NewClient runs the client side of conn, after Handshake. Its reading and writing
-// goroutines join wg; Close (or a failed connection) ends them.
-func NewClient(conn net.Conn, wg *sync.WaitGroup, maxFrame int) *Client {
+// NewClient runs the client side of conn, after Handshake; errors in calls travel
+// through ec. Its reading and writing goroutines join wg; Close (or a failed
+// connection) ends them.
+func NewClient(conn net.Conn, ec ErrorCodec, wg *sync.WaitGroup, maxFrame int) *Client {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
-	c := &Client{w: NewBatchWriter(conn, wg), maxFrame: maxFrame, pending: map[uint64]chan Response{}}
+	c := &Client{w: NewBatchWriter(conn, wg), maxFrame: maxFrame, ec: ec, pending: map[uint64]chan Response{}}
 	wg.Add(1)
 	go c.read(bufio.NewReaderSize(conn, 64<<10), wg)
 	return c
 }
 
-// Go sends a call and returns the channel its response arrives on (capacity 1).
-func (c *Client) Go(m Method, body []byte) <-chan Response {
+// Go sends a call, its body encoded straight into the connection's write buffer, and
+// returns the channel its response arrives on (capacity 1).
+func (c *Client) Go(m Method, body Message) <-chan Response {
 	ch := make(chan Response, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -214,8 +224,18 @@ func (c *Client) Go(m Method, body []byte) <-chan Response {
 	seq := c.seq
 	c.pending[seq] = ch
 	c.mu.Unlock()
-	var hdr [24]byte
-	if err := c.w.WriteFrame(frameHeader(hdr[:0], kindRequest, seq, byte(m), len(body)), body); err != nil {
+	var tooLarge error
+	err := c.w.Append(func(b []byte) []byte {
+		b, tooLarge = appendFrame(b, kindRequest, seq, byte(m), body, c.ec, c.maxFrame)
+		return b
+	})
+	switch {
+	case tooLarge != nil:
+		c.mu.Lock()
+		delete(c.pending, seq)
+		c.mu.Unlock()
+		ch <- Response{Err: &ServerError{Msg: tooLarge.Error()}} // not sent: the connection stays usable
+	case err != nil:
 		c.fail(fmt.Errorf("%w: %v", ErrConnection, err))
 	}
 	return ch
@@ -275,13 +295,14 @@ func (c *Client) read(r *bufio.Reader, wg *sync.WaitGroup) {
 	}
 }
 
-// Handler serves one call: its reply body, or an error the caller gets as a
-// ServerError. It runs on a goroutine of its own.
-type Handler func(m Method, body []byte) ([]byte, error)
+// Handler serves one call: its reply, or an error the caller gets as a ServerError. It
+// runs on a goroutine of its own.
+type Handler func(m Method, body []byte) (Message, error)
 
 // Serve runs the callee side of conn, after Accept, until the connection ends; each call
-// runs h on a goroutine that joins wg. It closes conn.
-func Serve(conn net.Conn, h Handler, wg *sync.WaitGroup, maxFrame int) {
+// runs h on a goroutine that joins wg, and its reply travels with errors through ec. It
+// closes conn.
+func Serve(conn net.Conn, h Handler, ec ErrorCodec, wg *sync.WaitGroup, maxFrame int) {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
 	}
@@ -300,12 +321,15 @@ func Serve(conn net.Conn, h Handler, wg *sync.WaitGroup, maxFrame int) {
 		go func() {
 			defer wg.Done()
 			out, err := h(Method(code), body)
-			status := byte(statusOK)
-			if err != nil {
-				status, out = statusError, []byte(err.Error())
-			}
-			var hdr [24]byte
-			_ = w.WriteFrame(frameHeader(hdr[:0], kindResponse, seq, status, len(out)), out) // a failed write closed conn
+			_ = w.Append(func(b []byte) []byte { // a failed write closed conn
+				if err == nil {
+					b, err = appendFrame(b, kindResponse, seq, statusOK, out, ec, maxFrame)
+				}
+				if err != nil {
+					b, _ = appendFrame(b, kindResponse, seq, statusError, rawBody(err.Error()), ec, maxFrame)
+				}
+				return b
+			})
 		}()
 	}
 }
@@ -344,15 +368,16 @@ func (w *BatchWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// WriteFrame appends header and body together and flushes.
-func (w *BatchWriter) WriteFrame(header, body []byte) error {
+// Append lets add append to the write buffer, under the writer's lock (so what it
+// appends stays together), then flushes.
+func (w *BatchWriter) Append(add func([]byte) []byte) error {
 	w.mu.Lock()
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
 		return err
 	}
-	w.buf = append(append(w.buf, header...), body...)
+	w.buf = add(w.buf)
 	w.mu.Unlock()
 	return w.Flush()
 }

@@ -102,7 +102,7 @@ func TestClientServeConcurrentCalls(t *testing.T) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		Serve(s, func(m Method, body []byte) ([]byte, error) {
+		Serve(s, func(m Method, body []byte) (Message, error) {
 			if m != MethodCancel {
 				return nil, fmt.Errorf("unknown method %v", m)
 			}
@@ -110,10 +110,10 @@ func TestClientServeConcurrentCalls(t *testing.T) {
 			if err := Decode(body, &cc, testErrors{}); err != nil {
 				return nil, err
 			}
-			return Encode(&Cancelled{OK: cc.ID%2 == 0}, testErrors{}), nil
-		}, &wg, 0)
+			return &Cancelled{OK: cc.ID%2 == 0}, nil
+		}, testErrors{}, &wg, 0)
 	}()
-	cl := NewClient(c, &wg, 0)
+	cl := NewClient(c, testErrors{}, &wg, 0)
 	var callers sync.WaitGroup
 	for g := range 64 {
 		callers.Add(1)
@@ -122,7 +122,7 @@ func TestClientServeConcurrentCalls(t *testing.T) {
 			for i := range 100 {
 				id := uint64(g*1000 + i)
 				select {
-				case r := <-cl.Go(MethodCancel, Encode(&CancelCall{ID: id}, testErrors{})):
+				case r := <-cl.Go(MethodCancel, &CancelCall{ID: id}):
 					var out Cancelled
 					if r.Err != nil {
 						t.Errorf("call %d: %v", id, r.Err)
@@ -140,7 +140,7 @@ func TestClientServeConcurrentCalls(t *testing.T) {
 		}()
 	}
 	callers.Wait()
-	r := <-cl.Go(MethodDigests, nil)
+	r := <-cl.Go(MethodDigests, Empty{})
 	var se *ServerError
 	if !errors.As(r.Err, &se) {
 		t.Fatalf("unknown method: %v, want a ServerError", r.Err)
@@ -149,7 +149,7 @@ func TestClientServeConcurrentCalls(t *testing.T) {
 		t.Fatalf("the connection failed after a server error: %v", cl.Err())
 	}
 	cl.Close()
-	if r := <-cl.Go(MethodCancel, nil); !errors.Is(r.Err, ErrConnection) {
+	if r := <-cl.Go(MethodCancel, &CancelCall{}); !errors.Is(r.Err, ErrConnection) {
 		t.Fatalf("call after Close: %v, want ErrConnection", r.Err)
 	}
 	select {
@@ -167,9 +167,9 @@ func TestServeRefusesOversizedFrames(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Serve(s, func(Method, []byte) ([]byte, error) { return nil, nil }, &wg, 1024)
+		Serve(s, func(Method, []byte) (Message, error) { return Empty{}, nil }, testErrors{}, &wg, 1024)
 	}()
-	if _, err := c.Write(appendUvarint(nil, 1<<30)); err != nil {
+	if _, err := c.Write([]byte{0x40, 0, 0, 0}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -178,4 +178,23 @@ func TestServeRefusesOversizedFrames(t *testing.T) {
 		t.Fatal("Serve accepted a 1 GiB frame header")
 	}
 	wg.Wait()
+}
+
+// A call whose body exceeds the frame limit is refused on the caller's side, unsent, and
+// the connection stays usable.
+func TestClientRefusesOversizedCalls(t *testing.T) {
+	c, s := pipe(t)
+	var wg sync.WaitGroup
+	go Serve(s, func(Method, []byte) (Message, error) { return &Cancelled{OK: true}, nil }, testErrors{}, &wg, 0)
+	cl := NewClient(c, testErrors{}, &wg, 64)
+	defer cl.Close()
+	var se *ServerError
+	if r := <-cl.Go(MethodMetaApply, &MetaApply{Entry: make([]byte, 100)}); !errors.As(r.Err, &se) {
+		t.Fatalf("oversized call: %v, want a ServerError", r.Err)
+	}
+	r := <-cl.Go(MethodCancel, &CancelCall{ID: 1})
+	var out Cancelled
+	if r.Err != nil || Decode(r.Body, &out, testErrors{}) != nil || !out.OK {
+		t.Fatalf("call after the refused one: %v %v", r.Err, out)
+	}
 }
