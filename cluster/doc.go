@@ -26,11 +26,25 @@
 //   - router.go, seam.go: the data-plane front door. Every operation names an entity;
 //     the router picks the partition (SessionId, PartitionKey, MessageId under duplicate detection, or round-robin for sends,
 //     the group ID inside lock tokens for settlements, the partition index in the top
-//     bits of sequence numbers) and calls it through the seam.
-//   - remote.go, rpc.go, rpccodec.go: the seam. An operation runs on the local replica when it leads
-//     its group, otherwise on the leader's node over the cluster RPC (net/rpc over the
-//     mux), following leader changes until the caller's deadline; typed errors cross
-//     the network (WireErr).
+//     bits of sequence numbers) and runs the operation's request (a cluster/wire type)
+//     on it; seam.go keeps the operations that do more than one request (receives that
+//     release what an abandoned caller locked, the change signal).
+//   - route.go: the one owner of "where does group G run and who leads it" (group:
+//     hosted here or not, leading here or not, the leader a local follower hears from,
+//     hints from earlier calls); silent.go: a leader gone silent past its lease.
+//   - remote.go, batch.go: the seam. A request runs on the local replica when it leads
+//     its group, otherwise on the leader's node (peer.Call; sends to one peer batched,
+//     peer.Multi), following leader changes until the caller's deadline, retrying only
+//     what certainly did not apply or is idempotent (wire.Request.Idempotent).
+//   - rpc.go: the node-to-node calls. peer is the typed client of one node (Call, Multi,
+//     WaitChange, MetaApply, GroupStatus, Transfer, HandOver, RemoveNode, Digests,
+//     MetaDigest, Cancel), serveWire the server. The protocol is cluster/wire: per
+//     connection, the two nodes negotiate a version on route wire.RouteID of the
+//     cluster port's RPC stream type (version 2: hand-written binary codec); a peer
+//     of an older release closes that route, and the caller falls back to version 1,
+//     net/rpc with gob on route 0 (wirev1.go, rpccodec.go), which this node also
+//     serves to older callers. Typed errors cross the network as a bit per sentinel
+//     of wireSentinels (append only) plus the details errors.As extracts.
 //   - store.go: the admin API's store (metadata writes forwarded to the metadata leader,
 //     read-your-writes, runtime counts); ops.go: the operator surface (admin.Cluster) and
 //     the graceful stop; forward.go: auto-forwarding (S-FWD-1); idle.go: auto-delete on
@@ -50,7 +64,7 @@
 // partition.Observer, by the partitions. CaughtUp (GET /readyz) asks leading nodes
 // for their log index over the RPC.
 //
-// Imports: partition, partition/transport, fsm, cluster/meta, cluster/admin (for its
+// Imports: partition, partition/transport, fsm, cluster/wire, cluster/meta, cluster/admin (for its
 // Store and Cluster types), hashicorp raft and memberlist, prometheus/client_golang.
 // Never amqp:
 // cmd/internal/bridge adapts the router to amqp.Backend.
@@ -60,8 +74,10 @@
 // the metadata loop (leader duties, every second); the transaction recovery loop (every
 // TxnRecoveryInterval, with one short goroutine per pass that cancels it at Close); the
 // join loop (while --join is set);
-// one forwarder per auto-forwarding source hosted here; the RPC server's accept loop and
-// one goroutine per peer connection (rpcLayer.wg); memberlist's own; raft's and each
+// one forwarder per auto-forwarding source hosted here; the RPC server's two accept
+// loops (versions 1 and 2), per accepted connection one serving goroutine, one writer
+// and one goroutine per call in progress, per dialled connection a reader and a writer
+// (all rpcLayer.wg); memberlist's own; raft's and each
 // partition's (see partition's doc). A forwarded call whose caller gave up leaves one
 // short goroutine that waits for the reply and releases what it locked.
 //

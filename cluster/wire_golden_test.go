@@ -18,8 +18,11 @@ import (
 
 var updateWire = flag.Bool("update", false, "rewrite testdata/wire from the current wire types")
 
-// The node-to-node wire format (net/rpc with gob, rpc.go) is what a rolling upgrade
-// relies on: a node of release N+1 must call and answer nodes of release N. gob matches
+// Version 1 of the node-to-node wire (net/rpc with gob, wirev1.go) is what nodes of
+// releases before the versioned wire speak, and this release still speaks it with them
+// and serves it to them (cluster/wire has version 2 and its own golden files under
+// testdata/wire/v2). A rolling upgrade relies on it: a node of release N+1 must call
+// and answer nodes of release N. gob matches
 // struct fields by name and ignores those the receiver lacks, so adding a field is
 // compatible; removing, renaming or retyping one, or renumbering an operation or an error
 // kind, is not. These golden files hold the previous release's format:
