@@ -23,14 +23,14 @@ const (
 )
 
 // serveMulti runs a batch of calls from a peer concurrently on the replicas hosted here.
-func (n *Node) serveMulti(m *wire.Multi) wire.MultiReply {
+func (s *rpcService) serveMulti(m *wire.Multi) wire.MultiReply {
 	out := wire.MultiReply{Replies: make([]wire.Reply, len(m.Calls))}
 	var wg sync.WaitGroup
 	for i := range m.Calls {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			out.Replies[i] = n.serveCall(&m.Calls[i])
+			out.Replies[i] = s.serveCall(&m.Calls[i])
 		}(i)
 	}
 	wg.Wait()

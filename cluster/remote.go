@@ -45,18 +45,19 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 		ctx, cancel = context.WithTimeout(ctx, callPatience)
 		defer cancel()
 	}
+	loc := n.routes()
 	backoff := 5 * time.Millisecond
 	var last error
 	tried := 0
 	start := time.Now()
 	for {
-		target := n.leaderOf(g, tried)
+		target := loc.leaderOf(g, tried)
 		var res wire.Result
 		var err error
-		if n.leaderSilent(g, target, start) {
+		if loc.leaderSilent(g, target, start) {
 			// Wait for the election instead (silent.go): not a failed guess.
 			err = fmt.Errorf("%w: %w: partition group %d", ErrUnavailable, errLeaderSilent, g.id)
-			n.hints.Delete(g.id)
+			loc.forget(g.id)
 		} else if target == n.cfg.NodeID && g.isHosted() {
 			res, err = n.execLocal(ctx, g.hostedReplica(), req)
 		} else if target == "" {
@@ -66,12 +67,12 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 		}
 		if err == nil || !retriable(req, err) {
 			if err == nil {
-				n.noteLeader(g.id, target)
+				loc.noteLeader(g.id, target)
 			}
 			return res, err
 		}
 		last = err
-		if !n.groupExists(g.id) {
+		if !n.routes().groupExists(g.id) {
 			return wire.Result{}, fmt.Errorf("%w: partition group %d no longer exists (its entity was deleted)", fsm.ErrNotFound, g.id)
 		}
 		if debugCalls {
@@ -81,9 +82,9 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 		switch {
 		case errors.Is(err, errLeaderSilent):
 		case errors.As(err, &nl) && nl.LeaderID != "" && nl.LeaderID != target:
-			n.hints.Store(g.id, nl.LeaderID)
+			loc.hint(g.id, nl.LeaderID)
 		default:
-			n.hints.Delete(g.id)
+			loc.forget(g.id)
 			tried++
 		}
 		t := time.NewTimer(backoff)
@@ -143,18 +144,19 @@ func (n *Node) remote(ctx context.Context, id string, group uint32, req wire.Req
 }
 
 // serveCall runs a call from a peer on the replica hosted here.
-func (n *Node) serveCall(c *wire.Call) wire.Reply {
+func (s *rpcService) serveCall(c *wire.Call) wire.Reply {
+	n := s.n
 	ctx, cancel := n.rpcContext(c.Timeout)
 	defer cancel()
 	if c.ID != 0 {
 		n.inflight.Store(c.ID, cancel)
 		defer n.inflight.Delete(c.ID)
 	}
-	switch r := n.hosted(c.Group); {
+	switch r := n.routes().hosted(c.Group); {
 	case r != nil:
 		res, err := n.execLocal(ctx, r, c.Req)
 		return wire.Reply{Result: res, Err: err}
-	case !n.groupExists(c.Group):
+	case !n.routes().groupExists(c.Group):
 		return wire.Reply{Err: fmt.Errorf("%w: partition group %d does not exist", fsm.ErrNotFound, c.Group)}
 	default:
 		return wire.Reply{Err: &partition.NotLeaderError{}}
@@ -162,7 +164,8 @@ func (n *Node) serveCall(c *wire.Call) wire.Reply {
 }
 
 // cancelInflight cancels a long-polling call whose caller gave up.
-func (n *Node) cancelInflight(id uint64) bool {
+func (s *rpcService) cancelInflight(id uint64) bool {
+	n := s.n
 	if c, ok := n.inflight.LoadAndDelete(id); ok {
 		c.(context.CancelFunc)()
 		return true
@@ -171,27 +174,21 @@ func (n *Node) cancelInflight(id uint64) bool {
 }
 
 // rpcContext is the context of a call served for a peer: its deadline, and the node's
-// shutdown.
+// shutdown (through the RPC layer's context, so a served call starts no goroutine of
+// its own to watch for it).
 func (n *Node) rpcContext(timeout time.Duration) (context.Context, context.CancelFunc) {
 	if timeout <= 0 {
 		timeout = callPatience
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	go func() {
-		select {
-		case <-n.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
+	return context.WithTimeout(n.rpc.ctx, timeout)
 }
 
 // waitChange returns when the partition a peer asks about changed (or may have a
 // message for its receive) or the timeout passed; a remote receiver spanning several
 // partitions sleeps on it.
-func (n *Node) waitChange(req *wire.Wait) {
-	r := n.hosted(req.Group)
+func (s *rpcService) waitChange(req *wire.Wait) {
+	n := s.n
+	r := n.routes().hosted(req.Group)
 	if r == nil {
 		return
 	}
@@ -220,7 +217,8 @@ func (n *Node) waitChange(req *wire.Wait) {
 const remoteWaitCap = 5 * time.Second
 
 // serveMetaApply applies a metadata command a peer forwarded to this node, the leader.
-func (n *Node) serveMetaApply(req *wire.MetaApply) wire.MetaApplied {
+func (s *rpcService) serveMetaApply(req *wire.MetaApply) wire.MetaApplied {
+	n := s.n
 	ctx, cancel := n.rpcContext(req.Timeout)
 	defer cancel()
 	var out wire.MetaApplied
@@ -295,25 +293,6 @@ func (n *Node) desiredConfig(id uint32) (fsm.Config, bool) {
 		}
 	})
 	return cfg, ok
-}
-
-// groupExists reports whether group id exists or may exist: the local metadata places
-// it, or has not allocated it yet (this replica lags behind the change that created
-// it). False means it was deleted.
-func (n *Node) groupExists(id uint32) bool {
-	found := false
-	n.meta.read(func(s *meta.State) {
-		if id >= s.NextGroupID() {
-			found = true
-			return
-		}
-		for _, pl := range s.Placements() {
-			for _, p := range pl.Partitions {
-				found = found || p.GroupID == id
-			}
-		}
-	})
-	return found
 }
 
 // ctxOutcome is the error of a call whose caller gave up after it was handed on.

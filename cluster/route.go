@@ -3,16 +3,18 @@ package cluster
 import (
 	"time"
 
+	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/partition"
 )
 
-// Routing: where does partition group G run, and who leads it. group is the one owner
-// of that question. It is built from the metadata's placement (the replicas) and the
-// node's hosted replicas (locate), and it answers whether a replica is hosted here,
-// whether that replica leads, which leader it hears from and whether that leader went
-// silent (silent.go); leaderOf combines those answers with the hints of earlier calls.
-// The router, the call path and transactions ask it; nothing else reads a group's
-// local replica or looks a group up in n.parts to route.
+// Routing: where does partition group G run, and who leads it. locator is the one owner
+// of that question, with group, its answer for one group. A group is built from the
+// metadata's placement (the replicas) and the node's hosted replicas (locator.locate);
+// it tells whether a replica is hosted here and whether that replica leads. locator
+// adds which leader a local follower hears from, whether that leader went silent
+// (silent.go) and the hints of earlier calls (leaderOf, noteLeader, hint, forget). The
+// router, the call path, the RPC server and transactions ask it; nothing else reads a
+// group's local replica or looks a group up in n.parts to route.
 
 // group is one partition of a resolved entity: its Raft group and where it runs.
 type group struct {
@@ -22,15 +24,21 @@ type group struct {
 	local    *replica // nil when no replica is hosted here; read only through the methods below
 }
 
+// locator answers where the partition groups of its node's cluster run and who leads
+// them.
+type locator struct{ n *Node }
+
+func (n *Node) routes() locator { return locator{n} }
+
 // hosted is the replica of group id hosted here, nil when none.
-func (n *Node) hosted(id uint32) *replica {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.parts[id]
+func (l locator) hosted(id uint32) *replica {
+	l.n.mu.RLock()
+	defer l.n.mu.RUnlock()
+	return l.n.parts[id]
 }
 
 // locate records whether a replica of g is hosted here.
-func (n *Node) locate(g *group) { g.local = n.hosted(g.id) }
+func (l locator) locate(g *group) { g.local = l.hosted(g.id) }
 
 // isHosted reports whether a replica of g is hosted here.
 func (g group) isHosted() bool { return g.local != nil }
@@ -71,16 +79,16 @@ func (g group) lastContact() (at time.Time, leader, ok bool) {
 // leaderOf guesses which node leads g: the local replica when it leads, the leader a
 // local follower hears from, then the last node that answered, then the local replica's
 // view, then the replicas in turn (tried counts failed guesses).
-func (n *Node) leaderOf(g group, tried int) string {
+func (l locator) leaderOf(g group, tried int) string {
 	if g.leadsHere() {
-		return n.cfg.NodeID
+		return l.n.cfg.NodeID
 	}
 	// A follower that hears from its leader knows better than a hint, which may name a
 	// leader that has since been paused or cut off (silent.go).
-	if id := n.heardLeader(g); id != "" {
+	if id := l.heardLeader(g); id != "" {
 		return id
 	}
-	if v, ok := n.hints.Load(g.id); ok {
+	if v, ok := l.n.hints.Load(g.id); ok {
 		return v.(string)
 	}
 	if tried == 0 {
@@ -96,9 +104,53 @@ func (n *Node) leaderOf(g group, tried int) string {
 
 // noteLeader records that id served group g as its leader. Most calls find the leader
 // they were told, and a sync.Map store allocates, so it stores only a change.
-func (n *Node) noteLeader(g uint32, id string) {
-	if v, ok := n.hints.Load(g); ok && v.(string) == id {
+func (l locator) noteLeader(g uint32, id string) {
+	if v, ok := l.n.hints.Load(g); ok && v.(string) == id {
 		return
 	}
-	n.hints.Store(g, id)
+	l.n.hints.Store(g, id)
+}
+
+// hint records that node id leads group g, as a NotLeaderError or a transfer said.
+func (l locator) hint(g uint32, id string) { l.n.hints.Store(g, id) }
+
+// forget drops what is known of g's leader: the guess failed.
+func (l locator) forget(g uint32) { l.n.hints.Delete(g) }
+
+// groupExists reports whether group id exists or may exist: the local metadata places
+// it, or has not allocated it yet (this replica lags behind the change that created
+// it). False means it was deleted.
+func (l locator) groupExists(id uint32) bool {
+	found := false
+	l.n.meta.read(func(s *meta.State) {
+		if id >= s.NextGroupID() {
+			found = true
+			return
+		}
+		for _, pl := range s.Placements() {
+			for _, p := range pl.Partitions {
+				found = found || p.GroupID == id
+			}
+		}
+	})
+	return found
+}
+
+// groupByID finds a partition group by id in the metadata, wherever it runs.
+func (l locator) groupByID(id uint32) (group, bool) {
+	var g group
+	found := false
+	l.n.meta.read(func(s *meta.State) {
+		for _, pl := range s.Placements() {
+			for i, p := range pl.Partitions {
+				if p.GroupID == id {
+					g, found = group{id: id, index: i, replicas: p.Replicas}, true
+				}
+			}
+		}
+	})
+	if found {
+		l.locate(&g)
+	}
+	return g, found
 }

@@ -49,7 +49,11 @@ type rpcLayer struct {
 	n      *Node
 	layer  *transport.Layer // route 0: version 1
 	layer2 *transport.Layer // wire.RouteID: negotiated versions
-	srv    *rpc.Server
+	srv    *rpc.Server      // version 1
+	svc    *rpcService      // what both versions serve
+	// ctx ends when the node starts closing: the parent of every served call's context.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	peers  map[string]*peerConn // by peer cluster address; owner: mu
@@ -68,16 +72,26 @@ func startRPC(n *Node) (*rpcLayer, error) {
 		layer.Close()
 		return nil, err
 	}
+	svc := &rpcService{n: n}
 	srv := rpc.NewServer()
-	if err := srv.RegisterName(rpcName, &rpcService{n: n}); err != nil {
+	if err := srv.RegisterName(rpcName, svc); err != nil {
 		layer.Close()
 		layer2.Close()
 		return nil, err
 	}
-	l := &rpcLayer{n: n, layer: layer, layer2: layer2, srv: srv, peers: map[string]*peerConn{}, conns: map[net.Conn]struct{}{}}
-	l.wg.Add(2)
+	l := &rpcLayer{n: n, layer: layer, layer2: layer2, srv: srv, svc: svc, peers: map[string]*peerConn{}, conns: map[net.Conn]struct{}{}}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.wg.Add(3)
 	go l.accept(layer, l.serveV1)
 	go l.accept(layer2, l.serveV2)
+	go func() {
+		defer l.wg.Done()
+		select {
+		case <-n.closing:
+		case <-l.ctx.Done():
+		}
+		l.cancel()
+	}()
 	return l, nil
 }
 
@@ -116,7 +130,7 @@ func (l *rpcLayer) serveV2(c net.Conn) {
 		c.Close()
 		return
 	}
-	wire.Serve(c, l.n.serveWire, wireErrors{}, &l.wg, 0)
+	wire.Serve(c, l.svc.serveWire, wireErrors{}, &l.wg, 0)
 }
 
 // conn returns the connection to the peer at addr, dialling it when there is none.
@@ -260,6 +274,7 @@ func (l *rpcLayer) goV2(c *wire.Client, m wire.Method, args, reply wire.Message)
 }
 
 func (l *rpcLayer) close() {
+	l.cancel()
 	l.mu.Lock()
 	l.closed = true
 	for _, c := range l.peers {
@@ -377,7 +392,8 @@ func (p peer) Cancel(ctx context.Context, id uint64) error {
 // ---- the server side of version 2
 
 // serveWire serves one version-2 call from a peer: decode, run, encode the reply.
-func (n *Node) serveWire(m wire.Method, body []byte) (wire.Message, error) {
+func (s *rpcService) serveWire(m wire.Method, body []byte) (wire.Message, error) {
+	n := s.n
 	serve := func(args wire.Message, run func() wire.Message) (wire.Message, error) {
 		if err := wire.Decode(body, args, wireErrors{}); err != nil {
 			return nil, fmt.Errorf("%v: %v", m, err)
@@ -387,22 +403,22 @@ func (n *Node) serveWire(m wire.Method, body []byte) (wire.Message, error) {
 	switch m {
 	case wire.MethodCall:
 		c := &wire.Call{}
-		return serve(c, func() wire.Message { r := n.serveCall(c); return &r })
+		return serve(c, func() wire.Message { r := s.serveCall(c); return &r })
 	case wire.MethodMulti:
 		c := &wire.Multi{}
-		return serve(c, func() wire.Message { r := n.serveMulti(c); return &r })
+		return serve(c, func() wire.Message { r := s.serveMulti(c); return &r })
 	case wire.MethodWaitChange:
 		w := &wire.Wait{}
-		return serve(w, func() wire.Message { n.waitChange(w); return wire.Empty{} })
+		return serve(w, func() wire.Message { s.waitChange(w); return wire.Empty{} })
 	case wire.MethodMetaApply:
 		a := &wire.MetaApply{}
-		return serve(a, func() wire.Message { r := n.serveMetaApply(a); return &r })
+		return serve(a, func() wire.Message { r := s.serveMetaApply(a); return &r })
 	case wire.MethodGroupStatus:
 		ids := &wire.GroupIDs{}
 		return serve(ids, func() wire.Message { r := toWireGroups(n.localGroupStatus(ids.IDs)); return &r })
 	case wire.MethodTransfer, wire.MethodHandOver, wire.MethodRemoveNode:
 		t := &wire.Transfer{}
-		return serve(t, func() wire.Message { return &wire.Done{Err: n.serveTransfer(m, t)} })
+		return serve(t, func() wire.Message { return &wire.Done{Err: s.serveTransfer(m, t)} })
 	case wire.MethodDigests:
 		return serve(wire.Empty{}, func() wire.Message { return &wire.Digests{ByGroup: n.localDigests()} })
 	case wire.MethodMetaDigest:
@@ -412,7 +428,7 @@ func (n *Node) serveWire(m wire.Method, body []byte) (wire.Message, error) {
 		})
 	case wire.MethodCancel:
 		c := &wire.CancelCall{}
-		return serve(c, func() wire.Message { return &wire.Cancelled{OK: n.cancelInflight(c.ID)} })
+		return serve(c, func() wire.Message { return &wire.Cancelled{OK: s.cancelInflight(c.ID)} })
 	}
 	return nil, fmt.Errorf("unknown method %v", m)
 }
@@ -429,7 +445,8 @@ func toWireGroups(gs []GroupInfo) wire.GroupStatus {
 }
 
 // serveTransfer runs a leadership transfer, a drain or a node removal for a peer.
-func (n *Node) serveTransfer(m wire.Method, t *wire.Transfer) error {
+func (s *rpcService) serveTransfer(m wire.Method, t *wire.Transfer) error {
+	n := s.n
 	switch m {
 	case wire.MethodTransfer:
 		return n.transferLocal(t.Group, t.To)
@@ -527,8 +544,9 @@ func goV1(c *rpc.Client, m wire.Method, args, reply wire.Message) (<-chan error,
 	return out, nil
 }
 
-// rpcService is what a node serves to version-1 peers (net/rpc's method names are
-// the wire.Method names).
+// rpcService is what a node serves its peers: the serveX methods run the calls of
+// either version; the exported ones are version 1's net/rpc methods (named as the
+// wire.Method names), which convert and delegate.
 type rpcService struct{ n *Node }
 
 // Call executes an operation on a partition replica hosted here.
@@ -538,7 +556,7 @@ func (s *rpcService) Call(req *CallReq, resp *CallResp) error {
 		*resp = CallResp{E: toWire(err)}
 		return nil
 	}
-	r := s.n.serveCall(c)
+	r := s.serveCall(c)
 	*resp = v1Reply(&r)
 	return nil
 }
@@ -560,14 +578,14 @@ func (s *rpcService) Multi(req *MultiReq, resp *MultiResp) error {
 
 // WaitChange returns when the partition changed or the timeout passed.
 func (s *rpcService) WaitChange(req *WaitReq, resp *bool) error {
-	s.n.waitChange(&wire.Wait{Group: req.Group, Receive: req.Receive, Accept: req.Accept, Timeout: req.Timeout})
+	s.waitChange(&wire.Wait{Group: req.Group, Receive: req.Receive, Accept: req.Accept, Timeout: req.Timeout})
 	*resp = true
 	return nil
 }
 
 // MetaApply applies a metadata command on the leader.
 func (s *rpcService) MetaApply(req *MetaApplyReq, resp *MetaApplyResp) error {
-	r := s.n.serveMetaApply(&wire.MetaApply{Entry: req.Entry, Timeout: req.Timeout})
+	r := s.serveMetaApply(&wire.MetaApply{Entry: req.Entry, Timeout: req.Timeout})
 	resp.Index, resp.E = r.Index, toWire(r.Err)
 	return nil
 }
@@ -588,7 +606,7 @@ func (s *rpcService) Transfer(req *TransferReq, resp *WireErr) error {
 
 // Cancel cancels a long-polling call whose caller gave up.
 func (s *rpcService) Cancel(id uint64, resp *bool) error {
-	*resp = s.n.cancelInflight(id)
+	*resp = s.cancelInflight(id)
 	return nil
 }
 

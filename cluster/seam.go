@@ -115,7 +115,7 @@ func (p gp) Changed(req fsm.Receive, accept bool) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
-		leader := p.n.leaderOf(p.g, 0)
+		leader := p.n.routes().leaderOf(p.g, 0)
 		addr := p.n.addrOf(leader)
 		if addr == "" || leader == p.n.cfg.NodeID {
 			t := time.NewTimer(50 * time.Millisecond)

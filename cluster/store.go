@@ -221,7 +221,7 @@ func (n *Node) preferLeader(ctx context.Context, g group) {
 	defer t.Stop()
 	for {
 		if st, err := n.peerStatus(ctx, want, g.id); err == nil && st.IsLeader {
-			n.hints.Store(g.id, want)
+			n.routes().hint(g.id, want)
 			return
 		}
 		select {
@@ -321,7 +321,7 @@ func (n *Node) resolve(name string) (*entity, error) {
 		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
 	}
 	for i := range e.parts {
-		n.locate(&e.parts[i])
+		n.routes().locate(&e.parts[i])
 	}
 	return e, nil
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/partition"
@@ -206,7 +205,7 @@ func (n *Node) completeAll(ids []uint32, id string, commit bool) bool {
 	defer cancel()
 	all := true
 	for _, gid := range ids {
-		g, ok := n.groupByID(gid)
+		g, ok := n.routes().groupByID(gid)
 		if !ok {
 			continue // its entity was deleted, and its prepared state with it
 		}
@@ -215,25 +214,6 @@ func (n *Node) completeAll(ids []uint32, id string, commit bool) bool {
 		}
 	}
 	return all
-}
-
-// groupByID finds a partition group by id in the metadata, wherever it runs.
-func (n *Node) groupByID(id uint32) (group, bool) {
-	var g group
-	found := false
-	n.meta.read(func(s *meta.State) {
-		for _, pl := range s.Placements() {
-			for i, p := range pl.Partitions {
-				if p.GroupID == id {
-					g, found = group{id: id, index: i, replicas: p.Replicas}, true
-				}
-			}
-		}
-	})
-	if found {
-		n.locate(&g)
-	}
-	return g, found
 }
 
 func newTxnID() string {
@@ -296,7 +276,7 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 	next := map[string]bool{}
 	now := n.clock.Now().UnixMilli()
 	for _, gid := range leading {
-		r := n.hosted(gid)
+		r := n.routes().hosted(gid)
 		if r == nil {
 			continue
 		}
@@ -313,7 +293,7 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 				continue
 			}
 			if d.Commit || now > d.Deadline+n.cfg.TxnRecoveryInterval.Milliseconds() {
-				if g, ok := n.groupByID(gid); ok {
+				if g, ok := n.routes().groupByID(gid); ok {
 					_, _ = n.call(ctx, g, &wire.TxnForget{ID: d.ID}, nil)
 				}
 			}
@@ -323,7 +303,7 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 				continue
 			}
 			commit := false
-			if cg, ok := n.groupByID(p.Coordinator); ok {
+			if cg, ok := n.routes().groupByID(p.Coordinator); ok {
 				cr, err := n.call(ctx, cg, &wire.TxnDecide{ID: p.ID, Deadline: p.Deadline, Participants: []uint32{gid}}, nil)
 				switch {
 				case err == nil:
