@@ -228,25 +228,33 @@ func (l *rpcLayer) invoke(ctx context.Context, addr string, m wire.Method, args,
 	if err != nil {
 		return err
 	}
-	var done <-chan error
 	if c.v2 != nil {
-		done = l.goV2(c.v2, m, args, reply)
-	} else if done, err = goV1(c.v1, m, args, reply); err != nil {
+		// The reply is decoded on the caller's goroutine (no goroutine per call).
+		resp := c.v2.Go(m, args)
+		select {
+		case r := <-resp:
+			if r.Err == nil {
+				r.Err = wire.Decode(r.Body, reply, wireErrors{})
+			}
+			return l.outcome(addr, c, m, r.Err)
+		case <-ctx.Done():
+			if abandoned != nil {
+				go func() {
+					if r := <-resp; r.Err == nil && wire.Decode(r.Body, reply, wireErrors{}) == nil {
+						abandoned()
+					}
+				}()
+			}
+			return fmt.Errorf("%w: %s on %s: %w", partition.ErrTimeout, m, addr, ctx.Err())
+		}
+	}
+	done, err := goV1(c.v1, m, args, reply)
+	if err != nil {
 		return err
 	}
 	select {
 	case err := <-done:
-		if err == nil {
-			return nil
-		}
-		var se *wire.ServerError
-		var rse rpc.ServerError
-		if !errors.As(err, &se) && !errors.As(err, &rse) {
-			l.drop(addr, c) // the connection is broken: redial next time
-		}
-		// The request may have reached the peer and taken effect before the
-		// connection broke.
-		return fmt.Errorf("%w: %w: call %s on %s: %v", ErrUnavailable, partition.ErrOutcomeUnknown, m, addr, err)
+		return l.outcome(addr, c, m, err)
 	case <-ctx.Done():
 		if abandoned != nil {
 			go func() {
@@ -259,18 +267,19 @@ func (l *rpcLayer) invoke(ctx context.Context, addr string, m wire.Method, args,
 	}
 }
 
-// goV2 sends a version-2 call; the channel reports its outcome once reply is filled.
-func (l *rpcLayer) goV2(c *wire.Client, m wire.Method, args, reply wire.Message) <-chan error {
-	out := make(chan error, 1)
-	resp := c.Go(m, args)
-	go func() {
-		r := <-resp
-		if r.Err == nil {
-			r.Err = wire.Decode(r.Body, reply, wireErrors{})
-		}
-		out <- r.Err
-	}()
-	return out
+// outcome is the error of a call that got an answer or failed: nil, or unavailable
+// with an unknown outcome (the request may have reached the peer and taken effect
+// before the connection broke). A broken connection is dropped, to be redialled.
+func (l *rpcLayer) outcome(addr string, c *peerConn, m wire.Method, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *wire.ServerError
+	var rse rpc.ServerError
+	if !errors.As(err, &se) && !errors.As(err, &rse) {
+		l.drop(addr, c)
+	}
+	return fmt.Errorf("%w: %w: call %s on %s: %v", ErrUnavailable, partition.ErrOutcomeUnknown, m, addr, err)
 }
 
 func (l *rpcLayer) close() {
