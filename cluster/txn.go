@@ -149,11 +149,15 @@ func (n *Node) Commit(ctx context.Context, t Txn) error {
 		return nil
 	}
 	slices.SortFunc(parts, func(a, b *txnPart) int { return cmp.Compare(a.g.id, b.g.id) })
-	return n.commit2PC(ctx, parts)
+	return txnRun{n}.commit2PC(ctx, parts)
 }
 
 // commit2PC runs two-phase commit over parts, sorted by group id (see the top of the file).
-func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
+// txnRun runs the two-phase commits its node coordinates and their recovery.
+type txnRun struct{ n *Node }
+
+func (t txnRun) commit2PC(ctx context.Context, parts []*txnPart) error {
+	n := t.n
 	id := newTxnID()
 	coord := parts[0].g
 	deadline := n.clock.Now().Add(n.cfg.TxnPrepareWindow).UnixMilli()
@@ -167,7 +171,7 @@ func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
 		if err != nil {
 			// Nothing is decided: release what was prepared (a prepare whose outcome is
 			// unknown included). One that cannot be told now presumes abort at its deadline.
-			n.completeAll(ids[:i+1], id, false)
+			t.completeAll(ids[:i+1], id, false)
 			return fmt.Errorf("commit: prepare in partition group %d: %w", p.g.id, err)
 		}
 	}
@@ -179,7 +183,7 @@ func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
 	case err == nil && r.Committed:
 	case errors.Is(err, fsm.ErrTxnDecided) || errors.Is(err, fsm.ErrTxnTimeout):
 		// Aborted: by a participant that presumed abort, or past the deadline.
-		n.completeAll(ids, id, false)
+		t.completeAll(ids, id, false)
 		return fmt.Errorf("commit: %w", err)
 	default:
 		// Unknown: the decision may be durable (recovery then completes it) or not
@@ -189,7 +193,7 @@ func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
 	if n.txnHook != nil && n.txnHook("decided", id) {
 		return nil // committed; the test leaves completion to recovery
 	}
-	if n.completeAll(ids, id, true) {
+	if t.completeAll(ids, id, true) {
 		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, _ = n.call(fctx, coord, &wire.TxnForget{ID: id}, nil) // failure: recovery forgets it
 		cancel()
@@ -200,7 +204,8 @@ func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
 // completeAll tells every group of ids to commit or abort transaction id, and reports
 // whether all of them acknowledged. It does not wait on the client's context: a
 // completion left half done is finished by recovery, but sooner is better.
-func (n *Node) completeAll(ids []uint32, id string, commit bool) bool {
+func (t txnRun) completeAll(ids []uint32, id string, commit bool) bool {
+	n := t.n
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	all := true
@@ -255,7 +260,7 @@ func (n *Node) txnRecoveryLoop() {
 			case <-done:
 			}
 		}()
-		seen = n.recoverTxns(ctx, seen)
+		seen = txnRun{n}.recoverTxns(ctx, seen)
 		close(done)
 		cancel()
 	}
@@ -263,7 +268,8 @@ func (n *Node) txnRecoveryLoop() {
 
 // recoverTxns completes what the partitions this node leads hold (see the top of the
 // file) and returns the decisions it saw.
-func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string]bool {
+func (t txnRun) recoverTxns(ctx context.Context, seen map[string]bool) map[string]bool {
+	n := t.n
 	n.mu.RLock()
 	var leading []uint32
 	for id, r := range n.parts {
@@ -289,7 +295,7 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 			if !seen[d.ID] {
 				continue // the driver that decided it normally completes it within an interval
 			}
-			if !n.completeAll(d.Participants, d.ID, d.Commit) {
+			if !t.completeAll(d.Participants, d.ID, d.Commit) {
 				continue
 			}
 			if d.Commit || now > d.Deadline+n.cfg.TxnRecoveryInterval.Milliseconds() {
@@ -314,7 +320,7 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 				}
 			}
 			// No coordinator group any more (its entity was deleted): abort.
-			n.completeAll([]uint32{gid}, p.ID, commit)
+			t.completeAll([]uint32{gid}, p.ID, commit)
 		}
 	}
 	return next
