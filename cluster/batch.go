@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/quorumbus/quorumbus/cluster/wire"
+	"github.com/quorumbus/quorumbus/partition"
 )
 
 // Forwarded sends to one peer travel in batches: while sendBatchSlots calls to that
@@ -18,35 +22,25 @@ const (
 	sendBatchMax   = 128
 )
 
-// MultiReq is a batch of independent calls.
-type MultiReq struct {
-	Calls []CallReq
-}
-
-// MultiResp holds their outcomes, in order.
-type MultiResp struct {
-	Resps []CallResp
-}
-
-// Multi runs a batch of calls concurrently on the replicas hosted here.
-func (s *rpcService) Multi(req *MultiReq, resp *MultiResp) error {
-	resp.Resps = make([]CallResp, len(req.Calls))
+// serveMulti runs a batch of calls from a peer concurrently on the replicas hosted here.
+func (s *rpcService) serveMulti(m *wire.Multi) wire.MultiReply {
+	out := wire.MultiReply{Replies: make([]wire.Reply, len(m.Calls))}
 	var wg sync.WaitGroup
-	for i := range req.Calls {
+	for i := range m.Calls {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			_ = s.Call(&req.Calls[i], &resp.Resps[i])
+			out.Replies[i] = s.serveCall(&m.Calls[i])
 		}(i)
 	}
 	wg.Wait()
-	return nil
+	return out
 }
 
 // batchCall is one send waiting for its batch.
 type batchCall struct {
-	req  *CallReq
-	done chan *CallResp // cap 1
+	call *wire.Call
+	done chan *wire.Reply // cap 1
 }
 
 // sendBatcher batches the forwarded sends to one peer.
@@ -71,8 +65,8 @@ func (n *Node) batcher(addr string) *sendBatcher {
 }
 
 // send forwards req (a send) in the next batch to the peer and returns its outcome.
-func (b *sendBatcher) send(ctx context.Context, req *CallReq) *CallResp {
-	c := &batchCall{req: req, done: make(chan *CallResp, 1)}
+func (b *sendBatcher) send(ctx context.Context, call *wire.Call) *wire.Reply {
+	c := &batchCall{call: call, done: make(chan *wire.Reply, 1)}
 	b.mu.Lock()
 	b.waiting = append(b.waiting, c)
 	b.mu.Unlock()
@@ -83,7 +77,7 @@ func (b *sendBatcher) send(ctx context.Context, req *CallReq) *CallResp {
 	case <-ctx.Done():
 		// The send may still go out with its batch (its own deadline bounds it on the
 		// peer): its outcome is unknown to this caller.
-		return &CallResp{err: ctxOutcome(ctx)}
+		return &wire.Reply{Err: ctxOutcome(ctx)}
 	}
 }
 
@@ -118,25 +112,25 @@ func (b *sendBatcher) run(batch []*batchCall) {
 		b.kick()
 	}()
 	var timeout time.Duration
-	req := &MultiReq{Calls: make([]CallReq, len(batch))}
+	req := &wire.Multi{Calls: make([]wire.Call, len(batch))}
 	for i, c := range batch {
-		req.Calls[i] = *c.req
-		timeout = max(timeout, c.req.Timeout)
+		req.Calls[i] = *c.call
+		timeout = max(timeout, c.call.Timeout)
 	}
 	if timeout <= 0 {
 		timeout = callPatience
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Second)
 	defer cancel()
-	var resp MultiResp
-	err := b.n.rpc.call(ctx, b.addr, "Multi", req, &resp, nil)
+	resp, err := b.n.peer(b.addr).Multi(ctx, req)
 	for i, c := range batch {
-		if err != nil || i >= len(resp.Resps) {
-			c.done <- &CallResp{err: err}
+		if err != nil || i >= len(resp.Replies) {
+			if err == nil {
+				err = fmt.Errorf("%w: %w: the peer answered %d of %d calls", ErrUnavailable, partition.ErrOutcomeUnknown, len(resp.Replies), len(batch))
+			}
+			c.done <- &wire.Reply{Err: err}
 			continue
 		}
-		r := &resp.Resps[i]
-		r.fromWire()
-		c.done <- r
+		c.done <- &resp.Replies[i]
 	}
 }

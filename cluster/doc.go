@@ -35,11 +35,25 @@
 //   - router.go, seam.go: the data-plane front door. Every operation names an entity;
 //     the router picks the partition (SessionId, PartitionKey, MessageId under duplicate detection, or round-robin for sends,
 //     the group ID inside lock tokens for settlements, the partition index in the top
-//     bits of sequence numbers) and calls it through the seam.
-//   - remote.go, rpc.go, rpccodec.go: the seam. An operation runs on the local replica when it leads
-//     its group, otherwise on the leader's node over the cluster RPC (net/rpc over the
-//     mux), following leader changes until the caller's deadline; typed errors cross
-//     the network (WireErr).
+//     bits of sequence numbers) and runs the operation's request (a cluster/wire type)
+//     on it; seam.go keeps the operations that do more than one request (receives that
+//     release what an abandoned caller locked, the change signal).
+//   - route.go: the one owner of "where does group G run and who leads it" (group:
+//     hosted here or not, leading here or not, the leader a local follower hears from,
+//     hints from earlier calls); silent.go: a leader gone silent past its lease.
+//   - remote.go, batch.go: the seam. A request runs on the local replica when it leads
+//     its group, otherwise on the leader's node (peer.Call; sends to one peer batched,
+//     peer.Multi), following leader changes until the caller's deadline, retrying only
+//     what certainly did not apply or is idempotent (wire.Request.Idempotent).
+//   - rpc.go: the node-to-node calls. peer is the typed client of one node (Call, Multi,
+//     WaitChange, MetaApply, GroupStatus, Transfer, HandOver, RemoveNode, Digests,
+//     MetaDigest, Cancel), serveWire the server. The protocol is cluster/wire: per
+//     connection, the two nodes negotiate a version on route wire.RouteID of the
+//     cluster port's RPC stream type (version 2: hand-written binary codec); a peer
+//     of an older release closes that route, and the caller falls back to version 1,
+//     net/rpc with gob on route 0 (wirev1.go, rpccodec.go), which this node also
+//     serves to older callers. Typed errors cross the network as a bit per sentinel
+//     of wireSentinels (append only) plus the details errors.As extracts.
 //   - store.go: the admin API's store (metadata writes through metagroup.Commit,
 //     read-your-writes, runtime counts); ops.go: the operator surface (admin.Cluster) and
 //     the graceful stop; forward.go: auto-forwarding (S-FWD-1); idle.go: auto-delete on
@@ -59,9 +73,9 @@
 // partition.Observer, by the partitions. CaughtUp (GET /readyz) asks leading nodes
 // for their log index over the RPC.
 //
-// Imports: partition, partition/transport, fsm, cluster/meta, cluster/gossip,
-// cluster/metagroup, cluster/placement, cluster/admin (for its Store and Cluster
-// types), hashicorp raft, prometheus/client_golang.
+// Imports: partition, partition/transport, fsm, cluster/wire, cluster/meta,
+// cluster/gossip, cluster/metagroup, cluster/placement, cluster/admin (for its Store and
+// Cluster types), hashicorp raft, prometheus/client_golang.
 // Never amqp:
 // cmd/internal/bridge adapts the router to amqp.Backend.
 //
@@ -72,16 +86,19 @@
 // duties, every second), the transaction recovery loop (every TxnRecoveryInterval), the
 // join loop (gossip.KeepJoined, while --join is set) and the metadata-leader log
 // (metagroup.WatchLeader). A call that asks several nodes at once (groupsEverywhere,
-// CaughtUp) fans out on a WaitGroup of its own and waits for it before returning. Not
-// through goFunc yet: one forwarder per auto-forwarding source hosted here (on Node.wg
-// directly); the RPC server's accept loop and one goroutine per peer connection
-// (rpcLayer.wg); the forwarded-send batcher's runs; short helpers of the seam
-// (rpcContext, a remote wait, a receive's cancel, waitAny's watchers), each ending with
-// its call or within seconds of Close. Outside the package: memberlist's and the gossip
-// transport's (stopped by gossip.Close), raft's and each partition's (see partition's
-// doc). The package's TestMain fails a run when any goroutine outlives the tests
-// (go.uber.org/goleak), and TestNoUntrackedGoStatements when a file has more raw go
-// statements than the ones listed above still use.
+// CaughtUp, readiness) fans out on a WaitGroup of its own and waits for it before
+// returning. Not through goFunc yet: one forwarder per auto-forwarding source hosted here
+// (on Node.wg directly); the RPC layer's two accept loops (versions 1 and 2), per
+// accepted connection one serving goroutine, one writer and one goroutine per call in
+// progress, per dialled connection a reader and a writer (all rpcLayer.wg); the
+// forwarded-send batcher's runs; short helpers of the seam (a remote wait, a receive's
+// cancel, waitAny's watchers), each ending with its call or within seconds of Close.
+// Outside the package: memberlist's and the gossip transport's (stopped by
+// gossip.Close), the partition groups' Raft transport (partition/transport.Groups, closed
+// by Close), raft's and each partition's (see partition's doc). The package's TestMain
+// fails a run when any goroutine outlives the tests (go.uber.org/goleak), and
+// TestNoUntrackedGoStatements when a file has more raw go statements than the ones listed
+// above still use.
 //
 // Lock order: Node.recMu (one reconcile pass at a time) before Node.mu; Node.mu only
 // guards the parts map and is never held across a call into a partition, the metadata

@@ -33,7 +33,7 @@ import (
 // application property the broker keeps to itself); a message that has already been
 // forwarded MaxForwardHops times is dead-lettered at the source with reason
 // MaxTransferHopCountExceeded instead of being forwarded again, as Service Bus does.
-// Cycles are refused when an entity is created or updated (checkForwardCycle), so the
+// Cycles are refused when an entity is created or updated (meta.State.CheckForwardLoop), so the
 // hop limit only matters for chains longer than four and for a cycle two concurrent
 // updates could still close.
 
@@ -125,14 +125,21 @@ func (n *Node) reconcileForwarders() {
 		ctx, cancel := context.WithCancel(context.Background())
 		n.fwd[key] = cancel
 		n.wg.Add(1)
-		go n.forward(ctx, want[key])
+		go forwarder{n, want[key]}.run(ctx)
 	}
 }
 
 // forwardBatch bounds the messages one forwarding round moves.
 const forwardBatch = 64
 
-func (n *Node) forward(ctx context.Context, s forwardSpec) {
+// forwarder moves the messages of one forwarding source of one local partition.
+type forwarder struct {
+	n *Node
+	s forwardSpec
+}
+
+func (f forwarder) run(ctx context.Context) {
+	n, s := f.n, f.s
 	defer n.wg.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -176,7 +183,7 @@ func (n *Node) forward(ctx context.Context, s forwardSpec) {
 			}
 			req.SessionID, req.Owner = sid, owner
 		}
-		failed := n.forwardSession(ctx, s, req)
+		failed := f.moveSession(ctx, req)
 		if s.session {
 			// Unlocks what was received but not moved, without counting a delivery
 			// (S-SES-6), so the session's order holds on the next round.
@@ -190,9 +197,10 @@ func (n *Node) forward(ctx context.Context, s forwardSpec) {
 	}
 }
 
-// forwardSession moves what req receives, in order, until the source (or, for a
-// session source, the session) is empty or a copy fails; it reports a failure.
-func (n *Node) forwardSession(ctx context.Context, s forwardSpec, req fsm.Receive) (failed bool) {
+// moveSession moves what req receives, in order, until the source (or, for a session
+// source, the session) is empty or a copy fails; it reports a failure.
+func (f forwarder) moveSession(ctx context.Context, req fsm.Receive) (failed bool) {
+	n, s := f.n, f.s
 	for ctx.Err() == nil {
 		wait := 5 * time.Second
 		if req.SessionID != "" {

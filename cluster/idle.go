@@ -90,11 +90,10 @@ func (st *steward) lastActivity(ctx context.Context, c idleCandidate) (int64, er
 	}
 	last := c.last
 	for _, g := range e.parts {
-		r := n.call(ctx, g, &CallReq{Op: opStats}, nil)
-		if r.err != nil {
-			return 0, r.err
+		st, err := n.on(g).Stats(ctx)
+		if err != nil {
+			return 0, err
 		}
-		st := r.Stats
 		if c.topic == "" {
 			last = max(last, st.LastSend)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/test/testutil"
 )
@@ -176,7 +177,7 @@ func TestS_IDLE_1_AcrossNodes(t *testing.T) {
 		t.Fatalf("every partition of peeked is on the metadata leader")
 	}
 	clock.advance(4 * time.Minute)
-	if _, err := other.on(*remote).Peek(ctx, fsm.Target{}, 0, 10); err != nil {
+	if _, err := other.on(*remote).do(ctx, &wire.Peek{Target: fsm.Target{}, From: 0, Max: 10}); err != nil {
 		t.Fatal(err)
 	}
 	clock.advance(2 * time.Minute)

@@ -183,7 +183,8 @@ func (n *Node) peerStatus(ctx context.Context, id string, groupID uint32) (Group
 		if addr == "" {
 			return GroupInfo{}, fmt.Errorf("%w: node %q has no known address", ErrUnavailable, id)
 		}
-		if err := n.rpc.call(ctx, addr, "GroupStatus", []uint32{groupID}, &out, nil); err != nil {
+		var err error
+		if out, err = n.peer(addr).GroupStatus(ctx, []uint32{groupID}); err != nil {
 			return GroupInfo{}, err
 		}
 	}

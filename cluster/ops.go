@@ -32,10 +32,9 @@ func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
 			continue
 		}
 		wg.Go(func() {
-			var gs []GroupInfo
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
-			if err := n.rpc.call(cctx, m.Cluster, "GroupStatus", []uint32{}, &gs, nil); err == nil {
+			if gs, err := n.peer(m.Cluster).GroupStatus(cctx, nil); err == nil {
 				mu.Lock()
 				out[m.ID] = gs
 				mu.Unlock()
@@ -215,14 +214,11 @@ func (n *Node) DrainNode(ctx context.Context, id string) error {
 	if addr == "" {
 		return fmt.Errorf("%w: node %q is not reachable", admin.ErrUnavailable, id)
 	}
-	var w WireErr
-	if err := n.rpc.call(ctx, addr, "HandOver", &TransferReq{Timeout: timeLeft(ctx)}, &w, nil); err != nil {
+	remote, err := n.peer(addr).HandOver(ctx)
+	if err != nil {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
-	if w.Msg != "" {
-		return w.err()
-	}
-	return nil
+	return remote
 }
 
 func timeLeft(ctx context.Context) time.Duration {
@@ -352,14 +348,11 @@ func (n *Node) TransferLeader(ctx context.Context, groupID uint32, to string) er
 			if id == n.cfg.NodeID {
 				return n.transferLocal(groupID, to)
 			}
-			var w WireErr
-			if err := n.rpc.call(ctx, n.addrOf(id), "Transfer", &TransferReq{Group: groupID, To: to}, &w, nil); err != nil {
+			remote, err := n.peer(n.addrOf(id)).Transfer(ctx, groupID, to)
+			if err != nil {
 				return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 			}
-			if w.Msg != "" {
-				return w.err()
-			}
-			return nil
+			return remote
 		}
 	}
 	return fmt.Errorf("%w: group %d has no leader now", admin.ErrUnavailable, groupID)
@@ -378,14 +371,11 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 		if leader == "" {
 			return fmt.Errorf("%w: no metadata leader", admin.ErrUnavailable)
 		}
-		var w WireErr
-		if err := n.rpc.call(ctx, n.addrOf(leader), "RemoveNode", &TransferReq{To: id, Timeout: timeLeft(ctx)}, &w, nil); err != nil {
+		remote, err := n.peer(n.addrOf(leader)).RemoveNode(ctx, id)
+		if err != nil {
 			return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 		}
-		if w.Msg != "" {
-			return w.err()
-		}
-		return nil
+		return remote
 	}
 	if id == n.cfg.NodeID {
 		return fmt.Errorf("%w: node %q leads the metadata group; drain it first so another node leads", meta.ErrInvalid, id)
@@ -498,9 +488,8 @@ func (n *Node) digestsEverywhere(ctx context.Context) map[string]map[uint32]stri
 		if m.ID == n.cfg.NodeID {
 			continue
 		}
-		var d map[uint32]string
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if err := n.rpc.call(cctx, m.Cluster, "Digests", struct{}{}, &d, nil); err == nil {
+		if d, err := n.peer(m.Cluster).Digests(cctx); err == nil {
 			out[m.ID] = d
 		}
 		cancel()
@@ -534,9 +523,8 @@ func (n *Node) metaDigestsEverywhere(ctx context.Context) map[string]MetaDigest 
 		if m.ID == n.cfg.NodeID {
 			continue
 		}
-		var d MetaDigest
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if err := n.rpc.call(cctx, m.Cluster, "MetaDigest", struct{}{}, &d, nil); err == nil {
+		if d, err := n.peer(m.Cluster).MetaDigest(cctx); err == nil {
 			out[m.ID] = d
 		}
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
+	"github.com/quorumbus/quorumbus/cluster/wire"
 )
 
 var _ admin.Purger = (*Node)(nil)
@@ -22,19 +23,19 @@ func (n *Node) Purge(ctx context.Context, e admin.Entity) (int64, error) {
 	var total int64
 	for _, g := range ent.parts {
 		p := n.on(g) // on the group's leader, wherever it runs
-		res := p.do(ctx, &CallReq{Op: opStats})
-		if res.err != nil {
-			return total, fmt.Errorf("%w: %v", admin.ErrUnavailable, res.err)
+		st, err := p.Stats(ctx)
+		if err != nil {
+			return total, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 		}
-		for _, t := range res.Stats.Targets {
+		for _, t := range st.Targets {
 			if e.Subscription != "" && !strings.EqualFold(t.Target.Sub, e.Subscription) {
 				continue
 			}
-			c, err := p.Purge(ctx, t.Target)
+			r, err := p.do(ctx, &wire.Purge{Target: t.Target})
 			if err != nil {
 				return total, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 			}
-			total += int64(c)
+			total += r.Count
 		}
 	}
 	return total, nil

@@ -98,8 +98,8 @@ func (n *Node) caughtUp(ctx context.Context, strict bool) error {
 			continue
 		}
 		wg.Go(func() {
-			var gs []GroupInfo
-			if err := n.rpc.call(ctx, addr, "GroupStatus", byLeader[l], &gs, nil); err != nil {
+			gs, err := n.peer(addr).GroupStatus(ctx, byLeader[l])
+			if err != nil {
 				if strict {
 					errs[i] = fmt.Errorf("cannot ask node %s how far its logs are: %v", l, err)
 				}

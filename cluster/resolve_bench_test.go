@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 )
 
@@ -69,8 +70,8 @@ func BenchmarkCallLocal(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		// No deadline, as on an AMQP connection's context: call bounds it itself.
-		if r := n.call(context.Background(), e.parts[0], &CallReq{Op: opStats}, nil); r.err != nil {
-			b.Fatal(r.err)
+		if _, err := n.call(context.Background(), e.parts[0], &wire.Stats{}, nil); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/fsm/rule"
 	"github.com/quorumbus/quorumbus/partition"
@@ -180,7 +181,7 @@ func (e *entity) pick(sessionID, partitionKey, messageID string) int {
 	start := int(rr.Add(1) % uint64(len(e.parts)))
 	for i := range e.parts {
 		j := (start + i) % len(e.parts)
-		if g := e.parts[j]; g.local != nil && g.local.p.IsLeader() {
+		if e.parts[j].leadsHere() {
 			return j
 		}
 	}
@@ -244,13 +245,12 @@ func (n *Node) enqueue(ctx context.Context, entityName string, msgs []*fsm.Messa
 		return nil, err
 	}
 	idx := e.pick(msgs[0].SessionID, msgs[0].PartitionKey, msgs[0].MessageID)
-	p := n.on(e.parts[idx])
-	var seqs []int64
+	var req wire.Request = &wire.Enqueue{Msgs: msgs}
 	if schedule {
-		seqs, err = p.Schedule(ctx, msgs)
-	} else {
-		seqs, err = p.Enqueue(ctx, msgs)
+		req = &wire.Schedule{Msgs: msgs}
 	}
+	r, err := n.on(e.parts[idx]).do(ctx, req)
+	seqs := r.Seqs
 	for i := range seqs {
 		seqs[i] = e.ext(idx, seqs[i])
 	}
@@ -268,7 +268,7 @@ func (n *Node) Cancel(ctx context.Context, entityName string, seqs []int64) erro
 		return err
 	}
 	for _, idx := range sortedKeys(byPart) {
-		if err := n.on(e.parts[idx]).Cancel(ctx, byPart[idx]); err != nil {
+		if _, err := n.on(e.parts[idx]).do(ctx, &wire.Cancel{Seqs: byPart[idx]}); err != nil {
 			return err
 		}
 	}
@@ -459,8 +459,9 @@ func (n *Node) settleGroup(ctx context.Context, e *entity, t fsm.Target, s *Sett
 	for j := range toks {
 		toks[j] = s.Tokens[at(j)]
 	}
-	tokErrs, err := n.on(g).Settle(ctx, fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
-		Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner})
+	r, err := n.on(g).do(ctx, &wire.Settle{Req: fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
+		Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner}})
+	tokErrs := r.TokenErrs
 	// With several tokens the fsm answers per token, and its command error is only the
 	// first of those; otherwise (one token, or the proposal failed) the error is every
 	// token's.
@@ -516,7 +517,8 @@ func (n *Node) RenewLock(ctx context.Context, a Address, tokens []fsm.LockToken)
 		for j, i := range idx {
 			toks[j] = tokens[i]
 		}
-		until, err := n.on(g).RenewLock(ctx, t, toks)
+		r, err := n.on(g).do(ctx, &wire.RenewLock{Target: t, Tokens: toks})
+		until := r.Untils
 		if err != nil {
 			return nil, err
 		}
@@ -547,7 +549,8 @@ func (n *Node) Peek(ctx context.Context, a Address, sessionID string, from int64
 			fromSeq = local
 		}
 		for len(out) < limit {
-			msgs, err := n.on(e.parts[idx]).Peek(ctx, t, fromSeq, limit-len(out))
+			r, err := n.on(e.parts[idx]).do(ctx, &wire.Peek{Target: t, From: fromSeq, Max: limit - len(out)})
+			msgs := r.Msgs
 			if err != nil {
 				return out, err
 			}
@@ -621,58 +624,58 @@ func (n *Node) AcceptSession(ctx context.Context, a Address, sessionID, owner st
 	return id, until, nil
 }
 
-func (n *Node) sessionPartition(a Address, sessionID string) (gp, fsm.Target, error) {
+// onSession runs req, built for the session's target, on the session's partition.
+func (n *Node) onSession(ctx context.Context, a Address, sessionID string, req func(fsm.Target) wire.Request) (wire.Result, error) {
 	e, t, err := n.target(a)
 	if err != nil {
-		return gp{}, t, err
+		return wire.Result{}, err
 	}
-	return n.on(e.parts[e.keyed(sessionID)]), t, nil
+	return n.on(e.parts[e.keyed(sessionID)]).do(ctx, req(t))
+}
+
+func sessionRef(t fsm.Target, sessionID, owner string) wire.SessionRef {
+	return wire.SessionRef{Target: t, Session: sessionID, Owner: owner}
 }
 
 // ReleaseSession releases a session lock (S-SES-4).
 func (n *Node) ReleaseSession(ctx context.Context, a Address, sessionID, owner string) error {
-	p, t, err := n.sessionPartition(a, sessionID)
-	if err != nil {
-		return err
-	}
-	return p.ReleaseSession(ctx, t, sessionID, owner)
+	_, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+		return &wire.ReleaseSession{SessionRef: sessionRef(t, sessionID, owner)}
+	})
+	return err
 }
 
 // RenewSession renews a session lock and returns its new expiry (Unix ms).
 func (n *Node) RenewSession(ctx context.Context, a Address, sessionID, owner string) (int64, error) {
-	p, t, err := n.sessionPartition(a, sessionID)
-	if err != nil {
-		return 0, err
-	}
-	return p.RenewSession(ctx, t, sessionID, owner)
+	r, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+		return &wire.RenewSession{SessionRef: sessionRef(t, sessionID, owner)}
+	})
+	return r.Until, err
 }
 
 // SessionState returns a session's state, nil when none (S-SES-5).
 func (n *Node) SessionState(ctx context.Context, a Address, sessionID string) ([]byte, error) {
-	p, t, err := n.sessionPartition(a, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	return p.SessionState(ctx, t, sessionID)
+	r, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+		return &wire.GetState{SessionRef: sessionRef(t, sessionID, "")}
+	})
+	return r.State, err
 }
 
 // HeldSessionState returns a session's state for the holder of its lock, owner
 // (fsm.ErrSessionLockLost for anyone else): get-session-state over AMQP.
 func (n *Node) HeldSessionState(ctx context.Context, a Address, sessionID, owner string) ([]byte, error) {
-	p, t, err := n.sessionPartition(a, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	return p.HeldSessionState(ctx, t, sessionID, owner)
+	r, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+		return &wire.GetState{SessionRef: sessionRef(t, sessionID, owner)}
+	})
+	return r.State, err
 }
 
 // SetSessionState sets or (empty) clears a session's state (S-SES-5).
 func (n *Node) SetSessionState(ctx context.Context, a Address, sessionID, owner string, state []byte) error {
-	p, t, err := n.sessionPartition(a, sessionID)
-	if err != nil {
-		return err
-	}
-	return p.SetSessionState(ctx, fsm.SetSessionState{Target: t, SessionID: sessionID, Owner: owner, State: state})
+	_, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+		return &wire.SetState{Req: fsm.SetSessionState{Target: t, SessionID: sessionID, Owner: owner, State: state}}
+	})
+	return err
 }
 
 // SessionsUpdatedSince lists the sessions whose state was set at since or later (as the
@@ -684,11 +687,11 @@ func (n *Node) SessionsUpdatedSince(ctx context.Context, a Address, since time.T
 	}
 	var out []string
 	for _, g := range e.parts {
-		ids, err := n.on(g).SessionsUpdatedSince(ctx, t, since.UnixMilli())
+		r, err := n.on(g).do(ctx, &wire.SessionsUpdatedSince{Target: t, From: since.UnixMilli()})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ids...)
+		out = append(out, r.Sessions...)
 	}
 	sort.Strings(out)
 	return out, nil
@@ -702,11 +705,11 @@ func (n *Node) ListSessions(ctx context.Context, a Address) ([]string, error) {
 	}
 	var out []string
 	for _, g := range e.parts {
-		ids, err := n.on(g).ListSessions(ctx, t)
+		r, err := n.on(g).do(ctx, &wire.ListSessions{Target: t})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ids...)
+		out = append(out, r.Sessions...)
 	}
 	sort.Strings(out)
 	return out, nil

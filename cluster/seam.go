@@ -5,12 +5,15 @@ import (
 	"errors"
 	"time"
 
+	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/partition"
 )
 
-// gp is one partition group as the router uses it: the partition API, executed on the
-// group's leader wherever it is (call).
+// gp is one partition group as the router uses it: operations (wire.Request) run on the
+// group's leader wherever it is (call). Most operations need nothing more than do; the
+// methods below are the ones that do more than run one request: receives, whose locks
+// a caller that gave up must not leave behind, and the change signal.
 type gp struct {
 	n *Node
 	g group
@@ -18,20 +21,9 @@ type gp struct {
 
 func (n *Node) on(g group) gp { return gp{n, g} }
 
-func (p gp) do(ctx context.Context, req *CallReq) *CallResp { return p.n.call(ctx, p.g, req, nil) }
-
-func (p gp) Enqueue(ctx context.Context, msgs []*fsm.Message) ([]int64, error) {
-	r := p.do(ctx, &CallReq{Op: opEnqueue, Msgs: msgs})
-	return r.Seqs, r.err
-}
-
-func (p gp) Schedule(ctx context.Context, msgs []*fsm.Message) ([]int64, error) {
-	r := p.do(ctx, &CallReq{Op: opSchedule, Msgs: msgs})
-	return r.Seqs, r.err
-}
-
-func (p gp) Cancel(ctx context.Context, seqs []int64) error {
-	return p.do(ctx, &CallReq{Op: opCancel, Seqs: seqs}).err
+// do runs req on the group's leader.
+func (p gp) do(ctx context.Context, req wire.Request) (wire.Result, error) {
+	return p.n.call(ctx, p.g, req, nil)
 }
 
 // Receive long-polls on the leader. Messages a forwarded peek-lock receive locked after
@@ -46,27 +38,27 @@ func (p gp) Receive(ctx context.Context, req fsm.Receive, wait time.Duration) ([
 	if req.Mode == fsm.PeekLock && req.Salt == 0 {
 		req.Salt = uint32(randomID())
 	}
-	r := p.n.call(ctx, p.g, &CallReq{Op: opReceive, Receive: req, Wait: wait}, func(lost *CallResp) {
+	r, err := p.n.call(ctx, p.g, &wire.Receive{Req: req, Wait: wait}, func(lost *wire.Reply) {
 		p.release(req.Mode, req.Target, req.SessionID, req.Owner, lost.Msgs)
 	})
-	if r.err != nil && req.Mode == fsm.PeekLock && errors.Is(r.err, partition.ErrOutcomeUnknown) {
+	if err != nil && req.Mode == fsm.PeekLock && errors.Is(err, partition.ErrOutcomeUnknown) {
 		// Before the caller's next receive: a session's holder must get the released
 		// messages first, in order (S-SES-3).
 		p.releaseSalted(req)
 	}
-	return r.Msgs, r.err
+	return r.Msgs, err
 }
 
 // releaseSalted releases what a receive with req's salt locked, once a leader answers.
 func (p gp) releaseSalted(req fsm.Receive) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r := p.n.call(ctx, p.g, &CallReq{Op: opLockedWithSalt, Target: req.Target, Receive: fsm.Receive{Salt: req.Salt}}, nil)
-	if r.err != nil || len(r.Tokens) == 0 {
+	r, err := p.do(ctx, &wire.LockedWithSalt{Target: req.Target, Salt: req.Salt})
+	if err != nil || len(r.Tokens) == 0 {
 		return
 	}
-	p.n.call(ctx, p.g, &CallReq{Op: opSettle, Settle: fsm.Settle{Target: req.Target, Tokens: r.Tokens,
-		Disposition: fsm.Release, SessionID: req.SessionID, Owner: req.Owner}}, nil)
+	_, _ = p.do(ctx, &wire.Settle{Req: fsm.Settle{Target: req.Target, Tokens: r.Tokens,
+		Disposition: fsm.Release, SessionID: req.SessionID, Owner: req.Owner}})
 }
 
 func (p gp) release(mode fsm.ReceiveMode, t fsm.Target, sessionID, owner string, msgs []*fsm.Message) {
@@ -79,103 +71,51 @@ func (p gp) release(mode fsm.ReceiveMode, t fsm.Target, sessionID, owner string,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p.n.call(ctx, p.g, &CallReq{Op: opSettle, Settle: fsm.Settle{Target: t, Tokens: toks, Disposition: fsm.Release,
-		SessionID: sessionID, Owner: owner}}, nil)
+	_, _ = p.do(ctx, &wire.Settle{Req: fsm.Settle{Target: t, Tokens: toks, Disposition: fsm.Release,
+		SessionID: sessionID, Owner: owner}})
 }
 
 func (p gp) ReceiveDeferred(ctx context.Context, req fsm.ReceiveDeferred) ([]*fsm.Message, error) {
-	r := p.n.call(ctx, p.g, &CallReq{Op: opReceiveDeferred, Deferred: req}, func(lost *CallResp) {
+	r, err := p.n.call(ctx, p.g, &wire.ReceiveDeferred{Req: req}, func(lost *wire.Reply) {
 		p.release(req.Mode, req.Target, req.SessionID, req.Owner, lost.Msgs)
 	})
-	return r.Msgs, r.err
-}
-
-func (p gp) Settle(ctx context.Context, req fsm.Settle) ([]error, error) {
-	r := p.do(ctx, &CallReq{Op: opSettle, Settle: req})
-	return r.tokenErrs, r.err
-}
-
-func (p gp) RenewLock(ctx context.Context, t fsm.Target, tokens []fsm.LockToken) ([]int64, error) {
-	r := p.do(ctx, &CallReq{Op: opRenewLock, Target: t, Tokens: tokens})
-	return r.Until, r.err
+	return r.Msgs, err
 }
 
 func (p gp) AcceptSession(ctx context.Context, req fsm.AcceptSession, wait time.Duration) (string, int64, error) {
-	r := p.n.call(ctx, p.g, &CallReq{Op: opAcceptSession, Accept: req, Wait: wait}, func(lost *CallResp) {
-		if lost.err == nil && lost.Session != "" {
+	r, err := p.n.call(ctx, p.g, &wire.AcceptSession{Req: req, Wait: wait}, func(lost *wire.Reply) {
+		if lost.Err == nil && lost.Session != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			p.n.call(ctx, p.g, &CallReq{Op: opReleaseSession, Target: req.Target, Session: lost.Session, Owner: req.Owner}, nil)
+			_, _ = p.do(ctx, &wire.ReleaseSession{SessionRef: wire.SessionRef{Target: req.Target, Session: lost.Session, Owner: req.Owner}})
 		}
 	})
-	var until int64
-	if len(r.Until) > 0 {
-		until = r.Until[0]
+	return r.Session, r.Until, err
+}
+
+// Stats counts the group's messages.
+func (p gp) Stats(ctx context.Context) (fsm.Stats, error) {
+	r, err := p.do(ctx, &wire.Stats{})
+	if err != nil || r.Stats == nil {
+		return fsm.Stats{}, err
 	}
-	return r.Session, until, r.err
-}
-
-func (p gp) ReleaseSession(ctx context.Context, t fsm.Target, sessionID, owner string) error {
-	return p.do(ctx, &CallReq{Op: opReleaseSession, Target: t, Session: sessionID, Owner: owner}).err
-}
-
-func (p gp) RenewSession(ctx context.Context, t fsm.Target, sessionID, owner string) (int64, error) {
-	r := p.do(ctx, &CallReq{Op: opRenewSession, Target: t, Session: sessionID, Owner: owner})
-	var until int64
-	if len(r.Until) > 0 {
-		until = r.Until[0]
-	}
-	return until, r.err
-}
-
-func (p gp) SetSessionState(ctx context.Context, req fsm.SetSessionState) error {
-	return p.do(ctx, &CallReq{Op: opSetState, SetState: req}).err
-}
-
-func (p gp) SessionState(ctx context.Context, t fsm.Target, sessionID string) ([]byte, error) {
-	r := p.do(ctx, &CallReq{Op: opGetState, Target: t, Session: sessionID})
-	return r.State, r.err
-}
-
-func (p gp) HeldSessionState(ctx context.Context, t fsm.Target, sessionID, owner string) ([]byte, error) {
-	r := p.do(ctx, &CallReq{Op: opGetState, Target: t, Session: sessionID, Owner: owner})
-	return r.State, r.err
-}
-
-func (p gp) ListSessions(ctx context.Context, t fsm.Target) ([]string, error) {
-	r := p.do(ctx, &CallReq{Op: opListSessions, Target: t})
-	return r.Sessions, r.err
-}
-
-func (p gp) SessionsUpdatedSince(ctx context.Context, t fsm.Target, since int64) ([]string, error) {
-	r := p.do(ctx, &CallReq{Op: opSessionsUpdatedSince, Target: t, From: since})
-	return r.Sessions, r.err
-}
-
-func (p gp) Peek(ctx context.Context, t fsm.Target, from int64, max int) ([]*fsm.Message, error) {
-	r := p.do(ctx, &CallReq{Op: opPeek, Target: t, From: from, Max: max})
-	return r.Msgs, r.err
-}
-
-func (p gp) Purge(ctx context.Context, t fsm.Target) (int, error) {
-	r := p.do(ctx, &CallReq{Op: opPurge, Target: t})
-	return r.Count, r.err
+	return *r.Stats, nil
 }
 
 // IsLeader reports whether the group's leader is this node's replica.
-func (p gp) IsLeader() bool { return p.g.local != nil && p.g.local.p.IsLeader() }
+func (p gp) IsLeader() bool { return p.g.leadsHere() }
 
 // Changed returns a channel closed when the partition may have changed: the local
 // replica's signal when this node leads the group, else a remote wait on the leader,
 // which returns at once when the receive (or accept) may find something.
 func (p gp) Changed(req fsm.Receive, accept bool) <-chan struct{} {
 	if p.IsLeader() {
-		return p.g.local.p.Changed()
+		return p.g.localPartition().Changed()
 	}
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
-		leader := p.n.leaderOf(p.g, 0)
+		leader := p.n.routes().leaderOf(p.g, 0)
 		addr := p.n.addrOf(leader)
 		if addr == "" || leader == p.n.cfg.NodeID {
 			t := time.NewTimer(50 * time.Millisecond)
@@ -188,8 +128,7 @@ func (p gp) Changed(req fsm.Receive, accept bool) <-chan struct{} {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), remoteWaitCap+5*time.Second)
 		defer cancel()
-		var ok bool
-		if err := p.n.rpc.call(ctx, addr, "WaitChange", &WaitReq{Group: p.g.id, Receive: req, Accept: accept, Timeout: remoteWaitCap}, &ok, nil); err != nil {
+		if err := p.n.peer(addr).WaitChange(ctx, &wire.Wait{Group: p.g.id, Receive: req, Accept: accept, Timeout: remoteWaitCap}); err != nil {
 			t := time.NewTimer(100 * time.Millisecond)
 			defer t.Stop()
 			select {

@@ -26,8 +26,8 @@ var errLeaderSilent = errors.New("cluster: the partition's leader has been silen
 // contactWindow is how long a follower may go without hearing from its leader before
 // the leader counts as silent: the leader lease, after which a leader that hears from no
 // quorum steps down by itself.
-func (n *Node) contactWindow() time.Duration {
-	if d := n.cfg.Raft.LeaderLeaseTimeout; d > 0 {
+func (l locator) contactWindow() time.Duration {
+	if d := l.n.cfg.Raft.LeaderLeaseTimeout; d > 0 {
 		return d
 	}
 	return DefaultRaftTiming().LeaderLeaseTimeout
@@ -35,8 +35,8 @@ func (n *Node) contactWindow() time.Duration {
 
 // silentPatience bounds how long a call waits for an election because the leader is
 // silent: twice the election timeout after the heartbeat timeout.
-func (n *Node) silentPatience() time.Duration {
-	t := n.cfg.Raft
+func (l locator) silentPatience() time.Duration {
+	t := l.n.cfg.Raft
 	def := DefaultRaftTiming()
 	if t.HeartbeatTimeout <= 0 {
 		t.HeartbeatTimeout = def.HeartbeatTimeout
@@ -51,16 +51,13 @@ func (n *Node) silentPatience() time.Duration {
 
 // heardLeader is the leader of g that the local follower replica has heard from within
 // the contact window, "" when there is no such replica or it has not.
-func (n *Node) heardLeader(g group) string {
-	if g.local == nil {
+func (l locator) heardLeader(g group) string {
+	id := g.localView()
+	if id == "" || id == l.n.cfg.NodeID {
 		return ""
 	}
-	id, _ := g.local.p.Leader()
-	if id == "" || id == n.cfg.NodeID {
-		return ""
-	}
-	m := g.local.p.Metrics()
-	if m.IsLeader || m.LastContact.IsZero() || time.Since(m.LastContact) > n.contactWindow() {
+	last, leads, _ := g.lastContact()
+	if leads || last.IsZero() || time.Since(last) > l.contactWindow() {
 		return ""
 	}
 	return id
@@ -70,13 +67,13 @@ func (n *Node) heardLeader(g group) string {
 // an election instead: the local follower replica has not heard from its leader (target,
 // or none known) within the contact window, and the call has waited less than
 // silentPatience.
-func (n *Node) leaderSilent(g group, target string, start time.Time) bool {
-	if g.local == nil || target == n.cfg.NodeID || time.Since(start) >= n.silentPatience() {
+func (l locator) leaderSilent(g group, target string, start time.Time) bool {
+	if !g.isHosted() || target == l.n.cfg.NodeID || time.Since(start) >= l.silentPatience() {
 		return false
 	}
-	if id, _ := g.local.p.Leader(); id != "" && id != target {
+	if id := g.localView(); id != "" && id != target {
 		return false
 	}
-	m := g.local.p.Metrics()
-	return !m.IsLeader && !m.LastContact.IsZero() && time.Since(m.LastContact) > n.contactWindow()
+	last, leads, _ := g.lastContact()
+	return !leads && !last.IsZero() && time.Since(last) > l.contactWindow()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 )
 
@@ -48,8 +49,8 @@ func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
 			return nil // deleted meanwhile
 		}
 		for _, g := range e.parts {
-			if r := n.call(ctx, g, &CallReq{Op: opSyncConfig, MetaIndex: idx}, nil); r.err != nil {
-				return fmt.Errorf("%w: the change is committed but partition %d has not applied it yet: %v", admin.ErrUnavailable, g.index, r.err)
+			if _, err := n.on(g).do(ctx, &wire.SyncConfig{MetaIndex: idx}); err != nil {
+				return fmt.Errorf("%w: the change is committed but partition %d has not applied it yet: %v", admin.ErrUnavailable, g.index, err)
 			}
 		}
 	}
@@ -66,15 +67,11 @@ func (n *Node) applyRemote(ctx context.Context, leader string, cmd meta.Command)
 	if err != nil {
 		return 0, err
 	}
-	req := &MetaApplyReq{Entry: b}
-	if dl, ok := ctx.Deadline(); ok {
-		req.Timeout = time.Until(dl)
-	}
-	var resp MetaApplyResp
-	if err := n.rpc.call(ctx, addr, "MetaApply", req, &resp, nil); err != nil {
+	resp, err := n.peer(addr).MetaApply(ctx, &wire.MetaApply{Entry: b, Timeout: timeLeft(ctx)})
+	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNotMetadataLeader, err)
 	}
-	return resp.Index, resp.E.err()
+	return resp.Index, resp.Err
 }
 
 // waitServing waits until every partition hosted here has a leader.
@@ -103,15 +100,15 @@ func (n *Node) waitEntity(ctx context.Context, name string) error {
 		return err
 	}
 	for _, g := range e.parts {
-		if r := n.call(ctx, g, &CallReq{Op: opStats}, nil); r.err != nil {
-			return r.err
+		if _, err := n.on(g).Stats(ctx); err != nil {
+			return err
 		}
 		// Whichever replica won the first election, the group's preferred leader takes
 		// over now, before clients use the entity, rather than through leader balancing
 		// later under their load.
 		n.preferLeader(ctx, g)
-		if r := n.call(ctx, g, &CallReq{Op: opStats}, nil); r.err != nil {
-			return r.err
+		if _, err := n.on(g).Stats(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -134,9 +131,9 @@ func (n *Node) preferLeader(ctx context.Context, g group) {
 	if st.Leader == n.cfg.NodeID {
 		err = n.transferLocal(g.id, want)
 	} else if addr := n.addrOf(st.Leader); addr != "" {
-		var w WireErr
-		if err = n.rpc.call(ctx, addr, "Transfer", &TransferReq{Group: g.id, To: want}, &w, nil); err == nil && w.Msg != "" {
-			err = w.err()
+		var remote error
+		if remote, err = n.peer(addr).Transfer(ctx, g.id, want); err == nil {
+			err = remote
 		}
 	}
 	if err != nil {
@@ -147,7 +144,7 @@ func (n *Node) preferLeader(ctx context.Context, g group) {
 	defer t.Stop()
 	for {
 		if st, err := n.peerStatus(ctx, want, g.id); err == nil && st.IsLeader {
-			n.hints.Store(g.id, want)
+			n.routes().hint(g.id, want)
 			return
 		}
 		select {
@@ -178,11 +175,10 @@ func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts
 	var deferred int64
 	var accessed int64 // Unix ms: latest replicated send or receiver activity
 	for _, g := range ent.parts {
-		res := n.call(ctx, g, &CallReq{Op: opStats}, nil)
-		if res.err != nil {
-			return rc, fmt.Errorf("%w: %v", admin.ErrUnavailable, res.err)
+		st, err := n.on(g).Stats(ctx)
+		if err != nil {
+			return rc, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 		}
-		st := res.Stats
 		if e.Subscription == "" {
 			accessed = max(accessed, st.LastSend)
 		}
@@ -247,11 +243,9 @@ func (n *Node) resolve(name string) (*entity, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
 	}
-	n.mu.RLock()
 	for i := range e.parts {
-		e.parts[i].local = n.parts[e.parts[i].id]
+		n.routes().locate(&e.parts[i])
 	}
-	n.mu.RUnlock()
 	return e, nil
 }
 

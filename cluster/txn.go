@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/partition"
 )
@@ -143,18 +143,21 @@ func (n *Node) Commit(ctx context.Context, t Txn) error {
 	case 0:
 		return nil // an empty transaction commits trivially
 	case 1:
-		r := n.call(ctx, parts[0].g, &CallReq{Op: opTxn, Msgs: parts[0].msgs, TxnSettles: parts[0].settles}, nil)
-		if r.err != nil {
-			return fmt.Errorf("commit: %w", r.err)
+		if _, err := n.call(ctx, parts[0].g, &wire.Txn{Msgs: parts[0].msgs, Settles: parts[0].settles}, nil); err != nil {
+			return fmt.Errorf("commit: %w", err)
 		}
 		return nil
 	}
 	slices.SortFunc(parts, func(a, b *txnPart) int { return cmp.Compare(a.g.id, b.g.id) })
-	return n.commit2PC(ctx, parts)
+	return txnRun{n}.commit2PC(ctx, parts)
 }
 
 // commit2PC runs two-phase commit over parts, sorted by group id (see the top of the file).
-func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
+// txnRun runs the two-phase commits its node coordinates and their recovery.
+type txnRun struct{ n *Node }
+
+func (t txnRun) commit2PC(ctx context.Context, parts []*txnPart) error {
+	n := t.n
 	id := newTxnID()
 	coord := parts[0].g
 	deadline := n.clock.Now().Add(n.cfg.TxnPrepareWindow).UnixMilli()
@@ -163,36 +166,36 @@ func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
 		ids[i] = p.g.id
 	}
 	for i, p := range parts {
-		r := n.call(ctx, p.g, &CallReq{Op: opTxnPrepare, TxnID: id, TxnCoord: coord.id, TxnDeadline: deadline,
-			Msgs: p.msgs, TxnSettles: p.settles}, nil)
-		if r.err != nil {
+		_, err := n.call(ctx, p.g, &wire.TxnPrepare{ID: id, Coordinator: coord.id, Deadline: deadline,
+			Msgs: p.msgs, Settles: p.settles}, nil)
+		if err != nil {
 			// Nothing is decided: release what was prepared (a prepare whose outcome is
 			// unknown included). One that cannot be told now presumes abort at its deadline.
-			n.completeAll(ids[:i+1], id, false)
-			return fmt.Errorf("commit: prepare in partition group %d: %w", p.g.id, r.err)
+			t.completeAll(ids[:i+1], id, false)
+			return fmt.Errorf("commit: prepare in partition group %d: %w", p.g.id, err)
 		}
 	}
 	if n.txnHook != nil && n.txnHook("prepared", id) {
 		return fmt.Errorf("commit: %w: stopped by a test after the prepare", partition.ErrOutcomeUnknown)
 	}
-	r := n.call(ctx, coord, &CallReq{Op: opTxnDecide, TxnID: id, TxnCommit: true, TxnDeadline: deadline, TxnParts: ids}, nil)
+	r, err := n.call(ctx, coord, &wire.TxnDecide{ID: id, Commit: true, Deadline: deadline, Participants: ids}, nil)
 	switch {
-	case r.err == nil && r.TxnCommitted:
-	case errors.Is(r.err, fsm.ErrTxnDecided) || errors.Is(r.err, fsm.ErrTxnTimeout):
+	case err == nil && r.Committed:
+	case errors.Is(err, fsm.ErrTxnDecided) || errors.Is(err, fsm.ErrTxnTimeout):
 		// Aborted: by a participant that presumed abort, or past the deadline.
-		n.completeAll(ids, id, false)
-		return fmt.Errorf("commit: %w", r.err)
+		t.completeAll(ids, id, false)
+		return fmt.Errorf("commit: %w", err)
 	default:
 		// Unknown: the decision may be durable (recovery then completes it) or not
 		// (the participants then presume abort at the deadline).
-		return fmt.Errorf("commit: %w: decide in partition group %d: %w", partition.ErrOutcomeUnknown, coord.id, r.err)
+		return fmt.Errorf("commit: %w: decide in partition group %d: %w", partition.ErrOutcomeUnknown, coord.id, err)
 	}
 	if n.txnHook != nil && n.txnHook("decided", id) {
 		return nil // committed; the test leaves completion to recovery
 	}
-	if n.completeAll(ids, id, true) {
+	if t.completeAll(ids, id, true) {
 		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		n.call(fctx, coord, &CallReq{Op: opTxnForget, TxnID: id}, nil) // failure: recovery forgets it
+		_, _ = n.call(fctx, coord, &wire.TxnForget{ID: id}, nil) // failure: recovery forgets it
 		cancel()
 	}
 	return nil
@@ -201,41 +204,21 @@ func (n *Node) commit2PC(ctx context.Context, parts []*txnPart) error {
 // completeAll tells every group of ids to commit or abort transaction id, and reports
 // whether all of them acknowledged. It does not wait on the client's context: a
 // completion left half done is finished by recovery, but sooner is better.
-func (n *Node) completeAll(ids []uint32, id string, commit bool) bool {
+func (t txnRun) completeAll(ids []uint32, id string, commit bool) bool {
+	n := t.n
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	all := true
 	for _, gid := range ids {
-		g, ok := n.groupByID(gid)
+		g, ok := n.routes().groupByID(gid)
 		if !ok {
 			continue // its entity was deleted, and its prepared state with it
 		}
-		if r := n.call(ctx, g, &CallReq{Op: opTxnComplete, TxnID: id, TxnCommit: commit}, nil); r.err != nil {
+		if _, err := n.call(ctx, g, &wire.TxnComplete{ID: id, Commit: commit}, nil); err != nil {
 			all = false
 		}
 	}
 	return all
-}
-
-// groupByID finds a partition group by id in the metadata, wherever it runs.
-func (n *Node) groupByID(id uint32) (group, bool) {
-	var g group
-	found := false
-	n.meta.Read(func(s *meta.State) {
-		for _, pl := range s.Placements() {
-			for i, p := range pl.Partitions {
-				if p.GroupID == id {
-					g, found = group{id: id, index: i, replicas: p.Replicas}, true
-				}
-			}
-		}
-	})
-	if found {
-		n.mu.RLock()
-		g.local = n.parts[id]
-		n.mu.RUnlock()
-	}
-	return g, found
 }
 
 func newTxnID() string {
@@ -266,13 +249,14 @@ func (n *Node) txnRecoveryLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		seen = n.recoverTxns(ctx, seen)
+		seen = txnRun{n}.recoverTxns(ctx, seen)
 	}
 }
 
 // recoverTxns completes what the partitions this node leads hold (see the top of the
 // file) and returns the decisions it saw.
-func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string]bool {
+func (t txnRun) recoverTxns(ctx context.Context, seen map[string]bool) map[string]bool {
+	n := t.n
 	n.mu.RLock()
 	var leading []uint32
 	for id, r := range n.parts {
@@ -285,9 +269,7 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 	next := map[string]bool{}
 	now := n.clock.Now().UnixMilli()
 	for _, gid := range leading {
-		n.mu.RLock()
-		r := n.parts[gid]
-		n.mu.RUnlock()
+		r := n.routes().hosted(gid)
 		if r == nil {
 			continue
 		}
@@ -300,12 +282,12 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 			if !seen[d.ID] {
 				continue // the driver that decided it normally completes it within an interval
 			}
-			if !n.completeAll(d.Participants, d.ID, d.Commit) {
+			if !t.completeAll(d.Participants, d.ID, d.Commit) {
 				continue
 			}
 			if d.Commit || now > d.Deadline+n.cfg.TxnRecoveryInterval.Milliseconds() {
-				if g, ok := n.groupByID(gid); ok {
-					n.call(ctx, g, &CallReq{Op: opTxnForget, TxnID: d.ID}, nil)
+				if g, ok := n.routes().groupByID(gid); ok {
+					_, _ = n.call(ctx, g, &wire.TxnForget{ID: d.ID}, nil)
 				}
 			}
 		}
@@ -314,18 +296,18 @@ func (n *Node) recoverTxns(ctx context.Context, seen map[string]bool) map[string
 				continue
 			}
 			commit := false
-			if cg, ok := n.groupByID(p.Coordinator); ok {
-				cr := n.call(ctx, cg, &CallReq{Op: opTxnDecide, TxnID: p.ID, TxnDeadline: p.Deadline, TxnParts: []uint32{gid}}, nil)
+			if cg, ok := n.routes().groupByID(p.Coordinator); ok {
+				cr, err := n.call(ctx, cg, &wire.TxnDecide{ID: p.ID, Deadline: p.Deadline, Participants: []uint32{gid}}, nil)
 				switch {
-				case cr.err == nil:
-				case errors.Is(cr.err, fsm.ErrTxnDecided):
-					commit = cr.TxnCommitted
+				case err == nil:
+				case errors.Is(err, fsm.ErrTxnDecided):
+					commit = cr.Committed
 				default:
 					continue // the coordinator cannot answer now; ask again next pass
 				}
 			}
 			// No coordinator group any more (its entity was deleted): abort.
-			n.completeAll([]uint32{gid}, p.ID, commit)
+			t.completeAll([]uint32{gid}, p.ID, commit)
 		}
 	}
 	return next

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 )
 
@@ -196,10 +197,9 @@ func TestTxnPresumedAbort(t *testing.T) {
 	}
 	ga, gb := ea.parts[0], eb.parts[0]
 	deadline := n.clock.Now().Add(time.Second).UnixMilli()
-	r := n.call(ctx, ga, &CallReq{Op: opTxnPrepare, TxnID: "orphan", TxnCoord: gb.id, TxnDeadline: deadline,
-		TxnSettles: []fsm.Settle{{Target: fsm.Target{}, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}}}, nil)
-	if r.err != nil {
-		t.Fatalf("prepare: %v", r.err)
+	if _, err := n.call(ctx, ga, &wire.TxnPrepare{ID: "orphan", Coordinator: gb.id, Deadline: deadline,
+		Settles: []fsm.Settle{{Target: fsm.Target{}, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}}}, nil); err != nil {
+		t.Fatalf("prepare: %v", err)
 	}
 	// Held: not receivable, not settleable by its receiver.
 	if ms, err := n.Receive(ctx, Address{Entity: "qa"}, "", "", fsm.PeekLock, 1, 200*time.Millisecond); err != nil || len(ms) != 0 {
@@ -221,10 +221,10 @@ func TestTxnPresumedAbort(t *testing.T) {
 		t.Fatalf("after presumed abort received %q with DeliveryCount %d, want held, 2", got[0].Payload, got[0].DeliveryCount)
 	}
 	// The coordinator recorded abort: a late commit cannot win.
-	r = n.call(ctx, gb, &CallReq{Op: opTxnDecide, TxnID: "orphan", TxnCommit: true, TxnDeadline: deadline + 60_000,
-		TxnParts: []uint32{ga.id, gb.id}}, nil)
-	if r.TxnCommitted || r.err == nil {
-		t.Fatalf("late commit decision: committed %v, %v; want refused", r.TxnCommitted, r.err)
+	r, err := n.call(ctx, gb, &wire.TxnDecide{ID: "orphan", Commit: true, Deadline: deadline + 60_000,
+		Participants: []uint32{ga.id, gb.id}}, nil)
+	if r.Committed || err == nil {
+		t.Fatalf("late commit decision: committed %v, %v; want refused", r.Committed, err)
 	}
 	// Once past the window, the abort record is forgotten.
 	waitFor(t, 20*time.Second, func() error { return txnLeftovers(ctx, n) })

@@ -18,8 +18,11 @@ import (
 
 var updateWire = flag.Bool("update", false, "rewrite testdata/wire from the current wire types")
 
-// The node-to-node wire format (net/rpc with gob, rpc.go) is what a rolling upgrade
-// relies on: a node of release N+1 must call and answer nodes of release N. gob matches
+// Version 1 of the node-to-node wire (net/rpc with gob, wirev1.go) is what nodes of
+// releases before the versioned wire speak, and this release still speaks it with them
+// and serves it to them (cluster/wire has version 2 and its own golden files under
+// testdata/wire/v2). A rolling upgrade relies on it: a node of release N+1 must call
+// and answer nodes of release N. gob matches
 // struct fields by name and ignores those the receiver lacks, so adding a field is
 // compatible; removing, renaming or retyping one, or renumbering an operation or an error
 // kind, is not. These golden files hold the previous release's format:
@@ -144,11 +147,13 @@ func samples() []any {
 	return out
 }
 
-// opNames are the operation constants of remote.go in declaration order, read from the
-// source: their numbers are iota+1, so the order is the wire numbering.
+// opNames are the operation constants of cluster/wire (wire.Op, which version 1 carries
+// as CallReq.Op) in declaration order, read from the source: their numbers are iota+1,
+// so the order is the wire numbering. Version 1 named them opX; the golden file keeps
+// those names.
 func opNames(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "remote.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "wire/ops.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,17 +164,20 @@ func opNames(t *testing.T) []string {
 			continue
 		}
 		first := g.Specs[0].(*ast.ValueSpec)
-		if id, ok := first.Type.(*ast.Ident); !ok || id.Name != "op" {
+		if id, ok := first.Type.(*ast.Ident); !ok || id.Name != "Op" {
 			continue
 		}
 		for i, s := range g.Specs {
 			for _, name := range s.(*ast.ValueSpec).Names {
-				names = append(names, fmt.Sprintf("%d %s", i+1, name.Name))
+				if name.Name == "opEnd" {
+					continue
+				}
+				names = append(names, fmt.Sprintf("%d op%s", i+1, strings.TrimPrefix(name.Name, "Op")))
 			}
 		}
 	}
 	if len(names) == 0 {
-		t.Fatal("no op constants found in remote.go")
+		t.Fatal("no Op constants found in wire/ops.go")
 	}
 	return names
 }

@@ -38,6 +38,11 @@ var depRules = append([]depRule{
 		"gossip only says who is alive and what they advertise; it knows no Raft group (P8)"},
 	{"cluster/metagroup", []string{module + "/partition", module + "/cluster/gossip", "github.com/hashicorp/memberlist"},
 		"the metadata group replicates cluster/meta over Raft; it knows neither the partition groups nor gossip (P8)"},
+	{"cluster/wire", []string{"reflect", "encoding/gob", "encoding/json", "net/rpc", module + "/amqp", module + "/cluster/meta",
+		module + "/cluster/admin", "github.com/hashicorp/memberlist"},
+		"the node-to-node protocol is a leaf of cluster: hand-written codecs without reflection (its versions are its " +
+			"bytes), knowing partitions and fsm values but not the node, metadata or admin (cluster importing it makes " +
+			"importing cluster a cycle)"},
 	{"internal/sas", []string{module + "/amqp", module + "/cluster", module + "/fsm", module + "/partition", "github.com/hashicorp/", "github.com/Azure/", "golang.org/", "os", "net/http"},
 		"the one SAS implementation is a pure stdlib leaf that amqp and cluster/admin both import"},
 }, testOnly("fsm", "partition", "cluster", "amqp", "cmd", "internal")...)
