@@ -456,7 +456,7 @@ func (g *Groups) serveConn(nc net.Conn) {
 		}
 		if !g.goTracked(func() {
 			if t.deliver(rpc) {
-				c.send(respond(h, t, respCh), heartbeat)
+				c.send(respond(h, t, respCh), heartbeat || isEmptyAppend(rpc.Command))
 			} else {
 				c.send(responseFrame(h.seq, h.group, nil, ErrClosed), false)
 			}
@@ -558,8 +558,8 @@ type outFrame struct {
 	lazy bool
 }
 
-// heartbeatLinger is how long a heartbeat, or a heartbeat's answer, may wait for other
-// frames to the same peer before it is written: the heartbeats of a node's groups go
+// heartbeatLinger is how long a heartbeat or another AppendEntries without entries, or
+// its answer, may wait for other frames to the same peer before it is written: the heartbeats of a node's groups go
 // out every 100 to 200 ms each, at random moments, and would otherwise cost a write
 // and a wake-up each; 10 ms against a 500 ms leader lease.
 const heartbeatLinger = 10 * time.Millisecond
@@ -721,7 +721,7 @@ func (c *conn) roundTrip(group uint32, typ uint8, args, resp any, timeout time.D
 		return err
 	}
 	c.g.stats.rpcs.Add(1)
-	if !c.send(f, typ == rpcAppendEntries && isHeartbeat(args)) {
+	if !c.send(f, isEmptyAppend(args)) {
 		c.forget(seq)
 		return fmt.Errorf("transport: connection lost: %w", c.failure())
 	}
@@ -883,6 +883,14 @@ func decodeRequest(typ uint8, body []byte, r io.Reader) (raft.RPC, chan raft.RPC
 	}
 	respCh := make(chan raft.RPCResponse, 1)
 	return raft.RPC{Command: cmd, Reader: r, RespChan: respCh}, respCh, nil
+}
+
+// isEmptyAppend reports an AppendEntries without entries: a heartbeat, or what raft's
+// leader sends each follower every CommitTimeout to tell it the commit index. Neither
+// is urgent, so it (and its answer) may linger for company like a heartbeat.
+func isEmptyAppend(cmd any) bool {
+	req, ok := cmd.(*raft.AppendEntriesRequest)
+	return ok && len(req.Entries) == 0
 }
 
 // isHeartbeat is NetworkTransport's test for the AppendEntries its heartbeat handler
