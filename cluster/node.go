@@ -638,10 +638,9 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 	}
 	n.underRep.note(n.log, lead, n.gossip.Alive(), placement.Want(n.cfg.Replicas, registeredNodes(n.meta)))
 	for _, r := range gone {
-		if part, exists := groups[r.cfg.GroupID]; exists && n.stillMember(r) {
+		if part, exists := groups[r.cfg.GroupID]; exists && n.stillMember(r) && !n.leaderDropped(ctx, r, part) {
 			// Placed elsewhere now, but the group still counts this replica: its leader
 			// removes it first (never delete data a quorum may need).
-			_ = part
 			converged = false
 			continue
 		}
@@ -659,6 +658,39 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 	}
 	n.reconcileForwarders()
 	return converged
+}
+
+// leaderDropped reports whether the leader of r's group, among the replicas placement
+// now names, has committed a configuration without this node. hashicorp/raft stops
+// replicating to a server as soon as it appends the configuration that removes it, so
+// the removed replica may never see that entry and would go on counting itself a
+// member, keeping its data for good. Only a leader that has applied everything it
+// holds (so the removal is committed) is believed.
+func (n *Node) leaderDropped(ctx context.Context, r *replica, part meta.Partition) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, id := range part.Replicas {
+		addr := n.addrOf(id)
+		if id == n.cfg.NodeID || addr == "" {
+			continue
+		}
+		gs, err := n.peer(addr).GroupStatus(ctx, []uint32{r.cfg.GroupID})
+		if err != nil {
+			continue
+		}
+		for _, g := range gs {
+			if g.Group != r.cfg.GroupID || !g.IsLeader {
+				continue
+			}
+			for _, s := range g.Servers {
+				if s.ID == n.cfg.NodeID {
+					return false
+				}
+			}
+			return g.Applied >= g.LastIndex
+		}
+	}
+	return false
 }
 
 // stillMember reports whether r's group still has this node in its configuration.
