@@ -382,9 +382,11 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 	}
 	n.steward.markRemoved(id)
 	if err := n.replaceNode(ctx, id); err != nil {
+		n.steward.unmarkRemoved(id)
 		return err
 	}
 	if err := n.meta.RemoveServer(id, timeLeft(ctx)); err != nil {
+		n.steward.unmarkRemoved(id)
 		return fmt.Errorf("%w: remove %q from the metadata group: %v", admin.ErrUnavailable, id, err)
 	}
 	if err := n.meta.Propose(ctx, &meta.DeleteNode{ID: id}); err != nil && !errors.Is(err, meta.ErrNotFound) {

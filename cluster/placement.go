@@ -71,6 +71,16 @@ func (st *steward) markRemoved(id string) {
 	st.removedMu.Unlock()
 }
 
+// unmarkRemoved forgets markRemoved's record when the removal failed before the node
+// left the metadata group: its operator was told it stays, so the metadata pass may
+// add it back if a failed RemoveServer took effect after all (committed once a quorum
+// returned), and placement may use it again.
+func (st *steward) unmarkRemoved(id string) {
+	st.removedMu.Lock()
+	delete(st.removed, id)
+	st.removedMu.Unlock()
+}
+
 // wasRemoved reports whether m is a node RemoveNode removed, in the same incarnation
 // (a node that returns on an empty data directory is a new node).
 func (st *steward) wasRemoved(m gossip.Member) bool {
