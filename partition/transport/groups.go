@@ -587,6 +587,16 @@ func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
+	var urgent bool
+	// write buffers one frame; false (the connection failed) when it cannot.
+	write := func(o outFrame) bool {
+		urgent = urgent || !o.lazy
+		if _, err := bw.Write(o.f); err != nil {
+			c.fail(err)
+			return false
+		}
+		return true
+	}
 	for {
 		var o outFrame
 		select {
@@ -595,21 +605,18 @@ func (c *conn) writeLoop() {
 			return
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.g.cfg.Timeout))
-		if _, err := bw.Write(o.f); err != nil {
-			c.fail(err)
+		urgent = false
+		if !write(o) {
 			return
 		}
-		urgent := !o.lazy
 		waiting := false
 	more:
 		for {
 			select {
 			case o = <-c.out:
-				if _, err := bw.Write(o.f); err != nil {
-					c.fail(err)
+				if !write(o) {
 					return
 				}
-				urgent = urgent || !o.lazy
 				continue
 			default:
 			}
@@ -622,11 +629,9 @@ func (c *conn) writeLoop() {
 			}
 			select {
 			case o = <-c.out:
-				if _, err := bw.Write(o.f); err != nil {
-					c.fail(err)
+				if !write(o) {
 					return
 				}
-				urgent = urgent || !o.lazy
 			case <-linger.C:
 				waiting = false
 				break more
