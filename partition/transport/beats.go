@@ -255,11 +255,14 @@ func (g *Groups) serveBeat(seq uint64, body []byte) ([]byte, error) {
 			if fn := t.heartbeatFn(); fn != nil {
 				g.stats.beatsServed.Add(1)
 				respCh := make(chan raft.RPCResponse, 1)
+				req := &raft.AppendEntriesRequest{
+					RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersion(pv), ID: id, Addr: addr},
+					Term:      term,
+				}
+				//lint:ignore SA1019 raft's own heartbeat sets it too, for older peers
+				req.Leader = addr
 				fn(raft.RPC{
-					Command: &raft.AppendEntriesRequest{
-						RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersion(pv), ID: id, Addr: addr},
-						Term:      term, Leader: addr, //nolint:staticcheck // what raft's own heartbeat sets
-					},
+					Command:  req,
 					RespChan: respCh,
 				})
 				select {

@@ -135,7 +135,11 @@ var (
 // encHandle encodes as NetworkTransport does (the time format its peers decode);
 // decHandle decodes both formats. Handles are safe for concurrent use.
 var (
-	encHandle = &codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: true}}
+	encHandle = func() *codec.MsgpackHandle {
+		h := &codec.MsgpackHandle{}
+		h.TimeNotBuiltin = true
+		return h
+	}()
 	decHandle = &codec.MsgpackHandle{}
 )
 
@@ -907,7 +911,8 @@ func isHeartbeat(cmd any) bool {
 	}
 	leader := req.RPCHeader.Addr
 	if len(leader) == 0 {
-		leader = req.Leader //nolint:staticcheck // what older peers set
+		//lint:ignore SA1019 what older peers set
+		leader = req.Leader
 	}
 	return req.Term != 0 && leader != nil && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 &&
 		len(req.Entries) == 0 && req.LeaderCommitIndex == 0
