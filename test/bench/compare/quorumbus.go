@@ -128,7 +128,7 @@ type partitionRow struct {
 type clusterMembers struct {
 	Members []struct {
 		ID       string `json:"id"`
-		AMQPAddr string `json:"amqp_addr"`
+		AMQPAddr string `json:"AMQPAddr"`
 	} `json:"members"`
 }
 
