@@ -519,10 +519,11 @@ func (g *Groups) legacyLayer(id uint32) *Layer {
 	if t == nil {
 		return nil
 	}
-	nt, err := t.legacyTransport()
-	if err != nil || nt == nil {
+	if _, err := t.legacyTransport(); err != nil {
 		return nil
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return t.legacyStream
 }
 
