@@ -1,13 +1,17 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/partition/transport"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
 // groupsNode is a node whose partitions use transport.Groups, as cluster nodes do.
@@ -91,4 +95,140 @@ func TestGroupsElectWithoutWaitingForTimeouts(t *testing.T) {
 	if next != nodes[1] {
 		t.Errorf("led by %s after the leader's node went, want the first survivor by ID, %s", next.id, nodes[1].id)
 	}
+}
+
+// A node that comes back on an empty data directory bootstraps again the groups it was
+// a first voter of. Its first campaign must not win the term its earlier self led: the
+// peers that voted for it then would vote again (hashicorp/raft repeats a vote to the
+// same candidate), and a leader with only the bootstrap entry would overwrite the group's
+// messages on some replicas and not others (chaos seed 725708 found it: sends enqueued
+// twice, replicas at one index with two digests). The peers must elect one of
+// themselves, and every message sent before the wipe must still be there, on every
+// replica.
+func TestGroupsWipedFirstPeerDoesNotLeadWithAnEmptyLog(t *testing.T) {
+	var nodes []*groupsNode
+	for i := range 3 {
+		m, err := transport.Listen("127.0.0.1:0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := transport.NewGroups(m, raft.ServerAddress(m.Addr().String()), transport.GroupsConfig{Timeout: 5 * time.Second, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd := &groupsNode{id: raft.ServerID(fmt.Sprintf("n%d", i+1)), dir: t.TempDir(), mux: m, groups: g}
+		t.Cleanup(func() {
+			if nd.p != nil {
+				nd.p.Close()
+			}
+			g.Close()
+			m.Close()
+		})
+		nodes = append(nodes, nd)
+	}
+	var peers []raft.Server
+	for _, nd := range nodes {
+		peers = append(peers, raft.Server{Suffrage: raft.Voter, ID: nd.id, Address: raft.ServerAddress(nd.mux.Addr().String())})
+	}
+	fc := testQueue(1, time.Minute)
+	open := func(nd *groupsNode) {
+		t.Helper()
+		tr, err := nd.groups.Transport(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultConfig()
+		cfg.DataDir, cfg.Entity, cfg.NodeID = nd.dir, "q", nd.id
+		cfg.Transport, cfg.FSM, cfg.Peers, cfg.Logger = tr, fc, peers, testLogger()
+		// Long enough that the peers still follow the wiped node's earlier self when it
+		// comes back, even on a busy machine.
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 4*time.Second, 4*time.Second, 2*time.Second
+		if nd.p, err = Open(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{1, 2, 0} {
+		open(nodes[i])
+	}
+	leader := func(among []*groupsNode) *groupsNode {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, nd := range among {
+				if nd.p != nil && nd.p.raft.State() == raft.Leader {
+					return nd
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatal("no leader within 30 s")
+		return nil
+	}
+	var first *groupsNode
+	for i := 0; i < 3; {
+		first = leader(nodes)
+		_, err := first.p.Enqueue(ctxT(t, 10*time.Second), []*fsm.Message{msg(fmt.Sprintf("m%d", i), []byte("x"))})
+		switch {
+		case err == nil:
+			i++
+		case !errors.Is(err, ErrNotLeader) || errors.Is(err, ErrOutcomeUnknown):
+			t.Fatal(err)
+		}
+	}
+	// Wait until every replica holds the three messages, so the wipe loses nothing
+	// committed.
+	target := first.p.AppliedIndex()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, nd := range nodes {
+			if got := nd.p.AppliedIndex(); got < target {
+				return fmt.Errorf("%s applied %d, want %d", nd.id, got, target)
+			}
+		}
+		return nil
+	})
+	// The leader's process restarts on an empty data directory at once; its port stays
+	// open, so the peers see no dead node, only a leader that went quiet.
+	first.p.Close()
+	first.p = nil
+	if err := os.RemoveAll(first.dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(first.dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	open(first)
+
+	var lp *groupsNode
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		lp = leader(nodes)
+		if _, err := lp.p.Enqueue(ctxT(t, 5*time.Second), []*fsm.Message{msg("after", []byte("y"))}); err != nil {
+			return err
+		}
+		return nil
+	})
+	var st fsm.Stats
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		var err error
+		st, err = lp.p.Stats(ctxT(t, 5*time.Second))
+		return err
+	})
+	if got := st.Targets[0].Active; got != 4 {
+		t.Errorf("the leader after the wipe (%s) holds %d messages, want the 3 sent before and 1 after", lp.id, got)
+	}
+	if err := lp.p.raft.Barrier(5 * time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	target = lp.p.AppliedIndex()
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		want := lp.p.Digest()
+		for _, nd := range nodes {
+			if nd.p.AppliedIndex() < target {
+				return fmt.Errorf("%s applied %d, want %d", nd.id, nd.p.AppliedIndex(), target)
+			}
+			if d := nd.p.Digest(); d != want {
+				return fmt.Errorf("%s's state differs from the leader's (%s) at index %d", nd.id, lp.id, target)
+			}
+		}
+		return nil
+	})
 }

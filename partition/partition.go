@@ -156,13 +156,9 @@ func Open(cfg *Config) (*Partition, error) {
 			p.trans.Close()
 			return fail(fmt.Errorf("partition: bootstrap: %w", err))
 		}
-		// A new group's first peer (the preferred leader) campaigns at once instead
-		// of after a heartbeat timeout: every replica's log is the same bootstrap
-		// entry, so it wins if the others are open, and otherwise the timeouts elect.
 		if pd, ok := p.trans.(peerDowner); ok && cfg.Peers[0].ID == cfg.NodeID && len(cfg.Peers) > 1 {
-			if err := pd.CampaignNow(); err != nil {
-				p.logger.Debug("first campaign", "err", err)
-			}
+			p.wg.Add(1)
+			go p.firstCampaign(pd)
 		}
 	}
 	p.wg.Add(3)
@@ -352,6 +348,77 @@ func (s *signal) broadcast() {
 type peerDowner interface {
 	SetPeerDown(func(raft.ServerAddress))
 	CampaignNow() error
+}
+
+// firstCampaign lets a new group's first peer (the preferred leader) campaign at once
+// instead of after a heartbeat timeout, once every other peer has granted it a pre-vote
+// (which changes nothing on the peer) for term 2 over the bootstrap entry alone: no peer
+// knows a leader or holds an entry past the bootstrap one, so no entry was ever
+// committed after it, whatever a vote cast earlier in term 2 elected. The check
+// matters because a campaign started this way skips raft's own pre-vote, and a node that
+// starts on an empty data directory bootstraps again the groups it was a first voter of
+// (the metadata records the voter set, not which disk took part): a peer that voted for
+// this node's earlier self in that term would grant the vote again (hashicorp/raft
+// repeats a vote to the same candidate), and a leader with an empty log would overwrite
+// the group's history on some replicas and not others. Peers that have not opened the
+// group yet are asked again a few times; then the heartbeat timeouts elect.
+func (p *Partition) firstCampaign(pd peerDowner) {
+	defer p.wg.Done()
+	pv, ok := p.trans.(raft.WithPreVote)
+	if !ok {
+		return
+	}
+	const tries, gap = 8, 50 * time.Millisecond
+	for try := 0; try < tries; try++ {
+		if try > 0 {
+			t := time.NewTimer(gap)
+			select {
+			case <-p.closing:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if p.raft.CurrentTerm() != 1 || p.raft.LastIndex() != 1 || p.raft.State() != raft.Follower {
+			return // an election or the group's leader came first
+		}
+		if leader, _ := p.raft.LeaderWithID(); leader != "" {
+			return
+		}
+		if p.peersAtBootstrap(pv) {
+			if err := pd.CampaignNow(); err != nil {
+				p.logger.Debug("first campaign", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// peersAtBootstrap reports whether every other bootstrap peer grants a pre-vote for term
+// 2 over a log of the bootstrap entry alone (a peer at a later term, with a leader, or
+// with a longer log refuses it).
+func (p *Partition) peersAtBootstrap(pv raft.WithPreVote) bool {
+	for _, s := range p.cfg.Peers {
+		if s.ID == p.cfg.NodeID {
+			continue
+		}
+		req := &raft.RequestPreVoteRequest{
+			RPCHeader:    raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(p.cfg.NodeID), Addr: p.trans.EncodePeer(p.cfg.NodeID, p.trans.LocalAddr())},
+			Term:         2,
+			LastLogIndex: 1,
+			LastLogTerm:  1,
+		}
+		var resp raft.RequestPreVoteResponse
+		if err := pv.RequestPreVote(s.ID, s.Address, req, &resp); err != nil || !resp.Granted {
+			return false
+		}
+		select {
+		case <-p.closing:
+			return false
+		default:
+		}
+	}
+	return true
 }
 
 // leaderGone runs when the transport finds that nothing listens at addr any more. If

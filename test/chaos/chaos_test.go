@@ -37,6 +37,7 @@ import (
 //	CHAOS_LAZYFS=0             data directories on the real disk, without power-loss
 //	                           (to tell whether a finding needs test/lazyfs)
 //	CHAOS_MEMBERSHIP=0         no spare host: the add-remove fault only says so
+//	CHAOS_LOG_LEVEL=info       the nodes' --log-level (debug shows every group's raft)
 func env(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -180,7 +181,7 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 		Prefix: env("CHAOS_PREFIX", "qbc"), Subnet: env("CHAOS_SUBNET", "10.77.0")})
 	cs := &clients{}
 	c := &cluster{net: net, bin: harness.Binary(t), lazy: env("CHAOS_LAZYFS", "1") != "0", hist: hist, cs: cs,
-		members: net.Hosts()[:nodes], spares: net.Hosts()[nodes:], base: nodes, extra: []string{"--log-level", "info"}}
+		members: net.Hosts()[:nodes], spares: net.Hosts()[nodes:], base: nodes, extra: []string{"--log-level", env("CHAOS_LOG_LEVEL", "info")}}
 	start := time.Now()
 	failed := true
 	defer func() {
