@@ -221,7 +221,7 @@ func (f forwarder) moveSession(ctx context.Context, req fsm.Receive) (failed boo
 				dead = append(dead, m.LockToken)
 				continue
 			}
-			if err := n.Send(ctx, s.dest, []*fsm.Message{forwardCopy(m, s)}); err != nil {
+			if err := n.router.Send(ctx, s.dest, []*fsm.Message{forwardCopy(m, s)}); err != nil {
 				n.log.Warn("auto-forward failed", "from", s.source, "dead-letter", s.target.DLQ, "to", s.dest, "err", err)
 				bad = append(bad, m.LockToken)
 				// Later messages wait behind this one, so a session keeps its order.

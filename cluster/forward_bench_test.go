@@ -73,7 +73,7 @@ func BenchmarkForwardSend(b *testing.B) {
 					m := &fsm.Message{Payload: payload}
 					m.MessageID = "0123456789abcdef0123456789abcdef"
 					m.Size = int64(len(payload))
-					if err := c.n.Send(ctx, "bench", []*fsm.Message{m}); err != nil {
+					if err := c.n.Router().Send(ctx, "bench", []*fsm.Message{m}); err != nil {
 						b.Error(err)
 						return
 					}

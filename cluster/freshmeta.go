@@ -13,19 +13,19 @@ import (
 // a key created through n1 is known on n2 at once). It costs one RPC to the metadata
 // leader; on the leader itself, nothing. Callers use it only for a lookup that missed,
 // before they refuse: a SAS token naming a key this node does not know yet.
-func (n *Node) SyncMeta(ctx context.Context) error {
-	if n.meta.IsLeader() {
+func (rt *Router) SyncMeta(ctx context.Context) error {
+	if rt.n.meta.IsLeader() {
 		return nil
 	}
-	leader := n.meta.Leader()
+	leader := rt.n.meta.Leader()
 	if leader == "" {
 		return fmt.Errorf("%w: the metadata group has no leader", ErrUnavailable)
 	}
-	st, err := n.peerStatus(ctx, leader, metagroup.ID)
+	st, err := rt.n.peerStatus(ctx, leader, metagroup.ID)
 	if err != nil {
 		return err
 	}
-	if err := n.meta.WaitIndex(ctx, st.Applied); err != nil {
+	if err := rt.n.meta.WaitIndex(ctx, st.Applied); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return nil

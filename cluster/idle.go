@@ -84,13 +84,13 @@ func (st *steward) lastActivity(ctx context.Context, c idleCandidate) (int64, er
 	if c.topic != "" {
 		name = c.topic
 	}
-	e, err := n.resolve(name)
+	e, err := n.router.resolve(name)
 	if err != nil {
 		return 0, err
 	}
 	last := c.last
 	for _, g := range e.parts {
-		st, err := n.on(g).Stats(ctx)
+		st, err := n.router.on(g).Stats(ctx)
 		if err != nil {
 			return 0, err
 		}

@@ -35,7 +35,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 		for i := from; i < from+count; i++ {
 			m := &fsm.Message{Payload: fmt.Appendf(nil, "%s-%d", queue, i)}
 			m.MessageID = fmt.Sprintf("%s-%d", queue, i)
-			if err := n.Send(ctx, queue, []*fsm.Message{m}); err != nil {
+			if err := n.Router().Send(ctx, queue, []*fsm.Message{m}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -44,7 +44,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 		t.Helper()
 		got := map[string]bool{}
 		for len(got) < count {
-			msgs, err := n.Receive(ctx, Address{Entity: queue}, "", "", fsm.ReceiveAndDelete, 50, time.Second)
+			msgs, err := n.Router().Receive(ctx, Address{Entity: queue}, "", "", fsm.ReceiveAndDelete, 50, time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}

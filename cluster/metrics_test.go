@@ -97,7 +97,7 @@ func TestMetricsPerEntityAndPartition(t *testing.T) {
 	}
 
 	for i := range 3 {
-		if err := n.Send(ctx, "metered", []*fsm.Message{{Payload: []byte{byte(i)}}}); err != nil {
+		if err := n.Router().Send(ctx, "metered", []*fsm.Message{{Payload: []byte{byte(i)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,7 +179,7 @@ func TestHealthCaughtUpAsksTheLeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if err := nodes[0].Send(ctx, "replicated", []*fsm.Message{{Payload: []byte{byte(i)}}}); err != nil {
+		if err := nodes[0].Router().Send(ctx, "replicated", []*fsm.Message{{Payload: []byte{byte(i)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -103,13 +103,13 @@ func TestThreeNodesAnyNodeServes(t *testing.T) {
 	for i := 0; i < count; i++ {
 		m := &fsm.Message{}
 		m.MessageID = fmt.Sprintf("m%d", i)
-		if err := outsider.Send(ctx, "orders", []*fsm.Message{m}); err != nil {
+		if err := outsider.Router().Send(ctx, "orders", []*fsm.Message{m}); err != nil {
 			t.Fatalf("send through %s: %v", outsider.cfg.NodeID, err)
 		}
 	}
 	got := map[string]bool{}
 	for len(got) < count {
-		msgs, err := outsider.Receive(ctx, Address{Entity: "orders"}, "", "", fsm.PeekLock, 8, time.Second)
+		msgs, err := outsider.Router().Receive(ctx, Address{Entity: "orders"}, "", "", fsm.PeekLock, 8, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func TestThreeNodesAnyNodeServes(t *testing.T) {
 			toks = append(toks, m.LockToken)
 		}
 		settler := nodes[(len(got))%3]
-		for i, err := range settler.Settle(ctx, Settlement{Address: Address{Entity: "orders"}, Tokens: toks, Disposition: fsm.Complete}) {
+		for i, err := range settler.Router().Settle(ctx, Settlement{Address: Address{Entity: "orders"}, Tokens: toks, Disposition: fsm.Complete}) {
 			if err != nil {
 				t.Fatalf("complete %d through %s: %v", i, settler.cfg.NodeID, err)
 			}
@@ -182,7 +182,7 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			m := &fsm.Message{}
 			m.MessageID = fmt.Sprintf("%s%d", prefix, i)
-			if err := n1.Send(ctx, "moved", []*fsm.Message{m}); err != nil {
+			if err := n1.Router().Send(ctx, "moved", []*fsm.Message{m}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -61,8 +61,8 @@ type Node struct {
 	hints    sync.Map // group ID -> node ID that last served it as leader
 	inflight sync.Map // CallReq.ID -> context.CancelFunc of a long-poll served for a peer
 
-	batchMu  sync.Mutex
-	batchers map[string]*sendBatcher // forwarded sends by peer address; owner: batchMu
+	// router is the data plane (router.go); set by Start before anything serves.
+	router *Router
 
 	kick chan struct{} // cap 1: metadata or membership changed, reconcile
 	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
@@ -86,11 +86,6 @@ type Node struct {
 	// (a leaderless group, a leader that does not answer) no longer makes this node
 	// unready (ready.go).
 	wasReady atomic.Bool
-
-	// txnHook, set by tests before use, is called by two-phase commit at each stage
-	// ("prepared", "decided"); true stops the commit there, as a crash of the driving
-	// node would (txn.go).
-	txnHook func(stage, id string) bool
 }
 
 // replica is one partition replica this node runs.
@@ -138,9 +133,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		parts:    map[uint32]*replica{},
 		fwd:      map[string]context.CancelFunc{},
 		underRep: underReplicated{},
-		batchers: map[string]*sendBatcher{},
 		kick:     make(chan struct{}, 1),
 	}
+	n.router = newRouter(n)
 	n.steward = newSteward(n)
 	n.life, n.stop = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
@@ -228,7 +223,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.reconcile(ctx)
 	n.goFunc("reconcile", n.reconcileLoop)
 	n.goFunc("meta", n.steward.run)
-	n.goFunc("txn-recovery", n.txnRecoveryLoop)
+	n.goFunc("txn-recovery", n.router.txnRecoveryLoop)
 	n.goFunc("meta-leader-log", func(ctx context.Context) { n.meta.WatchLeader(ctx, logMetaLeader(n.log, n.cfg.NodeID)) })
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves

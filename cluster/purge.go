@@ -16,13 +16,13 @@ var _ admin.Purger = (*Node)(nil)
 // how many (admin.Purger: POST .../$purge, qbctl queue purge). Scheduled and deferred
 // messages go too; sessions keep their state.
 func (n *Node) Purge(ctx context.Context, e admin.Entity) (int64, error) {
-	ent, err := n.resolve(e.Name)
+	ent, err := n.router.resolve(e.Name)
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for _, g := range ent.parts {
-		p := n.on(g) // on the group's leader, wherever it runs
+		p := n.router.on(g) // on the group's leader, wherever it runs
 		st, err := p.Stats(ctx)
 		if err != nil {
 			return total, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)

@@ -39,13 +39,13 @@ func retriable(req wire.Request, err error) bool {
 // node that does, retrying on leader changes and unreachable nodes until ctx ends (at most
 // callPatience when ctx has no deadline). abandon, when set, receives the outcome of a
 // forwarded call whose caller gave up, so that locks it took can be released.
-func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func(*wire.Reply)) (wire.Result, error) {
+func (rt *Router) call(ctx context.Context, g group, req wire.Request, abandon func(*wire.Reply)) (wire.Result, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, callPatience)
 		defer cancel()
 	}
-	loc := n.routes()
+	loc := rt.n.routes()
 	backoff := 5 * time.Millisecond
 	var last error
 	tried := 0
@@ -58,12 +58,12 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 			// Wait for the election instead (silent.go): not a failed guess.
 			err = fmt.Errorf("%w: %w: partition group %d", ErrUnavailable, errLeaderSilent, g.id)
 			loc.forget(g.id)
-		} else if target == n.cfg.NodeID && g.isHosted() {
-			res, err = n.execLocal(ctx, g.hostedReplica(), req)
+		} else if target == rt.n.cfg.NodeID && g.isHosted() {
+			res, err = rt.execLocal(ctx, g.hostedReplica(), req)
 		} else if target == "" {
 			err = fmt.Errorf("%w: partition group %d has no known leader", ErrUnavailable, g.id)
 		} else {
-			res, err = n.remote(ctx, target, g.id, req, abandon)
+			res, err = rt.remote(ctx, target, g.id, req, abandon)
 		}
 		if err == nil || !retriable(req, err) {
 			if err == nil {
@@ -72,11 +72,11 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 			return res, err
 		}
 		last = err
-		if !n.routes().groupExists(g.id) {
+		if !rt.n.routes().groupExists(g.id) {
 			return wire.Result{}, fmt.Errorf("%w: partition group %d no longer exists (its entity was deleted)", fsm.ErrNotFound, g.id)
 		}
 		if debugCalls {
-			fmt.Printf("DBG call from %s group %d op %v target %s local=%v: %v\n", n.cfg.NodeID, g.id, req.Op(), target, g.isHosted(), err)
+			fmt.Printf("DBG call from %s group %d op %v target %s local=%v: %v\n", rt.n.cfg.NodeID, g.id, req.Op(), target, g.isHosted(), err)
 		}
 		var nl *partition.NotLeaderError
 		switch {
@@ -92,7 +92,7 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 		case <-ctx.Done():
 			t.Stop()
 			return wire.Result{}, fmt.Errorf("%w: %w", partition.ErrTimeout, last)
-		case <-n.closing:
+		case <-rt.n.closing:
 			t.Stop()
 			return wire.Result{}, ErrClosed
 		case <-t.C:
@@ -105,8 +105,8 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 const callPatience = 30 * time.Second
 
 // remote sends req for group to node id.
-func (n *Node) remote(ctx context.Context, id string, group uint32, req wire.Request, abandon func(*wire.Reply)) (wire.Result, error) {
-	addr := n.addrOf(id)
+func (rt *Router) remote(ctx context.Context, id string, group uint32, req wire.Request, abandon func(*wire.Reply)) (wire.Result, error) {
+	addr := rt.n.addrOf(id)
 	if addr == "" {
 		return wire.Result{}, fmt.Errorf("%w: node %q has no known address", ErrUnavailable, id)
 	}
@@ -116,7 +116,7 @@ func (n *Node) remote(ctx context.Context, id string, group uint32, req wire.Req
 	}
 	switch req.(type) {
 	case *wire.Enqueue, *wire.Schedule:
-		r := n.batcher(addr).send(ctx, c)
+		r := rt.batcher(addr).send(ctx, c)
 		return r.Result, r.Err
 	}
 	if abandon != nil {
@@ -131,12 +131,12 @@ func (n *Node) remote(ctx context.Context, id string, group uint32, req wire.Req
 			case <-ctx.Done():
 				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				_ = n.peer(addr).Cancel(cctx, c.ID)
+				_ = rt.n.peer(addr).Cancel(cctx, c.ID)
 			case <-finished:
 			}
 		}()
 	}
-	r, err := n.peer(addr).Call(ctx, c, abandon)
+	r, err := rt.n.peer(addr).Call(ctx, c, abandon)
 	if err != nil {
 		return wire.Result{}, err
 	}
@@ -154,7 +154,7 @@ func (s *rpcService) serveCall(c *wire.Call) wire.Reply {
 	}
 	switch r := n.routes().hosted(c.Group); {
 	case r != nil:
-		res, err := n.execLocal(ctx, r, c.Req)
+		res, err := n.router.execLocal(ctx, r, c.Req)
 		return wire.Reply{Result: res, Err: err}
 	case !n.routes().groupExists(c.Group):
 		return wire.Reply{Err: fmt.Errorf("%w: partition group %d does not exist", fsm.ErrNotFound, c.Group)}
@@ -249,9 +249,9 @@ var debugCalls = os.Getenv("QB_DEBUG") != ""
 
 // execLocal runs req on a replica hosted here: the partition API, or a configuration
 // sync, which needs the node's metadata.
-func (n *Node) execLocal(ctx context.Context, r *replica, req wire.Request) (wire.Result, error) {
+func (rt *Router) execLocal(ctx context.Context, r *replica, req wire.Request) (wire.Result, error) {
 	if sc, ok := req.(*wire.SyncConfig); ok {
-		return wire.Result{}, n.syncConfig(ctx, r, sc.MetaIndex)
+		return wire.Result{}, rt.n.syncConfig(ctx, r, sc.MetaIndex)
 	}
 	return req.Run(ctx, r.p)
 }

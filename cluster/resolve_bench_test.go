@@ -31,7 +31,7 @@ func BenchmarkResolve(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		e, err := n.resolve("bench")
+		e, err := n.Router().resolve("bench")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -57,7 +57,7 @@ func BenchmarkCallLocal(b *testing.B) {
 	if err := n.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
 		b.Fatal(err)
 	}
-	e, err := n.resolve("bench")
+	e, err := n.Router().resolve("bench")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func BenchmarkCallLocal(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		// No deadline, as on an AMQP connection's context: call bounds it itself.
-		if _, err := n.call(context.Background(), e.parts[0], &wire.Stats{}, nil); err != nil {
+		if _, err := n.Router().call(context.Background(), e.parts[0], &wire.Stats{}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func BenchmarkSettleRouting(b *testing.B) {
 	tok := fsm.LockToken{0xff, 0xff, 0xff, 0xff}
 	b.ReportAllocs()
 	for b.Loop() {
-		errs := n.Settle(ctx, Settlement{Address: Address{Entity: "bench"}, Tokens: []fsm.LockToken{tok}, Disposition: fsm.Complete})
+		errs := n.Router().Settle(ctx, Settlement{Address: Address{Entity: "bench"}, Tokens: []fsm.LockToken{tok}, Disposition: fsm.Complete})
 		if len(errs) != 1 || !errors.Is(errs[0], fsm.ErrLockLost) {
 			b.Fatalf("errors %v", errs)
 		}

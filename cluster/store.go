@@ -44,12 +44,12 @@ func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
 	if entity != "" && !creates {
 		// The entity's partitions apply the change before the caller hears of it, as on
 		// a single node: the next operation through any node sees it (S-ENT-3).
-		e, err := n.resolve(entity)
+		e, err := n.router.resolve(entity)
 		if err != nil {
 			return nil // deleted meanwhile
 		}
 		for _, g := range e.parts {
-			if _, err := n.on(g).do(ctx, &wire.SyncConfig{MetaIndex: idx}); err != nil {
+			if _, err := n.router.on(g).do(ctx, &wire.SyncConfig{MetaIndex: idx}); err != nil {
 				return fmt.Errorf("%w: the change is committed but partition %d has not applied it yet: %v", admin.ErrUnavailable, g.index, err)
 			}
 		}
@@ -95,19 +95,19 @@ func (n *Node) waitServing(ctx context.Context) error {
 
 // waitEntity waits until every partition of an entity answers through its leader.
 func (n *Node) waitEntity(ctx context.Context, name string) error {
-	e, err := n.resolve(name)
+	e, err := n.router.resolve(name)
 	if err != nil {
 		return err
 	}
 	for _, g := range e.parts {
-		if _, err := n.on(g).Stats(ctx); err != nil {
+		if _, err := n.router.on(g).Stats(ctx); err != nil {
 			return err
 		}
 		// Whichever replica won the first election, the group's preferred leader takes
 		// over now, before clients use the entity, rather than through leader balancing
 		// later under their load.
 		n.preferLeader(ctx, g)
-		if _, err := n.on(g).Stats(ctx); err != nil {
+		if _, err := n.router.on(g).Stats(ctx); err != nil {
 			return err
 		}
 	}
@@ -167,7 +167,7 @@ func (n *Node) Read(ctx context.Context, fn func(s *meta.State)) error {
 // for a topic its sends and the receiver activity of every subscription, for a
 // subscription its receiver activity. Reading these counts records nothing.
 func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts, error) {
-	ent, err := n.resolve(e.Name)
+	ent, err := n.router.resolve(e.Name)
 	if err != nil {
 		return admin.RuntimeCounts{}, err
 	}
@@ -175,7 +175,7 @@ func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts
 	var deferred int64
 	var accessed int64 // Unix ms: latest replicated send or receiver activity
 	for _, g := range ent.parts {
-		st, err := n.on(g).Stats(ctx)
+		st, err := n.router.on(g).Stats(ctx)
 		if err != nil {
 			return rc, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 		}
@@ -220,12 +220,12 @@ type entity struct {
 // resolve finds a queue or topic by name (case-insensitive) and its partition groups.
 // It runs for every message sent or settled, so it reads the placement in place
 // (meta.State.Route) rather than copying it.
-func (n *Node) resolve(name string) (*entity, error) {
+func (rt *Router) resolve(name string) (*entity, error) {
 	var (
 		e    *entity
 		kind meta.EntityKind
 	)
-	n.meta.Read(func(s *meta.State) {
+	rt.n.meta.Read(func(s *meta.State) {
 		kind = s.Kind(name)
 		if kind == meta.KindNone {
 			return
@@ -244,7 +244,7 @@ func (n *Node) resolve(name string) (*entity, error) {
 		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
 	}
 	for i := range e.parts {
-		n.routes().locate(&e.parts[i])
+		rt.n.routes().locate(&e.parts[i])
 	}
 	return e, nil
 }

@@ -76,13 +76,13 @@ func sendReceiveComplete(t *testing.T, ctx context.Context, n *Node, queue strin
 	for i := range count {
 		m := &fsm.Message{Payload: []byte(fmt.Sprintf("body %d", i))}
 		m.MessageID = fmt.Sprintf("m%d", i)
-		if err := n.Send(ctx, queue, []*fsm.Message{m}); err != nil {
+		if err := n.Router().Send(ctx, queue, []*fsm.Message{m}); err != nil {
 			t.Fatalf("send %d through %s: %v", i, n.cfg.NodeID, err)
 		}
 	}
 	got := map[string]bool{}
 	for len(got) < count {
-		msgs, err := n.Receive(ctx, Address{Entity: queue}, "", "", fsm.PeekLock, 8, 5*time.Second)
+		msgs, err := n.Router().Receive(ctx, Address{Entity: queue}, "", "", fsm.PeekLock, 8, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func sendReceiveComplete(t *testing.T, ctx context.Context, n *Node, queue strin
 			got[m.MessageID] = true
 			toks = append(toks, m.LockToken)
 		}
-		for i, err := range n.Settle(ctx, Settlement{Address: Address{Entity: queue}, Tokens: toks, Disposition: fsm.Complete}) {
+		for i, err := range n.Router().Settle(ctx, Settlement{Address: Address{Entity: queue}, Tokens: toks, Disposition: fsm.Complete}) {
 			if err != nil {
 				t.Fatalf("complete %d: %v", i, err)
 			}
@@ -156,7 +156,7 @@ func TestWireServesVersion1Callers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	outsider, leader := outsiderAndLeader(t, ctx, nodes, "oldcaller")
-	e, err := leader.resolve("oldcaller")
+	e, err := leader.Router().resolve("oldcaller")
 	if err != nil {
 		t.Fatal(err)
 	}

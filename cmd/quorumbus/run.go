@@ -389,7 +389,7 @@ func explorerHandler(cfg Config, node *cluster.Node, srv *amqp.Server, next http
 	}
 	xc.Authorize = authorize
 	xc.Next = next
-	xc.Sessions = explorer.NodeSessions(node)
+	xc.Sessions = explorer.NodeSessions(node.Router())
 	trust := ls.caFile
 	if trust == "" {
 		trust = cfg.TLSCert

@@ -80,7 +80,7 @@ func start(t *testing.T) *env {
 	xc.Authorize = h.Authorize
 	xc.Next = h
 	xc.ReceiveRoundTimeout = 500 * time.Millisecond
-	xc.Sessions = explorer.NodeSessions(node)
+	xc.Sessions = explorer.NodeSessions(node.Router())
 	x, err := explorer.New(xc)
 	if err != nil {
 		t.Fatal(err)
