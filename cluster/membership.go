@@ -354,7 +354,7 @@ func (st *steward) replaceDead(ctx context.Context, deadSince map[string]time.Ti
 			continue
 		}
 		n.log.Warn("node unreachable past its grace period: re-placing its replicas", "node", nd.ID, "since", since)
-		if err := n.replaceNode(ctx, nd.ID); err != nil {
+		if err := n.ops.replaceNode(ctx, nd.ID); err != nil {
 			n.log.Warn("re-place replicas", "node", nd.ID, "err", err)
 		}
 	}
@@ -370,7 +370,7 @@ func (st *steward) balanceLeaders(ctx context.Context) {
 	n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
 	pref, draining := v.preferred, v.draining
 	moved := 0
-	everywhere := n.groupsEverywhere(ctx)
+	everywhere := n.ops.groupsEverywhere(ctx)
 	for id, gs := range everywhere {
 		for _, g := range gs {
 			want, ok := pref[g.Group]
@@ -389,7 +389,7 @@ func (st *steward) balanceLeaders(ctx context.Context) {
 			if !isVoter {
 				continue
 			}
-			if err := n.TransferLeader(ctx, g.Group, want); err != nil {
+			if err := n.ops.TransferLeader(ctx, g.Group, want); err != nil {
 				n.log.Debug("balance leaders", "group", g.Group, "to", want, "err", err)
 				continue
 			}

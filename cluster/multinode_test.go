@@ -206,7 +206,7 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 			victim = id
 		}
 	}
-	if err := n1.RemoveNode(ctx, victim); err != nil {
+	if err := n1.Ops().RemoveNode(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
 	group := pl.Partitions[0].GroupID
@@ -321,7 +321,7 @@ func TestClusterStatusMetadataDigests(t *testing.T) {
 	digests := func() (map[string]admin.Member, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		st, err := nodes[1].ClusterStatus(admin.WithDigests(ctx))
+		st, err := nodes[1].Ops().ClusterStatus(admin.WithDigests(ctx))
 		if err != nil {
 			return nil, err
 		}
@@ -369,7 +369,7 @@ func TestClusterStatusMetadataDigests(t *testing.T) {
 		return nil
 	})
 
-	st, err := nodes[0].ClusterStatus(ctx)
+	st, err := nodes[0].Ops().ClusterStatus(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

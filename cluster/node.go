@@ -61,8 +61,10 @@ type Node struct {
 	hints    sync.Map // group ID -> node ID that last served it as leader
 	inflight sync.Map // CallReq.ID -> context.CancelFunc of a long-poll served for a peer
 
-	// router is the data plane (router.go); set by Start before anything serves.
+	// router is the data plane (router.go), ops the operator surface (ops.go); set by
+	// Start before anything serves.
 	router *Router
+	ops    *Ops
 
 	kick chan struct{} // cap 1: metadata or membership changed, reconcile
 	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
@@ -136,6 +138,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		kick:     make(chan struct{}, 1),
 	}
 	n.router = newRouter(n)
+	n.ops = &Ops{n: n}
 	n.steward = newSteward(n)
 	n.life, n.stop = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
@@ -229,7 +232,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.
 	rec := meta.Node{ID: n.cfg.NodeID, Addr: n.adv, Zone: n.cfg.Zone, Incarnation: n.inc}
-	if nd, err := n.knownNode(n.cfg.NodeID); err != nil || nd != rec {
+	if nd, err := n.ops.knownNode(n.cfg.NodeID); err != nil || nd != rec {
 		if err := n.Apply(ctx, &meta.PutNode{Node: rec}); err != nil {
 			return fail(fmt.Errorf("cluster: register this node: %w", err))
 		}

@@ -144,7 +144,7 @@ func TestWireFallsBackToVersion1(t *testing.T) {
 		t.Fatalf("calling a node without the versioned route: version %d, want 1", v)
 	}
 	// Admin fan-out (the other methods) works over version 1 too.
-	if d := outsider.digestsEverywhere(ctx); len(d) != 3 {
+	if d := outsider.Ops().digestsEverywhere(ctx); len(d) != 3 {
 		t.Fatalf("digests from %d nodes over version 1, want 3: %v", len(d), d)
 	}
 }
