@@ -33,7 +33,7 @@ func TestLargeSendSurvivesLeaderChange(t *testing.T) {
 	p := queueProps(1)
 	p.MaxMessageSizeInKilobytes = meta.MaxMaxMessageSizeKB
 	p.MaxSizeInMegabytes = 1024
-	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "big", Properties: p}); err != nil {
+	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "big", Properties: p}); err != nil {
 		t.Fatal(err)
 	}
 	var gid uint32

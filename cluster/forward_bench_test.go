@@ -35,7 +35,7 @@ func BenchmarkForwardSend(b *testing.B) {
 		}
 		return fmt.Errorf("no metadata leader")
 	})
-	if err := metaLeader.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
+	if err := metaLeader.Store().Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
 		b.Fatal(err)
 	}
 	var pl meta.Placement

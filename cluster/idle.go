@@ -131,7 +131,7 @@ func (st *steward) deleteIdle(ctx context.Context) {
 		default:
 			cmd = &meta.DeleteTopic{Name: c.name}
 		}
-		if err := n.Apply(ctx, cmd); err != nil {
+		if err := n.store.Apply(ctx, cmd); err != nil {
 			n.log.Warn("auto-delete on idle: delete failed", "entity", c.String(), "err", err)
 			continue
 		}

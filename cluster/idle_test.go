@@ -70,13 +70,13 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 		&meta.CreateSubscription{Topic: "t-subs", Name: "idle", Properties: sp(idle)},
 		&meta.CreateSubscription{Topic: "t-subs", Name: "peeked", Properties: sp(idle)},
 	} {
-		if err := n.Apply(ctx, c); err != nil {
+		if err := n.Store().Apply(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
 	exists := func() map[string]bool {
 		got := map[string]bool{}
-		_ = n.Read(ctx, func(s *meta.State) {
+		_ = n.Store().Read(ctx, func(s *meta.State) {
 			for _, q := range s.Queues() {
 				got[q.Name] = true
 			}
@@ -158,7 +158,7 @@ func TestS_IDLE_1_AcrossNodes(t *testing.T) {
 	p := queueProps(3) // three partitions, one replica each: spread over the nodes
 	p.AutoDeleteOnIdle = 5 * time.Minute
 	for _, q := range []string{"idle", "peeked"} {
-		if err := other.Apply(ctx, &meta.CreateQueue{Name: q, Properties: p}); err != nil {
+		if err := other.Store().Apply(ctx, &meta.CreateQueue{Name: q, Properties: p}); err != nil {
 			t.Fatal(err)
 		}
 	}

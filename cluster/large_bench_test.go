@@ -44,7 +44,7 @@ func benchSmallBesideLarge(b *testing.B, whole bool) {
 	defer n.Close()
 	p := queueProps(1)
 	p.MaxMessageSizeInKilobytes = meta.MaxMaxMessageSizeKB
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "mixed", Properties: p}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "mixed", Properties: p}); err != nil {
 		b.Fatal(err)
 	}
 	small := make([]byte, 1100)

@@ -73,7 +73,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 	}
 
 	n := start(partition.LogStoreBolt)
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "old", Properties: queueProps(2)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "old", Properties: queueProps(2)}); err != nil {
 		t.Fatal(err)
 	}
 	send(n, "old", 0, 40)
@@ -86,7 +86,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 
 	n = start(partition.LogStoreShared)
 	defer func() { n.Close() }()
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "new", Properties: queueProps(2)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "new", Properties: queueProps(2)}); err != nil {
 		t.Fatal(err)
 	}
 	send(n, "new", 0, 20)
@@ -110,7 +110,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 	receiveAll(n, "old", 50)
 	receiveAll(n, "new", 20)
 
-	if err := n.Apply(ctx, &meta.DeleteQueue{Name: "new"}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.DeleteQueue{Name: "new"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() error {

@@ -81,12 +81,12 @@ func TestMetricsPerEntityAndPartition(t *testing.T) {
 	reg := n.Registry()
 	base := seriesCount(t, reg, "quorumbus_entity_") + seriesCount(t, reg, "quorumbus_partition_")
 
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "Metered", Properties: queueProps(1)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "Metered", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	one := seriesCount(t, reg, "quorumbus_entity_") + seriesCount(t, reg, "quorumbus_partition_")
 	for i := range 4 {
-		if err := n.Apply(ctx, &meta.CreateQueue{Name: fmt.Sprintf("more-%d", i), Properties: queueProps(1)}); err != nil {
+		if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: fmt.Sprintf("more-%d", i), Properties: queueProps(1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,7 +175,7 @@ func TestHealthCaughtUpAsksTheLeaders(t *testing.T) {
 	nodes := startCluster(t, 2, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "replicated", Properties: queueProps(1)}); err != nil {
+	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "replicated", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {

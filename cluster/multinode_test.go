@@ -82,7 +82,7 @@ func TestThreeNodesAnyNodeServes(t *testing.T) {
 			follower = nd
 		}
 	}
-	if err := follower.Apply(ctx, &meta.CreateQueue{Name: "orders", Properties: queueProps(1)}); err != nil {
+	if err := follower.Store().Apply(ctx, &meta.CreateQueue{Name: "orders", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	var pl meta.Placement
@@ -126,7 +126,7 @@ func TestThreeNodesAnyNodeServes(t *testing.T) {
 		}
 	}
 	for _, nd := range nodes {
-		rc, err := nd.Runtime(ctx, adminEntity("orders"))
+		rc, err := nd.Store().Runtime(ctx, adminEntity("orders"))
 		if err != nil || rc.Active != 0 {
 			t.Fatalf("runtime through %s: %+v, %v", nd.cfg.NodeID, rc, err)
 		}
@@ -175,7 +175,7 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	n1 := nodes[0]
-	if err := n1.Apply(ctx, &meta.CreateQueue{Name: "moved", Properties: queueProps(1)}); err != nil {
+	if err := n1.Store().Apply(ctx, &meta.CreateQueue{Name: "moved", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	send := func(prefix string) {
@@ -190,7 +190,7 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 	send("before")
 	props := queueProps(1)
 	props.DefaultMessageTimeToLive = time.Hour
-	if err := n1.Apply(ctx, &meta.UpdateQueue{Name: "moved", Properties: props}); err != nil {
+	if err := n1.Store().Apply(ctx, &meta.UpdateQueue{Name: "moved", Properties: props}); err != nil {
 		t.Fatal(err)
 	}
 	send("after")
@@ -277,7 +277,7 @@ func TestJoinersBecomeMetadataVoters(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := more[1].Apply(ctx, &meta.CreateQueue{Name: "late", Properties: queueProps(2)}); err != nil {
+	if err := more[1].Store().Apply(ctx, &meta.CreateQueue{Name: "late", Properties: queueProps(2)}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, func() error { return converged(nodes) })
@@ -289,7 +289,7 @@ func TestPlacementSpreadsZonesAndLeaders(t *testing.T) {
 	nodes := startNodes(t, 4, 4, 3, nil, []string{"a", "a", "b", "c"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "zoned", Properties: queueProps(8)}); err != nil {
+	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "zoned", Properties: queueProps(8)}); err != nil {
 		t.Fatal(err)
 	}
 	zone := map[string]string{"n1": "a", "n2": "a", "n3": "b", "n4": "c"}
@@ -355,7 +355,7 @@ func TestClusterStatusMetadataDigests(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := nodes[2].Apply(ctx, &meta.CreateQueue{Name: "digested", Properties: queueProps(1)}); err != nil {
+	if err := nodes[2].Store().Apply(ctx, &meta.CreateQueue{Name: "digested", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() error {

@@ -61,10 +61,11 @@ type Node struct {
 	hints    sync.Map // group ID -> node ID that last served it as leader
 	inflight sync.Map // CallReq.ID -> context.CancelFunc of a long-poll served for a peer
 
-	// router is the data plane (router.go), ops the operator surface (ops.go); set by
-	// Start before anything serves.
+	// router is the data plane (router.go), ops the operator surface (ops.go), store
+	// the admin API's store (store.go); set by Start before anything serves.
 	router *Router
 	ops    *Ops
+	store  *Store
 
 	kick chan struct{} // cap 1: metadata or membership changed, reconcile
 	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
@@ -139,6 +140,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.router = newRouter(n)
 	n.ops = &Ops{n: n}
+	n.store = &Store{n: n, rt: n.router}
 	n.steward = newSteward(n)
 	n.life, n.stop = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
@@ -189,7 +191,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: raft.ServerID(cfg.NodeID), Stream: layer,
 		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.changed,
 		Clock: n.clock, Addrs: addrProvider{n}, Advertise: raft.ServerAddress(n.adv), BootstrapSelf: n.lone(),
-		Place: n.steward.place, Forward: n.applyRemote,
+		Place: n.steward.place, Forward: n.store.applyRemote,
 	})
 	if err != nil {
 		mux.Close()
@@ -233,7 +235,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// again.
 	rec := meta.Node{ID: n.cfg.NodeID, Addr: n.adv, Zone: n.cfg.Zone, Incarnation: n.inc}
 	if nd, err := n.ops.knownNode(n.cfg.NodeID); err != nil || nd != rec {
-		if err := n.Apply(ctx, &meta.PutNode{Node: rec}); err != nil {
+		if err := n.store.Apply(ctx, &meta.PutNode{Node: rec}); err != nil {
 			return fail(fmt.Errorf("cluster: register this node: %w", err))
 		}
 	}
@@ -483,7 +485,7 @@ func (n *Node) applyEmulatorPlan(ctx context.Context, ec *meta.EmulatorConfig) e
 		if _, ok := cmd.(*meta.SetNamespace); ok {
 			continue // the node's --namespace names it; Config.json's name is informational
 		}
-		if err := n.Apply(ctx, cmd); err != nil {
+		if err := n.store.Apply(ctx, cmd); err != nil {
 			//lint:ignore ST1005 Config.json is the file's name
 			return fmt.Errorf("Config.json: %s: %w", cmd.Op(), err)
 		}

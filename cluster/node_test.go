@@ -61,7 +61,7 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 	n := startNode(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "Orders", Properties: queueProps(3)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "Orders", Properties: queueProps(3)}); err != nil {
 		t.Fatal(err)
 	}
 	const senders, each = 8, 25
@@ -86,7 +86,7 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	rc, err := n.Runtime(ctx, admin.Entity{Name: "orders"})
+	rc, err := n.Store().Runtime(ctx, admin.Entity{Name: "orders"})
 	if err != nil || rc.Active != senders*each {
 		t.Fatalf("runtime %+v %v, want %d active", rc, err, senders*each)
 	}
@@ -149,7 +149,7 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 
 	n = startNode(t, dir)
 	defer closeNode(t, n)
-	rc, err = n.Runtime(ctx, admin.Entity{Name: "orders"})
+	rc, err = n.Store().Runtime(ctx, admin.Entity{Name: "orders"})
 	if err != nil || rc.Active != int64(len(keep)-1) {
 		t.Fatalf("after restart: %+v %v, want %d active", rc, err, len(keep)-1)
 	}
@@ -220,7 +220,7 @@ func TestReceiveAcrossPartitionsWakes(t *testing.T) {
 	defer closeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "p", Properties: queueProps(4)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "p", Properties: queueProps(4)}); err != nil {
 		t.Fatal(err)
 	}
 	a := Address{Entity: "p"}
@@ -273,7 +273,7 @@ func TestAutoForwarding(t *testing.T) {
 		&meta.CreateQueue{Name: "src", Properties: fwd},
 		&meta.CreateQueue{Name: "src2", Properties: dlfwd},
 	} {
-		if err := n.Apply(ctx, c); err != nil {
+		if err := n.Store().Apply(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -290,7 +290,7 @@ func TestAutoForwarding(t *testing.T) {
 	// source, so the source empties a moment after the copy can be received.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rc, err := n.Runtime(ctx, admin.Entity{Name: "src"})
+		rc, err := n.Store().Runtime(ctx, admin.Entity{Name: "src"})
 		if err == nil && rc.Total == 0 {
 			break
 		}

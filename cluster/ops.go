@@ -216,7 +216,7 @@ func (o *Ops) DrainNode(ctx context.Context, id string) error {
 	}
 	if !nd.Draining {
 		nd.Draining = true
-		if err := o.n.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
+		if err := o.n.store.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
 			return err
 		}
 		o.n.log.Info("node marked draining: new replicas go elsewhere while enough nodes live, leader balancing leaves it alone", "node", id)

@@ -26,7 +26,7 @@ func BenchmarkResolve(b *testing.B) {
 		}
 		return nil
 	})
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(4)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(4)}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -54,7 +54,7 @@ func BenchmarkCallLocal(b *testing.B) {
 		}
 		return nil
 	})
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
 		b.Fatal(err)
 	}
 	e, err := n.Router().resolve("bench")
@@ -91,7 +91,7 @@ func BenchmarkSettleRouting(b *testing.B) {
 		}
 		return nil
 	})
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
 		b.Fatal(err)
 	}
 	tok := fsm.LockToken{0xff, 0xff, 0xff, 0xff}

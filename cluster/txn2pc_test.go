@@ -31,7 +31,7 @@ func startTxnNode(t *testing.T, window time.Duration) *Node {
 func createQueues(t *testing.T, ctx context.Context, n *Node, props meta.QueueProperties, names ...string) {
 	t.Helper()
 	for _, q := range names {
-		if err := n.Apply(ctx, &meta.CreateQueue{Name: q, Properties: props}); err != nil {
+		if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: q, Properties: props}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,7 +29,7 @@ func TestTxnCommitOnePartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, q := range []string{"work", "other"} {
-		if err := n.Apply(ctx, &meta.CreateQueue{Name: q, Properties: queueProps(1)}); err != nil {
+		if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: q, Properties: queueProps(1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 	nodes := startCluster(t, 3, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "tq", Properties: queueProps(1)}); err != nil {
+	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "tq", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	a := Address{Entity: "tq"}
@@ -195,7 +195,7 @@ func TestTxnPartitionedEntity(t *testing.T) {
 	defer closeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "pq", Properties: queueProps(4)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "pq", Properties: queueProps(4)}); err != nil {
 		t.Fatal(err)
 	}
 	a := Address{Entity: "pq"}

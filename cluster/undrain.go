@@ -19,5 +19,5 @@ func (o *Ops) UndrainNode(ctx context.Context, id string) error {
 		return nil
 	}
 	nd.Draining = false
-	return o.n.Apply(ctx, &meta.PutNode{Node: nd})
+	return o.n.store.Apply(ctx, &meta.PutNode{Node: nd})
 }

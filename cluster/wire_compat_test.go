@@ -42,7 +42,7 @@ func outsiderAndLeader(t *testing.T, ctx context.Context, nodes []*Node, name st
 		}
 		return fmt.Errorf("no metadata leader")
 	})
-	if err := ml.Apply(ctx, &meta.CreateQueue{Name: name, Properties: queueProps(1)}); err != nil {
+	if err := ml.Store().Apply(ctx, &meta.CreateQueue{Name: name, Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	var pl meta.Placement
@@ -103,7 +103,7 @@ func sendReceiveComplete(t *testing.T, ctx context.Context, n *Node, queue strin
 			}
 		}
 	}
-	rc, err := n.Runtime(ctx, adminEntity(queue))
+	rc, err := n.Store().Runtime(ctx, adminEntity(queue))
 	if err != nil || rc.Active != 0 {
 		t.Fatalf("after completing everything: %+v, %v", rc, err)
 	}

@@ -351,7 +351,7 @@ func startHTTP(ctx context.Context, cfg Config, node *cluster.Node, f *amqpFront
 // /healthz, /readyz, /metrics and, with --pprof, /debug/pprof/.
 func adminHandler(ctx context.Context, cfg Config, node *cluster.Node, srv *amqp.Server, ls *listeners, log *slog.Logger) (*admin.Handler, error) {
 	hc := admin.DefaultConfig()
-	hc.Store = node
+	hc.Store = node.Store()
 	hc.Cluster = node.Ops()
 	// Ready for traffic: the metadata group and every local replica have a leader,
 	// every local replica is within reach of its leader's log (cluster.Node.CaughtUp),

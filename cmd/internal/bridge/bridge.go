@@ -22,8 +22,8 @@ import (
 // presents it. The owner is cluster state, so any node can check it, and a failover
 // keeps it; another connection, on this node or any other, is not the holder.
 type Backend struct {
-	r *cluster.Router // the data plane
-	n *cluster.Node
+	r     *cluster.Router // the data plane
+	store *cluster.Store  // the metadata, for rules
 }
 
 var _ amqp.Backend = (*Backend)(nil)
@@ -31,7 +31,7 @@ var _ amqp.SessionUpdateLister = (*Backend)(nil)
 
 // New returns the Backend for node n.
 func New(n *cluster.Node) *Backend {
-	return &Backend{r: n.Router(), n: n}
+	return &Backend{r: n.Router(), store: n.Store()}
 }
 
 var _ amqp.EntityAuthenticator = (*Backend)(nil)
