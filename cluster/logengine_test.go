@@ -99,7 +99,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 			t.Fatalf("new/%d: want its log in the engine, no raft.db", idx)
 		}
 	}
-	if logs, err := n.engine.Logs(); err != nil || logs != 2 {
+	if logs, err := n.logs.engine.Logs(); err != nil || logs != 2 {
 		t.Fatalf("logs in the engine: %d, %v; want the 2 of queue new", logs, err)
 	}
 	// And both again after a restart on the engine.
@@ -114,7 +114,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() error {
-		if logs, err := n.engine.Logs(); err != nil || logs != 0 {
+		if logs, err := n.logs.engine.Logs(); err != nil || logs != 0 {
 			return fmt.Errorf("%d logs left in the engine after deleting the queue (%v)", logs, err)
 		}
 		if has("new", 0, "") || has("new", 1, "") {

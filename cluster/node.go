@@ -48,7 +48,7 @@ type Node struct {
 	adv    string            // advertised cluster address
 	inc    string            // incarnation of the data directory
 	bodies *partition.Bodies // nil: every body in memory (Config.BodyMemoryBudget)
-	engine *partition.Engine // shared Raft log engine (logengine.go); nil when not open
+	logs   *logEngine        // shared Raft log engine (logengine.go)
 	// metrics: the node's Prometheus registry and histograms (metrics.go); set by Start
 	// before anything that records into it starts.
 	metrics *metrics
@@ -67,16 +67,10 @@ type Node struct {
 	ops    *Ops
 	store  *Store
 
-	kick chan struct{} // cap 1: metadata or membership changed, reconcile
-	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
-	// own change).
-	recMu sync.Mutex
-	fwd   map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
+	// rec opens, configures and deletes the replicas placed here (reconciler).
+	rec *reconciler
 	// steward does the metadata leader's duties (membership.go).
 	steward *steward
-	// underRep: the groups led here last seen under-replicated (replication.go); owner:
-	// recMu.
-	underRep underReplicated
 	// life is the node-lifetime context, cancelled by Close (stop); closing is its Done
 	// channel. Every goroutine the node starts runs under it, tracked by wg (goFunc).
 	life    context.Context
@@ -89,6 +83,30 @@ type Node struct {
 	// (a leaderless group, a leader that does not answer) no longer makes this node
 	// unready (ready.go).
 	wasReady atomic.Bool
+}
+
+// reconciler makes the partition replicas this node runs match the metadata: it opens
+// the ones placed here, pushes entity configuration and moves the membership of the
+// groups led here toward the placement (membership.go), starts and stops the
+// auto-forwarders of the replicas led here (forward.go), and closes and deletes the
+// replicas placed elsewhere. Its loop runs on the node's lifetime (goFunc); Apply and
+// Start run passes too.
+type reconciler struct {
+	// n is the node's shared state the passes read and change: the metadata, gossip,
+	// the parts map (under Node.mu), the cluster port, the log engine, the peers.
+	n    *Node
+	kick chan struct{} // cap 1: metadata or membership changed, reconcile
+	// mu serialises reconcile passes (the loop's and those Apply runs to wait for its
+	// own change). Lock order: mu before Node.mu.
+	mu  sync.Mutex
+	fwd map[string]context.CancelFunc // running forwarders by spec key; owner: mu
+	// underRep: the groups led here last seen under-replicated (replication.go); owner:
+	// mu.
+	underRep underReplicated
+}
+
+func newReconciler(n *Node) *reconciler {
+	return &reconciler{n: n, kick: make(chan struct{}, 1), fwd: map[string]context.CancelFunc{}, underRep: underReplicated{}}
 }
 
 // replica is one partition replica this node runs.
@@ -130,14 +148,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		clock:    cfg.Clock,
-		parts:    map[uint32]*replica{},
-		fwd:      map[string]context.CancelFunc{},
-		underRep: underReplicated{},
-		kick:     make(chan struct{}, 1),
+		cfg:   cfg,
+		log:   cfg.Logger,
+		clock: cfg.Clock,
+		parts: map[uint32]*replica{},
 	}
+	n.rec = newReconciler(n)
+	n.logs = newLogEngine(cfg)
 	n.router = newRouter(n)
 	n.ops = &Ops{n: n}
 	n.store = &Store{n: n, rt: n.router}
@@ -189,7 +206,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.meta, err = metagroup.Open(metagroup.Config{
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: raft.ServerID(cfg.NodeID), Stream: layer,
-		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.changed,
+		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.rec.changed,
 		Clock: n.clock, Addrs: addrProvider{n}, Advertise: raft.ServerAddress(n.adv), BootstrapSelf: n.lone(),
 		Place: n.steward.place, Forward: n.store.applyRemote,
 	})
@@ -197,7 +214,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		mux.Close()
 		return nil, err
 	}
-	if err := n.openLogEngine(); err != nil {
+	if err := n.logs.open(n.raftLogger("raft-log")); err != nil {
 		return fail(err)
 	}
 	if !cfg.Raft.PerGroupTransport {
@@ -225,8 +242,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.bootstrap(ctx); err != nil {
 		return fail(err)
 	}
-	n.reconcile(ctx)
-	n.goFunc("reconcile", n.reconcileLoop)
+	n.rec.reconcile(ctx)
+	n.goFunc("reconcile", n.rec.reconcileLoop)
 	n.goFunc("meta", n.steward.run)
 	n.goFunc("txn-recovery", n.router.txnRecoveryLoop)
 	n.goFunc("meta-leader-log", func(ctx context.Context) { n.meta.WatchLeader(ctx, logMetaLeader(n.log, n.cfg.NodeID)) })
@@ -244,7 +261,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.waitServing(ctx); err != nil {
 		return fail(fmt.Errorf("cluster: partitions not serving: %w", err))
 	}
-	n.waitReplicasHere(ctx)
+	n.rec.waitReplicasHere(ctx)
 	return n, nil
 }
 
@@ -277,7 +294,7 @@ func (n *Node) startGossip() (*gossip.Gossip, error) {
 		Bind:    &net.UDPAddr{IP: bound.IP, Port: bound.Port},
 		Streams: gossipStreams{layer},
 		Key:     n.cfg.GossipKey, AcceptKeys: n.cfg.GossipAcceptKeys,
-		Changed: n.changed, Logger: n.libLog.Memberlist(), Events: n.log,
+		Changed: n.rec.changed, Logger: n.libLog.Memberlist(), Events: n.log,
 	})
 }
 
@@ -473,7 +490,7 @@ func (n *Node) LoadEmulatorConfig(ctx context.Context, data []byte) ([]string, e
 		case <-t.C:
 		}
 	}
-	n.reconcile(ctx)
+	n.rec.reconcile(ctx)
 	return warnings, nil
 }
 
@@ -522,9 +539,9 @@ func (n *Node) Ready() error {
 
 // changed runs on the metadata group's apply goroutine and memberlist's event
 // goroutine; it must not block.
-func (n *Node) changed() {
+func (rc *reconciler) changed() {
 	select {
-	case n.kick <- struct{}{}:
+	case rc.kick <- struct{}{}:
 	default:
 	}
 }
@@ -536,17 +553,17 @@ const reconcileInterval = time.Second
 
 // reconcileLoop runs reconcile when kicked and every reconcileInterval, until ctx (the
 // node's lifetime) ends; Close cancels a pass in progress.
-func (n *Node) reconcileLoop(ctx context.Context) {
+func (rc *reconciler) reconcileLoop(ctx context.Context) {
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-n.kick:
+		case <-rc.kick:
 		case <-t.C:
 		}
-		n.reconcile(ctx)
+		rc.reconcile(ctx)
 	}
 }
 
@@ -564,22 +581,22 @@ type desired struct {
 // (S-ENT-3) and moves the group's membership one safe step toward the placement
 // (membership.go). It closes and deletes a replica only once its entity is gone or its
 // group no longer counts this node. It reports whether everything matches.
-func (n *Node) reconcile(ctx context.Context) (converged bool) {
-	n.recMu.Lock()
-	defer n.recMu.Unlock()
+func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	converged = true
 	want := map[uint32]desired{}
 	groups := map[uint32]meta.Partition{}
-	n.meta.Read(func(s *meta.State) {
+	rc.n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for i, part := range pl.Partitions {
 				groups[part.GroupID] = part
-				if !containsNode(part.Replicas, n.cfg.NodeID) {
+				if !containsNode(part.Replicas, rc.n.cfg.NodeID) {
 					continue
 				}
 				cfg, err := s.PartitionConfig(pl.Entity, i)
 				if err != nil {
-					n.log.Error("partition config", "entity", pl.Entity, "partition", i, "err", err)
+					rc.n.log.Error("partition config", "entity", pl.Entity, "partition", i, "err", err)
 					continue
 				}
 				d := desired{entity: strings.ToLower(pl.Entity), index: i, cfg: cfg, base: cfg, bootstrap: part.Bootstrap}
@@ -592,16 +609,16 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 				}
 				if part.Bootstrap == nil {
 					// Created before placements recorded their voters: a single node's.
-					d.bootstrap = []string{n.cfg.NodeID}
+					d.bootstrap = []string{rc.n.cfg.NodeID}
 				}
 				want[part.GroupID] = d
 			}
 		}
 	})
-	n.mu.RLock()
+	rc.n.mu.RLock()
 	var gone []*replica
 	var lead []*replica
-	for id, r := range n.parts {
+	for id, r := range rc.n.parts {
 		if _, ok := want[id]; !ok {
 			gone = append(gone, r)
 			continue
@@ -610,16 +627,16 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 			lead = append(lead, r)
 		}
 	}
-	n.mu.RUnlock()
+	rc.n.mu.RUnlock()
 	for id, d := range want {
-		n.mu.RLock()
-		_, have := n.parts[id]
-		n.mu.RUnlock()
+		rc.n.mu.RLock()
+		_, have := rc.n.parts[id]
+		rc.n.mu.RUnlock()
 		if have {
 			continue
 		}
-		if _, err := n.openReplica(d); err != nil {
-			n.log.Error("open partition", "entity", d.entity, "partition", d.index, "err", err)
+		if _, err := rc.openReplica(d); err != nil {
+			rc.n.log.Error("open partition", "entity", d.entity, "partition", d.index, "err", err)
 			converged = false
 		}
 	}
@@ -627,36 +644,36 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 		d := want[r.cfg.GroupID]
 		if !reflect.DeepEqual(r.p.EntityConfig(), d.cfg) {
 			if err := r.p.UpdateEntity(ctx, d.cfg); err != nil {
-				n.log.Warn("update partition config", "entity", r.entity, "partition", r.index, "err", err)
+				rc.n.log.Warn("update partition config", "entity", r.entity, "partition", r.index, "err", err)
 				converged = false
 				continue
 			}
 		}
-		if !n.reconcileMembers(ctx, r, groups[r.cfg.GroupID]) {
+		if !rc.reconcileMembers(ctx, r, groups[r.cfg.GroupID]) {
 			converged = false
 		}
 	}
-	n.underRep.note(n.log, lead, n.gossip.Alive(), placement.Want(n.cfg.Replicas, registeredNodes(n.meta)))
+	rc.underRep.note(rc.n.log, lead, rc.n.gossip.Alive(), placement.Want(rc.n.cfg.Replicas, registeredNodes(rc.n.meta)))
 	for _, r := range gone {
-		if part, exists := groups[r.cfg.GroupID]; exists && n.stillMember(r) && !n.leaderDropped(ctx, r, part) {
+		if part, exists := groups[r.cfg.GroupID]; exists && rc.stillMember(r) && !rc.leaderDropped(ctx, r, part) {
 			// Placed elsewhere now, but the group still counts this replica: its leader
 			// removes it first (never delete data a quorum may need).
 			converged = false
 			continue
 		}
-		n.mu.Lock()
-		delete(n.parts, r.cfg.GroupID)
-		n.mu.Unlock()
+		rc.n.mu.Lock()
+		delete(rc.n.parts, r.cfg.GroupID)
+		rc.n.mu.Unlock()
 		if err := r.p.Close(); err != nil {
-			n.log.Warn("close partition", "entity", r.entity, "partition", r.index, "err", err)
+			rc.n.log.Warn("close partition", "entity", r.entity, "partition", r.index, "err", err)
 		}
-		dir := partition.Dir(n.cfg.DataDir, r.entity, r.index)
-		if err := n.removeReplicaData(r); err != nil {
-			n.log.Warn("remove partition data", "entity", r.entity, "partition", r.index, "err", err)
+		dir := partition.Dir(rc.n.cfg.DataDir, r.entity, r.index)
+		if err := rc.n.logs.removeReplicaData(r); err != nil {
+			rc.n.log.Warn("remove partition data", "entity", r.entity, "partition", r.index, "err", err)
 		}
 		_ = os.Remove(filepath.Dir(dir)) // the entity's directory, once its last partition is gone
 	}
-	n.reconcileForwarders()
+	rc.reconcileForwarders()
 	return converged
 }
 
@@ -666,15 +683,15 @@ func (n *Node) reconcile(ctx context.Context) (converged bool) {
 // the removed replica may never see that entry and would go on counting itself a
 // member, keeping its data for good. Only a leader that has applied everything it
 // holds (so the removal is committed) is believed.
-func (n *Node) leaderDropped(ctx context.Context, r *replica, part meta.Partition) bool {
+func (rc *reconciler) leaderDropped(ctx context.Context, r *replica, part meta.Partition) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, id := range part.Replicas {
-		addr := n.addrOf(id)
-		if id == n.cfg.NodeID || addr == "" {
+		addr := rc.n.addrOf(id)
+		if id == rc.n.cfg.NodeID || addr == "" {
 			continue
 		}
-		gs, err := n.peer(addr).GroupStatus(ctx, []uint32{r.cfg.GroupID})
+		gs, err := rc.n.peer(addr).GroupStatus(ctx, []uint32{r.cfg.GroupID})
 		if err != nil {
 			continue
 		}
@@ -683,7 +700,7 @@ func (n *Node) leaderDropped(ctx context.Context, r *replica, part meta.Partitio
 				continue
 			}
 			for _, s := range g.Servers {
-				if s.ID == n.cfg.NodeID {
+				if s.ID == rc.n.cfg.NodeID {
 					return false
 				}
 			}
@@ -694,13 +711,13 @@ func (n *Node) leaderDropped(ctx context.Context, r *replica, part meta.Partitio
 }
 
 // stillMember reports whether r's group still has this node in its configuration.
-func (n *Node) stillMember(r *replica) bool {
+func (rc *reconciler) stillMember(r *replica) bool {
 	servers, err := r.p.Servers()
 	if err != nil {
 		return true // unknown: keep it
 	}
 	for _, s := range servers {
-		if string(s.ID) == n.cfg.NodeID {
+		if string(s.ID) == rc.n.cfg.NodeID {
 			return true
 		}
 	}
@@ -716,56 +733,56 @@ func containsNode(replicas []string, id string) bool {
 	return false
 }
 
-func (n *Node) openReplica(d desired) (*replica, error) {
+func (rc *reconciler) openReplica(d desired) (*replica, error) {
 	pc := partition.DefaultConfig()
 	var closeTransport func() error
-	if n.groups != nil {
-		tr, err := n.groups.Transport(d.cfg.GroupID)
+	if rc.n.groups != nil {
+		tr, err := rc.n.groups.Transport(d.cfg.GroupID)
 		if err != nil {
 			return nil, err
 		}
 		pc.Transport, closeTransport = tr, tr.Close
 	} else {
-		layer, err := n.mux.Layer(d.cfg.GroupID)
+		layer, err := rc.n.mux.Layer(d.cfg.GroupID)
 		if err != nil {
 			return nil, err
 		}
 		pc.Stream, closeTransport = layer, layer.Close
 	}
-	pc.DataDir = n.cfg.DataDir
+	pc.DataDir = rc.n.cfg.DataDir
 	pc.Entity = d.entity
 	pc.Index = d.index
-	pc.NodeID = raft.ServerID(n.cfg.NodeID)
+	pc.NodeID = raft.ServerID(rc.n.cfg.NodeID)
 	pc.FSM = d.base
-	pc.AddressProvider = addrProvider{n}
-	if containsNode(d.bootstrap, n.cfg.NodeID) {
+	pc.AddressProvider = addrProvider{rc.n}
+	if containsNode(d.bootstrap, rc.n.cfg.NodeID) {
 		for _, id := range d.bootstrap {
-			addr := n.addrOf(id)
+			addr := rc.n.addrOf(id)
 			if addr == "" {
 				addr = id // resolved through the address provider once known
 			}
 			pc.Peers = append(pc.Peers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
 		}
 	}
-	pc.HeartbeatTimeout = n.cfg.Raft.HeartbeatTimeout
-	pc.ElectionTimeout = n.cfg.Raft.ElectionTimeout
-	pc.LeaderLeaseTimeout = n.cfg.Raft.LeaderLeaseTimeout
-	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
-	if d := n.cfg.Raft.PartitionCommitTimeout; d > 0 {
+	pc.HeartbeatTimeout = rc.n.cfg.Raft.HeartbeatTimeout
+	pc.ElectionTimeout = rc.n.cfg.Raft.ElectionTimeout
+	pc.LeaderLeaseTimeout = rc.n.cfg.Raft.LeaderLeaseTimeout
+	pc.CommitTimeout = rc.n.cfg.Raft.CommitTimeout
+	if d := rc.n.cfg.Raft.PartitionCommitTimeout; d > 0 {
 		pc.CommitTimeout = d
 	}
-	pc.NoSync = n.cfg.Raft.NoSync
-	pc.Bodies = n.bodies
-	pc.LogStore = n.logStore()
-	pc.Engine = n.engine
-	if n.cfg.Raft.WholeBodies {
+	pc.NoSync = rc.n.cfg.Raft.NoSync
+	pc.Bodies = rc.n.bodies
+	pc.LogStore = rc.n.logs.logStore()
+	pc.Engine = rc.n.logs.engine
+	if rc.n.cfg.Raft.WholeBodies {
 		pc.ChunkBytes = 0
 	}
-	pc.Logger = n.raftLogger(fmt.Sprintf("%s.%d", d.entity, d.index))
-	if n.metrics != nil {
-		pc.Observer = n.metrics
+	pc.Logger = rc.n.raftLogger(fmt.Sprintf("%s.%d", d.entity, d.index))
+	if rc.n.metrics != nil {
+		pc.Observer = rc.n.metrics
 	}
-	if c, ok := n.clock.(partition.Clock); ok {
+	if c, ok := rc.n.clock.(partition.Clock); ok {
 		pc.Clock = c // a test clock that also arms timers drives the partitions too
 	}
 	p, err := partition.Open(pc)
@@ -774,9 +791,9 @@ func (n *Node) openReplica(d desired) (*replica, error) {
 		return nil, err
 	}
 	r := &replica{entity: d.entity, index: d.index, p: p, cfg: d.cfg}
-	n.mu.Lock()
-	n.parts[d.cfg.GroupID] = r
-	n.mu.Unlock()
+	rc.n.mu.Lock()
+	rc.n.parts[d.cfg.GroupID] = r
+	rc.n.mu.Unlock()
 	return r, nil
 }
 
@@ -832,7 +849,7 @@ func (n *Node) Close() error {
 		for _, r := range parts {
 			err = errors.Join(err, r.p.Close())
 		}
-		err = errors.Join(err, n.closeLogEngine())
+		err = errors.Join(err, n.logs.close())
 		if n.groups != nil {
 			err = errors.Join(err, n.groups.Close())
 		}

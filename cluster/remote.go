@@ -251,7 +251,7 @@ var debugCalls = os.Getenv("QB_DEBUG") != ""
 // sync, which needs the node's metadata.
 func (rt *Router) execLocal(ctx context.Context, r *replica, req wire.Request) (wire.Result, error) {
 	if sc, ok := req.(*wire.SyncConfig); ok {
-		return wire.Result{}, rt.n.syncConfig(ctx, r, sc.MetaIndex)
+		return wire.Result{}, rt.n.rec.syncConfig(ctx, r, sc.MetaIndex)
 	}
 	return req.Run(ctx, r.p)
 }
@@ -259,14 +259,14 @@ func (rt *Router) execLocal(ctx context.Context, r *replica, req wire.Request) (
 // syncConfig makes the group r leads apply the entity configuration of this node's
 // metadata as of index (or later): a metadata change that alters an entity is visible
 // to the entity's next operation through any node, as it was on a single node (S-ENT-3).
-func (n *Node) syncConfig(ctx context.Context, r *replica, index uint64) error {
+func (rc *reconciler) syncConfig(ctx context.Context, r *replica, index uint64) error {
 	if !r.p.IsLeader() {
 		return r.p.NotLeader()
 	}
-	if err := n.meta.WaitIndex(ctx, index); err != nil {
+	if err := rc.n.meta.WaitIndex(ctx, index); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	want, ok := n.desiredConfig(r.cfg.GroupID)
+	want, ok := rc.desiredConfig(r.cfg.GroupID)
 	if !ok {
 		return nil // the entity is gone
 	}
@@ -278,10 +278,10 @@ func (n *Node) syncConfig(ctx context.Context, r *replica, index uint64) error {
 
 // desiredConfig is the configuration group id must run with according to the local
 // metadata.
-func (n *Node) desiredConfig(id uint32) (fsm.Config, bool) {
+func (rc *reconciler) desiredConfig(id uint32) (fsm.Config, bool) {
 	var cfg fsm.Config
 	var ok bool
-	n.meta.Read(func(s *meta.State) {
+	rc.n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for i, p := range pl.Partitions {
 				if p.GroupID == id {

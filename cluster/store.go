@@ -48,7 +48,7 @@ func (sr *Store) Apply(ctx context.Context, cmd meta.Command) error {
 	if err := sr.n.meta.WaitIndex(ctx, idx); err != nil {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
-	sr.n.reconcile(ctx)
+	sr.n.rec.reconcile(ctx)
 	entity, creates := meta.PartitionsChanged(cmd)
 	if entity != "" && creates {
 		if err := sr.waitEntity(ctx, entity); err != nil {
