@@ -14,10 +14,10 @@ import (
 // leader; on the leader itself, nothing. Callers use it only for a lookup that missed,
 // before they refuse: a SAS token naming a key this node does not know yet.
 func (rt *Router) SyncMeta(ctx context.Context) error {
-	if rt.n.meta.IsLeader() {
+	if rt.meta.IsLeader() {
 		return nil
 	}
-	leader := rt.n.meta.Leader()
+	leader := rt.meta.Leader()
 	if leader == "" {
 		return fmt.Errorf("%w: the metadata group has no leader", ErrUnavailable)
 	}
@@ -25,7 +25,7 @@ func (rt *Router) SyncMeta(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := rt.n.meta.WaitIndex(ctx, st.Applied); err != nil {
+	if err := rt.meta.WaitIndex(ctx, st.Applied); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return nil

@@ -155,9 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.rec = newReconciler(n)
 	n.logs = newLogEngine(cfg)
-	n.router = newRouter(n)
 	n.ops = &Ops{n: n}
-	n.store = &Store{n: n, rt: n.router}
 	n.steward = newSteward(n)
 	n.life, n.stop = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
@@ -208,12 +206,20 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: raft.ServerID(cfg.NodeID), Stream: layer,
 		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.rec.changed,
 		Clock: n.clock, Addrs: addrProvider{n}, Advertise: raft.ServerAddress(n.adv), BootstrapSelf: n.lone(),
-		Place: n.steward.place, Forward: n.store.applyRemote,
+		Place: n.steward.place,
+		// Only Commit forwards, and nothing commits before the store is made below.
+		Forward: func(ctx context.Context, leader string, cmd meta.Command) (uint64, error) {
+			return n.store.applyRemote(ctx, leader, cmd)
+		},
 	})
 	if err != nil {
 		mux.Close()
 		return nil, err
 	}
+	// The router and the store read the open metadata group; nothing reaches them
+	// before the RPC layer starts below.
+	n.router = newRouter(n)
+	n.store = &Store{n: n, rt: n.router}
 	if err := n.logs.open(n.raftLogger("raft-log")); err != nil {
 		return fail(err)
 	}

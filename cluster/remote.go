@@ -45,7 +45,7 @@ func (rt *Router) call(ctx context.Context, g group, req wire.Request, abandon f
 		ctx, cancel = context.WithTimeout(ctx, callPatience)
 		defer cancel()
 	}
-	loc := rt.n.routes()
+	loc := rt.loc
 	backoff := 5 * time.Millisecond
 	var last error
 	tried := 0
@@ -58,7 +58,7 @@ func (rt *Router) call(ctx context.Context, g group, req wire.Request, abandon f
 			// Wait for the election instead (silent.go): not a failed guess.
 			err = fmt.Errorf("%w: %w: partition group %d", ErrUnavailable, errLeaderSilent, g.id)
 			loc.forget(g.id)
-		} else if target == rt.n.cfg.NodeID && g.isHosted() {
+		} else if target == rt.self && g.isHosted() {
 			res, err = rt.execLocal(ctx, g.hostedReplica(), req)
 		} else if target == "" {
 			err = fmt.Errorf("%w: partition group %d has no known leader", ErrUnavailable, g.id)
@@ -72,11 +72,11 @@ func (rt *Router) call(ctx context.Context, g group, req wire.Request, abandon f
 			return res, err
 		}
 		last = err
-		if !rt.n.routes().groupExists(g.id) {
+		if !rt.loc.groupExists(g.id) {
 			return wire.Result{}, fmt.Errorf("%w: partition group %d no longer exists (its entity was deleted)", fsm.ErrNotFound, g.id)
 		}
 		if debugCalls {
-			fmt.Printf("DBG call from %s group %d op %v target %s local=%v: %v\n", rt.n.cfg.NodeID, g.id, req.Op(), target, g.isHosted(), err)
+			fmt.Printf("DBG call from %s group %d op %v target %s local=%v: %v\n", rt.self, g.id, req.Op(), target, g.isHosted(), err)
 		}
 		var nl *partition.NotLeaderError
 		switch {
@@ -92,7 +92,7 @@ func (rt *Router) call(ctx context.Context, g group, req wire.Request, abandon f
 		case <-ctx.Done():
 			t.Stop()
 			return wire.Result{}, fmt.Errorf("%w: %w", partition.ErrTimeout, last)
-		case <-rt.n.closing:
+		case <-rt.closing:
 			t.Stop()
 			return wire.Result{}, ErrClosed
 		case <-t.C:

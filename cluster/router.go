@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/fsm/rule"
@@ -29,8 +30,16 @@ import (
 // or on the node that leads it (Router.call, remote.go), and transactions (txn.go). It
 // is reached through Node.Router and lives as long as its node.
 type Router struct {
-	// n is the node's shared state the router reads: its identity and configuration,
-	// the metadata replica, the locator (route.go), the peers and the node's lifetime.
+	self             string           // this node's ID
+	meta             *metagroup.Group // entities, keys and placements: the local replica
+	loc              locator          // where each group runs and who leads it (route.go)
+	clock            Clock            // transaction deadlines
+	closing          <-chan struct{}  // closed when the node closes
+	prepareWindow    time.Duration    // Config.TxnPrepareWindow
+	recoveryInterval time.Duration    // Config.TxnRecoveryInterval
+	// n is the node, for what the router asks of the cluster beyond these: the peers
+	// and their addresses (Node.peer, Node.addrOf, Node.peerStatus) and a configuration
+	// sync on a replica led here (reconciler.syncConfig).
 	n *Node
 
 	batchMu  sync.Mutex
@@ -42,8 +51,11 @@ type Router struct {
 	txnHook func(stage, id string) bool
 }
 
+// newRouter is the router of n, whose metadata group is open.
 func newRouter(n *Node) *Router {
-	return &Router{n: n, batchers: map[string]*sendBatcher{}}
+	return &Router{self: n.cfg.NodeID, meta: n.meta, loc: n.routes(), clock: n.clock, closing: n.closing,
+		prepareWindow: n.cfg.TxnPrepareWindow, recoveryInterval: n.cfg.TxnRecoveryInterval,
+		n: n, batchers: map[string]*sendBatcher{}}
 }
 
 // Router is the node's data plane.
@@ -79,7 +91,7 @@ func (rt *Router) Lookup(path string) (EntityInfo, error) {
 	}
 	var info EntityInfo
 	found := false
-	rt.n.meta.Read(func(s *meta.State) {
+	rt.meta.Read(func(s *meta.State) {
 		switch s.Kind(ent) {
 		case meta.KindQueue:
 			if sub != "" {
@@ -117,6 +129,48 @@ func (rt *Router) Lookup(path string) (EntityInfo, error) {
 	return info, nil
 }
 
+// entity is a resolved queue or topic with its partition groups.
+type entity struct {
+	name  string // display name
+	kind  meta.EntityKind
+	parts []group // by partition index
+	// dedupe: a partitioned queue or topic that requires duplicate detection, so a send
+	// without SessionId or PartitionKey goes to its MessageId's partition (pick).
+	dedupe bool
+}
+
+// resolve finds a queue or topic by name (case-insensitive) and its partition groups.
+// It runs for every message sent or settled, so it reads the placement in place
+// (meta.State.Route) rather than copying it.
+func (rt *Router) resolve(name string) (*entity, error) {
+	var (
+		e    *entity
+		kind meta.EntityKind
+	)
+	rt.meta.Read(func(s *meta.State) {
+		kind = s.Kind(name)
+		if kind == meta.KindNone {
+			return
+		}
+		s.Route(name, func(display string, parts []meta.Partition) {
+			e = &entity{name: display, kind: kind, parts: make([]group, len(parts))}
+			for i, p := range parts {
+				e.parts[i] = group{id: p.GroupID, index: i, replicas: p.Replicas}
+			}
+		})
+		if e != nil && len(e.parts) > 1 {
+			e.dedupe = s.DuplicateDetection(name)
+		}
+	})
+	if e == nil {
+		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
+	}
+	for i := range e.parts {
+		rt.loc.locate(&e.parts[i])
+	}
+	return e, nil
+}
+
 func splitPath(path string) (entity, sub string, err error) {
 	path = strings.Trim(path, "/")
 	parts := strings.Split(path, "/")
@@ -135,7 +189,7 @@ func splitPath(path string) (entity, sub string, err error) {
 func (rt *Router) SASKey(name string) (meta.SASKey, bool) {
 	var k meta.SASKey
 	var ok bool
-	rt.n.meta.Read(func(s *meta.State) { k, ok = s.SASKey(name) })
+	rt.meta.Read(func(s *meta.State) { k, ok = s.SASKey(name) })
 	return k, ok
 }
 
@@ -147,7 +201,7 @@ func (rt *Router) EntitySASKey(path, name string) (meta.SASKey, bool) {
 		return meta.SASKey{}, false
 	}
 	var rules []meta.SASKey
-	rt.n.meta.Read(func(s *meta.State) {
+	rt.meta.Read(func(s *meta.State) {
 		if q, ok := s.Queue(ent); ok {
 			rules = q.Properties.AuthorizationRules
 		} else if t, ok := s.Topic(ent); ok {
@@ -175,7 +229,7 @@ func (rt *Router) target(a Address) (*entity, fsm.Target, error) {
 		}
 		var sd meta.Subscription
 		var ok bool
-		rt.n.meta.Read(func(s *meta.State) { sd, ok = s.Subscription(a.Entity, a.Subscription) })
+		rt.meta.Read(func(s *meta.State) { sd, ok = s.Subscription(a.Entity, a.Subscription) })
 		if !ok {
 			return nil, t, fmt.Errorf("%w: subscription %q of %q", fsm.ErrNotFound, a.Subscription, a.Entity)
 		}

@@ -115,14 +115,14 @@ func (p gp) Changed(req fsm.Receive, accept bool) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
-		leader := p.rt.n.routes().leaderOf(p.g, 0)
+		leader := p.rt.loc.leaderOf(p.g, 0)
 		addr := p.rt.n.addrOf(leader)
-		if addr == "" || leader == p.rt.n.cfg.NodeID {
+		if addr == "" || leader == p.rt.self {
 			t := time.NewTimer(50 * time.Millisecond)
 			defer t.Stop()
 			select {
 			case <-t.C:
-			case <-p.rt.n.closing:
+			case <-p.rt.closing:
 			}
 			return
 		}
@@ -133,7 +133,7 @@ func (p gp) Changed(req fsm.Receive, accept bool) <-chan struct{} {
 			defer t.Stop()
 			select {
 			case <-t.C:
-			case <-p.rt.n.closing:
+			case <-p.rt.closing:
 			}
 		}
 	}()

@@ -10,7 +10,6 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cluster/wire"
-	"github.com/quorumbus/quorumbus/fsm"
 )
 
 // Store is the admin API's view of a node (admin.Store and admin.Purger): metadata
@@ -219,48 +218,6 @@ func (sr *Store) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCoun
 		rc.AccessedAt = time.UnixMilli(accessed)
 	}
 	return rc, nil
-}
-
-// entity is a resolved queue or topic with its partition groups.
-type entity struct {
-	name  string // display name
-	kind  meta.EntityKind
-	parts []group // by partition index
-	// dedupe: a partitioned queue or topic that requires duplicate detection, so a send
-	// without SessionId or PartitionKey goes to its MessageId's partition (pick).
-	dedupe bool
-}
-
-// resolve finds a queue or topic by name (case-insensitive) and its partition groups.
-// It runs for every message sent or settled, so it reads the placement in place
-// (meta.State.Route) rather than copying it.
-func (rt *Router) resolve(name string) (*entity, error) {
-	var (
-		e    *entity
-		kind meta.EntityKind
-	)
-	rt.n.meta.Read(func(s *meta.State) {
-		kind = s.Kind(name)
-		if kind == meta.KindNone {
-			return
-		}
-		s.Route(name, func(display string, parts []meta.Partition) {
-			e = &entity{name: display, kind: kind, parts: make([]group, len(parts))}
-			for i, p := range parts {
-				e.parts[i] = group{id: p.GroupID, index: i, replicas: p.Replicas}
-			}
-		})
-		if e != nil && len(e.parts) > 1 {
-			e.dedupe = s.DuplicateDetection(name)
-		}
-	})
-	if e == nil {
-		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
-	}
-	for i := range e.parts {
-		rt.n.routes().locate(&e.parts[i])
-	}
-	return e, nil
 }
 
 // ErrUnavailable: the operation cannot be served now (no leader, node unreachable); a

@@ -160,7 +160,7 @@ func (t txnRun) commit2PC(ctx context.Context, parts []*txnPart) error {
 	rt := t.rt
 	id := newTxnID()
 	coord := parts[0].g
-	deadline := rt.n.clock.Now().Add(rt.n.cfg.TxnPrepareWindow).UnixMilli()
+	deadline := rt.clock.Now().Add(rt.prepareWindow).UnixMilli()
 	ids := make([]uint32, len(parts))
 	for i, p := range parts {
 		ids[i] = p.g.id
@@ -210,7 +210,7 @@ func (t txnRun) completeAll(ids []uint32, id string, commit bool) bool {
 	defer cancel()
 	all := true
 	for _, gid := range ids {
-		g, ok := rt.n.routes().groupByID(gid)
+		g, ok := rt.loc.groupByID(gid)
 		if !ok {
 			continue // its entity was deleted, and its prepared state with it
 		}
@@ -240,7 +240,7 @@ func sameGroup(e *entity, g group) bool {
 // txnRecoveryLoop runs recoverTxns every TxnRecoveryInterval until ctx (the node's
 // lifetime) ends; Close cancels a pass in progress.
 func (rt *Router) txnRecoveryLoop(ctx context.Context) {
-	t := time.NewTicker(rt.n.cfg.TxnRecoveryInterval)
+	t := time.NewTicker(rt.recoveryInterval)
 	defer t.Stop()
 	seen := map[string]bool{} // decisions seen on the previous pass; owner: this goroutine
 	for {
@@ -257,19 +257,11 @@ func (rt *Router) txnRecoveryLoop(ctx context.Context) {
 // file) and returns the decisions it saw.
 func (t txnRun) recoverTxns(ctx context.Context, seen map[string]bool) map[string]bool {
 	rt := t.rt
-	rt.n.mu.RLock()
-	var leading []uint32
-	for id, r := range rt.n.parts {
-		if r.p.IsLeader() {
-			leading = append(leading, id)
-		}
-	}
-	rt.n.mu.RUnlock()
-	slices.Sort(leading)
+	leading := rt.loc.ledHere()
 	next := map[string]bool{}
-	now := rt.n.clock.Now().UnixMilli()
+	now := rt.clock.Now().UnixMilli()
 	for _, gid := range leading {
-		r := rt.n.routes().hosted(gid)
+		r := rt.loc.hosted(gid)
 		if r == nil {
 			continue
 		}
@@ -285,8 +277,8 @@ func (t txnRun) recoverTxns(ctx context.Context, seen map[string]bool) map[strin
 			if !t.completeAll(d.Participants, d.ID, d.Commit) {
 				continue
 			}
-			if d.Commit || now > d.Deadline+rt.n.cfg.TxnRecoveryInterval.Milliseconds() {
-				if g, ok := rt.n.routes().groupByID(gid); ok {
+			if d.Commit || now > d.Deadline+rt.recoveryInterval.Milliseconds() {
+				if g, ok := rt.loc.groupByID(gid); ok {
 					_, _ = rt.call(ctx, g, &wire.TxnForget{ID: d.ID}, nil)
 				}
 			}
@@ -296,7 +288,7 @@ func (t txnRun) recoverTxns(ctx context.Context, seen map[string]bool) map[strin
 				continue
 			}
 			commit := false
-			if cg, ok := rt.n.routes().groupByID(p.Coordinator); ok {
+			if cg, ok := rt.loc.groupByID(p.Coordinator); ok {
 				cr, err := rt.call(ctx, cg, &wire.TxnDecide{ID: p.ID, Deadline: p.Deadline, Participants: []uint32{gid}}, nil)
 				switch {
 				case err == nil:
