@@ -313,7 +313,7 @@ func voters(servers []raft.Server) int {
 
 // HandOver is DrainNode's step on the drained node.
 func (s *rpcService) HandOver(req *TransferReq, resp *WireErr) error {
-	ctx, cancel := s.n.rpcContext(req.Timeout)
+	ctx, cancel := s.n.rpc.callContext(req.Timeout)
 	defer cancel()
 	if w := toWire(s.n.ops.handOverLogged(ctx, "drain")); w != nil {
 		*resp = *w
@@ -411,7 +411,7 @@ func (o *Ops) RemoveNode(ctx context.Context, id string) error {
 
 // RemoveNode is RemoveNode forwarded to the metadata leader (To names the node).
 func (s *rpcService) RemoveNode(req *TransferReq, resp *WireErr) error {
-	ctx, cancel := s.n.rpcContext(req.Timeout)
+	ctx, cancel := s.n.rpc.callContext(req.Timeout)
 	defer cancel()
 	if w := toWire(s.n.ops.RemoveNode(ctx, req.To)); w != nil {
 		*resp = *w

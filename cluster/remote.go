@@ -146,7 +146,7 @@ func (rt *Router) remote(ctx context.Context, id string, group uint32, req wire.
 // serveCall runs a call from a peer on the replica hosted here.
 func (s *rpcService) serveCall(c *wire.Call) wire.Reply {
 	n := s.n
-	ctx, cancel := n.rpcContext(c.Timeout)
+	ctx, cancel := n.rpc.callContext(c.Timeout)
 	defer cancel()
 	if c.ID != 0 {
 		n.inflight.Store(c.ID, cancel)
@@ -173,14 +173,14 @@ func (s *rpcService) cancelInflight(id uint64) bool {
 	return false
 }
 
-// rpcContext is the context of a call served for a peer: its deadline, and the node's
+// callContext is the context of a call served for a peer: its deadline, and the node's
 // shutdown (through the RPC layer's context, so a served call starts no goroutine of
 // its own to watch for it).
-func (n *Node) rpcContext(timeout time.Duration) (context.Context, context.CancelFunc) {
+func (l *rpcLayer) callContext(timeout time.Duration) (context.Context, context.CancelFunc) {
 	if timeout <= 0 {
 		timeout = callPatience
 	}
-	return context.WithTimeout(n.rpc.ctx, timeout)
+	return context.WithTimeout(l.ctx, timeout)
 }
 
 // waitChange returns when the partition a peer asks about changed (or may have a
@@ -219,7 +219,7 @@ const remoteWaitCap = 5 * time.Second
 // serveMetaApply applies a metadata command a peer forwarded to this node, the leader.
 func (s *rpcService) serveMetaApply(req *wire.MetaApply) wire.MetaApplied {
 	n := s.n
-	ctx, cancel := n.rpcContext(req.Timeout)
+	ctx, cancel := n.rpc.callContext(req.Timeout)
 	defer cancel()
 	var out wire.MetaApplied
 	e, err := meta.DecodeEntry(req.Entry)

@@ -460,11 +460,11 @@ func (s *rpcService) serveTransfer(m wire.Method, t *wire.Transfer) error {
 	case wire.MethodTransfer:
 		return n.transferLocal(t.Group, t.To)
 	case wire.MethodHandOver:
-		ctx, cancel := n.rpcContext(t.Timeout)
+		ctx, cancel := n.rpc.callContext(t.Timeout)
 		defer cancel()
 		return n.ops.handOverLogged(ctx, "drain")
 	default:
-		ctx, cancel := n.rpcContext(t.Timeout)
+		ctx, cancel := n.rpc.callContext(t.Timeout)
 		defer cancel()
 		return n.ops.RemoveNode(ctx, t.To)
 	}
