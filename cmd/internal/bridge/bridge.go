@@ -23,7 +23,7 @@ import (
 // keeps it; another connection, on this node or any other, is not the holder.
 type Backend struct {
 	r     *cluster.Router // the data plane
-	store *cluster.Store  // the metadata, for rules
+	store *cluster.Store  // the metadata: rules, and catching up with its leader for keys
 }
 
 var _ amqp.Backend = (*Backend)(nil)
@@ -65,14 +65,14 @@ func (b *Backend) EntitySASKey(ctx context.Context, path, name string) (amqp.SAS
 // metadata to catch up with the leader's before it is refused.
 const keySyncWait = 2 * time.Second
 
-// syncMeta brings this node's metadata up to the leader's (cluster.Router.SyncMeta), so
+// syncMeta brings this node's metadata up to the leader's (cluster.Store.SyncMeta), so
 // that a key created through another node a moment ago is found here too (a
 // Listen key created through n1 was once refused on n2 50 ms later). It reports whether
 // the lookup is worth repeating.
 func (b *Backend) syncMeta(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, keySyncWait)
 	defer cancel()
-	return b.r.SyncMeta(ctx) == nil
+	return b.store.SyncMeta(ctx) == nil
 }
 
 func sasKey(k meta.SASKey) amqp.SASKey {
