@@ -66,7 +66,7 @@ const (
 )
 
 // reconcileForwarders starts the forwarders the metadata asks for on the partitions
-// hosted here and stops the others. Called with recMu held.
+// hosted here and stops the others. Called with reconciler.mu held.
 func (rc *reconciler) reconcileForwarders() {
 	rc.n.mu.RLock()
 	byEntity := map[string][]*replica{}

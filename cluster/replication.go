@@ -42,12 +42,12 @@ func registeredNodes(g *metagroup.Group) int {
 }
 
 // underReplicated holds the groups led here last seen under-replicated, so that the
-// change is logged once each way; owner: Node.recMu.
+// change is logged once each way; owner: reconciler.mu.
 type underReplicated map[uint32]bool
 
 // note logs, for each group led here (lead), when it becomes under-replicated (fewer
 // live voters than want, alive holding the live nodes) and when it has all its replicas
-// again. Called by reconcile, with recMu held.
+// again. Called by reconcile, with reconciler.mu held.
 func (u underReplicated) note(log *slog.Logger, lead []*replica, alive map[string]bool, want int) {
 	led := map[uint32]bool{}
 	for _, r := range lead {
