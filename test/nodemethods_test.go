@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// nodeMethodBound bounds the methods of cluster.Node (issue 27): the node is start-up,
+// nodeMethodBound bounds the methods of cluster.Node: the node is start-up,
 // identity, lifetime and the shared state of its rooms, and each room is a type of its
 // own (Router, Ops, Store, the reconciler, the log engine; cluster/doc.go). A method
 // that would take Node to the bound belongs on one of them, or on a new one.
