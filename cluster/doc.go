@@ -31,9 +31,10 @@
 //
 // The files each do one job:
 //
-//   - node.go: start-up (join or form the cluster, catch up, register, serve), the
-//     reconciler (type reconciler) that opens, configures and deletes the partition
-//     replicas placed on this node, goFunc, and Close.
+//   - node.go: start-up (join or form the cluster, catch up, register, serve), goFunc,
+//     and Close; reconcile.go: the reconciler, which opens, configures (the entity
+//     configuration a metadata change pushes, wire.SyncConfig) and deletes the
+//     partition replicas placed on this node.
 //   - membership.go: membership changes. The metadata leader's steward (one type, its
 //     loop on the node's lifetime) records live nodes and grows the metadata group
 //     (non-voters first, promoted once caught up, up to five voters spread over zones),

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
@@ -254,45 +253,6 @@ func (rt *Router) execLocal(ctx context.Context, r *replica, req wire.Request) (
 		return wire.Result{}, rt.n.rec.syncConfig(ctx, r, sc.MetaIndex)
 	}
 	return req.Run(ctx, r.p)
-}
-
-// syncConfig makes the group r leads apply the entity configuration of this node's
-// metadata as of index (or later): a metadata change that alters an entity is visible
-// to the entity's next operation through any node, as it was on a single node (S-ENT-3).
-func (rc *reconciler) syncConfig(ctx context.Context, r *replica, index uint64) error {
-	if !r.p.IsLeader() {
-		return r.p.NotLeader()
-	}
-	if err := rc.n.meta.WaitIndex(ctx, index); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	want, ok := rc.desiredConfig(r.cfg.GroupID)
-	if !ok {
-		return nil // the entity is gone
-	}
-	if reflect.DeepEqual(r.p.EntityConfig(), want) {
-		return nil
-	}
-	return r.p.UpdateEntity(ctx, want)
-}
-
-// desiredConfig is the configuration group id must run with according to the local
-// metadata.
-func (rc *reconciler) desiredConfig(id uint32) (fsm.Config, bool) {
-	var cfg fsm.Config
-	var ok bool
-	rc.n.meta.Read(func(s *meta.State) {
-		for _, pl := range s.Placements() {
-			for i, p := range pl.Partitions {
-				if p.GroupID == id {
-					c, err := s.PartitionConfig(pl.Entity, i)
-					cfg, ok = c, err == nil
-					return
-				}
-			}
-		}
-	})
-	return cfg, ok
 }
 
 // ctxOutcome is the error of a call whose caller gave up after it was handed on.
