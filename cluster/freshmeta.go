@@ -18,10 +18,10 @@ var _ admin.MetaSyncer = (*Store)(nil)
 // bridge's SAS checks) use it only for a lookup that missed, before they refuse: a SAS
 // token naming a key this node does not know yet.
 func (sr *Store) SyncMeta(ctx context.Context) error {
-	if sr.n.meta.IsLeader() {
+	if sr.meta.IsLeader() {
 		return nil
 	}
-	leader := sr.n.meta.Leader()
+	leader := sr.meta.Leader()
 	if leader == "" {
 		return fmt.Errorf("%w: the metadata group has no leader", ErrUnavailable)
 	}
@@ -29,7 +29,7 @@ func (sr *Store) SyncMeta(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := sr.n.meta.WaitIndex(ctx, st.Applied); err != nil {
+	if err := sr.meta.WaitIndex(ctx, st.Applied); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return nil

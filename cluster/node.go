@@ -196,7 +196,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// The router and the store read the open metadata group; nothing reaches them
 	// before the RPC layer starts below.
 	n.router = newRouter(n)
-	n.store = &Store{n: n, rt: n.router}
+	n.store = newStore(n)
 	if err := n.logs.open(n.raftLogger("raft-log")); err != nil {
 		return fail(err)
 	}

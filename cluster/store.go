@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"log/slog"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 	"github.com/quorumbus/quorumbus/cluster/wire"
 )
 
@@ -17,10 +19,22 @@ import (
 // metadata replica, an entity's runtime counts and purges over its partitions. It is
 // reached through Node.Store and lives as long as its node.
 type Store struct {
-	// n is the node's shared state: the metadata group, the reconciler a change waits
-	// for, the peers; rt runs the partition operations of counts, syncs and purges.
-	n  *Node
+	self string           // this node's ID
+	meta *metagroup.Group // the metadata group: writes through its leader, local reads
+	log  *slog.Logger
+	// reconcile is the node's reconcile pass, which a change waits for so that the
+	// replicas it places here are open when Apply returns.
+	reconcile func(ctx context.Context) bool
+	// rt runs the partition operations of counts, config syncs and purges.
 	rt *Router
+	// n is the node, for the peers and their addresses (Node.peer, Node.addrOf,
+	// Node.peerStatus) and a leadership transfer here (Node.transferLocal).
+	n *Node
+}
+
+// newStore is the store of n, whose metadata group is open and whose router is made.
+func newStore(n *Node) *Store {
+	return &Store{self: n.cfg.NodeID, meta: n.meta, log: n.log, reconcile: n.rec.reconcile, rt: n.router, n: n}
 }
 
 var _ admin.Store = (*Store)(nil)
@@ -37,17 +51,17 @@ func (n *Node) Store() *Store { return n.store }
 func (sr *Store) Apply(ctx context.Context, cmd meta.Command) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	idx, err := sr.n.meta.Commit(ctx, cmd)
+	idx, err := sr.meta.Commit(ctx, cmd)
 	if errors.Is(err, ErrNotMetadataLeader) || errors.Is(err, ErrUnavailable) {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
 	if err != nil {
 		return err
 	}
-	if err := sr.n.meta.WaitIndex(ctx, idx); err != nil {
+	if err := sr.meta.WaitIndex(ctx, idx); err != nil {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
-	sr.n.rec.reconcile(ctx)
+	sr.reconcile(ctx)
 	entity, creates := meta.PartitionsChanged(cmd)
 	if entity != "" && creates {
 		if err := sr.waitEntity(ctx, entity); err != nil {
@@ -141,7 +155,7 @@ func (sr *Store) preferLeader(ctx context.Context, g group) {
 	if err != nil || st.Leader == "" || st.Leader == want {
 		return
 	}
-	if st.Leader == sr.n.cfg.NodeID {
+	if st.Leader == sr.self {
 		err = sr.n.transferLocal(g.id, want)
 	} else if addr := sr.n.addrOf(st.Leader); addr != "" {
 		var remote error
@@ -150,14 +164,14 @@ func (sr *Store) preferLeader(ctx context.Context, g group) {
 		}
 	}
 	if err != nil {
-		sr.n.log.Debug("prefer leader", "group", g.id, "to", want, "err", err)
+		sr.log.Debug("prefer leader", "group", g.id, "to", want, "err", err)
 		return
 	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
 		if st, err := sr.n.peerStatus(ctx, want, g.id); err == nil && st.IsLeader {
-			sr.n.routes().hint(g.id, want)
+			sr.rt.loc.hint(g.id, want)
 			return
 		}
 		select {
@@ -170,7 +184,7 @@ func (sr *Store) preferLeader(ctx context.Context, g group) {
 
 // Read runs fn on the local metadata replica (admin.Store).
 func (sr *Store) Read(ctx context.Context, fn func(s *meta.State)) error {
-	sr.n.meta.Read(fn)
+	sr.meta.Read(fn)
 	return nil
 }
 
