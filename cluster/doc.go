@@ -22,8 +22,9 @@
 // both wired into cluster/admin by cmd; the reconciler, the steward and the log engine
 // are the node's own, unexported. Each owns its own state (the router its batchers,
 // the reconciler its lock, forwarders and under-replication marks, the log engine the
-// engine); Router and logEngine copy the narrow fields they read, and the others, and
-// Router for the peers, keep a pointer back to the node for the shared state.
+// engine); Router, Store and logEngine copy the narrow fields they read, and the
+// others (Router and Store for the peers) keep a pointer back to the node for the
+// shared state.
 //
 //	                     Node
 //	   ┌────────┬───────┬─┴──────┬───────────┬───────────┐
