@@ -45,21 +45,20 @@ type batchCall struct {
 
 // sendBatcher batches the forwarded sends to one peer.
 type sendBatcher struct {
-	n     *Node
-	addr  string
+	peer  peer          // the node the batches go to
 	slots chan struct{} // cap sendBatchSlots: calls in flight
 
 	mu      sync.Mutex
 	waiting []*batchCall // owner: mu
 }
 
-func (n *Node) batcher(addr string) *sendBatcher {
-	n.batchMu.Lock()
-	defer n.batchMu.Unlock()
-	b := n.batchers[addr]
+func (rt *Router) batcher(addr string) *sendBatcher {
+	rt.batchMu.Lock()
+	defer rt.batchMu.Unlock()
+	b := rt.batchers[addr]
 	if b == nil {
-		b = &sendBatcher{n: n, addr: addr, slots: make(chan struct{}, sendBatchSlots)}
-		n.batchers[addr] = b
+		b = &sendBatcher{peer: rt.n.peer(addr), slots: make(chan struct{}, sendBatchSlots)}
+		rt.batchers[addr] = b
 	}
 	return b
 }
@@ -122,7 +121,7 @@ func (b *sendBatcher) run(batch []*batchCall) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Second)
 	defer cancel()
-	resp, err := b.n.peer(b.addr).Multi(ctx, req)
+	resp, err := b.peer.Multi(ctx, req)
 	for i, c := range batch {
 		if err != nil || i >= len(resp.Replies) {
 			if err == nil {

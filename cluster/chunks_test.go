@@ -33,7 +33,7 @@ func TestLargeSendSurvivesLeaderChange(t *testing.T) {
 	p := queueProps(1)
 	p.MaxMessageSizeInKilobytes = meta.MaxMaxMessageSizeKB
 	p.MaxSizeInMegabytes = 1024
-	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "big", Properties: p}); err != nil {
+	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "big", Properties: p}); err != nil {
 		t.Fatal(err)
 	}
 	var gid uint32
@@ -73,7 +73,7 @@ func TestLargeSendSurvivesLeaderChange(t *testing.T) {
 			m := &fsm.Message{Payload: body}
 			m.MessageID = fmt.Sprint("big-", attempt)
 			m.Size = int64(len(body))
-			sent <- nodes[attempt%3].Send(ctx, "big", []*fsm.Message{m})
+			sent <- nodes[attempt%3].Router().Send(ctx, "big", []*fsm.Message{m})
 		}()
 		// Move leadership once the first chunks are in.
 		testutil.WaitFor(t, 60*time.Second, func() error {
@@ -94,7 +94,7 @@ func TestLargeSendSurvivesLeaderChange(t *testing.T) {
 		err := <-sent
 		// Converged replicas: the same state everywhere, partial bodies never a message.
 		waitFor(t, 30*time.Second, func() error { return converged(nodes) })
-		got, rerr := nodes[0].Receive(ctx, Address{Entity: "big"}, "", "", fsm.ReceiveAndDelete, 10, time.Second)
+		got, rerr := nodes[0].Router().Receive(ctx, Address{Entity: "big"}, "", "", fsm.ReceiveAndDelete, 10, time.Second)
 		if rerr != nil {
 			t.Fatal(rerr)
 		}

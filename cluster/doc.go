@@ -13,11 +13,29 @@
 //     few, distinct zones first, least loaded, preferred leaders rotating); a pure
 //     choice over a View, stdlib only.
 //
-// and its own parts in files that each do one job:
+// and its own rooms, each a type of its own (test/nodemethods_test.go keeps Node under
+// 40 methods). Node is start-up, identity, lifetime (goFunc, Shutdown, Close) and the
+// state the rooms share: the replicas hosted here (Node.parts), the locator (route.go)
+// and the peers (rpc.go). Router (Node.Router) is the data plane, which
+// cmd/internal/bridge adapts to amqp.Backend and the explorer reads sessions through;
+// Store (Node.Store) is admin.Store and admin.Purger, Ops (Node.Ops) admin.Cluster,
+// both wired into cluster/admin by cmd; the reconciler, the steward and the log engine
+// are the node's own, unexported. Each owns its own state (the router its batchers,
+// the reconciler its lock, forwarders and under-replication marks, the log engine the
+// engine); Router, Store and logEngine copy the narrow fields they read, and the
+// others (Router and Store for the peers) keep a pointer back to the node for the
+// shared state.
 //
-//   - node.go: start-up (join or form the cluster, catch up, register, serve), the
-//     reconciler that opens, configures and deletes the partition replicas placed on
-//     this node, goFunc, and Close.
+//	                     Node
+//	   ┌────────┬───────┬─┴──────┬───────────┬───────────┐
+//	Router    Store    Ops    reconciler    steward    logEngine
+//
+// The files each do one job:
+//
+//   - node.go: start-up (join or form the cluster, catch up, register, serve), goFunc,
+//     and Close; reconcile.go: the reconciler, which opens, configures (the entity
+//     configuration a metadata change pushes, wire.SyncConfig) and deletes the
+//     partition replicas placed on this node.
 //   - membership.go: membership changes. The metadata leader's steward (one type, its
 //     loop on the node's lifetime) records live nodes and grows the metadata group
 //     (non-voters first, promoted once caught up, up to five voters spread over zones),
@@ -32,7 +50,7 @@
 //     placed on fewer than --replicas nodes once enough are alive, each group's leader
 //     reports (gauge, log) whether its group is under-replicated, and a returning
 //     node's Start waits until the groups that lack it have taken it.
-//   - router.go, seam.go: the data-plane front door. Every operation names an entity;
+//   - router.go, seam.go: the data-plane front door, Router. Every operation names an entity;
 //     the router picks the partition (SessionId, PartitionKey, MessageId under duplicate detection, or round-robin for sends,
 //     the group ID inside lock tokens for settlements, the partition index in the top
 //     bits of sequence numbers) and runs the operation's request (a cluster/wire type)
@@ -54,10 +72,11 @@
 //     net/rpc with gob on route 0 (wirev1.go, rpccodec.go), which this node also
 //     serves to older callers. Typed errors cross the network as a bit per sentinel
 //     of wireSentinels (append only) plus the details errors.As extracts.
-//   - store.go: the admin API's store (metadata writes through metagroup.Commit,
-//     read-your-writes, runtime counts); ops.go: the operator surface (admin.Cluster) and
-//     the graceful stop; forward.go: auto-forwarding (S-FWD-1); idle.go: auto-delete on
-//     idle (S-IDLE-1), run by the metadata leader; txn.go: Commit, a transaction's sends
+//   - store.go: the admin API's store, Store (metadata writes through metagroup.Commit,
+//     read-your-writes, runtime counts; purge.go its purge); ops.go: the operator
+//     surface, Ops (admin.Cluster), and the graceful stop; logengine.go: the shared Raft
+//     log engine (logEngine), opened by Start and handed to every replica; forward.go: auto-forwarding (S-FWD-1); idle.go: auto-delete on
+//     idle (S-IDLE-1), run by the metadata leader; txn.go: Router.Commit, a transaction's sends
 //     and settlements applied in one fsm.Txn entry when they fall on one partition
 //     group, by two-phase commit over the groups otherwise, with its recovery loop
 //     (docs/guarantees.md § Transactions).
@@ -83,7 +102,7 @@
 // is its Done channel) and waits on Node.wg. The node's own loops start through
 // Node.goFunc, which runs them under Node.life on Node.wg: the reconcile loop (kicked by
 // metadata applies and gossip events, and every second), the metadata loop (steward.run, leader
-// duties, every second), the transaction recovery loop (every TxnRecoveryInterval), the
+// duties, every second), the transaction recovery loop (Router's, every TxnRecoveryInterval), the
 // join loop (gossip.KeepJoined, while --join is set) and the metadata-leader log
 // (metagroup.WatchLeader). A call that asks several nodes at once (groupsEverywhere,
 // CaughtUp, readiness) fans out on a WaitGroup of its own and waits for it before
@@ -100,7 +119,7 @@
 // TestNoUntrackedGoStatements when a file has more raw go statements than the ones listed
 // above still use.
 //
-// Lock order: Node.recMu (one reconcile pass at a time) before Node.mu; Node.mu only
+// Lock order: reconciler.mu (one reconcile pass at a time) before Node.mu; Node.mu only
 // guards the parts map and is never held across a call into a partition, the metadata
 // group, memberlist or the network; the metadata state's lock is taken inside
 // metagroup.Group.Read and never held while calling out; gossip.Gossip's lock,

@@ -25,15 +25,15 @@ func logMetaLeader(log *slog.Logger, self string) func(leader string, term uint6
 
 // handOverLogged is handOver for a drain or a graceful stop (why), logged at info when
 // it begins and ends, at warn when it ends without handing everything over.
-func (n *Node) handOverLogged(ctx context.Context, why string) error {
+func (o *Ops) handOverLogged(ctx context.Context, why string) error {
 	start := time.Now()
-	n.log.Info(why+" began: handing over the leadership of every group this node leads", "node", n.cfg.NodeID)
-	err := n.handOver(ctx)
+	o.n.log.Info(why+" began: handing over the leadership of every group this node leads", "node", o.n.cfg.NodeID)
+	err := o.handOver(ctx)
 	if err != nil {
-		n.log.Warn(why+" ended before every leadership was handed over", "node", n.cfg.NodeID,
+		o.n.log.Warn(why+" ended before every leadership was handed over", "node", o.n.cfg.NodeID,
 			"took", time.Since(start).Round(time.Millisecond), "err", err)
 		return err
 	}
-	n.log.Info(why+" ended: every leadership another voter can take is handed over", "node", n.cfg.NodeID, "took", time.Since(start).Round(time.Millisecond))
+	o.n.log.Info(why+" ended: every leadership another voter can take is handed over", "node", o.n.cfg.NodeID, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

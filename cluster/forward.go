@@ -66,14 +66,14 @@ const (
 )
 
 // reconcileForwarders starts the forwarders the metadata asks for on the partitions
-// hosted here and stops the others. Called with recMu held.
-func (n *Node) reconcileForwarders() {
-	n.mu.RLock()
+// hosted here and stops the others. Called with reconciler.mu held.
+func (rc *reconciler) reconcileForwarders() {
+	rc.n.mu.RLock()
 	byEntity := map[string][]*replica{}
-	for _, r := range n.parts {
+	for _, r := range rc.n.parts {
 		byEntity[r.entity] = append(byEntity[r.entity], r)
 	}
-	n.mu.RUnlock()
+	rc.n.mu.RUnlock()
 	want := map[string]forwardSpec{}
 	add := func(rs []*replica, t fsm.Target, source, to string, session bool) {
 		dest := meta.ForwardTarget(to)
@@ -85,7 +85,7 @@ func (n *Node) reconcileForwarders() {
 			want[s.key()] = s
 		}
 	}
-	n.meta.Read(func(s *meta.State) {
+	rc.n.meta.Read(func(s *meta.State) {
 		for ent, rs := range byEntity {
 			if q, ok := s.Queue(ent); ok {
 				p := q.Properties
@@ -102,10 +102,10 @@ func (n *Node) reconcileForwarders() {
 			}
 		}
 	})
-	for key, cancel := range n.fwd {
+	for key, cancel := range rc.fwd {
 		if _, ok := want[key]; !ok {
 			cancel()
-			delete(n.fwd, key)
+			delete(rc.fwd, key)
 		}
 	}
 	keys := make([]string, 0, len(want))
@@ -114,18 +114,18 @@ func (n *Node) reconcileForwarders() {
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		if _, running := n.fwd[key]; running {
+		if _, running := rc.fwd[key]; running {
 			continue
 		}
 		select {
-		case <-n.closing:
+		case <-rc.n.closing:
 			return
 		default:
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		n.fwd[key] = cancel
-		n.wg.Add(1)
-		go forwarder{n, want[key]}.run(ctx)
+		rc.fwd[key] = cancel
+		rc.n.wg.Add(1)
+		go forwarder{rc.n, want[key]}.run(ctx)
 	}
 }
 
@@ -221,7 +221,7 @@ func (f forwarder) moveSession(ctx context.Context, req fsm.Receive) (failed boo
 				dead = append(dead, m.LockToken)
 				continue
 			}
-			if err := n.Send(ctx, s.dest, []*fsm.Message{forwardCopy(m, s)}); err != nil {
+			if err := n.router.Send(ctx, s.dest, []*fsm.Message{forwardCopy(m, s)}); err != nil {
 				n.log.Warn("auto-forward failed", "from", s.source, "dead-letter", s.target.DLQ, "to", s.dest, "err", err)
 				bad = append(bad, m.LockToken)
 				// Later messages wait behind this one, so a session keeps its order.

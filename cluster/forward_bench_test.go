@@ -35,7 +35,7 @@ func BenchmarkForwardSend(b *testing.B) {
 		}
 		return fmt.Errorf("no metadata leader")
 	})
-	if err := metaLeader.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
+	if err := metaLeader.Store().Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
 		b.Fatal(err)
 	}
 	var pl meta.Placement
@@ -73,7 +73,7 @@ func BenchmarkForwardSend(b *testing.B) {
 					m := &fsm.Message{Payload: payload}
 					m.MessageID = "0123456789abcdef0123456789abcdef"
 					m.Size = int64(len(payload))
-					if err := c.n.Send(ctx, "bench", []*fsm.Message{m}); err != nil {
+					if err := c.n.Router().Send(ctx, "bench", []*fsm.Message{m}); err != nil {
 						b.Error(err)
 						return
 					}

@@ -84,13 +84,13 @@ func (st *steward) lastActivity(ctx context.Context, c idleCandidate) (int64, er
 	if c.topic != "" {
 		name = c.topic
 	}
-	e, err := n.resolve(name)
+	e, err := n.router.resolve(name)
 	if err != nil {
 		return 0, err
 	}
 	last := c.last
 	for _, g := range e.parts {
-		st, err := n.on(g).Stats(ctx)
+		st, err := n.router.on(g).Stats(ctx)
 		if err != nil {
 			return 0, err
 		}
@@ -131,7 +131,7 @@ func (st *steward) deleteIdle(ctx context.Context) {
 		default:
 			cmd = &meta.DeleteTopic{Name: c.name}
 		}
-		if err := n.Apply(ctx, cmd); err != nil {
+		if err := n.store.Apply(ctx, cmd); err != nil {
 			n.log.Warn("auto-delete on idle: delete failed", "entity", c.String(), "err", err)
 			continue
 		}

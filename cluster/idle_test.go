@@ -70,13 +70,13 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 		&meta.CreateSubscription{Topic: "t-subs", Name: "idle", Properties: sp(idle)},
 		&meta.CreateSubscription{Topic: "t-subs", Name: "peeked", Properties: sp(idle)},
 	} {
-		if err := n.Apply(ctx, c); err != nil {
+		if err := n.Store().Apply(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
 	exists := func() map[string]bool {
 		got := map[string]bool{}
-		_ = n.Read(ctx, func(s *meta.State) {
+		_ = n.Store().Read(ctx, func(s *meta.State) {
 			for _, q := range s.Queues() {
 				got[q.Name] = true
 			}
@@ -104,15 +104,15 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 	}
 
 	clock.advance(4 * time.Minute)
-	if err := n.Send(ctx, "q-sent", []*fsm.Message{{Payload: []byte("m")}}); err != nil {
+	if err := n.Router().Send(ctx, "q-sent", []*fsm.Message{{Payload: []byte("m")}}); err != nil {
 		t.Fatal(err)
 	}
 	// A receive that finds nothing is receiver activity too.
-	if ms, err := n.Receive(ctx, Address{Entity: "q-polled"}, "", "", fsm.PeekLock, 1, 0); err != nil || len(ms) != 0 {
+	if ms, err := n.Router().Receive(ctx, Address{Entity: "q-polled"}, "", "", fsm.PeekLock, 1, 0); err != nil || len(ms) != 0 {
 		t.Fatalf("empty receive: %v %v", ms, err)
 	}
 	for _, a := range []Address{{Entity: "q-peeked"}, {Entity: "t-subbusy", Subscription: "s"}, {Entity: "t-subs", Subscription: "peeked"}} {
-		if _, err := n.Peek(ctx, a, "", 0, 10); err != nil {
+		if _, err := n.Router().Peek(ctx, a, "", 0, 10); err != nil {
 			t.Fatalf("peek %v: %v", a, err)
 		}
 	}
@@ -126,7 +126,7 @@ func TestS_IDLE_1_AutoDeleteOnIdle(t *testing.T) {
 	})
 	n.steward.deleteIdle(ctx)
 	want("q-sent", "q-peeked", "q-polled", "q-never", "t-subbusy", "t-subbusy/s", "t-subs", "t-subs/peeked")
-	if _, err := n.Peek(ctx, Address{Entity: "q-idle"}, "", 0, 1); err == nil {
+	if _, err := n.Router().Peek(ctx, Address{Entity: "q-idle"}, "", 0, 1); err == nil {
 		t.Error("the deleted queue still answers")
 	}
 
@@ -158,12 +158,12 @@ func TestS_IDLE_1_AcrossNodes(t *testing.T) {
 	p := queueProps(3) // three partitions, one replica each: spread over the nodes
 	p.AutoDeleteOnIdle = 5 * time.Minute
 	for _, q := range []string{"idle", "peeked"} {
-		if err := other.Apply(ctx, &meta.CreateQueue{Name: q, Properties: p}); err != nil {
+		if err := other.Store().Apply(ctx, &meta.CreateQueue{Name: q, Properties: p}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Peek only a partition that lives on another node than the metadata leader.
-	e, err := other.resolve("peeked")
+	e, err := other.Router().resolve("peeked")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,19 +177,19 @@ func TestS_IDLE_1_AcrossNodes(t *testing.T) {
 		t.Fatalf("every partition of peeked is on the metadata leader")
 	}
 	clock.advance(4 * time.Minute)
-	if _, err := other.on(*remote).do(ctx, &wire.Peek{Target: fsm.Target{}, From: 0, Max: 10}); err != nil {
+	if _, err := other.Router().on(*remote).do(ctx, &wire.Peek{Target: fsm.Target{}, From: 0, Max: 10}); err != nil {
 		t.Fatal(err)
 	}
 	clock.advance(2 * time.Minute)
 	waitFor(t, 20*time.Second, func() error {
-		if _, err := leader.resolve("idle"); err == nil {
+		if _, err := leader.Router().resolve("idle"); err == nil {
 			return fmt.Errorf("idle still exists")
 		}
 		return nil
 	})
 	leader.steward.deleteIdle(ctx)
 	for _, nd := range nodes {
-		if _, err := nd.resolve("peeked"); err != nil {
+		if _, err := nd.Router().resolve("peeked"); err != nil {
 			t.Errorf("peeked through %s: %v", nd.cfg.NodeID, err)
 		}
 	}

@@ -44,7 +44,7 @@ func benchSmallBesideLarge(b *testing.B, whole bool) {
 	defer n.Close()
 	p := queueProps(1)
 	p.MaxMessageSizeInKilobytes = meta.MaxMaxMessageSizeKB
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "mixed", Properties: p}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "mixed", Properties: p}); err != nil {
 		b.Fatal(err)
 	}
 	small := make([]byte, 1100)
@@ -68,12 +68,12 @@ func benchSmallBesideLarge(b *testing.B, whole bool) {
 				go func() {
 					defer wg.Done()
 					for bg.Err() == nil {
-						if err := n.Send(bg, "mixed", msg(large)); err != nil {
+						if err := n.Router().Send(bg, "mixed", msg(large)); err != nil {
 							return
 						}
 						moved++
 						// Take the large ones out so the queue stays within its quota.
-						_, _ = n.Receive(bg, Address{Entity: "mixed"}, "", "", fsm.ReceiveAndDelete, 100, 0)
+						_, _ = n.Router().Receive(bg, Address{Entity: "mixed"}, "", "", fsm.ReceiveAndDelete, 100, 0)
 					}
 				}()
 			}
@@ -81,7 +81,7 @@ func benchSmallBesideLarge(b *testing.B, whole bool) {
 			b.ResetTimer()
 			for range b.N {
 				start := time.Now()
-				if err := n.Send(ctx, "mixed", msg(small)); err != nil {
+				if err := n.Router().Send(ctx, "mixed", msg(small)); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(start))
@@ -94,7 +94,7 @@ func benchSmallBesideLarge(b *testing.B, whole bool) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 			b.ReportMetric(float64(moved)/float64(b.N), "large/op")
 			b.ReportMetric(float64(moved)/elapsed.Seconds(), "large/s")
-			_, _ = n.Receive(ctx, Address{Entity: "mixed"}, "", "", fsm.ReceiveAndDelete, 5000, 0)
+			_, _ = n.Router().Receive(ctx, Address{Entity: "mixed"}, "", "", fsm.ReceiveAndDelete, 5000, 0)
 		})
 	}
 }

@@ -5,51 +5,67 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/quorumbus/quorumbus/partition"
 )
 
-// The node's shared Raft log engine (partition.Engine, Config.Raft.LogStore "shared",
-// the default): opened once in New, handed to every partition replica, closed after
-// them. A node configured for bolt or wal still opens it when one exists on disk, so
-// that replicas created on it before the change keep their logs.
-
-// logStore is the log store new replicas of this node are created on.
-func (n *Node) logStore() string {
-	if n.cfg.Raft.LogStore == "" {
-		return partition.LogStoreShared
-	}
-	return n.cfg.Raft.LogStore
+// logEngine is the node's shared Raft log engine (partition.Engine, Config.Raft.LogStore
+// "shared", the default): opened once in Start, handed to every partition replica,
+// closed after them. A node configured for bolt or wal still opens it when one exists on
+// disk, so that replicas created on it before the change keep their logs. It holds only
+// what it needs of the node's configuration; the reconciler uses it to open and delete
+// replicas, Close to close it.
+type logEngine struct {
+	dataDir string
+	store   string // Config.Raft.LogStore; "" is shared
+	noSync  bool
+	// engine is nil when not open; set by open in Start, cleared by close in Close,
+	// read by the reconciler in between.
+	engine *partition.Engine
 }
 
-// openLogEngine opens the engine when new replicas use it or old ones may.
-func (n *Node) openLogEngine() error {
-	dir := partition.EngineDir(n.cfg.DataDir)
-	if n.logStore() != partition.LogStoreShared {
+func newLogEngine(cfg Config) *logEngine {
+	return &logEngine{dataDir: cfg.DataDir, store: cfg.Raft.LogStore, noSync: cfg.Raft.NoSync}
+}
+
+// logStore is the log store new replicas of this node are created on.
+func (l *logEngine) logStore() string {
+	if l.store == "" {
+		return partition.LogStoreShared
+	}
+	return l.store
+}
+
+// open opens the engine when new replicas use it or old ones may.
+func (l *logEngine) open(logger hclog.Logger) error {
+	dir := partition.EngineDir(l.dataDir)
+	if l.logStore() != partition.LogStoreShared {
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
 	}
 	e, err := partition.OpenEngine(partition.EngineConfig{
-		Dir: dir, DataDir: n.cfg.DataDir, NoSync: n.cfg.Raft.NoSync, Logger: n.raftLogger("raft-log"),
+		Dir: dir, DataDir: l.dataDir, NoSync: l.noSync, Logger: logger,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	n.engine = e
+	l.engine = e
 	return nil
 }
 
-// closeLogEngine closes the engine; every replica must be closed.
-func (n *Node) closeLogEngine() error {
-	if n.engine == nil {
+// close closes the engine; every replica must be closed.
+func (l *logEngine) close() error {
+	if l.engine == nil {
 		return nil
 	}
-	err := n.engine.Close()
-	n.engine = nil
+	err := l.engine.Close()
+	l.engine = nil
 	return err
 }
 
 // removeReplicaData deletes a closed replica's directory and its log in the engine.
-func (n *Node) removeReplicaData(r *replica) error {
-	return partition.RemoveDir(partition.Dir(n.cfg.DataDir, r.entity, r.index), n.engine)
+func (l *logEngine) removeReplicaData(r *replica) error {
+	return partition.RemoveDir(partition.Dir(l.dataDir, r.entity, r.index), l.engine)
 }

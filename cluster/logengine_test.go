@@ -35,7 +35,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 		for i := from; i < from+count; i++ {
 			m := &fsm.Message{Payload: fmt.Appendf(nil, "%s-%d", queue, i)}
 			m.MessageID = fmt.Sprintf("%s-%d", queue, i)
-			if err := n.Send(ctx, queue, []*fsm.Message{m}); err != nil {
+			if err := n.Router().Send(ctx, queue, []*fsm.Message{m}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -44,7 +44,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 		t.Helper()
 		got := map[string]bool{}
 		for len(got) < count {
-			msgs, err := n.Receive(ctx, Address{Entity: queue}, "", "", fsm.ReceiveAndDelete, 50, time.Second)
+			msgs, err := n.Router().Receive(ctx, Address{Entity: queue}, "", "", fsm.ReceiveAndDelete, 50, time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 	}
 
 	n := start(partition.LogStoreBolt)
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "old", Properties: queueProps(2)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "old", Properties: queueProps(2)}); err != nil {
 		t.Fatal(err)
 	}
 	send(n, "old", 0, 40)
@@ -86,7 +86,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 
 	n = start(partition.LogStoreShared)
 	defer func() { n.Close() }()
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "new", Properties: queueProps(2)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "new", Properties: queueProps(2)}); err != nil {
 		t.Fatal(err)
 	}
 	send(n, "new", 0, 20)
@@ -99,7 +99,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 			t.Fatalf("new/%d: want its log in the engine, no raft.db", idx)
 		}
 	}
-	if logs, err := n.engine.Logs(); err != nil || logs != 2 {
+	if logs, err := n.logs.engine.Logs(); err != nil || logs != 2 {
 		t.Fatalf("logs in the engine: %d, %v; want the 2 of queue new", logs, err)
 	}
 	// And both again after a restart on the engine.
@@ -110,11 +110,11 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 	receiveAll(n, "old", 50)
 	receiveAll(n, "new", 20)
 
-	if err := n.Apply(ctx, &meta.DeleteQueue{Name: "new"}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.DeleteQueue{Name: "new"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() error {
-		if logs, err := n.engine.Logs(); err != nil || logs != 0 {
+		if logs, err := n.logs.engine.Logs(); err != nil || logs != 0 {
 			return fmt.Errorf("%d logs left in the engine after deleting the queue (%v)", logs, err)
 		}
 		if has("new", 0, "") || has("new", 1, "") {

@@ -240,7 +240,7 @@ func (n *Node) localGroupStatus(ids []uint32) []GroupInfo {
 
 // reconcileMembers moves the membership of a group this node leads one step toward
 // its placement. It reports whether the group matches the placement.
-func (n *Node) reconcileMembers(ctx context.Context, r *replica, part meta.Partition) bool {
+func (rc *reconciler) reconcileMembers(ctx context.Context, r *replica, part meta.Partition) bool {
 	if part.GroupID == 0 {
 		return true
 	}
@@ -257,14 +257,14 @@ func (n *Node) reconcileMembers(ctx context.Context, r *replica, part meta.Parti
 		if _, ok := in[id]; ok {
 			continue
 		}
-		addr := n.addrOf(id)
+		addr := rc.n.addrOf(id)
 		if addr == "" {
 			return false
 		}
 		if err := r.p.AddNonvoter(ctx, id, addr); err != nil {
-			n.log.Warn("add partition non-voter", "entity", r.entity, "partition", r.index, "node", id, "err", err)
+			rc.n.log.Warn("add partition non-voter", "entity", r.entity, "partition", r.index, "node", id, "err", err)
 		} else {
-			n.log.Info("partition: added non-voter", "entity", r.entity, "partition", r.index, "node", id)
+			rc.n.log.Info("partition: added non-voter", "entity", r.entity, "partition", r.index, "node", id)
 		}
 		return false
 	}
@@ -274,14 +274,14 @@ func (n *Node) reconcileMembers(ctx context.Context, r *replica, part meta.Parti
 		if s := in[id]; s.Suffrage == raft.Voter {
 			continue
 		}
-		st, err := n.peerStatus(ctx, id, part.GroupID)
+		st, err := rc.n.peerStatus(ctx, id, part.GroupID)
 		if err != nil || st.Applied+catchUpSlack < last {
 			return false
 		}
-		if err := r.p.AddVoter(ctx, id, n.addrOf(id)); err != nil {
-			n.log.Warn("promote partition voter", "entity", r.entity, "partition", r.index, "node", id, "err", err)
+		if err := r.p.AddVoter(ctx, id, rc.n.addrOf(id)); err != nil {
+			rc.n.log.Warn("promote partition voter", "entity", r.entity, "partition", r.index, "node", id, "err", err)
 		} else {
-			n.log.Info("partition: promoted voter", "entity", r.entity, "partition", r.index, "node", id)
+			rc.n.log.Info("partition: promoted voter", "entity", r.entity, "partition", r.index, "node", id)
 		}
 		return false
 	}
@@ -291,16 +291,16 @@ func (n *Node) reconcileMembers(ctx context.Context, r *replica, part meta.Parti
 		if containsNode(part.Replicas, string(s.ID)) {
 			continue
 		}
-		if string(s.ID) == n.cfg.NodeID {
+		if string(s.ID) == rc.n.cfg.NodeID {
 			if err := r.p.TransferLeadership(); err != nil {
-				n.log.Warn("hand over leadership before leaving", "entity", r.entity, "partition", r.index, "err", err)
+				rc.n.log.Warn("hand over leadership before leaving", "entity", r.entity, "partition", r.index, "err", err)
 			}
 			return false
 		}
 		if err := r.p.RemoveServer(ctx, string(s.ID)); err != nil {
-			n.log.Warn("remove partition replica", "entity", r.entity, "partition", r.index, "node", s.ID, "err", err)
+			rc.n.log.Warn("remove partition replica", "entity", r.entity, "partition", r.index, "node", s.ID, "err", err)
 		} else {
-			n.log.Info("partition: removed replica", "entity", r.entity, "partition", r.index, "node", s.ID)
+			rc.n.log.Info("partition: removed replica", "entity", r.entity, "partition", r.index, "node", s.ID)
 		}
 		return false
 	}
@@ -354,7 +354,7 @@ func (st *steward) replaceDead(ctx context.Context, deadSince map[string]time.Ti
 			continue
 		}
 		n.log.Warn("node unreachable past its grace period: re-placing its replicas", "node", nd.ID, "since", since)
-		if err := n.replaceNode(ctx, nd.ID); err != nil {
+		if err := n.ops.replaceNode(ctx, nd.ID); err != nil {
 			n.log.Warn("re-place replicas", "node", nd.ID, "err", err)
 		}
 	}
@@ -370,7 +370,7 @@ func (st *steward) balanceLeaders(ctx context.Context) {
 	n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
 	pref, draining := v.preferred, v.draining
 	moved := 0
-	everywhere := n.groupsEverywhere(ctx)
+	everywhere := n.ops.groupsEverywhere(ctx)
 	for id, gs := range everywhere {
 		for _, g := range gs {
 			want, ok := pref[g.Group]
@@ -389,7 +389,7 @@ func (st *steward) balanceLeaders(ctx context.Context) {
 			if !isVoter {
 				continue
 			}
-			if err := n.TransferLeader(ctx, g.Group, want); err != nil {
+			if err := n.ops.TransferLeader(ctx, g.Group, want); err != nil {
 				n.log.Debug("balance leaders", "group", g.Group, "to", want, "err", err)
 				continue
 			}

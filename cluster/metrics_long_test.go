@@ -24,7 +24,7 @@ func TestMetricsSeriesFor1000Queues(t *testing.T) {
 	empty := all()
 	const queues = 1000
 	for i := range queues {
-		if err := n.Apply(ctx, &meta.CreateQueue{Name: fmt.Sprintf("q%04d", i), Properties: queueProps(1)}); err != nil {
+		if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: fmt.Sprintf("q%04d", i), Properties: queueProps(1)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -81,12 +81,12 @@ func TestMetricsPerEntityAndPartition(t *testing.T) {
 	reg := n.Registry()
 	base := seriesCount(t, reg, "quorumbus_entity_") + seriesCount(t, reg, "quorumbus_partition_")
 
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "Metered", Properties: queueProps(1)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "Metered", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	one := seriesCount(t, reg, "quorumbus_entity_") + seriesCount(t, reg, "quorumbus_partition_")
 	for i := range 4 {
-		if err := n.Apply(ctx, &meta.CreateQueue{Name: fmt.Sprintf("more-%d", i), Properties: queueProps(1)}); err != nil {
+		if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: fmt.Sprintf("more-%d", i), Properties: queueProps(1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestMetricsPerEntityAndPartition(t *testing.T) {
 	}
 
 	for i := range 3 {
-		if err := n.Send(ctx, "metered", []*fsm.Message{{Payload: []byte{byte(i)}}}); err != nil {
+		if err := n.Router().Send(ctx, "metered", []*fsm.Message{{Payload: []byte{byte(i)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,11 +175,11 @@ func TestHealthCaughtUpAsksTheLeaders(t *testing.T) {
 	nodes := startCluster(t, 2, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "replicated", Properties: queueProps(1)}); err != nil {
+	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "replicated", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if err := nodes[0].Send(ctx, "replicated", []*fsm.Message{{Payload: []byte{byte(i)}}}); err != nil {
+		if err := nodes[0].Router().Send(ctx, "replicated", []*fsm.Message{{Payload: []byte{byte(i)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -82,7 +82,7 @@ func TestThreeNodesAnyNodeServes(t *testing.T) {
 			follower = nd
 		}
 	}
-	if err := follower.Apply(ctx, &meta.CreateQueue{Name: "orders", Properties: queueProps(1)}); err != nil {
+	if err := follower.Store().Apply(ctx, &meta.CreateQueue{Name: "orders", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	var pl meta.Placement
@@ -103,13 +103,13 @@ func TestThreeNodesAnyNodeServes(t *testing.T) {
 	for i := 0; i < count; i++ {
 		m := &fsm.Message{}
 		m.MessageID = fmt.Sprintf("m%d", i)
-		if err := outsider.Send(ctx, "orders", []*fsm.Message{m}); err != nil {
+		if err := outsider.Router().Send(ctx, "orders", []*fsm.Message{m}); err != nil {
 			t.Fatalf("send through %s: %v", outsider.cfg.NodeID, err)
 		}
 	}
 	got := map[string]bool{}
 	for len(got) < count {
-		msgs, err := outsider.Receive(ctx, Address{Entity: "orders"}, "", "", fsm.PeekLock, 8, time.Second)
+		msgs, err := outsider.Router().Receive(ctx, Address{Entity: "orders"}, "", "", fsm.PeekLock, 8, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,14 +119,14 @@ func TestThreeNodesAnyNodeServes(t *testing.T) {
 			toks = append(toks, m.LockToken)
 		}
 		settler := nodes[(len(got))%3]
-		for i, err := range settler.Settle(ctx, Settlement{Address: Address{Entity: "orders"}, Tokens: toks, Disposition: fsm.Complete}) {
+		for i, err := range settler.Router().Settle(ctx, Settlement{Address: Address{Entity: "orders"}, Tokens: toks, Disposition: fsm.Complete}) {
 			if err != nil {
 				t.Fatalf("complete %d through %s: %v", i, settler.cfg.NodeID, err)
 			}
 		}
 	}
 	for _, nd := range nodes {
-		rc, err := nd.Runtime(ctx, adminEntity("orders"))
+		rc, err := nd.Store().Runtime(ctx, adminEntity("orders"))
 		if err != nil || rc.Active != 0 {
 			t.Fatalf("runtime through %s: %+v, %v", nd.cfg.NodeID, rc, err)
 		}
@@ -175,14 +175,14 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	n1 := nodes[0]
-	if err := n1.Apply(ctx, &meta.CreateQueue{Name: "moved", Properties: queueProps(1)}); err != nil {
+	if err := n1.Store().Apply(ctx, &meta.CreateQueue{Name: "moved", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	send := func(prefix string) {
 		for i := 0; i < 5; i++ {
 			m := &fsm.Message{}
 			m.MessageID = fmt.Sprintf("%s%d", prefix, i)
-			if err := n1.Send(ctx, "moved", []*fsm.Message{m}); err != nil {
+			if err := n1.Router().Send(ctx, "moved", []*fsm.Message{m}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,7 +190,7 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 	send("before")
 	props := queueProps(1)
 	props.DefaultMessageTimeToLive = time.Hour
-	if err := n1.Apply(ctx, &meta.UpdateQueue{Name: "moved", Properties: props}); err != nil {
+	if err := n1.Store().Apply(ctx, &meta.UpdateQueue{Name: "moved", Properties: props}); err != nil {
 		t.Fatal(err)
 	}
 	send("after")
@@ -206,7 +206,7 @@ func TestReplicaMovedAfterUpdateConverges(t *testing.T) {
 			victim = id
 		}
 	}
-	if err := n1.RemoveNode(ctx, victim); err != nil {
+	if err := n1.Ops().RemoveNode(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
 	group := pl.Partitions[0].GroupID
@@ -277,7 +277,7 @@ func TestJoinersBecomeMetadataVoters(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := more[1].Apply(ctx, &meta.CreateQueue{Name: "late", Properties: queueProps(2)}); err != nil {
+	if err := more[1].Store().Apply(ctx, &meta.CreateQueue{Name: "late", Properties: queueProps(2)}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, func() error { return converged(nodes) })
@@ -289,7 +289,7 @@ func TestPlacementSpreadsZonesAndLeaders(t *testing.T) {
 	nodes := startNodes(t, 4, 4, 3, nil, []string{"a", "a", "b", "c"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "zoned", Properties: queueProps(8)}); err != nil {
+	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "zoned", Properties: queueProps(8)}); err != nil {
 		t.Fatal(err)
 	}
 	zone := map[string]string{"n1": "a", "n2": "a", "n3": "b", "n4": "c"}
@@ -321,7 +321,7 @@ func TestClusterStatusMetadataDigests(t *testing.T) {
 	digests := func() (map[string]admin.Member, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		st, err := nodes[1].ClusterStatus(admin.WithDigests(ctx))
+		st, err := nodes[1].Ops().ClusterStatus(admin.WithDigests(ctx))
 		if err != nil {
 			return nil, err
 		}
@@ -355,7 +355,7 @@ func TestClusterStatusMetadataDigests(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := nodes[2].Apply(ctx, &meta.CreateQueue{Name: "digested", Properties: queueProps(1)}); err != nil {
+	if err := nodes[2].Store().Apply(ctx, &meta.CreateQueue{Name: "digested", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, func() error {
@@ -369,7 +369,7 @@ func TestClusterStatusMetadataDigests(t *testing.T) {
 		return nil
 	})
 
-	st, err := nodes[0].ClusterStatus(ctx)
+	st, err := nodes[0].Ops().ClusterStatus(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -23,7 +22,6 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/gossip"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cluster/metagroup"
-	"github.com/quorumbus/quorumbus/cluster/placement"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/internal/durable"
 	"github.com/quorumbus/quorumbus/internal/hashilog"
@@ -32,9 +30,12 @@ import (
 )
 
 // Node is one Quorumbus node: the cluster port, its membership (cluster/gossip), its replica
-// of the metadata group, and the replicas of the entity partitions placed on it. It
-// routes every data-plane operation to the partition that owns it, here or on the node
-// that leads it (router.go, remote.go), and serves the admin API's store (store.go).
+// of the metadata group, and the replicas of the entity partitions placed on it. Its
+// rooms are types of their own: Router (Node.Router) runs every data-plane operation
+// on the partition that owns it, here or on the node that leads it; Store (Node.Store)
+// and Ops (Node.Ops) are the admin API's store and operator surface; the reconciler
+// (reconcile.go), the steward (membership.go) and the log engine (logengine.go) are the
+// node's own.
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
@@ -48,7 +49,7 @@ type Node struct {
 	adv    string            // advertised cluster address
 	inc    string            // incarnation of the data directory
 	bodies *partition.Bodies // nil: every body in memory (Config.BodyMemoryBudget)
-	engine *partition.Engine // shared Raft log engine (logengine.go); nil when not open
+	logs   *logEngine        // shared Raft log engine (logengine.go)
 	// metrics: the node's Prometheus registry and histograms (metrics.go); set by Start
 	// before anything that records into it starts.
 	metrics *metrics
@@ -61,19 +62,16 @@ type Node struct {
 	hints    sync.Map // group ID -> node ID that last served it as leader
 	inflight sync.Map // CallReq.ID -> context.CancelFunc of a long-poll served for a peer
 
-	batchMu  sync.Mutex
-	batchers map[string]*sendBatcher // forwarded sends by peer address; owner: batchMu
+	// router is the data plane (router.go), ops the operator surface (ops.go), store
+	// the admin API's store (store.go); set by Start before anything serves.
+	router *Router
+	ops    *Ops
+	store  *Store
 
-	kick chan struct{} // cap 1: metadata or membership changed, reconcile
-	// recMu serialises reconcile passes (the loop's and those Apply runs to wait for its
-	// own change).
-	recMu sync.Mutex
-	fwd   map[string]context.CancelFunc // running forwarders by spec key; owner: recMu
+	// rec opens, configures and deletes the replicas placed here (reconciler).
+	rec *reconciler
 	// steward does the metadata leader's duties (membership.go).
 	steward *steward
-	// underRep: the groups led here last seen under-replicated (replication.go); owner:
-	// recMu.
-	underRep underReplicated
 	// life is the node-lifetime context, cancelled by Close (stop); closing is its Done
 	// channel. Every goroutine the node starts runs under it, tracked by wg (goFunc).
 	life    context.Context
@@ -86,11 +84,6 @@ type Node struct {
 	// (a leaderless group, a leader that does not answer) no longer makes this node
 	// unready (ready.go).
 	wasReady atomic.Bool
-
-	// txnHook, set by tests before use, is called by two-phase commit at each stage
-	// ("prepared", "decided"); true stops the commit there, as a crash of the driving
-	// node would (txn.go).
-	txnHook func(stage, id string) bool
 }
 
 // replica is one partition replica this node runs.
@@ -132,15 +125,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		clock:    cfg.Clock,
-		parts:    map[uint32]*replica{},
-		fwd:      map[string]context.CancelFunc{},
-		underRep: underReplicated{},
-		batchers: map[string]*sendBatcher{},
-		kick:     make(chan struct{}, 1),
+		cfg:   cfg,
+		log:   cfg.Logger,
+		clock: cfg.Clock,
+		parts: map[uint32]*replica{},
 	}
+	n.rec = newReconciler(n)
+	n.logs = newLogEngine(cfg)
+	n.ops = &Ops{n: n}
 	n.steward = newSteward(n)
 	n.life, n.stop = context.WithCancel(context.Background())
 	n.closing = n.life.Done()
@@ -189,15 +181,23 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.meta, err = metagroup.Open(metagroup.Config{
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: raft.ServerID(cfg.NodeID), Stream: layer,
-		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.changed,
+		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.rec.changed,
 		Clock: n.clock, Addrs: addrProvider{n}, Advertise: raft.ServerAddress(n.adv), BootstrapSelf: n.lone(),
-		Place: n.steward.place, Forward: n.applyRemote,
+		Place: n.steward.place,
+		// Only Commit forwards, and nothing commits before the store is made below.
+		Forward: func(ctx context.Context, leader string, cmd meta.Command) (uint64, error) {
+			return n.store.applyRemote(ctx, leader, cmd)
+		},
 	})
 	if err != nil {
 		mux.Close()
 		return nil, err
 	}
-	if err := n.openLogEngine(); err != nil {
+	// The router and the store read the open metadata group; nothing reaches them
+	// before the RPC layer starts below.
+	n.router = newRouter(n)
+	n.store = newStore(n)
+	if err := n.logs.open(n.raftLogger("raft-log")); err != nil {
 		return fail(err)
 	}
 	if !cfg.Raft.PerGroupTransport {
@@ -225,17 +225,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.bootstrap(ctx); err != nil {
 		return fail(err)
 	}
-	n.reconcile(ctx)
-	n.goFunc("reconcile", n.reconcileLoop)
+	n.rec.reconcile(ctx)
+	n.goFunc("reconcile", n.rec.reconcileLoop)
 	n.goFunc("meta", n.steward.run)
-	n.goFunc("txn-recovery", n.txnRecoveryLoop)
+	n.goFunc("txn-recovery", n.router.txnRecoveryLoop)
 	n.goFunc("meta-leader-log", func(ctx context.Context) { n.meta.WatchLeader(ctx, logMetaLeader(n.log, n.cfg.NodeID)) })
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.
 	rec := meta.Node{ID: n.cfg.NodeID, Addr: n.adv, Zone: n.cfg.Zone, Incarnation: n.inc}
-	if nd, err := n.knownNode(n.cfg.NodeID); err != nil || nd != rec {
-		if err := n.Apply(ctx, &meta.PutNode{Node: rec}); err != nil {
+	if nd, err := n.ops.knownNode(n.cfg.NodeID); err != nil || nd != rec {
+		if err := n.store.Apply(ctx, &meta.PutNode{Node: rec}); err != nil {
 			return fail(fmt.Errorf("cluster: register this node: %w", err))
 		}
 	}
@@ -244,7 +244,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.waitServing(ctx); err != nil {
 		return fail(fmt.Errorf("cluster: partitions not serving: %w", err))
 	}
-	n.waitReplicasHere(ctx)
+	n.rec.waitReplicasHere(ctx)
 	return n, nil
 }
 
@@ -277,7 +277,7 @@ func (n *Node) startGossip() (*gossip.Gossip, error) {
 		Bind:    &net.UDPAddr{IP: bound.IP, Port: bound.Port},
 		Streams: gossipStreams{layer},
 		Key:     n.cfg.GossipKey, AcceptKeys: n.cfg.GossipAcceptKeys,
-		Changed: n.changed, Logger: n.libLog.Memberlist(), Events: n.log,
+		Changed: n.rec.changed, Logger: n.libLog.Memberlist(), Events: n.log,
 	})
 }
 
@@ -473,7 +473,7 @@ func (n *Node) LoadEmulatorConfig(ctx context.Context, data []byte) ([]string, e
 		case <-t.C:
 		}
 	}
-	n.reconcile(ctx)
+	n.rec.reconcile(ctx)
 	return warnings, nil
 }
 
@@ -485,7 +485,7 @@ func (n *Node) applyEmulatorPlan(ctx context.Context, ec *meta.EmulatorConfig) e
 		if _, ok := cmd.(*meta.SetNamespace); ok {
 			continue // the node's --namespace names it; Config.json's name is informational
 		}
-		if err := n.Apply(ctx, cmd); err != nil {
+		if err := n.store.Apply(ctx, cmd); err != nil {
 			//lint:ignore ST1005 Config.json is the file's name
 			return fmt.Errorf("Config.json: %s: %w", cmd.Op(), err)
 		}
@@ -518,266 +518,6 @@ func (n *Node) Ready() error {
 		}
 	}
 	return nil
-}
-
-// changed runs on the metadata group's apply goroutine and memberlist's event
-// goroutine; it must not block.
-func (n *Node) changed() {
-	select {
-	case n.kick <- struct{}{}:
-	default:
-	}
-}
-
-// reconcileInterval is how often the reconciler runs without being kicked: partition
-// leadership changes (after which a new leader may have configuration to push or
-// members to add) do not kick it.
-const reconcileInterval = time.Second
-
-// reconcileLoop runs reconcile when kicked and every reconcileInterval, until ctx (the
-// node's lifetime) ends; Close cancels a pass in progress.
-func (n *Node) reconcileLoop(ctx context.Context) {
-	t := time.NewTicker(reconcileInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.kick:
-		case <-t.C:
-		}
-		n.reconcile(ctx)
-	}
-}
-
-// desired is one partition replica the metadata places on this node.
-type desired struct {
-	entity    string
-	index     int
-	cfg       fsm.Config // current configuration
-	base      fsm.Config // creation configuration (the log replays from it)
-	bootstrap []string   // initial voters; this node bootstraps the group if among them
-}
-
-// reconcile makes the partitions this node runs match the metadata: it opens the ones
-// placed here, and, for the groups it leads, pushes changed entity configuration
-// (S-ENT-3) and moves the group's membership one safe step toward the placement
-// (membership.go). It closes and deletes a replica only once its entity is gone or its
-// group no longer counts this node. It reports whether everything matches.
-func (n *Node) reconcile(ctx context.Context) (converged bool) {
-	n.recMu.Lock()
-	defer n.recMu.Unlock()
-	converged = true
-	want := map[uint32]desired{}
-	groups := map[uint32]meta.Partition{}
-	n.meta.Read(func(s *meta.State) {
-		for _, pl := range s.Placements() {
-			for i, part := range pl.Partitions {
-				groups[part.GroupID] = part
-				if !containsNode(part.Replicas, n.cfg.NodeID) {
-					continue
-				}
-				cfg, err := s.PartitionConfig(pl.Entity, i)
-				if err != nil {
-					n.log.Error("partition config", "entity", pl.Entity, "partition", i, "err", err)
-					continue
-				}
-				d := desired{entity: strings.ToLower(pl.Entity), index: i, cfg: cfg, base: cfg, bootstrap: part.Bootstrap}
-				if len(part.Base) > 0 {
-					if e, err := fsm.DecodeEntry(part.Base); err == nil && len(e.Cmds) == 1 {
-						if u, ok := e.Cmds[0].(*fsm.UpdateEntity); ok {
-							d.base = u.Config
-						}
-					}
-				}
-				if part.Bootstrap == nil {
-					// Created before placements recorded their voters: a single node's.
-					d.bootstrap = []string{n.cfg.NodeID}
-				}
-				want[part.GroupID] = d
-			}
-		}
-	})
-	n.mu.RLock()
-	var gone []*replica
-	var lead []*replica
-	for id, r := range n.parts {
-		if _, ok := want[id]; !ok {
-			gone = append(gone, r)
-			continue
-		}
-		if r.p.IsLeader() {
-			lead = append(lead, r)
-		}
-	}
-	n.mu.RUnlock()
-	for id, d := range want {
-		n.mu.RLock()
-		_, have := n.parts[id]
-		n.mu.RUnlock()
-		if have {
-			continue
-		}
-		if _, err := n.openReplica(d); err != nil {
-			n.log.Error("open partition", "entity", d.entity, "partition", d.index, "err", err)
-			converged = false
-		}
-	}
-	for _, r := range lead {
-		d := want[r.cfg.GroupID]
-		if !reflect.DeepEqual(r.p.EntityConfig(), d.cfg) {
-			if err := r.p.UpdateEntity(ctx, d.cfg); err != nil {
-				n.log.Warn("update partition config", "entity", r.entity, "partition", r.index, "err", err)
-				converged = false
-				continue
-			}
-		}
-		if !n.reconcileMembers(ctx, r, groups[r.cfg.GroupID]) {
-			converged = false
-		}
-	}
-	n.underRep.note(n.log, lead, n.gossip.Alive(), placement.Want(n.cfg.Replicas, registeredNodes(n.meta)))
-	for _, r := range gone {
-		if part, exists := groups[r.cfg.GroupID]; exists && n.stillMember(r) && !n.leaderDropped(ctx, r, part) {
-			// Placed elsewhere now, but the group still counts this replica: its leader
-			// removes it first (never delete data a quorum may need).
-			converged = false
-			continue
-		}
-		n.mu.Lock()
-		delete(n.parts, r.cfg.GroupID)
-		n.mu.Unlock()
-		if err := r.p.Close(); err != nil {
-			n.log.Warn("close partition", "entity", r.entity, "partition", r.index, "err", err)
-		}
-		dir := partition.Dir(n.cfg.DataDir, r.entity, r.index)
-		if err := n.removeReplicaData(r); err != nil {
-			n.log.Warn("remove partition data", "entity", r.entity, "partition", r.index, "err", err)
-		}
-		_ = os.Remove(filepath.Dir(dir)) // the entity's directory, once its last partition is gone
-	}
-	n.reconcileForwarders()
-	return converged
-}
-
-// leaderDropped reports whether the leader of r's group, among the replicas placement
-// now names, has committed a configuration without this node. hashicorp/raft stops
-// replicating to a server as soon as it appends the configuration that removes it, so
-// the removed replica may never see that entry and would go on counting itself a
-// member, keeping its data for good. Only a leader that has applied everything it
-// holds (so the removal is committed) is believed.
-func (n *Node) leaderDropped(ctx context.Context, r *replica, part meta.Partition) bool {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	for _, id := range part.Replicas {
-		addr := n.addrOf(id)
-		if id == n.cfg.NodeID || addr == "" {
-			continue
-		}
-		gs, err := n.peer(addr).GroupStatus(ctx, []uint32{r.cfg.GroupID})
-		if err != nil {
-			continue
-		}
-		for _, g := range gs {
-			if g.Group != r.cfg.GroupID || !g.IsLeader {
-				continue
-			}
-			for _, s := range g.Servers {
-				if s.ID == n.cfg.NodeID {
-					return false
-				}
-			}
-			return g.Applied >= g.LastIndex
-		}
-	}
-	return false
-}
-
-// stillMember reports whether r's group still has this node in its configuration.
-func (n *Node) stillMember(r *replica) bool {
-	servers, err := r.p.Servers()
-	if err != nil {
-		return true // unknown: keep it
-	}
-	for _, s := range servers {
-		if string(s.ID) == n.cfg.NodeID {
-			return true
-		}
-	}
-	return false
-}
-
-func containsNode(replicas []string, id string) bool {
-	for _, r := range replicas {
-		if r == id {
-			return true
-		}
-	}
-	return false
-}
-
-func (n *Node) openReplica(d desired) (*replica, error) {
-	pc := partition.DefaultConfig()
-	var closeTransport func() error
-	if n.groups != nil {
-		tr, err := n.groups.Transport(d.cfg.GroupID)
-		if err != nil {
-			return nil, err
-		}
-		pc.Transport, closeTransport = tr, tr.Close
-	} else {
-		layer, err := n.mux.Layer(d.cfg.GroupID)
-		if err != nil {
-			return nil, err
-		}
-		pc.Stream, closeTransport = layer, layer.Close
-	}
-	pc.DataDir = n.cfg.DataDir
-	pc.Entity = d.entity
-	pc.Index = d.index
-	pc.NodeID = raft.ServerID(n.cfg.NodeID)
-	pc.FSM = d.base
-	pc.AddressProvider = addrProvider{n}
-	if containsNode(d.bootstrap, n.cfg.NodeID) {
-		for _, id := range d.bootstrap {
-			addr := n.addrOf(id)
-			if addr == "" {
-				addr = id // resolved through the address provider once known
-			}
-			pc.Peers = append(pc.Peers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
-		}
-	}
-	pc.HeartbeatTimeout = n.cfg.Raft.HeartbeatTimeout
-	pc.ElectionTimeout = n.cfg.Raft.ElectionTimeout
-	pc.LeaderLeaseTimeout = n.cfg.Raft.LeaderLeaseTimeout
-	pc.CommitTimeout = n.cfg.Raft.CommitTimeout
-	if d := n.cfg.Raft.PartitionCommitTimeout; d > 0 {
-		pc.CommitTimeout = d
-	}
-	pc.NoSync = n.cfg.Raft.NoSync
-	pc.Bodies = n.bodies
-	pc.LogStore = n.logStore()
-	pc.Engine = n.engine
-	if n.cfg.Raft.WholeBodies {
-		pc.ChunkBytes = 0
-	}
-	pc.Logger = n.raftLogger(fmt.Sprintf("%s.%d", d.entity, d.index))
-	if n.metrics != nil {
-		pc.Observer = n.metrics
-	}
-	if c, ok := n.clock.(partition.Clock); ok {
-		pc.Clock = c // a test clock that also arms timers drives the partitions too
-	}
-	p, err := partition.Open(pc)
-	if err != nil {
-		closeTransport()
-		return nil, err
-	}
-	r := &replica{entity: d.entity, index: d.index, p: p, cfg: d.cfg}
-	n.mu.Lock()
-	n.parts[d.cfg.GroupID] = r
-	n.mu.Unlock()
-	return r, nil
 }
 
 // addrProvider resolves node IDs to their advertised cluster addresses for Raft.
@@ -832,7 +572,7 @@ func (n *Node) Close() error {
 		for _, r := range parts {
 			err = errors.Join(err, r.p.Close())
 		}
-		err = errors.Join(err, n.closeLogEngine())
+		err = errors.Join(err, n.logs.close())
 		if n.groups != nil {
 			err = errors.Join(err, n.groups.Close())
 		}

@@ -61,7 +61,7 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 	n := startNode(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "Orders", Properties: queueProps(3)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "Orders", Properties: queueProps(3)}); err != nil {
 		t.Fatal(err)
 	}
 	const senders, each = 8, 25
@@ -74,7 +74,7 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 			for i := 0; i < each; i++ {
 				m := &fsm.Message{Payload: []byte(fmt.Sprintf("%d-%d", s, i))}
 				m.MessageID = fmt.Sprintf("%d-%d", s, i)
-				if err := n.Send(ctx, "orders", []*fsm.Message{m}); err != nil {
+				if err := n.Router().Send(ctx, "orders", []*fsm.Message{m}); err != nil {
 					errs <- err
 					return
 				}
@@ -86,7 +86,7 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	rc, err := n.Runtime(ctx, admin.Entity{Name: "orders"})
+	rc, err := n.Store().Runtime(ctx, admin.Entity{Name: "orders"})
 	if err != nil || rc.Active != senders*each {
 		t.Fatalf("runtime %+v %v, want %d active", rc, err, senders*each)
 	}
@@ -95,7 +95,7 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 	got := map[string]bool{}
 	var keep []*fsm.Message
 	for len(got) < senders*each {
-		msgs, err := n.Receive(ctx, a, "", "", fsm.PeekLock, 50, time.Second)
+		msgs, err := n.Router().Receive(ctx, a, "", "", fsm.PeekLock, 50, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 			}
 			toks = append(toks, m.LockToken)
 		}
-		for i, err := range n.Settle(ctx, Settlement{Address: a, Tokens: toks, Disposition: fsm.Complete}) {
+		for i, err := range n.Router().Settle(ctx, Settlement{Address: a, Tokens: toks, Disposition: fsm.Complete}) {
 			if err != nil {
 				t.Fatalf("settle %d: %v", i, err)
 			}
@@ -122,15 +122,15 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 	}
 	// A second complete of the same token gets the first outcome (S-LOCK-12: the repeat
 	// of a settlement whose answer was lost); an abandon of it is lock-lost (S-LOCK-9).
-	done := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Complete})
+	done := n.Router().Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Complete})
 	if done[0] != nil {
 		t.Fatal(done[0])
 	}
-	again := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Complete})
+	again := n.Router().Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Complete})
 	if again[0] != nil {
 		t.Fatalf("second complete: %v, want the first outcome (ok)", again[0])
 	}
-	other := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Abandon})
+	other := n.Router().Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{keep[0].LockToken}, Disposition: fsm.Abandon})
 	if !errors.Is(other[0], fsm.ErrLockLost) {
 		t.Fatalf("abandon after complete: %v, want lock lost", other[0])
 	}
@@ -138,7 +138,7 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 	for _, m := range keep[1:] {
 		toks = append(toks, m.LockToken)
 	}
-	for _, err := range n.Settle(ctx, Settlement{Address: a, Tokens: toks, Disposition: fsm.Abandon}) {
+	for _, err := range n.Router().Settle(ctx, Settlement{Address: a, Tokens: toks, Disposition: fsm.Abandon}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,16 +149,16 @@ func TestNodeSendReceiveSettleRestart(t *testing.T) {
 
 	n = startNode(t, dir)
 	defer closeNode(t, n)
-	rc, err = n.Runtime(ctx, admin.Entity{Name: "orders"})
+	rc, err = n.Store().Runtime(ctx, admin.Entity{Name: "orders"})
 	if err != nil || rc.Active != int64(len(keep)-1) {
 		t.Fatalf("after restart: %+v %v, want %d active", rc, err, len(keep)-1)
 	}
-	msgs, err := n.Receive(ctx, a, "", "", fsm.ReceiveAndDelete, 10, time.Second)
+	msgs, err := n.Router().Receive(ctx, a, "", "", fsm.ReceiveAndDelete, 10, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for len(msgs) < len(keep)-1 {
-		more, err := n.Receive(ctx, a, "", "", fsm.ReceiveAndDelete, 10, time.Second)
+		more, err := n.Router().Receive(ctx, a, "", "", fsm.ReceiveAndDelete, 10, time.Second)
 		if err != nil || len(more) == 0 {
 			t.Fatalf("after restart received %d of %d: %v", len(msgs), len(keep)-1, err)
 		}
@@ -220,12 +220,12 @@ func TestReceiveAcrossPartitionsWakes(t *testing.T) {
 	defer closeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "p", Properties: queueProps(4)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "p", Properties: queueProps(4)}); err != nil {
 		t.Fatal(err)
 	}
 	a := Address{Entity: "p"}
 	start := time.Now()
-	if msgs, err := n.Receive(ctx, a, "", "", fsm.PeekLock, 1, 300*time.Millisecond); err != nil || len(msgs) != 0 {
+	if msgs, err := n.Router().Receive(ctx, a, "", "", fsm.PeekLock, 1, 300*time.Millisecond); err != nil || len(msgs) != 0 {
 		t.Fatalf("empty receive: %v %v", msgs, err)
 	}
 	if el := time.Since(start); el < 300*time.Millisecond {
@@ -234,7 +234,7 @@ func TestReceiveAcrossPartitionsWakes(t *testing.T) {
 	for _, key := range []string{"a", "b", "c", "d", "e"} {
 		got := make(chan []*fsm.Message, 1)
 		go func() {
-			msgs, err := n.Receive(ctx, a, "", "", fsm.ReceiveAndDelete, 1, 30*time.Second)
+			msgs, err := n.Router().Receive(ctx, a, "", "", fsm.ReceiveAndDelete, 1, 30*time.Second)
 			if err != nil {
 				t.Error(err)
 			}
@@ -242,7 +242,7 @@ func TestReceiveAcrossPartitionsWakes(t *testing.T) {
 		}()
 		m := &fsm.Message{Payload: []byte(key)}
 		m.PartitionKey = key
-		if err := n.Send(ctx, "p", []*fsm.Message{m}); err != nil {
+		if err := n.Router().Send(ctx, "p", []*fsm.Message{m}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -273,16 +273,16 @@ func TestAutoForwarding(t *testing.T) {
 		&meta.CreateQueue{Name: "src", Properties: fwd},
 		&meta.CreateQueue{Name: "src2", Properties: dlfwd},
 	} {
-		if err := n.Apply(ctx, c); err != nil {
+		if err := n.Store().Apply(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
 	m := &fsm.Message{Payload: []byte("moved")}
 	m.MessageID = "m1"
-	if err := n.Send(ctx, "src", []*fsm.Message{m}); err != nil {
+	if err := n.Router().Send(ctx, "src", []*fsm.Message{m}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := n.Receive(ctx, Address{Entity: "dst"}, "", "", fsm.ReceiveAndDelete, 1, 10*time.Second)
+	got, err := n.Router().Receive(ctx, Address{Entity: "dst"}, "", "", fsm.ReceiveAndDelete, 1, 10*time.Second)
 	if err != nil || len(got) != 1 || string(got[0].Payload) != "moved" || got[0].MessageID != "m1" {
 		t.Fatalf("forwarded: %v %v", got, err)
 	}
@@ -290,7 +290,7 @@ func TestAutoForwarding(t *testing.T) {
 	// source, so the source empties a moment after the copy can be received.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rc, err := n.Runtime(ctx, admin.Entity{Name: "src"})
+		rc, err := n.Store().Runtime(ctx, admin.Entity{Name: "src"})
 		if err == nil && rc.Total == 0 {
 			break
 		}
@@ -300,18 +300,18 @@ func TestAutoForwarding(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling for the forwarder's complete
 	}
 
-	if err := n.Send(ctx, "src2", []*fsm.Message{{Payload: []byte("doomed")}}); err != nil {
+	if err := n.Router().Send(ctx, "src2", []*fsm.Message{{Payload: []byte("doomed")}}); err != nil {
 		t.Fatal(err)
 	}
-	locked, err := n.Receive(ctx, Address{Entity: "src2"}, "", "", fsm.PeekLock, 1, 5*time.Second)
+	locked, err := n.Router().Receive(ctx, Address{Entity: "src2"}, "", "", fsm.PeekLock, 1, 5*time.Second)
 	if err != nil || len(locked) != 1 {
 		t.Fatalf("receive: %v %v", locked, err)
 	}
-	if errs := n.Settle(ctx, Settlement{Address: Address{Entity: "src2"}, Tokens: []fsm.LockToken{locked[0].LockToken},
+	if errs := n.Router().Settle(ctx, Settlement{Address: Address{Entity: "src2"}, Tokens: []fsm.LockToken{locked[0].LockToken},
 		Disposition: fsm.DeadLetter, Reason: "bad", Description: "why"}); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	got, err = n.Receive(ctx, Address{Entity: "dlq-dst"}, "", "", fsm.ReceiveAndDelete, 1, 10*time.Second)
+	got, err = n.Router().Receive(ctx, Address{Entity: "dlq-dst"}, "", "", fsm.ReceiveAndDelete, 1, 10*time.Second)
 	if err != nil || len(got) != 1 || got[0].DeadLetter == nil ||
 		*got[0].DeadLetter != (fsm.DeadLetterInfo{Reason: "bad", Description: "why", Source: "src2"}) {
 		t.Fatalf("forwarded dead letter: %+v %v", got, err)

@@ -20,21 +20,35 @@ import (
 // The operator surface (admin.Cluster, qbctl cluster/node/partition) and the graceful
 // stop.
 
-var _ admin.Cluster = (*Node)(nil)
+// Ops is the operator surface of a node (admin.Cluster: qbctl cluster, node and
+// partition, the admin API's /$cluster routes): the cluster's status as this node sees
+// it and asks the others, draining, removing and replacing nodes, moving leadership,
+// and the digests tests compare replicas with. It is reached through Node.Ops and lives
+// as long as its node.
+type Ops struct {
+	// n is the node's shared state the operations read and act on: identity, the
+	// metadata replica and its leader, gossip, the replicas hosted here, the peers.
+	n *Node
+}
+
+var _ admin.Cluster = (*Ops)(nil)
+
+// Ops is the node's operator surface.
+func (n *Node) Ops() *Ops { return n.ops }
 
 // groupsEverywhere asks every live node which groups it hosts and who leads them.
-func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
-	out := map[string][]GroupInfo{n.cfg.NodeID: n.localGroupStatus(nil)}
+func (o *Ops) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
+	out := map[string][]GroupInfo{o.n.cfg.NodeID: o.n.localGroupStatus(nil)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, m := range n.gossip.Members() {
-		if m.ID == n.cfg.NodeID {
+	for _, m := range o.n.gossip.Members() {
+		if m.ID == o.n.cfg.NodeID {
 			continue
 		}
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
-			if gs, err := n.peer(m.Cluster).GroupStatus(cctx, nil); err == nil {
+			if gs, err := o.n.peer(m.Cluster).GroupStatus(cctx, nil); err == nil {
 				mu.Lock()
 				out[m.ID] = gs
 				mu.Unlock()
@@ -46,10 +60,10 @@ func (n *Node) groupsEverywhere(ctx context.Context) map[string][]GroupInfo {
 }
 
 // ClusterStatus implements admin.Cluster.
-func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
-	st := admin.ClusterStatus{NodeID: n.cfg.NodeID, MetadataLeader: n.meta.Leader()}
+func (o *Ops) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
+	st := admin.ClusterStatus{NodeID: o.n.cfg.NodeID, MetadataLeader: o.n.meta.Leader()}
 	roles := map[string]string{}
-	for _, s := range n.meta.Servers() {
+	for _, s := range o.n.meta.Servers() {
 		roles[string(s.ID)] = "nonvoter"
 		if s.Suffrage == raft.Voter {
 			roles[string(s.ID)] = "voter"
@@ -61,7 +75,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	members := map[string]*admin.Member{}
 	var nodes []meta.Node
 	replicas := map[string]int{}
-	n.meta.Read(func(s *meta.State) {
+	o.n.meta.Read(func(s *meta.State) {
 		nodes = s.Nodes()
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
@@ -77,7 +91,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 			members[nd.ID].State = "draining"
 		}
 	}
-	for _, m := range n.gossip.Members() {
+	for _, m := range o.n.gossip.Members() {
 		mb := members[m.ID]
 		if mb == nil {
 			mb = &admin.Member{ID: m.ID}
@@ -88,7 +102,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 			mb.State = m.State
 		}
 	}
-	for id, gs := range n.groupsEverywhere(ctx) {
+	for id, gs := range o.groupsEverywhere(ctx) {
 		if mb := members[id]; mb != nil {
 			for _, g := range gs {
 				if g.IsLeader && g.Group != metagroup.ID {
@@ -98,7 +112,7 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 		}
 	}
 	if admin.WantDigests(ctx) {
-		for id, d := range n.metaDigestsEverywhere(ctx) {
+		for id, d := range o.metaDigestsEverywhere(ctx) {
 			if mb := members[id]; mb != nil {
 				mb.MetadataDigest, mb.MetadataApplied = d.Digest, d.Applied
 			}
@@ -114,16 +128,16 @@ func (n *Node) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 }
 
 // Partitions implements admin.Cluster.
-func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) {
+func (o *Ops) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) {
 	var pls []meta.Placement
-	n.meta.Read(func(s *meta.State) { pls = s.Placements() })
+	o.n.meta.Read(func(s *meta.State) { pls = s.Placements() })
 	type key struct {
 		node  string
 		group uint32
 	}
 	infos := map[key]GroupInfo{}
 	leaders := map[uint32]GroupInfo{}
-	answered := n.groupsEverywhere(ctx) // node -> its groups; a node that did not answer is absent
+	answered := o.groupsEverywhere(ctx) // node -> its groups; a node that did not answer is absent
 	for id, gs := range answered {
 		for _, g := range gs {
 			infos[key{id, g.Group}] = g
@@ -134,10 +148,10 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 	}
 	var digests map[string]map[uint32]string
 	if admin.WantDigests(ctx) {
-		digests = n.digestsEverywhere(ctx)
+		digests = o.digestsEverywhere(ctx)
 	}
-	alive := n.gossip.Alive()
-	want := placement.Want(n.cfg.Replicas, registeredNodes(n.meta))
+	alive := o.n.gossip.Alive()
+	want := placement.Want(o.n.cfg.Replicas, registeredNodes(o.n.meta))
 	var out []admin.PartitionStatus
 	for _, pl := range pls {
 		for i, p := range pl.Partitions {
@@ -182,10 +196,10 @@ func (n *Node) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) 
 	return out, nil
 }
 
-func (n *Node) knownNode(id string) (meta.Node, error) {
+func (o *Ops) knownNode(id string) (meta.Node, error) {
 	var nd meta.Node
 	var ok bool
-	n.meta.Read(func(s *meta.State) { nd, ok = s.Node(id) })
+	o.n.meta.Read(func(s *meta.State) { nd, ok = s.Node(id) })
 	if !ok {
 		return nd, fmt.Errorf("node %q: %w", id, meta.ErrNotFound)
 	}
@@ -195,26 +209,26 @@ func (n *Node) knownNode(id string) (meta.Node, error) {
 // DrainNode implements admin.Cluster: the node is marked draining (new replicas are
 // placed on it only when the other live nodes are too few for --replicas, and leader
 // balancing leaves it alone), and it hands over leadership of everything it leads.
-func (n *Node) DrainNode(ctx context.Context, id string) error {
-	nd, err := n.knownNode(id)
+func (o *Ops) DrainNode(ctx context.Context, id string) error {
+	nd, err := o.knownNode(id)
 	if err != nil {
 		return err
 	}
 	if !nd.Draining {
 		nd.Draining = true
-		if err := n.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
+		if err := o.n.store.Apply(ctx, &meta.PutNode{Node: nd}); err != nil {
 			return err
 		}
-		n.log.Info("node marked draining: new replicas go elsewhere while enough nodes live, leader balancing leaves it alone", "node", id)
+		o.n.log.Info("node marked draining: new replicas go elsewhere while enough nodes live, leader balancing leaves it alone", "node", id)
 	}
-	if id == n.cfg.NodeID {
-		return n.handOverLogged(ctx, "drain")
+	if id == o.n.cfg.NodeID {
+		return o.handOverLogged(ctx, "drain")
 	}
-	addr := n.addrOf(id)
+	addr := o.n.addrOf(id)
 	if addr == "" {
 		return fmt.Errorf("%w: node %q is not reachable", admin.ErrUnavailable, id)
 	}
-	remote, err := n.peer(addr).HandOver(ctx)
+	remote, err := o.n.peer(addr).HandOver(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
@@ -230,17 +244,17 @@ func timeLeft(ctx context.Context) time.Duration {
 
 // handOver transfers leadership of every group this node leads (the metadata group
 // included) to other voters, and waits until it leads none or ctx ends.
-func (n *Node) handOver(ctx context.Context) error {
+func (o *Ops) handOver(ctx context.Context) error {
 	for {
-		n.mu.RLock()
+		o.n.mu.RLock()
 		var leading []*replica
-		for _, r := range n.parts {
-			if leader, _ := r.p.Leader(); leader == n.cfg.NodeID {
+		for _, r := range o.n.parts {
+			if leader, _ := r.p.Leader(); leader == o.n.cfg.NodeID {
 				leading = append(leading, r)
 			}
 		}
-		n.mu.RUnlock()
-		metaLeader := n.meta.IsLeader()
+		o.n.mu.RUnlock()
+		metaLeader := o.n.meta.IsLeader()
 		if len(leading) == 0 && !metaLeader {
 			return nil
 		}
@@ -249,15 +263,15 @@ func (n *Node) handOver(ctx context.Context) error {
 				continue // nobody to hand it to
 			}
 			if err := r.p.TransferLeadership(); err != nil {
-				n.log.Debug("hand over partition leadership", "entity", r.entity, "partition", r.index, "err", err)
+				o.n.log.Debug("hand over partition leadership", "entity", r.entity, "partition", r.index, "err", err)
 			}
 		}
-		if metaLeader && voters(n.meta.Servers()) > 1 {
-			if err := n.meta.TransferLeadership(); err != nil {
-				n.log.Debug("hand over metadata leadership", "err", err)
+		if metaLeader && voters(o.n.meta.Servers()) > 1 {
+			if err := o.n.meta.TransferLeadership(); err != nil {
+				o.n.log.Debug("hand over metadata leadership", "err", err)
 			}
 		}
-		if n.leadsOnlyAlone() {
+		if o.leadsOnlyAlone() {
 			return nil
 		}
 		t := time.NewTimer(50 * time.Millisecond)
@@ -271,14 +285,14 @@ func (n *Node) handOver(ctx context.Context) error {
 }
 
 // leadsOnlyAlone reports whether every group this node still leads has no other voter.
-func (n *Node) leadsOnlyAlone() bool {
-	if n.meta.IsLeader() && voters(n.meta.Servers()) > 1 {
+func (o *Ops) leadsOnlyAlone() bool {
+	if o.n.meta.IsLeader() && voters(o.n.meta.Servers()) > 1 {
 		return false
 	}
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	for _, r := range n.parts {
-		if leader, _ := r.p.Leader(); leader == n.cfg.NodeID {
+	o.n.mu.RLock()
+	defer o.n.mu.RUnlock()
+	for _, r := range o.n.parts {
+		if leader, _ := r.p.Leader(); leader == o.n.cfg.NodeID {
 			if servers, err := r.p.Servers(); err != nil || voters(servers) > 1 {
 				return false
 			}
@@ -299,9 +313,9 @@ func voters(servers []raft.Server) int {
 
 // HandOver is DrainNode's step on the drained node.
 func (s *rpcService) HandOver(req *TransferReq, resp *WireErr) error {
-	ctx, cancel := s.n.rpcContext(req.Timeout)
+	ctx, cancel := s.n.rpc.callContext(req.Timeout)
 	defer cancel()
-	if w := toWire(s.n.handOverLogged(ctx, "drain")); w != nil {
+	if w := toWire(s.n.ops.handOverLogged(ctx, "drain")); w != nil {
 		*resp = *w
 	}
 	return nil
@@ -311,15 +325,15 @@ func (s *rpcService) HandOver(req *TransferReq, resp *WireErr) error {
 // group it leads, so clients see at most retriable errors while it restarts, and leaves
 // the gossip; the caller then calls Close. A lone node has nobody to hand over to.
 func (n *Node) Shutdown(ctx context.Context) error {
-	err := n.handOverLogged(ctx, "graceful stop")
+	err := n.ops.handOverLogged(ctx, "graceful stop")
 	n.gossip.Leave(2 * time.Second)
 	return err
 }
 
 // TransferLeader implements admin.Cluster.
-func (n *Node) TransferLeader(ctx context.Context, groupID uint32, to string) error {
+func (o *Ops) TransferLeader(ctx context.Context, groupID uint32, to string) error {
 	found := false
-	n.meta.Read(func(s *meta.State) {
+	o.n.meta.Read(func(s *meta.State) {
 		for _, pl := range s.Placements() {
 			for _, p := range pl.Partitions {
 				if p.GroupID == groupID {
@@ -337,7 +351,7 @@ func (n *Node) TransferLeader(ctx context.Context, groupID uint32, to string) er
 		}
 		return fmt.Errorf("group %d: %w", groupID, meta.ErrNotFound)
 	}
-	for id, gs := range n.groupsEverywhere(ctx) {
+	for id, gs := range o.groupsEverywhere(ctx) {
 		for _, g := range gs {
 			if g.Group != groupID || !g.IsLeader {
 				continue
@@ -345,10 +359,10 @@ func (n *Node) TransferLeader(ctx context.Context, groupID uint32, to string) er
 			if id == to {
 				return nil
 			}
-			if id == n.cfg.NodeID {
-				return n.transferLocal(groupID, to)
+			if id == o.n.cfg.NodeID {
+				return o.n.transferLocal(groupID, to)
 			}
-			remote, err := n.peer(n.addrOf(id)).Transfer(ctx, groupID, to)
+			remote, err := o.n.peer(o.n.addrOf(id)).Transfer(ctx, groupID, to)
 			if err != nil {
 				return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 			}
@@ -362,34 +376,34 @@ func (n *Node) TransferLeader(ctx context.Context, groupID uint32, to string) er
 // (each group's leader then adds the new replica, promotes it once caught up and only
 // then removes the old one), and the node leaves the metadata group and its record is
 // deleted. It runs on the metadata leader.
-func (n *Node) RemoveNode(ctx context.Context, id string) error {
-	if _, err := n.knownNode(id); err != nil {
+func (o *Ops) RemoveNode(ctx context.Context, id string) error {
+	if _, err := o.knownNode(id); err != nil {
 		return err
 	}
-	if !n.meta.IsLeader() {
-		leader := n.meta.Leader()
+	if !o.n.meta.IsLeader() {
+		leader := o.n.meta.Leader()
 		if leader == "" {
 			return fmt.Errorf("%w: no metadata leader", admin.ErrUnavailable)
 		}
-		remote, err := n.peer(n.addrOf(leader)).RemoveNode(ctx, id)
+		remote, err := o.n.peer(o.n.addrOf(leader)).RemoveNode(ctx, id)
 		if err != nil {
 			return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 		}
 		return remote
 	}
-	if id == n.cfg.NodeID {
+	if id == o.n.cfg.NodeID {
 		return fmt.Errorf("%w: node %q leads the metadata group; drain it first so another node leads", meta.ErrInvalid, id)
 	}
-	n.steward.markRemoved(id)
-	if err := n.replaceNode(ctx, id); err != nil {
-		n.steward.unmarkRemoved(id)
+	o.n.steward.markRemoved(id)
+	if err := o.replaceNode(ctx, id); err != nil {
+		o.n.steward.unmarkRemoved(id)
 		return err
 	}
-	if err := n.meta.RemoveServer(id, timeLeft(ctx)); err != nil {
-		n.steward.unmarkRemoved(id)
+	if err := o.n.meta.RemoveServer(id, timeLeft(ctx)); err != nil {
+		o.n.steward.unmarkRemoved(id)
 		return fmt.Errorf("%w: remove %q from the metadata group: %v", admin.ErrUnavailable, id, err)
 	}
-	if err := n.meta.Propose(ctx, &meta.DeleteNode{ID: id}); err != nil && !errors.Is(err, meta.ErrNotFound) {
+	if err := o.n.meta.Propose(ctx, &meta.DeleteNode{ID: id}); err != nil && !errors.Is(err, meta.ErrNotFound) {
 		return err
 	}
 	return nil
@@ -397,9 +411,9 @@ func (n *Node) RemoveNode(ctx context.Context, id string) error {
 
 // RemoveNode is RemoveNode forwarded to the metadata leader (To names the node).
 func (s *rpcService) RemoveNode(req *TransferReq, resp *WireErr) error {
-	ctx, cancel := s.n.rpcContext(req.Timeout)
+	ctx, cancel := s.n.rpc.callContext(req.Timeout)
 	defer cancel()
-	if w := toWire(s.n.RemoveNode(ctx, req.To)); w != nil {
+	if w := toWire(s.n.ops.RemoveNode(ctx, req.To)); w != nil {
 		*resp = *w
 	}
 	return nil
@@ -408,9 +422,9 @@ func (s *rpcService) RemoveNode(req *TransferReq, resp *WireErr) error {
 // replaceNode re-places every replica on node id onto another eligible node, one
 // SetPlacement per entity (on the metadata leader). A partition for which no other node
 // is eligible keeps its remaining replicas.
-func (n *Node) replaceNode(ctx context.Context, id string) error {
+func (o *Ops) replaceNode(ctx context.Context, id string) error {
 	var pls []meta.Placement
-	n.meta.Read(func(s *meta.State) { pls = s.Placements() })
+	o.n.meta.Read(func(s *meta.State) { pls = s.Placements() })
 	for _, pl := range pls {
 		changed := false
 		reps := make([][]string, len(pl.Partitions))
@@ -426,7 +440,7 @@ func (n *Node) replaceNode(ctx context.Context, id string) error {
 					keep = append(keep, r)
 				}
 			}
-			if sub := n.substitute(keep, id); sub != "" {
+			if sub := o.substitute(keep, id); sub != "" {
 				keep = append(keep, sub)
 			}
 			if len(keep) == 0 {
@@ -435,10 +449,10 @@ func (n *Node) replaceNode(ctx context.Context, id string) error {
 			reps[i] = keep
 		}
 		if changed {
-			if _, err := n.meta.ProposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
+			if _, err := o.n.meta.ProposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
 				return err
 			}
-			n.log.Info("re-placed replicas", "entity", pl.Entity, "from", id, "replicas", reps)
+			o.n.log.Info("re-placed replicas", "entity", pl.Entity, "from", id, "replicas", reps)
 		}
 	}
 	return nil
@@ -446,12 +460,12 @@ func (n *Node) replaceNode(ctx context.Context, id string) error {
 
 // substitute picks a live, not draining node outside have (and not gone), the least
 // loaded; "" when there is none.
-func (n *Node) substitute(have []string, gone string) string {
+func (o *Ops) substitute(have []string, gone string) string {
 	var v placementView
-	n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
+	o.n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
 	load, draining := v.load, v.draining
 	best, bestLoad := "", 0
-	for _, m := range n.gossip.Members() {
+	for _, m := range o.n.gossip.Members() {
 		if m.ID == gone || draining[m.ID] || containsNode(have, m.ID) || m.State != "alive" {
 			continue
 		}
@@ -464,17 +478,17 @@ func (n *Node) substitute(have []string, gone string) string {
 
 // Digests reports the state digest (hex SHA-256) of every partition replica hosted here.
 func (s *rpcService) Digests(_ struct{}, resp *map[uint32]string) error {
-	*resp = s.n.localDigests()
+	*resp = s.n.ops.localDigests()
 	return nil
 }
 
-func (n *Node) localDigests() map[uint32]string {
-	n.mu.RLock()
-	rs := make([]*replica, 0, len(n.parts))
-	for _, r := range n.parts {
+func (o *Ops) localDigests() map[uint32]string {
+	o.n.mu.RLock()
+	rs := make([]*replica, 0, len(o.n.parts))
+	for _, r := range o.n.parts {
 		rs = append(rs, r)
 	}
-	n.mu.RUnlock()
+	o.n.mu.RUnlock()
 	out := map[uint32]string{}
 	for _, r := range rs {
 		d := r.p.Digest()
@@ -484,14 +498,14 @@ func (n *Node) localDigests() map[uint32]string {
 }
 
 // digestsEverywhere asks every live node for the digests of the replicas it hosts.
-func (n *Node) digestsEverywhere(ctx context.Context) map[string]map[uint32]string {
-	out := map[string]map[uint32]string{n.cfg.NodeID: n.localDigests()}
-	for _, m := range n.gossip.Members() {
-		if m.ID == n.cfg.NodeID {
+func (o *Ops) digestsEverywhere(ctx context.Context) map[string]map[uint32]string {
+	out := map[string]map[uint32]string{o.n.cfg.NodeID: o.localDigests()}
+	for _, m := range o.n.gossip.Members() {
+		if m.ID == o.n.cfg.NodeID {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if d, err := n.peer(m.Cluster).Digests(cctx); err == nil {
+		if d, err := o.n.peer(m.Cluster).Digests(cctx); err == nil {
 			out[m.ID] = d
 		}
 		cancel()
@@ -519,14 +533,14 @@ func (s *rpcService) MetaDigest(_ struct{}, resp *MetaDigest) error {
 }
 
 // metaDigestsEverywhere asks every live node for its metadata digest.
-func (n *Node) metaDigestsEverywhere(ctx context.Context) map[string]MetaDigest {
-	out := map[string]MetaDigest{n.cfg.NodeID: metaDigest(n.meta)}
-	for _, m := range n.gossip.Members() {
-		if m.ID == n.cfg.NodeID {
+func (o *Ops) metaDigestsEverywhere(ctx context.Context) map[string]MetaDigest {
+	out := map[string]MetaDigest{o.n.cfg.NodeID: metaDigest(o.n.meta)}
+	for _, m := range o.n.gossip.Members() {
+		if m.ID == o.n.cfg.NodeID {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if d, err := n.peer(m.Cluster).MetaDigest(cctx); err == nil {
+		if d, err := o.n.peer(m.Cluster).MetaDigest(cctx); err == nil {
 			out[m.ID] = d
 		}
 		cancel()

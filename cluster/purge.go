@@ -9,20 +9,20 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/wire"
 )
 
-var _ admin.Purger = (*Node)(nil)
+var _ admin.Purger = (*Store)(nil)
 
 // Purge removes every message of a queue (its dead-letter sub-queue included), of one
 // subscription (e.Subscription set), or of every subscription of a topic, and returns
 // how many (admin.Purger: POST .../$purge, qbctl queue purge). Scheduled and deferred
 // messages go too; sessions keep their state.
-func (n *Node) Purge(ctx context.Context, e admin.Entity) (int64, error) {
-	ent, err := n.resolve(e.Name)
+func (sr *Store) Purge(ctx context.Context, e admin.Entity) (int64, error) {
+	ent, err := sr.rt.resolve(e.Name)
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for _, g := range ent.parts {
-		p := n.on(g) // on the group's leader, wherever it runs
+		p := sr.rt.on(g) // on the group's leader, wherever it runs
 		st, err := p.Stats(ctx)
 		if err != nil {
 			return total, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
@@ -39,13 +38,13 @@ func retriable(req wire.Request, err error) bool {
 // node that does, retrying on leader changes and unreachable nodes until ctx ends (at most
 // callPatience when ctx has no deadline). abandon, when set, receives the outcome of a
 // forwarded call whose caller gave up, so that locks it took can be released.
-func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func(*wire.Reply)) (wire.Result, error) {
+func (rt *Router) call(ctx context.Context, g group, req wire.Request, abandon func(*wire.Reply)) (wire.Result, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, callPatience)
 		defer cancel()
 	}
-	loc := n.routes()
+	loc := rt.loc
 	backoff := 5 * time.Millisecond
 	var last error
 	tried := 0
@@ -58,12 +57,12 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 			// Wait for the election instead (silent.go): not a failed guess.
 			err = fmt.Errorf("%w: %w: partition group %d", ErrUnavailable, errLeaderSilent, g.id)
 			loc.forget(g.id)
-		} else if target == n.cfg.NodeID && g.isHosted() {
-			res, err = n.execLocal(ctx, g.hostedReplica(), req)
+		} else if target == rt.self && g.isHosted() {
+			res, err = rt.execLocal(ctx, g.hostedReplica(), req)
 		} else if target == "" {
 			err = fmt.Errorf("%w: partition group %d has no known leader", ErrUnavailable, g.id)
 		} else {
-			res, err = n.remote(ctx, target, g.id, req, abandon)
+			res, err = rt.remote(ctx, target, g.id, req, abandon)
 		}
 		if err == nil || !retriable(req, err) {
 			if err == nil {
@@ -72,11 +71,11 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 			return res, err
 		}
 		last = err
-		if !n.routes().groupExists(g.id) {
+		if !rt.loc.groupExists(g.id) {
 			return wire.Result{}, fmt.Errorf("%w: partition group %d no longer exists (its entity was deleted)", fsm.ErrNotFound, g.id)
 		}
 		if debugCalls {
-			fmt.Printf("DBG call from %s group %d op %v target %s local=%v: %v\n", n.cfg.NodeID, g.id, req.Op(), target, g.isHosted(), err)
+			fmt.Printf("DBG call from %s group %d op %v target %s local=%v: %v\n", rt.self, g.id, req.Op(), target, g.isHosted(), err)
 		}
 		var nl *partition.NotLeaderError
 		switch {
@@ -92,7 +91,7 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 		case <-ctx.Done():
 			t.Stop()
 			return wire.Result{}, fmt.Errorf("%w: %w", partition.ErrTimeout, last)
-		case <-n.closing:
+		case <-rt.closing:
 			t.Stop()
 			return wire.Result{}, ErrClosed
 		case <-t.C:
@@ -105,8 +104,8 @@ func (n *Node) call(ctx context.Context, g group, req wire.Request, abandon func
 const callPatience = 30 * time.Second
 
 // remote sends req for group to node id.
-func (n *Node) remote(ctx context.Context, id string, group uint32, req wire.Request, abandon func(*wire.Reply)) (wire.Result, error) {
-	addr := n.addrOf(id)
+func (rt *Router) remote(ctx context.Context, id string, group uint32, req wire.Request, abandon func(*wire.Reply)) (wire.Result, error) {
+	addr := rt.n.addrOf(id)
 	if addr == "" {
 		return wire.Result{}, fmt.Errorf("%w: node %q has no known address", ErrUnavailable, id)
 	}
@@ -116,7 +115,7 @@ func (n *Node) remote(ctx context.Context, id string, group uint32, req wire.Req
 	}
 	switch req.(type) {
 	case *wire.Enqueue, *wire.Schedule:
-		r := n.batcher(addr).send(ctx, c)
+		r := rt.batcher(addr).send(ctx, c)
 		return r.Result, r.Err
 	}
 	if abandon != nil {
@@ -131,12 +130,12 @@ func (n *Node) remote(ctx context.Context, id string, group uint32, req wire.Req
 			case <-ctx.Done():
 				cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				_ = n.peer(addr).Cancel(cctx, c.ID)
+				_ = rt.n.peer(addr).Cancel(cctx, c.ID)
 			case <-finished:
 			}
 		}()
 	}
-	r, err := n.peer(addr).Call(ctx, c, abandon)
+	r, err := rt.n.peer(addr).Call(ctx, c, abandon)
 	if err != nil {
 		return wire.Result{}, err
 	}
@@ -146,7 +145,7 @@ func (n *Node) remote(ctx context.Context, id string, group uint32, req wire.Req
 // serveCall runs a call from a peer on the replica hosted here.
 func (s *rpcService) serveCall(c *wire.Call) wire.Reply {
 	n := s.n
-	ctx, cancel := n.rpcContext(c.Timeout)
+	ctx, cancel := n.rpc.callContext(c.Timeout)
 	defer cancel()
 	if c.ID != 0 {
 		n.inflight.Store(c.ID, cancel)
@@ -154,7 +153,7 @@ func (s *rpcService) serveCall(c *wire.Call) wire.Reply {
 	}
 	switch r := n.routes().hosted(c.Group); {
 	case r != nil:
-		res, err := n.execLocal(ctx, r, c.Req)
+		res, err := n.router.execLocal(ctx, r, c.Req)
 		return wire.Reply{Result: res, Err: err}
 	case !n.routes().groupExists(c.Group):
 		return wire.Reply{Err: fmt.Errorf("%w: partition group %d does not exist", fsm.ErrNotFound, c.Group)}
@@ -173,14 +172,14 @@ func (s *rpcService) cancelInflight(id uint64) bool {
 	return false
 }
 
-// rpcContext is the context of a call served for a peer: its deadline, and the node's
+// callContext is the context of a call served for a peer: its deadline, and the node's
 // shutdown (through the RPC layer's context, so a served call starts no goroutine of
 // its own to watch for it).
-func (n *Node) rpcContext(timeout time.Duration) (context.Context, context.CancelFunc) {
+func (l *rpcLayer) callContext(timeout time.Duration) (context.Context, context.CancelFunc) {
 	if timeout <= 0 {
 		timeout = callPatience
 	}
-	return context.WithTimeout(n.rpc.ctx, timeout)
+	return context.WithTimeout(l.ctx, timeout)
 }
 
 // waitChange returns when the partition a peer asks about changed (or may have a
@@ -219,7 +218,7 @@ const remoteWaitCap = 5 * time.Second
 // serveMetaApply applies a metadata command a peer forwarded to this node, the leader.
 func (s *rpcService) serveMetaApply(req *wire.MetaApply) wire.MetaApplied {
 	n := s.n
-	ctx, cancel := n.rpcContext(req.Timeout)
+	ctx, cancel := n.rpc.callContext(req.Timeout)
 	defer cancel()
 	var out wire.MetaApplied
 	e, err := meta.DecodeEntry(req.Entry)
@@ -249,50 +248,11 @@ var debugCalls = os.Getenv("QB_DEBUG") != ""
 
 // execLocal runs req on a replica hosted here: the partition API, or a configuration
 // sync, which needs the node's metadata.
-func (n *Node) execLocal(ctx context.Context, r *replica, req wire.Request) (wire.Result, error) {
+func (rt *Router) execLocal(ctx context.Context, r *replica, req wire.Request) (wire.Result, error) {
 	if sc, ok := req.(*wire.SyncConfig); ok {
-		return wire.Result{}, n.syncConfig(ctx, r, sc.MetaIndex)
+		return wire.Result{}, rt.n.rec.syncConfig(ctx, r, sc.MetaIndex)
 	}
 	return req.Run(ctx, r.p)
-}
-
-// syncConfig makes the group r leads apply the entity configuration of this node's
-// metadata as of index (or later): a metadata change that alters an entity is visible
-// to the entity's next operation through any node, as it was on a single node (S-ENT-3).
-func (n *Node) syncConfig(ctx context.Context, r *replica, index uint64) error {
-	if !r.p.IsLeader() {
-		return r.p.NotLeader()
-	}
-	if err := n.meta.WaitIndex(ctx, index); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	want, ok := n.desiredConfig(r.cfg.GroupID)
-	if !ok {
-		return nil // the entity is gone
-	}
-	if reflect.DeepEqual(r.p.EntityConfig(), want) {
-		return nil
-	}
-	return r.p.UpdateEntity(ctx, want)
-}
-
-// desiredConfig is the configuration group id must run with according to the local
-// metadata.
-func (n *Node) desiredConfig(id uint32) (fsm.Config, bool) {
-	var cfg fsm.Config
-	var ok bool
-	n.meta.Read(func(s *meta.State) {
-		for _, pl := range s.Placements() {
-			for i, p := range pl.Partitions {
-				if p.GroupID == id {
-					c, err := s.PartitionConfig(pl.Entity, i)
-					cfg, ok = c, err == nil
-					return
-				}
-			}
-		}
-	})
-	return cfg, ok
 }
 
 // ctxOutcome is the error of a call whose caller gave up after it was handed on.

@@ -42,12 +42,12 @@ func registeredNodes(g *metagroup.Group) int {
 }
 
 // underReplicated holds the groups led here last seen under-replicated, so that the
-// change is logged once each way; owner: Node.recMu.
+// change is logged once each way; owner: reconciler.mu.
 type underReplicated map[uint32]bool
 
 // note logs, for each group led here (lead), when it becomes under-replicated (fewer
 // live voters than want, alive holding the live nodes) and when it has all its replicas
-// again. Called by reconcile, with recMu held.
+// again. Called by reconcile, with reconciler.mu held.
 func (u underReplicated) note(log *slog.Logger, lead []*replica, alive map[string]bool, want int) {
 	led := map[uint32]bool{}
 	for _, r := range lead {
@@ -131,19 +131,19 @@ const maxReplicaWait = 30 * time.Second
 // most maxReplicaWait. A node that returns during a rolling restart so reports ready
 // (/readyz answers only once Start has returned) after the entities created while it was
 // down have their replicas again: the next node of the rollout may stop.
-func (n *Node) waitReplicasHere(ctx context.Context) {
+func (rc *reconciler) waitReplicasHere(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, maxReplicaWait)
 	defer cancel()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		pending := n.replicasPendingHere()
+		pending := rc.replicasPendingHere()
 		if pending == "" {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			n.log.Warn("serving although a group still waits for a replica here", "group", pending)
+			rc.n.log.Warn("serving although a group still waits for a replica here", "group", pending)
 			return
 		case <-t.C:
 		}
@@ -152,12 +152,12 @@ func (n *Node) waitReplicasHere(ctx context.Context) {
 
 // replicasPendingHere names a group that lacks a replica this node could be, or that is
 // placed here but does not count this node as a voter yet; "" when there is none.
-func (n *Node) replicasPendingHere() string {
-	me := n.cfg.NodeID
+func (rc *reconciler) replicasPendingHere() string {
+	me := rc.n.cfg.NodeID
 	var lacking string
 	mine := map[uint32]string{}
-	n.meta.Read(func(s *meta.State) {
-		want := placement.Want(n.cfg.Replicas, len(s.Nodes()))
+	rc.n.meta.Read(func(s *meta.State) {
+		want := placement.Want(rc.n.cfg.Replicas, len(s.Nodes()))
 		for _, pl := range s.Placements() {
 			for i, p := range pl.Partitions {
 				name := fmt.Sprintf("partition %d of %s", i, pl.Entity)
@@ -179,9 +179,9 @@ func (n *Node) replicasPendingHere() string {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		n.mu.RLock()
-		r := n.parts[id]
-		n.mu.RUnlock()
+		rc.n.mu.RLock()
+		r := rc.n.parts[id]
+		rc.n.mu.RUnlock()
 		if r == nil {
 			return mine[id] + " (not open here yet)"
 		}

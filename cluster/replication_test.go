@@ -24,7 +24,7 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 	if leader == nil {
 		t.Fatal("no metadata leader")
 	}
-	if err := leader.Apply(ctx, &meta.CreateQueue{Name: "shrunk", Properties: queueProps(1)}); err != nil {
+	if err := leader.Store().Apply(ctx, &meta.CreateQueue{Name: "shrunk", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	var victim string
@@ -33,7 +33,7 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 			victim = nd.cfg.NodeID
 		}
 	}
-	if err := leader.RemoveNode(ctx, victim); err != nil {
+	if err := leader.Ops().RemoveNode(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
 	replicas := func() []string {
@@ -79,10 +79,10 @@ func TestPlaceUsesADrainingNodeWhenNeeded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	drained := nodes[2].cfg.NodeID
-	if err := nodes[0].DrainNode(ctx, drained); err != nil {
+	if err := nodes[0].Ops().DrainNode(ctx, drained); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "during-drain", Properties: queueProps(4)}); err != nil {
+	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "during-drain", Properties: queueProps(4)}); err != nil {
 		t.Fatal(err)
 	}
 	var pl meta.Placement

@@ -26,12 +26,12 @@ func BenchmarkResolve(b *testing.B) {
 		}
 		return nil
 	})
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(4)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(4)}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		e, err := n.resolve("bench")
+		e, err := n.Router().resolve("bench")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -54,10 +54,10 @@ func BenchmarkCallLocal(b *testing.B) {
 		}
 		return nil
 	})
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
 		b.Fatal(err)
 	}
-	e, err := n.resolve("bench")
+	e, err := n.Router().resolve("bench")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func BenchmarkCallLocal(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		// No deadline, as on an AMQP connection's context: call bounds it itself.
-		if _, err := n.call(context.Background(), e.parts[0], &wire.Stats{}, nil); err != nil {
+		if _, err := n.Router().call(context.Background(), e.parts[0], &wire.Stats{}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -91,13 +91,13 @@ func BenchmarkSettleRouting(b *testing.B) {
 		}
 		return nil
 	})
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "bench", Properties: queueProps(1)}); err != nil {
 		b.Fatal(err)
 	}
 	tok := fsm.LockToken{0xff, 0xff, 0xff, 0xff}
 	b.ReportAllocs()
 	for b.Loop() {
-		errs := n.Settle(ctx, Settlement{Address: Address{Entity: "bench"}, Tokens: []fsm.LockToken{tok}, Disposition: fsm.Complete})
+		errs := n.Router().Settle(ctx, Settlement{Address: Address{Entity: "bench"}, Tokens: []fsm.LockToken{tok}, Disposition: fsm.Complete})
 		if len(errs) != 1 || !errors.Is(errs[0], fsm.ErrLockLost) {
 			b.Fatalf("errors %v", errs)
 		}

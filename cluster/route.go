@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
@@ -35,6 +36,20 @@ func (l locator) hosted(id uint32) *replica {
 	l.n.mu.RLock()
 	defer l.n.mu.RUnlock()
 	return l.n.parts[id]
+}
+
+// ledHere lists, in ID order, the groups whose replica hosted here leads.
+func (l locator) ledHere() []uint32 {
+	l.n.mu.RLock()
+	var ids []uint32
+	for id, r := range l.n.parts {
+		if r.p.IsLeader() {
+			ids = append(ids, id)
+		}
+	}
+	l.n.mu.RUnlock()
+	slices.Sort(ids)
+	return ids
 }
 
 // locate records whether a replica of g is hosted here.

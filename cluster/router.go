@@ -7,10 +7,12 @@ import (
 	"hash/fnv"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 	"github.com/quorumbus/quorumbus/cluster/wire"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/fsm/rule"
@@ -22,6 +24,42 @@ import (
 // that owns it. Sequence numbers of a partitioned entity carry the partition index in
 // their top 16 bits (as Service Bus's do), so an operation by sequence number finds its
 // partition; lock tokens carry the partition's group ID (partition.GroupOfToken).
+
+// Router is the node's data plane: the operations of the AMQP front door (through
+// cmd/internal/bridge) and of the explorer, each run on the partition that owns it, here
+// or on the node that leads it (Router.call, remote.go), and transactions (txn.go). It
+// is reached through Node.Router and lives as long as its node.
+type Router struct {
+	self             string           // this node's ID
+	meta             *metagroup.Group // entities, keys and placements: the local replica
+	loc              locator          // where each group runs and who leads it (route.go)
+	clock            Clock            // transaction deadlines
+	closing          <-chan struct{}  // closed when the node closes
+	prepareWindow    time.Duration    // Config.TxnPrepareWindow
+	recoveryInterval time.Duration    // Config.TxnRecoveryInterval
+	// n is the node, for what the router asks of the cluster beyond these: the peers
+	// and their addresses (Node.peer, Node.addrOf, Node.peerStatus) and a configuration
+	// sync on a replica led here (reconciler.syncConfig).
+	n *Node
+
+	batchMu  sync.Mutex
+	batchers map[string]*sendBatcher // forwarded sends by peer address; owner: batchMu
+
+	// txnHook, set by tests before use, is called by two-phase commit at each stage
+	// ("prepared", "decided"); true stops the commit there, as a crash of the driving
+	// node would (txn.go).
+	txnHook func(stage, id string) bool
+}
+
+// newRouter is the router of n, whose metadata group is open.
+func newRouter(n *Node) *Router {
+	return &Router{self: n.cfg.NodeID, meta: n.meta, loc: n.routes(), clock: n.clock, closing: n.closing,
+		prepareWindow: n.cfg.TxnPrepareWindow, recoveryInterval: n.cfg.TxnRecoveryInterval,
+		n: n, batchers: map[string]*sendBatcher{}}
+}
+
+// Router is the node's data plane.
+func (n *Node) Router() *Router { return n.router }
 
 // seqShift places the partition index above the per-partition sequence number.
 const seqShift = 48
@@ -46,14 +84,14 @@ type EntityInfo struct {
 }
 
 // Lookup resolves "q", "t" or "t/Subscriptions/s" (case-insensitive) to its entity.
-func (n *Node) Lookup(path string) (EntityInfo, error) {
+func (rt *Router) Lookup(path string) (EntityInfo, error) {
 	ent, sub, err := splitPath(path)
 	if err != nil {
 		return EntityInfo{}, err
 	}
 	var info EntityInfo
 	found := false
-	n.meta.Read(func(s *meta.State) {
+	rt.meta.Read(func(s *meta.State) {
 		switch s.Kind(ent) {
 		case meta.KindQueue:
 			if sub != "" {
@@ -91,6 +129,48 @@ func (n *Node) Lookup(path string) (EntityInfo, error) {
 	return info, nil
 }
 
+// entity is a resolved queue or topic with its partition groups.
+type entity struct {
+	name  string // display name
+	kind  meta.EntityKind
+	parts []group // by partition index
+	// dedupe: a partitioned queue or topic that requires duplicate detection, so a send
+	// without SessionId or PartitionKey goes to its MessageId's partition (pick).
+	dedupe bool
+}
+
+// resolve finds a queue or topic by name (case-insensitive) and its partition groups.
+// It runs for every message sent or settled, so it reads the placement in place
+// (meta.State.Route) rather than copying it.
+func (rt *Router) resolve(name string) (*entity, error) {
+	var (
+		e    *entity
+		kind meta.EntityKind
+	)
+	rt.meta.Read(func(s *meta.State) {
+		kind = s.Kind(name)
+		if kind == meta.KindNone {
+			return
+		}
+		s.Route(name, func(display string, parts []meta.Partition) {
+			e = &entity{name: display, kind: kind, parts: make([]group, len(parts))}
+			for i, p := range parts {
+				e.parts[i] = group{id: p.GroupID, index: i, replicas: p.Replicas}
+			}
+		})
+		if e != nil && len(e.parts) > 1 {
+			e.dedupe = s.DuplicateDetection(name)
+		}
+	})
+	if e == nil {
+		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
+	}
+	for i := range e.parts {
+		rt.loc.locate(&e.parts[i])
+	}
+	return e, nil
+}
+
 func splitPath(path string) (entity, sub string, err error) {
 	path = strings.Trim(path, "/")
 	parts := strings.Split(path, "/")
@@ -106,22 +186,22 @@ func splitPath(path string) (entity, sub string, err error) {
 }
 
 // SASKey returns a namespace key by name.
-func (n *Node) SASKey(name string) (meta.SASKey, bool) {
+func (rt *Router) SASKey(name string) (meta.SASKey, bool) {
 	var k meta.SASKey
 	var ok bool
-	n.meta.Read(func(s *meta.State) { k, ok = s.SASKey(name) })
+	rt.meta.Read(func(s *meta.State) { k, ok = s.SASKey(name) })
 	return k, ok
 }
 
 // EntitySASKey returns an authorization rule of a queue or topic ("q", "t"; a
 // subscription path looks at its topic's rules, as subscriptions have none of their own).
-func (n *Node) EntitySASKey(path, name string) (meta.SASKey, bool) {
+func (rt *Router) EntitySASKey(path, name string) (meta.SASKey, bool) {
 	ent, _, err := splitPath(path)
 	if err != nil {
 		return meta.SASKey{}, false
 	}
 	var rules []meta.SASKey
-	n.meta.Read(func(s *meta.State) {
+	rt.meta.Read(func(s *meta.State) {
 		if q, ok := s.Queue(ent); ok {
 			rules = q.Properties.AuthorizationRules
 		} else if t, ok := s.Topic(ent); ok {
@@ -137,8 +217,8 @@ func (n *Node) EntitySASKey(path, name string) (meta.SASKey, bool) {
 }
 
 // target resolves an address to its entity, the fsm target inside each partition.
-func (n *Node) target(a Address) (*entity, fsm.Target, error) {
-	e, err := n.resolve(a.Entity)
+func (rt *Router) target(a Address) (*entity, fsm.Target, error) {
+	e, err := rt.resolve(a.Entity)
 	if err != nil {
 		return nil, fsm.Target{}, err
 	}
@@ -149,7 +229,7 @@ func (n *Node) target(a Address) (*entity, fsm.Target, error) {
 		}
 		var sd meta.Subscription
 		var ok bool
-		n.meta.Read(func(s *meta.State) { sd, ok = s.Subscription(a.Entity, a.Subscription) })
+		rt.meta.Read(func(s *meta.State) { sd, ok = s.Subscription(a.Entity, a.Subscription) })
 		if !ok {
 			return nil, t, fmt.Errorf("%w: subscription %q of %q", fsm.ErrNotFound, a.Subscription, a.Entity)
 		}
@@ -226,21 +306,21 @@ func (e *entity) stamp(idx int, msgs []*fsm.Message) []*fsm.Message {
 
 // Send stores msgs in one partition, all or nothing (S-SEND-5), returning once durable
 // (S-SEND-1). Messages with a future ScheduledEnqueueTime are stored as scheduled.
-func (n *Node) Send(ctx context.Context, entityName string, msgs []*fsm.Message) error {
-	_, err := n.enqueue(ctx, entityName, msgs, false)
+func (rt *Router) Send(ctx context.Context, entityName string, msgs []*fsm.Message) error {
+	_, err := rt.enqueue(ctx, entityName, msgs, false)
 	return err
 }
 
 // Schedule stores msgs as scheduled messages (S-SCH-1) and returns their sequence numbers.
-func (n *Node) Schedule(ctx context.Context, entityName string, msgs []*fsm.Message) ([]int64, error) {
-	return n.enqueue(ctx, entityName, msgs, true)
+func (rt *Router) Schedule(ctx context.Context, entityName string, msgs []*fsm.Message) ([]int64, error) {
+	return rt.enqueue(ctx, entityName, msgs, true)
 }
 
-func (n *Node) enqueue(ctx context.Context, entityName string, msgs []*fsm.Message, schedule bool) ([]int64, error) {
+func (rt *Router) enqueue(ctx context.Context, entityName string, msgs []*fsm.Message, schedule bool) ([]int64, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	e, err := n.resolve(entityName)
+	e, err := rt.resolve(entityName)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +329,7 @@ func (n *Node) enqueue(ctx context.Context, entityName string, msgs []*fsm.Messa
 	if schedule {
 		req = &wire.Schedule{Msgs: msgs}
 	}
-	r, err := n.on(e.parts[idx]).do(ctx, req)
+	r, err := rt.on(e.parts[idx]).do(ctx, req)
 	seqs := r.Seqs
 	for i := range seqs {
 		seqs[i] = e.ext(idx, seqs[i])
@@ -258,8 +338,8 @@ func (n *Node) enqueue(ctx context.Context, entityName string, msgs []*fsm.Messa
 }
 
 // Cancel cancels scheduled messages by sequence number (S-SCH-1).
-func (n *Node) Cancel(ctx context.Context, entityName string, seqs []int64) error {
-	e, err := n.resolve(entityName)
+func (rt *Router) Cancel(ctx context.Context, entityName string, seqs []int64) error {
+	e, err := rt.resolve(entityName)
 	if err != nil {
 		return err
 	}
@@ -268,7 +348,7 @@ func (n *Node) Cancel(ctx context.Context, entityName string, seqs []int64) erro
 		return err
 	}
 	for _, idx := range sortedKeys(byPart) {
-		if _, err := n.on(e.parts[idx]).do(ctx, &wire.Cancel{Seqs: byPart[idx]}); err != nil {
+		if _, err := rt.on(e.parts[idx]).do(ctx, &wire.Cancel{Seqs: byPart[idx]}); err != nil {
 			return err
 		}
 	}
@@ -299,21 +379,21 @@ func sortedKeys(m map[int][]int64) []int {
 // Receive takes up to max messages (S-RCV-1). A session receive goes to the session's
 // partition; otherwise the partitions are tried in turn, and when none has a message the
 // call sleeps until one of them changes (no polling), up to wait in all.
-func (n *Node) Receive(ctx context.Context, a Address, sessionID, owner string, mode fsm.ReceiveMode, limit int, wait time.Duration) ([]*fsm.Message, error) {
-	e, t, err := n.target(a)
+func (rt *Router) Receive(ctx context.Context, a Address, sessionID, owner string, mode fsm.ReceiveMode, limit int, wait time.Duration) ([]*fsm.Message, error) {
+	e, t, err := rt.target(a)
 	if err != nil {
 		return nil, err
 	}
 	req := fsm.Receive{Target: t, Mode: mode, Max: int32(limit), SessionID: sessionID, Owner: owner}
 	if sessionID != "" || len(e.parts) == 1 {
 		idx := e.keyed(sessionID)
-		msgs, err := n.on(e.parts[idx]).Receive(ctx, req, wait)
+		msgs, err := rt.on(e.parts[idx]).Receive(ctx, req, wait)
 		return e.stamp(idx, msgs), err
 	}
 	var msgs []*fsm.Message
 	idx := -1
-	err = n.waitAny(ctx, e, req, false, wait, func(i int) (bool, error) {
-		m, err := n.on(e.parts[i]).Receive(ctx, req, 0)
+	err = rt.waitAny(ctx, e, req, false, wait, func(i int) (bool, error) {
+		m, err := rt.on(e.parts[i]).Receive(ctx, req, 0)
 		if err != nil || len(m) > 0 {
 			msgs, idx = m, i
 			return true, err
@@ -330,7 +410,7 @@ func (n *Node) Receive(ctx context.Context, a Address, sessionID, owner string, 
 // done or an error; between rounds it waits for any partition to change, up to wait.
 // Each partition has one watcher at a time: it holds that partition's current change
 // signal (taken before the round that follows it) and is re-armed once it fired.
-func (n *Node) waitAny(ctx context.Context, e *entity, req fsm.Receive, accept bool, wait time.Duration, try func(i int) (done bool, err error)) error {
+func (rt *Router) waitAny(ctx context.Context, e *entity, req fsm.Receive, accept bool, wait time.Duration, try func(i int) (done bool, err error)) error {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	fired := make(chan int, len(e.parts))
@@ -349,7 +429,7 @@ func (n *Node) waitAny(ctx context.Context, e *entity, req fsm.Receive, accept b
 					fired <- i
 				case <-stop:
 				}
-			}(i, n.on(r).Changed(req, accept))
+			}(i, rt.on(r).Changed(req, accept))
 		}
 		start := int(rr.Add(1) % uint64(len(e.parts)))
 		for i := range e.parts {
@@ -394,9 +474,9 @@ type Settlement struct {
 
 // Settle settles every token, routed by the group ID inside it; the tokens of one
 // partition go in one proposal. It returns one error per token (nil: settled).
-func (n *Node) Settle(ctx context.Context, s Settlement) []error {
+func (rt *Router) Settle(ctx context.Context, s Settlement) []error {
 	errs := make([]error, len(s.Tokens))
-	e, t, err := n.target(s.Address)
+	e, t, err := rt.target(s.Address)
 	if err != nil {
 		for i := range errs {
 			errs[i] = err
@@ -404,7 +484,7 @@ func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 		return errs
 	}
 	if oneGroup(s.Tokens) { // the usual case (each settlement on its own): no grouping
-		n.settleGroup(ctx, e, t, &s, nil, errs)
+		rt.settleGroup(ctx, e, t, &s, nil, errs)
 		return errs
 	}
 	byGroup := map[uint32][]int{}
@@ -417,7 +497,7 @@ func (n *Node) Settle(ctx context.Context, s Settlement) []error {
 		byGroup[g] = append(byGroup[g], i)
 	}
 	for _, g := range order {
-		n.settleGroup(ctx, e, t, &s, byGroup[g], errs)
+		rt.settleGroup(ctx, e, t, &s, byGroup[g], errs)
 	}
 	return errs
 }
@@ -437,7 +517,7 @@ func oneGroup(toks []fsm.LockToken) bool {
 
 // settleGroup settles the tokens of s at positions idx (nil: all of them), which
 // belong to one partition group, and sets their errors in errs.
-func (n *Node) settleGroup(ctx context.Context, e *entity, t fsm.Target, s *Settlement, idx []int, errs []error) {
+func (rt *Router) settleGroup(ctx context.Context, e *entity, t fsm.Target, s *Settlement, idx []int, errs []error) {
 	count := len(s.Tokens)
 	if idx != nil {
 		count = len(idx)
@@ -459,7 +539,7 @@ func (n *Node) settleGroup(ctx context.Context, e *entity, t fsm.Target, s *Sett
 	for j := range toks {
 		toks[j] = s.Tokens[at(j)]
 	}
-	r, err := n.on(g).do(ctx, &wire.Settle{Req: fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
+	r, err := rt.on(g).do(ctx, &wire.Settle{Req: fsm.Settle{Target: t, Tokens: toks, Disposition: s.Disposition,
 		Properties: s.Properties, Reason: s.Reason, Description: s.Description, SessionID: s.SessionID, Owner: s.Owner}})
 	tokErrs := r.TokenErrs
 	// With several tokens the fsm answers per token, and its command error is only the
@@ -493,8 +573,8 @@ func unconfirmed(err error) error {
 
 // RenewLock renews message locks (S-LOCK-8) and returns each new LockedUntil (Unix ms).
 // The tokens of one partition are renewed in one call.
-func (n *Node) RenewLock(ctx context.Context, a Address, tokens []fsm.LockToken) ([]int64, error) {
-	e, t, err := n.target(a)
+func (rt *Router) RenewLock(ctx context.Context, a Address, tokens []fsm.LockToken) ([]int64, error) {
+	e, t, err := rt.target(a)
 	if err != nil {
 		return nil, err
 	}
@@ -517,7 +597,7 @@ func (n *Node) RenewLock(ctx context.Context, a Address, tokens []fsm.LockToken)
 		for j, i := range idx {
 			toks[j] = tokens[i]
 		}
-		r, err := n.on(g).do(ctx, &wire.RenewLock{Target: t, Tokens: toks})
+		r, err := rt.on(g).do(ctx, &wire.RenewLock{Target: t, Tokens: toks})
 		until := r.Untils
 		if err != nil {
 			return nil, err
@@ -533,8 +613,8 @@ func (n *Node) RenewLock(ctx context.Context, a Address, tokens []fsm.LockToken)
 
 // Peek browses up to max messages from sequence number from (S-LOCK-11), through the
 // partitions in index order (entity sequence numbers order the same way).
-func (n *Node) Peek(ctx context.Context, a Address, sessionID string, from int64, limit int) ([]*fsm.Message, error) {
-	e, t, err := n.target(a)
+func (rt *Router) Peek(ctx context.Context, a Address, sessionID string, from int64, limit int) ([]*fsm.Message, error) {
+	e, t, err := rt.target(a)
 	if err != nil {
 		return nil, err
 	}
@@ -549,7 +629,7 @@ func (n *Node) Peek(ctx context.Context, a Address, sessionID string, from int64
 			fromSeq = local
 		}
 		for len(out) < limit {
-			r, err := n.on(e.parts[idx]).do(ctx, &wire.Peek{Target: t, From: fromSeq, Max: limit - len(out)})
+			r, err := rt.on(e.parts[idx]).do(ctx, &wire.Peek{Target: t, From: fromSeq, Max: limit - len(out)})
 			msgs := r.Msgs
 			if err != nil {
 				return out, err
@@ -573,8 +653,8 @@ func (n *Node) Peek(ctx context.Context, a Address, sessionID string, from int64
 }
 
 // ReceiveDeferred receives deferred messages by sequence number (S-LOCK-7).
-func (n *Node) ReceiveDeferred(ctx context.Context, a Address, sessionID, owner string, mode fsm.ReceiveMode, seqs []int64) ([]*fsm.Message, error) {
-	e, t, err := n.target(a)
+func (rt *Router) ReceiveDeferred(ctx context.Context, a Address, sessionID, owner string, mode fsm.ReceiveMode, seqs []int64) ([]*fsm.Message, error) {
+	e, t, err := rt.target(a)
 	if err != nil {
 		return nil, err
 	}
@@ -584,7 +664,7 @@ func (n *Node) ReceiveDeferred(ctx context.Context, a Address, sessionID, owner 
 	}
 	var out []*fsm.Message
 	for _, idx := range sortedKeys(byPart) {
-		msgs, err := n.on(e.parts[idx]).ReceiveDeferred(ctx, fsm.ReceiveDeferred{Target: t, Mode: mode, SeqNos: byPart[idx],
+		msgs, err := rt.on(e.parts[idx]).ReceiveDeferred(ctx, fsm.ReceiveDeferred{Target: t, Mode: mode, SeqNos: byPart[idx],
 			SessionID: sessionID, Owner: owner})
 		out = append(out, e.stamp(idx, msgs)...)
 		if err != nil {
@@ -596,20 +676,20 @@ func (n *Node) ReceiveDeferred(ctx context.Context, a Address, sessionID, owner 
 
 // AcceptSession locks a session for owner (S-SES-2): the named one, or with an empty
 // sessionID the next available one in any partition, waiting up to wait.
-func (n *Node) AcceptSession(ctx context.Context, a Address, sessionID, owner string, wait time.Duration) (string, int64, error) {
-	e, t, err := n.target(a)
+func (rt *Router) AcceptSession(ctx context.Context, a Address, sessionID, owner string, wait time.Duration) (string, int64, error) {
+	e, t, err := rt.target(a)
 	if err != nil {
 		return "", 0, err
 	}
 	req := fsm.AcceptSession{Target: t, SessionID: sessionID, Owner: owner}
 	if sessionID != "" || len(e.parts) == 1 {
-		return n.on(e.parts[e.keyed(sessionID)]).AcceptSession(ctx, req, wait)
+		return rt.on(e.parts[e.keyed(sessionID)]).AcceptSession(ctx, req, wait)
 	}
 	var id string
 	var until int64
-	err = n.waitAny(ctx, e, fsm.Receive{Target: t}, true, wait, func(i int) (bool, error) {
+	err = rt.waitAny(ctx, e, fsm.Receive{Target: t}, true, wait, func(i int) (bool, error) {
 		var err error
-		id, until, err = n.on(e.parts[i]).AcceptSession(ctx, req, 0)
+		id, until, err = rt.on(e.parts[i]).AcceptSession(ctx, req, 0)
 		if errors.Is(err, fsm.ErrNoSessionAvailable) {
 			return false, nil
 		}
@@ -625,12 +705,12 @@ func (n *Node) AcceptSession(ctx context.Context, a Address, sessionID, owner st
 }
 
 // onSession runs req, built for the session's target, on the session's partition.
-func (n *Node) onSession(ctx context.Context, a Address, sessionID string, req func(fsm.Target) wire.Request) (wire.Result, error) {
-	e, t, err := n.target(a)
+func (rt *Router) onSession(ctx context.Context, a Address, sessionID string, req func(fsm.Target) wire.Request) (wire.Result, error) {
+	e, t, err := rt.target(a)
 	if err != nil {
 		return wire.Result{}, err
 	}
-	return n.on(e.parts[e.keyed(sessionID)]).do(ctx, req(t))
+	return rt.on(e.parts[e.keyed(sessionID)]).do(ctx, req(t))
 }
 
 func sessionRef(t fsm.Target, sessionID, owner string) wire.SessionRef {
@@ -638,24 +718,24 @@ func sessionRef(t fsm.Target, sessionID, owner string) wire.SessionRef {
 }
 
 // ReleaseSession releases a session lock (S-SES-4).
-func (n *Node) ReleaseSession(ctx context.Context, a Address, sessionID, owner string) error {
-	_, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+func (rt *Router) ReleaseSession(ctx context.Context, a Address, sessionID, owner string) error {
+	_, err := rt.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
 		return &wire.ReleaseSession{SessionRef: sessionRef(t, sessionID, owner)}
 	})
 	return err
 }
 
 // RenewSession renews a session lock and returns its new expiry (Unix ms).
-func (n *Node) RenewSession(ctx context.Context, a Address, sessionID, owner string) (int64, error) {
-	r, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+func (rt *Router) RenewSession(ctx context.Context, a Address, sessionID, owner string) (int64, error) {
+	r, err := rt.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
 		return &wire.RenewSession{SessionRef: sessionRef(t, sessionID, owner)}
 	})
 	return r.Until, err
 }
 
 // SessionState returns a session's state, nil when none (S-SES-5).
-func (n *Node) SessionState(ctx context.Context, a Address, sessionID string) ([]byte, error) {
-	r, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+func (rt *Router) SessionState(ctx context.Context, a Address, sessionID string) ([]byte, error) {
+	r, err := rt.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
 		return &wire.GetState{SessionRef: sessionRef(t, sessionID, "")}
 	})
 	return r.State, err
@@ -663,16 +743,16 @@ func (n *Node) SessionState(ctx context.Context, a Address, sessionID string) ([
 
 // HeldSessionState returns a session's state for the holder of its lock, owner
 // (fsm.ErrSessionLockLost for anyone else): get-session-state over AMQP.
-func (n *Node) HeldSessionState(ctx context.Context, a Address, sessionID, owner string) ([]byte, error) {
-	r, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+func (rt *Router) HeldSessionState(ctx context.Context, a Address, sessionID, owner string) ([]byte, error) {
+	r, err := rt.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
 		return &wire.GetState{SessionRef: sessionRef(t, sessionID, owner)}
 	})
 	return r.State, err
 }
 
 // SetSessionState sets or (empty) clears a session's state (S-SES-5).
-func (n *Node) SetSessionState(ctx context.Context, a Address, sessionID, owner string, state []byte) error {
-	_, err := n.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
+func (rt *Router) SetSessionState(ctx context.Context, a Address, sessionID, owner string, state []byte) error {
+	_, err := rt.onSession(ctx, a, sessionID, func(t fsm.Target) wire.Request {
 		return &wire.SetState{Req: fsm.SetSessionState{Target: t, SessionID: sessionID, Owner: owner, State: state}}
 	})
 	return err
@@ -680,14 +760,14 @@ func (n *Node) SetSessionState(ctx context.Context, a Address, sessionID, owner 
 
 // SessionsUpdatedSince lists the sessions whose state was set at since or later (as the
 // partition leaders' clocks stamped it), across partitions, sorted.
-func (n *Node) SessionsUpdatedSince(ctx context.Context, a Address, since time.Time) ([]string, error) {
-	e, t, err := n.target(a)
+func (rt *Router) SessionsUpdatedSince(ctx context.Context, a Address, since time.Time) ([]string, error) {
+	e, t, err := rt.target(a)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, g := range e.parts {
-		r, err := n.on(g).do(ctx, &wire.SessionsUpdatedSince{Target: t, From: since.UnixMilli()})
+		r, err := rt.on(g).do(ctx, &wire.SessionsUpdatedSince{Target: t, From: since.UnixMilli()})
 		if err != nil {
 			return nil, err
 		}
@@ -698,14 +778,14 @@ func (n *Node) SessionsUpdatedSince(ctx context.Context, a Address, since time.T
 }
 
 // ListSessions lists the sessions with messages or state, across partitions, sorted.
-func (n *Node) ListSessions(ctx context.Context, a Address) ([]string, error) {
-	e, t, err := n.target(a)
+func (rt *Router) ListSessions(ctx context.Context, a Address) ([]string, error) {
+	e, t, err := rt.target(a)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, g := range e.parts {
-		r, err := n.on(g).do(ctx, &wire.ListSessions{Target: t})
+		r, err := rt.on(g).do(ctx, &wire.ListSessions{Target: t})
 		if err != nil {
 			return nil, err
 		}

@@ -429,7 +429,7 @@ func (s *rpcService) serveWire(m wire.Method, body []byte) (wire.Message, error)
 		t := &wire.Transfer{}
 		return serve(t, func() wire.Message { return &wire.Done{Err: s.serveTransfer(m, t)} })
 	case wire.MethodDigests:
-		return serve(wire.Empty{}, func() wire.Message { return &wire.Digests{ByGroup: n.localDigests()} })
+		return serve(wire.Empty{}, func() wire.Message { return &wire.Digests{ByGroup: n.ops.localDigests()} })
 	case wire.MethodMetaDigest:
 		return serve(wire.Empty{}, func() wire.Message {
 			d := metaDigest(n.meta)
@@ -460,13 +460,13 @@ func (s *rpcService) serveTransfer(m wire.Method, t *wire.Transfer) error {
 	case wire.MethodTransfer:
 		return n.transferLocal(t.Group, t.To)
 	case wire.MethodHandOver:
-		ctx, cancel := n.rpcContext(t.Timeout)
+		ctx, cancel := n.rpc.callContext(t.Timeout)
 		defer cancel()
-		return n.handOverLogged(ctx, "drain")
+		return n.ops.handOverLogged(ctx, "drain")
 	default:
-		ctx, cancel := n.rpcContext(t.Timeout)
+		ctx, cancel := n.rpc.callContext(t.Timeout)
 		defer cancel()
-		return n.RemoveNode(ctx, t.To)
+		return n.ops.RemoveNode(ctx, t.To)
 	}
 }
 

@@ -15,15 +15,15 @@ import (
 // methods below are the ones that do more than run one request: receives, whose locks
 // a caller that gave up must not leave behind, and the change signal.
 type gp struct {
-	n *Node
-	g group
+	rt *Router
+	g  group
 }
 
-func (n *Node) on(g group) gp { return gp{n, g} }
+func (rt *Router) on(g group) gp { return gp{rt, g} }
 
 // do runs req on the group's leader.
 func (p gp) do(ctx context.Context, req wire.Request) (wire.Result, error) {
-	return p.n.call(ctx, p.g, req, nil)
+	return p.rt.call(ctx, p.g, req, nil)
 }
 
 // Receive long-polls on the leader. Messages a forwarded peek-lock receive locked after
@@ -38,7 +38,7 @@ func (p gp) Receive(ctx context.Context, req fsm.Receive, wait time.Duration) ([
 	if req.Mode == fsm.PeekLock && req.Salt == 0 {
 		req.Salt = uint32(randomID())
 	}
-	r, err := p.n.call(ctx, p.g, &wire.Receive{Req: req, Wait: wait}, func(lost *wire.Reply) {
+	r, err := p.rt.call(ctx, p.g, &wire.Receive{Req: req, Wait: wait}, func(lost *wire.Reply) {
 		p.release(req.Mode, req.Target, req.SessionID, req.Owner, lost.Msgs)
 	})
 	if err != nil && req.Mode == fsm.PeekLock && errors.Is(err, partition.ErrOutcomeUnknown) {
@@ -76,14 +76,14 @@ func (p gp) release(mode fsm.ReceiveMode, t fsm.Target, sessionID, owner string,
 }
 
 func (p gp) ReceiveDeferred(ctx context.Context, req fsm.ReceiveDeferred) ([]*fsm.Message, error) {
-	r, err := p.n.call(ctx, p.g, &wire.ReceiveDeferred{Req: req}, func(lost *wire.Reply) {
+	r, err := p.rt.call(ctx, p.g, &wire.ReceiveDeferred{Req: req}, func(lost *wire.Reply) {
 		p.release(req.Mode, req.Target, req.SessionID, req.Owner, lost.Msgs)
 	})
 	return r.Msgs, err
 }
 
 func (p gp) AcceptSession(ctx context.Context, req fsm.AcceptSession, wait time.Duration) (string, int64, error) {
-	r, err := p.n.call(ctx, p.g, &wire.AcceptSession{Req: req, Wait: wait}, func(lost *wire.Reply) {
+	r, err := p.rt.call(ctx, p.g, &wire.AcceptSession{Req: req, Wait: wait}, func(lost *wire.Reply) {
 		if lost.Err == nil && lost.Session != "" {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -115,25 +115,25 @@ func (p gp) Changed(req fsm.Receive, accept bool) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
-		leader := p.n.routes().leaderOf(p.g, 0)
-		addr := p.n.addrOf(leader)
-		if addr == "" || leader == p.n.cfg.NodeID {
+		leader := p.rt.loc.leaderOf(p.g, 0)
+		addr := p.rt.n.addrOf(leader)
+		if addr == "" || leader == p.rt.self {
 			t := time.NewTimer(50 * time.Millisecond)
 			defer t.Stop()
 			select {
 			case <-t.C:
-			case <-p.n.closing:
+			case <-p.rt.closing:
 			}
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), remoteWaitCap+5*time.Second)
 		defer cancel()
-		if err := p.n.peer(addr).WaitChange(ctx, &wire.Wait{Group: p.g.id, Receive: req, Accept: accept, Timeout: remoteWaitCap}); err != nil {
+		if err := p.rt.n.peer(addr).WaitChange(ctx, &wire.Wait{Group: p.g.id, Receive: req, Accept: accept, Timeout: remoteWaitCap}); err != nil {
 			t := time.NewTimer(100 * time.Millisecond)
 			defer t.Stop()
 			select {
 			case <-t.C:
-			case <-p.n.closing:
+			case <-p.rt.closing:
 			}
 		}
 	}()

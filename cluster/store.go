@@ -4,16 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/metagroup"
 	"github.com/quorumbus/quorumbus/cluster/wire"
-	"github.com/quorumbus/quorumbus/fsm"
 )
 
-var _ admin.Store = (*Node)(nil)
+// Store is the admin API's view of a node (admin.Store and admin.Purger): metadata
+// changes through the metadata leader with read-your-writes, reads of the local
+// metadata replica, an entity's runtime counts and purges over its partitions. It is
+// reached through Node.Store and lives as long as its node.
+type Store struct {
+	self string           // this node's ID
+	meta *metagroup.Group // the metadata group: writes through its leader, local reads
+	log  *slog.Logger
+	// reconcile is the node's reconcile pass, which a change waits for so that the
+	// replicas it places here are open when Apply returns.
+	reconcile func(ctx context.Context) bool
+	// rt runs the partition operations of counts, config syncs and purges.
+	rt *Router
+	// n is the node, for the peers and their addresses (Node.peer, Node.addrOf,
+	// Node.peerStatus) and a leadership transfer here (Node.transferLocal).
+	n *Node
+}
+
+// newStore is the store of n, whose metadata group is open and whose router is made.
+func newStore(n *Node) *Store {
+	return &Store{self: n.cfg.NodeID, meta: n.meta, log: n.log, reconcile: n.rec.reconcile, rt: n.router, n: n}
+}
+
+var _ admin.Store = (*Store)(nil)
+
+// Store is the node's admin API store.
+func (n *Node) Store() *Store { return n.store }
 
 // Apply proposes a metadata change (admin.Store) through the metadata leader: here, or
 // forwarded to it over the cluster RPC (metagroup.Group.Commit). Creating a queue or
@@ -21,35 +48,35 @@ var _ admin.Store = (*Node)(nil)
 // applied on this node's replica (a read here right after sees it), and, for a new
 // entity, once every partition group has a leader, so a client may use an entity as soon
 // as its creation is acknowledged, through any node.
-func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
+func (sr *Store) Apply(ctx context.Context, cmd meta.Command) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	idx, err := n.meta.Commit(ctx, cmd)
+	idx, err := sr.meta.Commit(ctx, cmd)
 	if errors.Is(err, ErrNotMetadataLeader) || errors.Is(err, ErrUnavailable) {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
 	if err != nil {
 		return err
 	}
-	if err := n.meta.WaitIndex(ctx, idx); err != nil {
+	if err := sr.meta.WaitIndex(ctx, idx); err != nil {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
-	n.reconcile(ctx)
+	sr.reconcile(ctx)
 	entity, creates := meta.PartitionsChanged(cmd)
 	if entity != "" && creates {
-		if err := n.waitEntity(ctx, entity); err != nil {
+		if err := sr.waitEntity(ctx, entity); err != nil {
 			return fmt.Errorf("%w: the change is committed but its partitions are not serving yet: %v", admin.ErrUnavailable, err)
 		}
 	}
 	if entity != "" && !creates {
 		// The entity's partitions apply the change before the caller hears of it, as on
 		// a single node: the next operation through any node sees it (S-ENT-3).
-		e, err := n.resolve(entity)
+		e, err := sr.rt.resolve(entity)
 		if err != nil {
 			return nil // deleted meanwhile
 		}
 		for _, g := range e.parts {
-			if _, err := n.on(g).do(ctx, &wire.SyncConfig{MetaIndex: idx}); err != nil {
+			if _, err := sr.rt.on(g).do(ctx, &wire.SyncConfig{MetaIndex: idx}); err != nil {
 				return fmt.Errorf("%w: the change is committed but partition %d has not applied it yet: %v", admin.ErrUnavailable, g.index, err)
 			}
 		}
@@ -58,8 +85,8 @@ func (n *Node) Apply(ctx context.Context, cmd meta.Command) error {
 }
 
 // applyRemote forwards cmd to the metadata leader (metagroup.Config.Forward).
-func (n *Node) applyRemote(ctx context.Context, leader string, cmd meta.Command) (uint64, error) {
-	addr := n.addrOf(leader)
+func (sr *Store) applyRemote(ctx context.Context, leader string, cmd meta.Command) (uint64, error) {
+	addr := sr.n.addrOf(leader)
 	if addr == "" {
 		return 0, fmt.Errorf("%w: metadata leader %q has no known address", ErrNotMetadataLeader, leader)
 	}
@@ -67,7 +94,7 @@ func (n *Node) applyRemote(ctx context.Context, leader string, cmd meta.Command)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := n.peer(addr).MetaApply(ctx, &wire.MetaApply{Entry: b, Timeout: timeLeft(ctx)})
+	resp, err := sr.n.peer(addr).MetaApply(ctx, &wire.MetaApply{Entry: b, Timeout: timeLeft(ctx)})
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNotMetadataLeader, err)
 	}
@@ -94,20 +121,20 @@ func (n *Node) waitServing(ctx context.Context) error {
 }
 
 // waitEntity waits until every partition of an entity answers through its leader.
-func (n *Node) waitEntity(ctx context.Context, name string) error {
-	e, err := n.resolve(name)
+func (sr *Store) waitEntity(ctx context.Context, name string) error {
+	e, err := sr.rt.resolve(name)
 	if err != nil {
 		return err
 	}
 	for _, g := range e.parts {
-		if _, err := n.on(g).Stats(ctx); err != nil {
+		if _, err := sr.rt.on(g).Stats(ctx); err != nil {
 			return err
 		}
 		// Whichever replica won the first election, the group's preferred leader takes
 		// over now, before clients use the entity, rather than through leader balancing
 		// later under their load.
-		n.preferLeader(ctx, g)
-		if _, err := n.on(g).Stats(ctx); err != nil {
+		sr.preferLeader(ctx, g)
+		if _, err := sr.rt.on(g).Stats(ctx); err != nil {
 			return err
 		}
 	}
@@ -117,34 +144,34 @@ func (n *Node) waitEntity(ctx context.Context, name string) error {
 // preferLeader moves leadership of g to its preferred leader (its first replica) if
 // another replica leads it, and waits a few seconds at most for the move. Best effort:
 // leader balancing retries later.
-func (n *Node) preferLeader(ctx context.Context, g group) {
+func (sr *Store) preferLeader(ctx context.Context, g group) {
 	if len(g.replicas) < 2 {
 		return
 	}
 	want := g.replicas[0]
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	st, err := n.peerStatus(ctx, want, g.id)
+	st, err := sr.n.peerStatus(ctx, want, g.id)
 	if err != nil || st.Leader == "" || st.Leader == want {
 		return
 	}
-	if st.Leader == n.cfg.NodeID {
-		err = n.transferLocal(g.id, want)
-	} else if addr := n.addrOf(st.Leader); addr != "" {
+	if st.Leader == sr.self {
+		err = sr.n.transferLocal(g.id, want)
+	} else if addr := sr.n.addrOf(st.Leader); addr != "" {
 		var remote error
-		if remote, err = n.peer(addr).Transfer(ctx, g.id, want); err == nil {
+		if remote, err = sr.n.peer(addr).Transfer(ctx, g.id, want); err == nil {
 			err = remote
 		}
 	}
 	if err != nil {
-		n.log.Debug("prefer leader", "group", g.id, "to", want, "err", err)
+		sr.log.Debug("prefer leader", "group", g.id, "to", want, "err", err)
 		return
 	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if st, err := n.peerStatus(ctx, want, g.id); err == nil && st.IsLeader {
-			n.routes().hint(g.id, want)
+		if st, err := sr.n.peerStatus(ctx, want, g.id); err == nil && st.IsLeader {
+			sr.rt.loc.hint(g.id, want)
 			return
 		}
 		select {
@@ -156,8 +183,8 @@ func (n *Node) preferLeader(ctx context.Context, g group) {
 }
 
 // Read runs fn on the local metadata replica (admin.Store).
-func (n *Node) Read(ctx context.Context, fn func(s *meta.State)) error {
-	n.meta.Read(fn)
+func (sr *Store) Read(ctx context.Context, fn func(s *meta.State)) error {
+	sr.meta.Read(fn)
 	return nil
 }
 
@@ -166,8 +193,8 @@ func (n *Node) Read(ctx context.Context, fn func(s *meta.State)) error {
 // auto-delete on idle reads them, idle.go): for a queue its sends and receiver activity,
 // for a topic its sends and the receiver activity of every subscription, for a
 // subscription its receiver activity. Reading these counts records nothing.
-func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts, error) {
-	ent, err := n.resolve(e.Name)
+func (sr *Store) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts, error) {
+	ent, err := sr.rt.resolve(e.Name)
 	if err != nil {
 		return admin.RuntimeCounts{}, err
 	}
@@ -175,7 +202,7 @@ func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts
 	var deferred int64
 	var accessed int64 // Unix ms: latest replicated send or receiver activity
 	for _, g := range ent.parts {
-		st, err := n.on(g).Stats(ctx)
+		st, err := sr.rt.on(g).Stats(ctx)
 		if err != nil {
 			return rc, fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 		}
@@ -205,48 +232,6 @@ func (n *Node) Runtime(ctx context.Context, e admin.Entity) (admin.RuntimeCounts
 		rc.AccessedAt = time.UnixMilli(accessed)
 	}
 	return rc, nil
-}
-
-// entity is a resolved queue or topic with its partition groups.
-type entity struct {
-	name  string // display name
-	kind  meta.EntityKind
-	parts []group // by partition index
-	// dedupe: a partitioned queue or topic that requires duplicate detection, so a send
-	// without SessionId or PartitionKey goes to its MessageId's partition (pick).
-	dedupe bool
-}
-
-// resolve finds a queue or topic by name (case-insensitive) and its partition groups.
-// It runs for every message sent or settled, so it reads the placement in place
-// (meta.State.Route) rather than copying it.
-func (n *Node) resolve(name string) (*entity, error) {
-	var (
-		e    *entity
-		kind meta.EntityKind
-	)
-	n.meta.Read(func(s *meta.State) {
-		kind = s.Kind(name)
-		if kind == meta.KindNone {
-			return
-		}
-		s.Route(name, func(display string, parts []meta.Partition) {
-			e = &entity{name: display, kind: kind, parts: make([]group, len(parts))}
-			for i, p := range parts {
-				e.parts[i] = group{id: p.GroupID, index: i, replicas: p.Replicas}
-			}
-		})
-		if e != nil && len(e.parts) > 1 {
-			e.dedupe = s.DuplicateDetection(name)
-		}
-	})
-	if e == nil {
-		return nil, fmt.Errorf("%w: entity %q", fsm.ErrNotFound, name)
-	}
-	for i := range e.parts {
-		n.routes().locate(&e.parts[i])
-	}
-	return e, nil
 }
 
 // ErrUnavailable: the operation cannot be served now (no leader, node unreachable); a

@@ -80,7 +80,7 @@ type txnPart struct {
 // is completed by recovery); otherwise nothing applied, except when the outcome is
 // unknown (partition.ErrOutcomeUnknown: a leader failed after a proposal), in which case
 // the whole transaction applied or none of it did.
-func (n *Node) Commit(ctx context.Context, t Txn) error {
+func (rt *Router) Commit(ctx context.Context, t Txn) error {
 	var parts []*txnPart
 	part := func(h group) *txnPart {
 		for _, p := range parts {
@@ -93,7 +93,7 @@ func (n *Node) Commit(ctx context.Context, t Txn) error {
 		return p
 	}
 	for _, s := range t.Settles {
-		e, tgt, err := n.target(s.Address)
+		e, tgt, err := rt.target(s.Address)
 		if err != nil {
 			return err
 		}
@@ -119,7 +119,7 @@ func (n *Node) Commit(ctx context.Context, t Txn) error {
 		if len(s.Msgs) == 0 {
 			continue
 		}
-		e, err := n.resolve(s.Entity)
+		e, err := rt.resolve(s.Entity)
 		if err != nil {
 			return err
 		}
@@ -143,30 +143,30 @@ func (n *Node) Commit(ctx context.Context, t Txn) error {
 	case 0:
 		return nil // an empty transaction commits trivially
 	case 1:
-		if _, err := n.call(ctx, parts[0].g, &wire.Txn{Msgs: parts[0].msgs, Settles: parts[0].settles}, nil); err != nil {
+		if _, err := rt.call(ctx, parts[0].g, &wire.Txn{Msgs: parts[0].msgs, Settles: parts[0].settles}, nil); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
 		return nil
 	}
 	slices.SortFunc(parts, func(a, b *txnPart) int { return cmp.Compare(a.g.id, b.g.id) })
-	return txnRun{n}.commit2PC(ctx, parts)
+	return txnRun{rt}.commit2PC(ctx, parts)
 }
 
 // commit2PC runs two-phase commit over parts, sorted by group id (see the top of the file).
 // txnRun runs the two-phase commits its node coordinates and their recovery.
-type txnRun struct{ n *Node }
+type txnRun struct{ rt *Router }
 
 func (t txnRun) commit2PC(ctx context.Context, parts []*txnPart) error {
-	n := t.n
+	rt := t.rt
 	id := newTxnID()
 	coord := parts[0].g
-	deadline := n.clock.Now().Add(n.cfg.TxnPrepareWindow).UnixMilli()
+	deadline := rt.clock.Now().Add(rt.prepareWindow).UnixMilli()
 	ids := make([]uint32, len(parts))
 	for i, p := range parts {
 		ids[i] = p.g.id
 	}
 	for i, p := range parts {
-		_, err := n.call(ctx, p.g, &wire.TxnPrepare{ID: id, Coordinator: coord.id, Deadline: deadline,
+		_, err := rt.call(ctx, p.g, &wire.TxnPrepare{ID: id, Coordinator: coord.id, Deadline: deadline,
 			Msgs: p.msgs, Settles: p.settles}, nil)
 		if err != nil {
 			// Nothing is decided: release what was prepared (a prepare whose outcome is
@@ -175,10 +175,10 @@ func (t txnRun) commit2PC(ctx context.Context, parts []*txnPart) error {
 			return fmt.Errorf("commit: prepare in partition group %d: %w", p.g.id, err)
 		}
 	}
-	if n.txnHook != nil && n.txnHook("prepared", id) {
+	if rt.txnHook != nil && rt.txnHook("prepared", id) {
 		return fmt.Errorf("commit: %w: stopped by a test after the prepare", partition.ErrOutcomeUnknown)
 	}
-	r, err := n.call(ctx, coord, &wire.TxnDecide{ID: id, Commit: true, Deadline: deadline, Participants: ids}, nil)
+	r, err := rt.call(ctx, coord, &wire.TxnDecide{ID: id, Commit: true, Deadline: deadline, Participants: ids}, nil)
 	switch {
 	case err == nil && r.Committed:
 	case errors.Is(err, fsm.ErrTxnDecided) || errors.Is(err, fsm.ErrTxnTimeout):
@@ -190,12 +190,12 @@ func (t txnRun) commit2PC(ctx context.Context, parts []*txnPart) error {
 		// (the participants then presume abort at the deadline).
 		return fmt.Errorf("commit: %w: decide in partition group %d: %w", partition.ErrOutcomeUnknown, coord.id, err)
 	}
-	if n.txnHook != nil && n.txnHook("decided", id) {
+	if rt.txnHook != nil && rt.txnHook("decided", id) {
 		return nil // committed; the test leaves completion to recovery
 	}
 	if t.completeAll(ids, id, true) {
 		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, _ = n.call(fctx, coord, &wire.TxnForget{ID: id}, nil) // failure: recovery forgets it
+		_, _ = rt.call(fctx, coord, &wire.TxnForget{ID: id}, nil) // failure: recovery forgets it
 		cancel()
 	}
 	return nil
@@ -205,16 +205,16 @@ func (t txnRun) commit2PC(ctx context.Context, parts []*txnPart) error {
 // whether all of them acknowledged. It does not wait on the client's context: a
 // completion left half done is finished by recovery, but sooner is better.
 func (t txnRun) completeAll(ids []uint32, id string, commit bool) bool {
-	n := t.n
+	rt := t.rt
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	all := true
 	for _, gid := range ids {
-		g, ok := n.routes().groupByID(gid)
+		g, ok := rt.loc.groupByID(gid)
 		if !ok {
 			continue // its entity was deleted, and its prepared state with it
 		}
-		if _, err := n.call(ctx, g, &wire.TxnComplete{ID: id, Commit: commit}, nil); err != nil {
+		if _, err := rt.call(ctx, g, &wire.TxnComplete{ID: id, Commit: commit}, nil); err != nil {
 			all = false
 		}
 	}
@@ -239,8 +239,8 @@ func sameGroup(e *entity, g group) bool {
 
 // txnRecoveryLoop runs recoverTxns every TxnRecoveryInterval until ctx (the node's
 // lifetime) ends; Close cancels a pass in progress.
-func (n *Node) txnRecoveryLoop(ctx context.Context) {
-	t := time.NewTicker(n.cfg.TxnRecoveryInterval)
+func (rt *Router) txnRecoveryLoop(ctx context.Context) {
+	t := time.NewTicker(rt.recoveryInterval)
 	defer t.Stop()
 	seen := map[string]bool{} // decisions seen on the previous pass; owner: this goroutine
 	for {
@@ -249,27 +249,19 @@ func (n *Node) txnRecoveryLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		seen = txnRun{n}.recoverTxns(ctx, seen)
+		seen = txnRun{rt}.recoverTxns(ctx, seen)
 	}
 }
 
 // recoverTxns completes what the partitions this node leads hold (see the top of the
 // file) and returns the decisions it saw.
 func (t txnRun) recoverTxns(ctx context.Context, seen map[string]bool) map[string]bool {
-	n := t.n
-	n.mu.RLock()
-	var leading []uint32
-	for id, r := range n.parts {
-		if r.p.IsLeader() {
-			leading = append(leading, id)
-		}
-	}
-	n.mu.RUnlock()
-	slices.Sort(leading)
+	rt := t.rt
+	leading := rt.loc.ledHere()
 	next := map[string]bool{}
-	now := n.clock.Now().UnixMilli()
+	now := rt.clock.Now().UnixMilli()
 	for _, gid := range leading {
-		r := n.routes().hosted(gid)
+		r := rt.loc.hosted(gid)
 		if r == nil {
 			continue
 		}
@@ -285,9 +277,9 @@ func (t txnRun) recoverTxns(ctx context.Context, seen map[string]bool) map[strin
 			if !t.completeAll(d.Participants, d.ID, d.Commit) {
 				continue
 			}
-			if d.Commit || now > d.Deadline+n.cfg.TxnRecoveryInterval.Milliseconds() {
-				if g, ok := n.routes().groupByID(gid); ok {
-					_, _ = n.call(ctx, g, &wire.TxnForget{ID: d.ID}, nil)
+			if d.Commit || now > d.Deadline+rt.recoveryInterval.Milliseconds() {
+				if g, ok := rt.loc.groupByID(gid); ok {
+					_, _ = rt.call(ctx, g, &wire.TxnForget{ID: d.ID}, nil)
 				}
 			}
 		}
@@ -296,8 +288,8 @@ func (t txnRun) recoverTxns(ctx context.Context, seen map[string]bool) map[strin
 				continue
 			}
 			commit := false
-			if cg, ok := n.routes().groupByID(p.Coordinator); ok {
-				cr, err := n.call(ctx, cg, &wire.TxnDecide{ID: p.ID, Deadline: p.Deadline, Participants: []uint32{gid}}, nil)
+			if cg, ok := rt.loc.groupByID(p.Coordinator); ok {
+				cr, err := rt.call(ctx, cg, &wire.TxnDecide{ID: p.ID, Deadline: p.Deadline, Participants: []uint32{gid}}, nil)
 				switch {
 				case err == nil:
 				case errors.Is(err, fsm.ErrTxnDecided):

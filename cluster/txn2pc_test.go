@@ -31,7 +31,7 @@ func startTxnNode(t *testing.T, window time.Duration) *Node {
 func createQueues(t *testing.T, ctx context.Context, n *Node, props meta.QueueProperties, names ...string) {
 	t.Helper()
 	for _, q := range names {
-		if err := n.Apply(ctx, &meta.CreateQueue{Name: q, Properties: props}); err != nil {
+		if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: q, Properties: props}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -39,14 +39,14 @@ func createQueues(t *testing.T, ctx context.Context, n *Node, props meta.QueuePr
 
 func sendBody(t *testing.T, ctx context.Context, n *Node, q, body string) {
 	t.Helper()
-	if err := n.Send(ctx, q, []*fsm.Message{{Payload: []byte(body)}}); err != nil {
+	if err := n.Router().Send(ctx, q, []*fsm.Message{{Payload: []byte(body)}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func receiveOne(t *testing.T, ctx context.Context, n *Node, q string) *fsm.Message {
 	t.Helper()
-	ms, err := n.Receive(ctx, Address{Entity: q}, "", "", fsm.PeekLock, 1, 5*time.Second)
+	ms, err := n.Router().Receive(ctx, Address{Entity: q}, "", "", fsm.PeekLock, 1, 5*time.Second)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("receive from %s: %v, %d messages", q, err, len(ms))
 	}
@@ -54,7 +54,7 @@ func receiveOne(t *testing.T, ctx context.Context, n *Node, q string) *fsm.Messa
 }
 
 func peekBodies(ctx context.Context, n *Node, q string) ([]string, error) {
-	ms, err := n.Peek(ctx, Address{Entity: q}, "", 0, 10)
+	ms, err := n.Router().Peek(ctx, Address{Entity: q}, "", 0, 10)
 	return payloads(ms), err
 }
 
@@ -108,7 +108,7 @@ func TestTxnCrossGroupAllOrNothing(t *testing.T) {
 
 	sendBody(t, ctx, n, "qa", "in")
 	m := receiveOne(t, ctx, n, "qa")
-	err := n.Commit(ctx, Txn{
+	err := n.Router().Commit(ctx, Txn{
 		Settles: []Settlement{{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}},
 		Sends:   []TxnSend{{Entity: "qb", Msgs: []*fsm.Message{{Payload: []byte("out")}}}},
 	})
@@ -145,7 +145,7 @@ func TestTxnCrossGroupAllOrNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sendBody(t, ctx, n, "qa", tc.name)
 			m := receiveOne(t, ctx, n, "qa")
-			err := n.Commit(ctx, tc.txn(m))
+			err := n.Router().Commit(ctx, tc.txn(m))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("commit: %v, want %v", err, tc.want)
 			}
@@ -154,14 +154,14 @@ func TestTxnCrossGroupAllOrNothing(t *testing.T) {
 			// holds it: either its lock is intact or it was returned to the queue.
 			wantBodies(t, ctx, n, "qa", tc.name)
 			waitFor(t, 10*time.Second, func() error {
-				if errs := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}); errs[0] == nil {
+				if errs := n.Router().Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}); errs[0] == nil {
 					return nil
 				}
-				ms, err := n.Receive(ctx, a, "", "", fsm.PeekLock, 1, time.Second)
+				ms, err := n.Router().Receive(ctx, a, "", "", fsm.PeekLock, 1, time.Second)
 				if err != nil || len(ms) != 1 {
 					return fmt.Errorf("neither completable nor receivable: %v %d", err, len(ms))
 				}
-				if errs := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{ms[0].LockToken}, Disposition: fsm.Complete}); errs[0] != nil {
+				if errs := n.Router().Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{ms[0].LockToken}, Disposition: fsm.Complete}); errs[0] != nil {
 					return errs[0]
 				}
 				return nil
@@ -187,30 +187,30 @@ func TestTxnPresumedAbort(t *testing.T) {
 	createQueues(t, ctx, n, queueProps(1), "qa", "qb")
 	sendBody(t, ctx, n, "qa", "held")
 	m := receiveOne(t, ctx, n, "qa")
-	ea, err := n.resolve("qa")
+	ea, err := n.Router().resolve("qa")
 	if err != nil {
 		t.Fatal(err)
 	}
-	eb, err := n.resolve("qb")
+	eb, err := n.Router().resolve("qb")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ga, gb := ea.parts[0], eb.parts[0]
 	deadline := n.clock.Now().Add(time.Second).UnixMilli()
-	if _, err := n.call(ctx, ga, &wire.TxnPrepare{ID: "orphan", Coordinator: gb.id, Deadline: deadline,
+	if _, err := n.Router().call(ctx, ga, &wire.TxnPrepare{ID: "orphan", Coordinator: gb.id, Deadline: deadline,
 		Settles: []fsm.Settle{{Target: fsm.Target{}, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}}}, nil); err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
 	// Held: not receivable, not settleable by its receiver.
-	if ms, err := n.Receive(ctx, Address{Entity: "qa"}, "", "", fsm.PeekLock, 1, 200*time.Millisecond); err != nil || len(ms) != 0 {
+	if ms, err := n.Router().Receive(ctx, Address{Entity: "qa"}, "", "", fsm.PeekLock, 1, 200*time.Millisecond); err != nil || len(ms) != 0 {
 		t.Fatalf("receive while prepared: %v, %d messages", err, len(ms))
 	}
-	if errs := n.Settle(ctx, Settlement{Address: Address{Entity: "qa"}, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Abandon}); !errors.Is(errs[0], fsm.ErrLockLost) {
+	if errs := n.Router().Settle(ctx, Settlement{Address: Address{Entity: "qa"}, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Abandon}); !errors.Is(errs[0], fsm.ErrLockLost) {
 		t.Fatalf("abandon of a held message: %v, want ErrLockLost", errs[0])
 	}
 	var got []*fsm.Message
 	waitFor(t, 20*time.Second, func() error {
-		ms, err := n.Receive(ctx, Address{Entity: "qa"}, "", "", fsm.PeekLock, 1, 200*time.Millisecond)
+		ms, err := n.Router().Receive(ctx, Address{Entity: "qa"}, "", "", fsm.PeekLock, 1, 200*time.Millisecond)
 		if err != nil || len(ms) == 0 {
 			return fmt.Errorf("not receivable yet (%v)", err)
 		}
@@ -221,7 +221,7 @@ func TestTxnPresumedAbort(t *testing.T) {
 		t.Fatalf("after presumed abort received %q with DeliveryCount %d, want held, 2", got[0].Payload, got[0].DeliveryCount)
 	}
 	// The coordinator recorded abort: a late commit cannot win.
-	r, err := n.call(ctx, gb, &wire.TxnDecide{ID: "orphan", Commit: true, Deadline: deadline + 60_000,
+	r, err := n.Router().call(ctx, gb, &wire.TxnDecide{ID: "orphan", Commit: true, Deadline: deadline + 60_000,
 		Participants: []uint32{ga.id, gb.id}}, nil)
 	if r.Committed || err == nil {
 		t.Fatalf("late commit decision: committed %v, %v; want refused", r.Committed, err)
@@ -242,7 +242,7 @@ func TestTxnCommitDecidedThenLeaderFails(t *testing.T) {
 	createQueues(t, ctx, nodes[0], queueProps(1), "qa", "qb")
 	var coord uint32
 	for _, q := range []string{"qa", "qb"} {
-		e, err := nodes[0].resolve(q)
+		e, err := nodes[0].Router().resolve(q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,14 +276,14 @@ func TestTxnCommitDecidedThenLeaderFails(t *testing.T) {
 	sendBody(t, ctx, via, "qa", "in")
 	m := receiveOne(t, ctx, via, "qa")
 	decided := ""
-	via.txnHook = func(stage, id string) bool {
+	via.Router().txnHook = func(stage, id string) bool {
 		if stage == "decided" {
 			decided = id
 			return true
 		}
 		return false
 	}
-	err := via.Commit(ctx, Txn{
+	err := via.Router().Commit(ctx, Txn{
 		Settles: []Settlement{{Address: Address{Entity: "qa"}, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}},
 		Sends:   []TxnSend{{Entity: "qb", Msgs: []*fsm.Message{{Payload: []byte("out")}}}},
 	})

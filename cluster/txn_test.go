@@ -29,20 +29,20 @@ func TestTxnCommitOnePartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, q := range []string{"work", "other"} {
-		if err := n.Apply(ctx, &meta.CreateQueue{Name: q, Properties: queueProps(1)}); err != nil {
+		if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: q, Properties: queueProps(1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	a := Address{Entity: "work"}
 	send := func(body string) {
 		t.Helper()
-		if err := n.Send(ctx, "work", []*fsm.Message{{Payload: []byte(body)}}); err != nil {
+		if err := n.Router().Send(ctx, "work", []*fsm.Message{{Payload: []byte(body)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	recv := func() *fsm.Message {
 		t.Helper()
-		ms, err := n.Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
+		ms, err := n.Router().Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
 		if err != nil || len(ms) != 1 {
 			t.Fatalf("receive: %v %d", err, len(ms))
 		}
@@ -50,7 +50,7 @@ func TestTxnCommitOnePartition(t *testing.T) {
 	}
 	peek := func() []string {
 		t.Helper()
-		ms, err := n.Peek(ctx, a, "", 0, 10)
+		ms, err := n.Router().Peek(ctx, a, "", 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func TestTxnCommitOnePartition(t *testing.T) {
 
 	send("in")
 	m := recv()
-	err := n.Commit(ctx, Txn{
+	err := n.Router().Commit(ctx, Txn{
 		Settles: []Settlement{{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}},
 		Sends:   []TxnSend{{Entity: "work", Msgs: []*fsm.Message{{Payload: []byte("out")}}}},
 	})
@@ -75,7 +75,7 @@ func TestTxnCommitOnePartition(t *testing.T) {
 	var lost fsm.LockToken
 	copy(lost[:], m.LockToken[:])
 	lost[15] ^= 0xff
-	err = n.Commit(ctx, Txn{
+	err = n.Router().Commit(ctx, Txn{
 		Settles: []Settlement{
 			{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete},
 			{Address: a, Tokens: []fsm.LockToken{lost}, Disposition: fsm.Complete},
@@ -89,21 +89,21 @@ func TestTxnCommitOnePartition(t *testing.T) {
 		t.Fatalf("after a failed commit the queue holds %v, want [out]", got)
 	}
 	// The valid lock survived: the message can still be completed.
-	if errs := n.Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}); errs[0] != nil {
+	if errs := n.Router().Settle(ctx, Settlement{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}); errs[0] != nil {
 		t.Fatalf("complete after a failed commit: %v", errs[0])
 	}
 
 	// Two queues are two partition groups: both apply.
 	send("again")
 	m = recv()
-	err = n.Commit(ctx, Txn{
+	err = n.Router().Commit(ctx, Txn{
 		Settles: []Settlement{{Address: a, Tokens: []fsm.LockToken{m.LockToken}, Disposition: fsm.Complete}},
 		Sends:   []TxnSend{{Entity: "other", Msgs: []*fsm.Message{{Payload: []byte("x")}}}},
 	})
 	if err != nil {
 		t.Fatalf("cross-entity commit: %v", err)
 	}
-	if ms, err := n.Peek(ctx, Address{Entity: "other"}, "", 0, 10); err != nil || len(ms) != 1 || string(ms[0].Payload) != "x" {
+	if ms, err := n.Router().Peek(ctx, Address{Entity: "other"}, "", 0, 10); err != nil || len(ms) != 1 || string(ms[0].Payload) != "x" {
 		t.Fatalf("other holds %v after a cross-entity commit (%v), want [x]", payloads(ms), err)
 	}
 	if got := peek(); len(got) != 0 {
@@ -120,7 +120,7 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 	nodes := startCluster(t, 3, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := nodes[0].Apply(ctx, &meta.CreateQueue{Name: "tq", Properties: queueProps(1)}); err != nil {
+	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "tq", Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	a := Address{Entity: "tq"}
@@ -148,10 +148,10 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 			survivors = append(survivors, nd)
 		}
 	}
-	if err := via.Send(ctx, "tq", []*fsm.Message{{Payload: []byte("in")}}); err != nil {
+	if err := via.Router().Send(ctx, "tq", []*fsm.Message{{Payload: []byte("in")}}); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := via.Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
+	ms, err := via.Router().Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("receive: %v %d", err, len(ms))
 	}
@@ -159,7 +159,7 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 	go func() {
 		cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
 		defer ccancel()
-		done <- via.Commit(cctx, Txn{
+		done <- via.Router().Commit(cctx, Txn{
 			Settles: []Settlement{{Address: a, Tokens: []fsm.LockToken{ms[0].LockToken}, Disposition: fsm.Complete}},
 			Sends:   []TxnSend{{Entity: "tq", Msgs: []*fsm.Message{{Payload: []byte("out")}}}},
 		})
@@ -169,7 +169,7 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 
 	var got []string
 	waitFor(t, 30*time.Second, func() error {
-		ps, err := via.Peek(ctx, a, "", 0, 10)
+		ps, err := via.Router().Peek(ctx, a, "", 0, 10)
 		if err != nil {
 			return err
 		}
@@ -195,19 +195,19 @@ func TestTxnPartitionedEntity(t *testing.T) {
 	defer closeNode(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "pq", Properties: queueProps(4)}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "pq", Properties: queueProps(4)}); err != nil {
 		t.Fatal(err)
 	}
 	a := Address{Entity: "pq"}
-	if err := n.Send(ctx, "pq", []*fsm.Message{{Payload: []byte("in")}}); err != nil {
+	if err := n.Router().Send(ctx, "pq", []*fsm.Message{{Payload: []byte("in")}}); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := n.Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
+	ms, err := n.Router().Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("receive: %v %d", err, len(ms))
 	}
 	complete := Settlement{Address: a, Tokens: []fsm.LockToken{ms[0].LockToken}, Disposition: fsm.Complete}
-	e, err := n.resolve("pq")
+	e, err := n.Router().resolve("pq")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,11 +221,11 @@ func TestTxnPartitionedEntity(t *testing.T) {
 			other = k
 		}
 	}
-	err = n.Commit(ctx, Txn{Settles: []Settlement{complete}, Sends: []TxnSend{{Entity: "pq", Msgs: []*fsm.Message{{Payload: []byte("out")}}}}})
+	err = n.Router().Commit(ctx, Txn{Settles: []Settlement{complete}, Sends: []TxnSend{{Entity: "pq", Msgs: []*fsm.Message{{Payload: []byte("out")}}}}})
 	if err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	ps, err := n.Peek(ctx, a, "", 0, 10)
+	ps, err := n.Router().Peek(ctx, a, "", 0, 10)
 	if err != nil || len(ps) != 1 || string(ps[0].Payload) != "out" {
 		t.Fatalf("after commit pq holds %v (%v), want [out]", payloads(ps), err)
 	}
@@ -233,18 +233,18 @@ func TestTxnPartitionedEntity(t *testing.T) {
 		t.Fatalf("the unkeyed send went to partition %d, not the settlement's %d", ps[0].SequenceNumber>>seqShift, g.index)
 	}
 	// A keyed send to another partition, with the completion of "out": two groups.
-	ms, err = n.Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
+	ms, err = n.Router().Receive(ctx, a, "", "", fsm.PeekLock, 1, 5*time.Second)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("receive: %v %d", err, len(ms))
 	}
 	keyedMsg := &fsm.Message{Payload: []byte("keyed")}
 	keyedMsg.PartitionKey = other
 	complete.Tokens = []fsm.LockToken{ms[0].LockToken}
-	err = n.Commit(ctx, Txn{Settles: []Settlement{complete}, Sends: []TxnSend{{Entity: "pq", Msgs: []*fsm.Message{keyedMsg}}}})
+	err = n.Router().Commit(ctx, Txn{Settles: []Settlement{complete}, Sends: []TxnSend{{Entity: "pq", Msgs: []*fsm.Message{keyedMsg}}}})
 	if err != nil {
 		t.Fatalf("keyed send to another partition: %v", err)
 	}
-	ps, err = n.Peek(ctx, a, "", 0, 10)
+	ps, err = n.Router().Peek(ctx, a, "", 0, 10)
 	if err != nil || len(ps) != 1 || string(ps[0].Payload) != "keyed" {
 		t.Fatalf("after the cross-partition commit pq holds %v (%v), want [keyed]", payloads(ps), err)
 	}

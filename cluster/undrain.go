@@ -10,8 +10,8 @@ import (
 // placement counts it again and the metadata leader's leader balancing moves each
 // group it prefers back to it, as after its restart. A node not draining is left as
 // it is.
-func (n *Node) UndrainNode(ctx context.Context, id string) error {
-	nd, err := n.knownNode(id)
+func (o *Ops) UndrainNode(ctx context.Context, id string) error {
+	nd, err := o.knownNode(id)
 	if err != nil {
 		return err
 	}
@@ -19,5 +19,5 @@ func (n *Node) UndrainNode(ctx context.Context, id string) error {
 		return nil
 	}
 	nd.Draining = false
-	return n.Apply(ctx, &meta.PutNode{Node: nd})
+	return o.n.store.Apply(ctx, &meta.PutNode{Node: nd})
 }

@@ -42,7 +42,7 @@ func outsiderAndLeader(t *testing.T, ctx context.Context, nodes []*Node, name st
 		}
 		return fmt.Errorf("no metadata leader")
 	})
-	if err := ml.Apply(ctx, &meta.CreateQueue{Name: name, Properties: queueProps(1)}); err != nil {
+	if err := ml.Store().Apply(ctx, &meta.CreateQueue{Name: name, Properties: queueProps(1)}); err != nil {
 		t.Fatal(err)
 	}
 	var pl meta.Placement
@@ -76,13 +76,13 @@ func sendReceiveComplete(t *testing.T, ctx context.Context, n *Node, queue strin
 	for i := range count {
 		m := &fsm.Message{Payload: []byte(fmt.Sprintf("body %d", i))}
 		m.MessageID = fmt.Sprintf("m%d", i)
-		if err := n.Send(ctx, queue, []*fsm.Message{m}); err != nil {
+		if err := n.Router().Send(ctx, queue, []*fsm.Message{m}); err != nil {
 			t.Fatalf("send %d through %s: %v", i, n.cfg.NodeID, err)
 		}
 	}
 	got := map[string]bool{}
 	for len(got) < count {
-		msgs, err := n.Receive(ctx, Address{Entity: queue}, "", "", fsm.PeekLock, 8, 5*time.Second)
+		msgs, err := n.Router().Receive(ctx, Address{Entity: queue}, "", "", fsm.PeekLock, 8, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,13 +97,13 @@ func sendReceiveComplete(t *testing.T, ctx context.Context, n *Node, queue strin
 			got[m.MessageID] = true
 			toks = append(toks, m.LockToken)
 		}
-		for i, err := range n.Settle(ctx, Settlement{Address: Address{Entity: queue}, Tokens: toks, Disposition: fsm.Complete}) {
+		for i, err := range n.Router().Settle(ctx, Settlement{Address: Address{Entity: queue}, Tokens: toks, Disposition: fsm.Complete}) {
 			if err != nil {
 				t.Fatalf("complete %d: %v", i, err)
 			}
 		}
 	}
-	rc, err := n.Runtime(ctx, adminEntity(queue))
+	rc, err := n.Store().Runtime(ctx, adminEntity(queue))
 	if err != nil || rc.Active != 0 {
 		t.Fatalf("after completing everything: %+v, %v", rc, err)
 	}
@@ -144,7 +144,7 @@ func TestWireFallsBackToVersion1(t *testing.T) {
 		t.Fatalf("calling a node without the versioned route: version %d, want 1", v)
 	}
 	// Admin fan-out (the other methods) works over version 1 too.
-	if d := outsider.digestsEverywhere(ctx); len(d) != 3 {
+	if d := outsider.Ops().digestsEverywhere(ctx); len(d) != 3 {
 		t.Fatalf("digests from %d nodes over version 1, want 3: %v", len(d), d)
 	}
 }
@@ -156,7 +156,7 @@ func TestWireServesVersion1Callers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	outsider, leader := outsiderAndLeader(t, ctx, nodes, "oldcaller")
-	e, err := leader.resolve("oldcaller")
+	e, err := leader.Router().resolve("oldcaller")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func (e unknownKeyError) Error() string {
 }
 
 // MetaSyncer is the optional Store capability that brings the node's metadata up to
-// the metadata leader's (cluster.Node.SyncMeta): read-your-writes across nodes.
+// the metadata leader's (cluster.Store.SyncMeta): read-your-writes across nodes.
 type MetaSyncer interface {
 	SyncMeta(ctx context.Context) error
 }

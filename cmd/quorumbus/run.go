@@ -351,8 +351,8 @@ func startHTTP(ctx context.Context, cfg Config, node *cluster.Node, f *amqpFront
 // /healthz, /readyz, /metrics and, with --pprof, /debug/pprof/.
 func adminHandler(ctx context.Context, cfg Config, node *cluster.Node, srv *amqp.Server, ls *listeners, log *slog.Logger) (*admin.Handler, error) {
 	hc := admin.DefaultConfig()
-	hc.Store = node
-	hc.Cluster = node
+	hc.Store = node.Store()
+	hc.Cluster = node.Ops()
 	// Ready for traffic: the metadata group and every local replica have a leader,
 	// every local replica is within reach of its leader's log (cluster.Node.CaughtUp),
 	// and the AMQP listeners accept: a listener retrying a failing Accept (out of file
@@ -389,12 +389,12 @@ func explorerHandler(cfg Config, node *cluster.Node, srv *amqp.Server, next http
 	}
 	xc.Authorize = authorize
 	xc.Next = next
-	xc.Sessions = explorer.NodeSessions(node)
+	xc.Sessions = explorer.NodeSessions(node.Router())
 	trust := ls.caFile
 	if trust == "" {
 		trust = cfg.TLSCert
 	}
-	xc.Metrics = newClusterMetrics(cfg.NodeID, node.Registry(), node, ls.tls != nil, trust)
+	xc.Metrics = newClusterMetrics(cfg.NodeID, node.Registry(), node.Ops(), ls.tls != nil, trust)
 	xc.Logger = log
 	return explorer.New(xc)
 }

@@ -35,7 +35,7 @@ func qbctlJSON(t *testing.T, n *harness.Node, out any, args ...string) error {
 	stdout, err := n.Qbctl(t, append(args, "-o", "json")...)
 	if err != nil {
 		if strings.Contains(err.Error(), "runs without a cluster") {
-			return harness.Permanent(fmt.Errorf("%s has no cluster API (cluster.Node does not implement admin.Cluster yet): %v", n.ID, err))
+			return harness.Permanent(fmt.Errorf("%s has no cluster API (the admin API was given no admin.Cluster, cluster.Ops): %v", n.ID, err))
 		}
 		return fmt.Errorf("%s: %v", n.ID, err)
 	}

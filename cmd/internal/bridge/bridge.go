@@ -22,7 +22,8 @@ import (
 // presents it. The owner is cluster state, so any node can check it, and a failover
 // keeps it; another connection, on this node or any other, is not the holder.
 type Backend struct {
-	n *cluster.Node
+	r     *cluster.Router // the data plane
+	store *cluster.Store  // the metadata: rules, and catching up with its leader for keys
 }
 
 var _ amqp.Backend = (*Backend)(nil)
@@ -30,16 +31,16 @@ var _ amqp.SessionUpdateLister = (*Backend)(nil)
 
 // New returns the Backend for node n.
 func New(n *cluster.Node) *Backend {
-	return &Backend{n: n}
+	return &Backend{r: n.Router(), store: n.Store()}
 }
 
 var _ amqp.EntityAuthenticator = (*Backend)(nil)
 
 // SASKey implements amqp.Authenticator: the namespace's keys.
 func (b *Backend) SASKey(ctx context.Context, name string) (amqp.SASKey, error) {
-	k, ok := b.n.SASKey(name)
+	k, ok := b.r.SASKey(name)
 	if !ok && b.syncMeta(ctx) {
-		k, ok = b.n.SASKey(name)
+		k, ok = b.r.SASKey(name)
 	}
 	if !ok {
 		return amqp.SASKey{}, fmt.Errorf("%w: key %q", amqp.ErrNotFound, name)
@@ -50,9 +51,9 @@ func (b *Backend) SASKey(ctx context.Context, name string) (amqp.SASKey, error) 
 // EntitySASKey implements amqp.EntityAuthenticator: a queue's or topic's own
 // authorization rules, which authorize only that entity.
 func (b *Backend) EntitySASKey(ctx context.Context, path, name string) (amqp.SASKey, error) {
-	k, ok := b.n.EntitySASKey(path, name)
+	k, ok := b.r.EntitySASKey(path, name)
 	if !ok && b.syncMeta(ctx) {
-		k, ok = b.n.EntitySASKey(path, name)
+		k, ok = b.r.EntitySASKey(path, name)
 	}
 	if !ok {
 		return amqp.SASKey{}, fmt.Errorf("%w: key %q on %q", amqp.ErrNotFound, name, path)
@@ -64,14 +65,14 @@ func (b *Backend) EntitySASKey(ctx context.Context, path, name string) (amqp.SAS
 // metadata to catch up with the leader's before it is refused.
 const keySyncWait = 2 * time.Second
 
-// syncMeta brings this node's metadata up to the leader's (cluster.Node.SyncMeta), so
+// syncMeta brings this node's metadata up to the leader's (cluster.Store.SyncMeta), so
 // that a key created through another node a moment ago is found here too (a
 // Listen key created through n1 was once refused on n2 50 ms later). It reports whether
 // the lookup is worth repeating.
 func (b *Backend) syncMeta(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, keySyncWait)
 	defer cancel()
-	return b.n.SyncMeta(ctx) == nil
+	return b.store.SyncMeta(ctx) == nil
 }
 
 func sasKey(k meta.SASKey) amqp.SASKey {
@@ -80,7 +81,7 @@ func sasKey(k meta.SASKey) amqp.SASKey {
 
 // Entity implements amqp.Entities.
 func (b *Backend) Entity(ctx context.Context, path string) (amqp.EntityInfo, error) {
-	info, err := b.n.Lookup(path)
+	info, err := b.r.Lookup(path)
 	if err != nil {
 		return amqp.EntityInfo{}, mapErr(err)
 	}
@@ -215,18 +216,18 @@ func deliveries(ms []*fsm.Message) []*amqp.Delivery {
 
 // Send implements amqp.Sender.
 func (b *Backend) Send(ctx context.Context, entity string, msgs []*amqp.Message) error {
-	return mapErr(b.n.Send(ctx, entity, toMessages(msgs)))
+	return mapErr(b.r.Send(ctx, entity, toMessages(msgs)))
 }
 
 // Schedule implements amqp.Scheduler.
 func (b *Backend) Schedule(ctx context.Context, entity string, msgs []*amqp.Message) ([]int64, error) {
-	seqs, err := b.n.Schedule(ctx, entity, toMessages(msgs))
+	seqs, err := b.r.Schedule(ctx, entity, toMessages(msgs))
 	return seqs, mapErr(err)
 }
 
 // CancelScheduled implements amqp.Scheduler.
 func (b *Backend) CancelScheduled(ctx context.Context, entity string, seqs []int64) error {
-	return mapErr(b.n.Cancel(ctx, entity, seqs))
+	return mapErr(b.r.Cancel(ctx, entity, seqs))
 }
 
 func mode(m amqp.ReceiveMode) fsm.ReceiveMode {
@@ -242,7 +243,7 @@ func (b *Backend) Receive(ctx context.Context, req amqp.ReceiveRequest) ([]*amqp
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := b.n.Receive(ctx, a, req.SessionID, owner(ctx), mode(req.Mode), req.Max, req.Wait)
+	msgs, err := b.r.Receive(ctx, a, req.SessionID, owner(ctx), mode(req.Mode), req.Max, req.Wait)
 	return deliveries(msgs), mapErr(err)
 }
 
@@ -294,7 +295,7 @@ func (b *Backend) settleRun(ctx context.Context, run []amqp.Settlement, errs []e
 	for i, r := range run {
 		toks[i] = fsm.LockToken(r.LockToken)
 	}
-	for i, err := range b.n.Settle(ctx, cluster.Settlement{
+	for i, err := range b.r.Settle(ctx, cluster.Settlement{
 		Address: a, Tokens: toks, Disposition: d, Properties: toProps(s.PropertiesToModify),
 		Reason: s.DeadLetterReason, Description: s.DeadLetterDescription,
 		SessionID: s.SessionID, Owner: owner(ctx),
@@ -313,7 +314,7 @@ func (b *Backend) RenewLock(ctx context.Context, addr amqp.Address, sessionID st
 	for i, t := range tokens {
 		toks[i] = fsm.LockToken(t)
 	}
-	until, err := b.n.RenewLock(ctx, a, toks)
+	until, err := b.r.RenewLock(ctx, a, toks)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -330,7 +331,7 @@ func (b *Backend) Peek(ctx context.Context, addr amqp.Address, sessionID string,
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := b.n.Peek(ctx, a, sessionID, from, n)
+	msgs, err := b.r.Peek(ctx, a, sessionID, from, n)
 	return deliveries(msgs), mapErr(err)
 }
 
@@ -340,7 +341,7 @@ func (b *Backend) ReceiveDeferred(ctx context.Context, addr amqp.Address, sessio
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := b.n.ReceiveDeferred(ctx, a, sessionID, owner(ctx), mode(m), seqs)
+	msgs, err := b.r.ReceiveDeferred(ctx, a, sessionID, owner(ctx), mode(m), seqs)
 	if errors.Is(err, fsm.ErrNotFound) {
 		return deliveries(msgs), fmt.Errorf("%w: %v", amqp.ErrMessageNotFound, err)
 	}
@@ -367,7 +368,7 @@ func (b *Backend) AcceptSession(ctx context.Context, addr amqp.Address, sessionI
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	id, until, err := b.n.AcceptSession(ctx, a, sessionID, owner(ctx), wait)
+	id, until, err := b.r.AcceptSession(ctx, a, sessionID, owner(ctx), wait)
 	if err != nil {
 		return "", time.Time{}, mapErr(err)
 	}
@@ -382,7 +383,7 @@ func (b *Backend) ReleaseSession(ctx context.Context, addr amqp.Address, session
 	if err != nil {
 		return err
 	}
-	err = b.n.ReleaseSession(ctx, a, sessionID, owner(ctx))
+	err = b.r.ReleaseSession(ctx, a, sessionID, owner(ctx))
 	if errors.Is(err, fsm.ErrSessionLockLost) {
 		return nil
 	}
@@ -395,7 +396,7 @@ func (b *Backend) RenewSessionLock(ctx context.Context, addr amqp.Address, sessi
 	if err != nil {
 		return time.Time{}, err
 	}
-	until, err := b.n.RenewSession(ctx, a, sessionID, owner(ctx))
+	until, err := b.r.RenewSession(ctx, a, sessionID, owner(ctx))
 	return unixMs(until), mapErr(err)
 }
 
@@ -406,7 +407,7 @@ func (b *Backend) SessionState(ctx context.Context, addr amqp.Address, sessionID
 	if err != nil {
 		return nil, err
 	}
-	st, err := b.n.HeldSessionState(ctx, a, sessionID, owner(ctx))
+	st, err := b.r.HeldSessionState(ctx, a, sessionID, owner(ctx))
 	return st, mapErr(err)
 }
 
@@ -417,7 +418,7 @@ func (b *Backend) SetSessionState(ctx context.Context, addr amqp.Address, sessio
 	if err != nil {
 		return err
 	}
-	return mapErr(b.n.SetSessionState(ctx, a, sessionID, owner(ctx), state))
+	return mapErr(b.r.SetSessionState(ctx, a, sessionID, owner(ctx), state))
 }
 
 // ListSessions implements amqp.Sessions.
@@ -426,7 +427,7 @@ func (b *Backend) ListSessions(ctx context.Context, addr amqp.Address, skip, top
 	if err != nil {
 		return nil, err
 	}
-	ids, err := b.n.ListSessions(ctx, a)
+	ids, err := b.r.ListSessions(ctx, a)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -439,7 +440,7 @@ func (b *Backend) SessionsUpdatedSince(ctx context.Context, addr amqp.Address, s
 	if err != nil {
 		return nil, err
 	}
-	ids, err := b.n.SessionsUpdatedSince(ctx, a, since)
+	ids, err := b.r.SessionsUpdatedSince(ctx, a, since)
 	if err != nil {
 		return nil, mapErr(err)
 	}
@@ -497,7 +498,7 @@ func mapErr(err error) error {
 
 var _ amqp.Transactor = (*Backend)(nil)
 
-// Commit implements amqp.Transactor: the operations go to cluster.Node.Commit, which
+// Commit implements amqp.Transactor: the operations go to cluster.Router.Commit, which
 // applies them atomically, on one partition group in one Raft entry or on several by
 // two-phase commit (an abort there is amqp.ErrTxnRolledBack).
 func (b *Backend) Commit(ctx context.Context, ops []amqp.TxnOp) error {
@@ -522,5 +523,5 @@ func (b *Backend) Commit(ctx context.Context, ops []amqp.TxnOp) error {
 			Description: s.DeadLetterDescription, SessionID: s.SessionID, Owner: owner(ctx),
 		})
 	}
-	return mapErr(b.n.Commit(ctx, t))
+	return mapErr(b.r.Commit(ctx, t))
 }

@@ -52,7 +52,7 @@ func TestBackendOverANode(t *testing.T) {
 	b, n := startBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "q1", Properties: meta.DefaultQueueProperties()}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "q1", Properties: meta.DefaultQueueProperties()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Entity(ctx, "nope"); !errors.Is(err, amqp.ErrNotFound) {
@@ -106,7 +106,7 @@ func TestBackendSessions(t *testing.T) {
 	defer cancel()
 	p := meta.DefaultQueueProperties()
 	p.RequiresSession = true
-	if err := n.Apply(ctx, &meta.CreateQueue{Name: "sq", Properties: p}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: "sq", Properties: p}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Send(ctx, "sq", []*amqp.Message{{Raw: []byte("x"), SessionID: "s1"}}); err != nil {
@@ -185,7 +185,7 @@ func TestActionChangesTheDeliveredCopy(t *testing.T) {
 	b, n := startBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := n.Apply(ctx, &meta.CreateTopic{Name: "t", Properties: meta.DefaultTopicProperties()}); err != nil {
+	if err := n.Store().Apply(ctx, &meta.CreateTopic{Name: "t", Properties: meta.DefaultTopicProperties()}); err != nil {
 		t.Fatal(err)
 	}
 	set := rule.Spec{Name: "set", Filter: rule.FilterSpec{Kind: rule.FilterTrue},
@@ -194,7 +194,7 @@ func TestActionChangesTheDeliveredCopy(t *testing.T) {
 		&meta.CreateSubscription{Topic: "t", Name: "acted", Properties: meta.DefaultSubscriptionProperties(), Rules: []rule.Spec{set}},
 		&meta.CreateSubscription{Topic: "t", Name: "plain", Properties: meta.DefaultSubscriptionProperties()},
 	} {
-		if err := n.Apply(ctx, c); err != nil {
+		if err := n.Store().Apply(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -242,7 +242,7 @@ func TestEntityKeys(t *testing.T) {
 	tp := meta.DefaultTopicProperties()
 	tp.AuthorizationRules = []meta.SASKey{{Name: "sender", PrimaryKey: "t", Rights: meta.RightSend}}
 	for _, c := range []meta.Command{&meta.CreateQueue{Name: "q", Properties: qp}, &meta.CreateTopic{Name: "t", Properties: tp}} {
-		if err := n.Apply(ctx, c); err != nil {
+		if err := n.Store().Apply(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}

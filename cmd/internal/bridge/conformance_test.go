@@ -20,7 +20,7 @@ func TestBackendConformance(t *testing.T) {
 	apply := func(t *testing.T, c meta.Command) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := n.Apply(ctx, c); err != nil {
+		if err := n.Store().Apply(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,5 +1,5 @@
 // Package bridge adapts the cluster's data plane to the protocol layer: it implements
-// amqp.Backend over a *cluster.Node. It owns the translations between the two
+// amqp.Backend over a *cluster.Node's Router (and its Store for rules). It owns the translations between the two
 // vocabularies: amqp messages and typed property values to fsm messages and rule values
 // and back, AMQP addresses to cluster addresses, and the cluster's errors (fsm,
 // partition, cluster sentinels) to amqp's sentinel errors, which amqp maps to wire

@@ -31,7 +31,7 @@ func (b *Backend) AddRule(ctx context.Context, subscription string, r amqp.RuleD
 	if err != nil {
 		return err
 	}
-	return metaErr(b.n.Apply(ctx, &meta.CreateRule{Topic: topic, Subscription: sub, Rule: ruleSpec(r)}), subscription)
+	return metaErr(b.store.Apply(ctx, &meta.CreateRule{Topic: topic, Subscription: sub, Rule: ruleSpec(r)}), subscription)
 }
 
 // RemoveRule implements amqp.RuleManager, as the administration API's DELETE of a rule.
@@ -40,7 +40,7 @@ func (b *Backend) RemoveRule(ctx context.Context, subscription, name string) err
 	if err != nil {
 		return err
 	}
-	return metaErr(b.n.Apply(ctx, &meta.DeleteRule{Topic: topic, Subscription: sub, Name: name}), subscription+"/Rules/"+name)
+	return metaErr(b.store.Apply(ctx, &meta.DeleteRule{Topic: topic, Subscription: sub, Name: name}), subscription+"/Rules/"+name)
 }
 
 // Rules implements amqp.RuleManager from this node's metadata replica.
@@ -51,7 +51,7 @@ func (b *Backend) Rules(ctx context.Context, subscription string) ([]amqp.RuleDe
 	}
 	var out []amqp.RuleDescription
 	found := false
-	if err := b.n.Read(ctx, func(s *meta.State) {
+	if err := b.store.Read(ctx, func(s *meta.State) {
 		var sb meta.Subscription
 		if sb, found = s.Subscription(topic, sub); found {
 			for _, r := range sb.Rules {

@@ -112,7 +112,7 @@ func TestRuleManagementOverAMQP(t *testing.T) {
 		&meta.CreateSubscription{Topic: "t", Name: "s", Properties: meta.DefaultSubscriptionProperties()},
 		&meta.CreateQueue{Name: "q", Properties: meta.DefaultQueueProperties()},
 	} {
-		if err := n.Apply(ctx, c); err != nil {
+		if err := n.Store().Apply(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,7 +149,7 @@ func TestRuleManagementOverAMQP(t *testing.T) {
 	}
 	// The metadata store has them, as the administration API reads it.
 	var got []meta.Rule
-	_ = n.Read(ctx, func(s *meta.State) {
+	_ = n.Store().Read(ctx, func(s *meta.State) {
 		sub, _ := s.Subscription("t", "s")
 		got = sub.Rules
 	})

@@ -18,7 +18,7 @@ func TestBackendCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, q := range []string{"q1", "q2"} {
-		if err := n.Apply(ctx, &meta.CreateQueue{Name: q, Properties: meta.DefaultQueueProperties()}); err != nil {
+		if err := n.Store().Apply(ctx, &meta.CreateQueue{Name: q, Properties: meta.DefaultQueueProperties()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -70,7 +70,7 @@ func start(t *testing.T) *env {
 	t.Cleanup(func() { srv.Close(); <-served })
 
 	hc := admin.DefaultConfig()
-	hc.Store = node
+	hc.Store = node.Store()
 	h, err := admin.New(hc)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func start(t *testing.T) *env {
 	xc.Authorize = h.Authorize
 	xc.Next = h
 	xc.ReceiveRoundTimeout = 500 * time.Millisecond
-	xc.Sessions = explorer.NodeSessions(node)
+	xc.Sessions = explorer.NodeSessions(node.Router())
 	x, err := explorer.New(xc)
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func (e *env) queue(name string) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.node.Apply(ctx, &meta.CreateQueue{Name: name, Properties: meta.DefaultQueueProperties()}); err != nil {
+	if err := e.node.Store().Apply(ctx, &meta.CreateQueue{Name: name, Properties: meta.DefaultQueueProperties()}); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -455,7 +455,7 @@ func TestSessions(t *testing.T) {
 	defer cancel()
 	qp := meta.DefaultQueueProperties()
 	qp.RequiresSession = true
-	if err := e.node.Apply(ctx, &meta.CreateQueue{Name: "carts", Properties: qp}); err != nil {
+	if err := e.node.Store().Apply(ctx, &meta.CreateQueue{Name: "carts", Properties: qp}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"b", "a"} {
