@@ -631,25 +631,7 @@ func benchGroups(b *testing.B, groups int, sizes []int) {
 	}
 	b.Logf("leaders per node: %v", leads)
 
-	time.Sleep(2 * time.Second) // let the last leadership transfers and snapshots settle before sampling idle
-	before := make([]procStat, len(bc.Nodes))
-	for i, n := range bc.Nodes {
-		before[i] = readProc(b, n.Pid())
-	}
-	t0, f0 := time.Now(), diskFlushes(b)
-	profiled := profileIdle(b, bc.Nodes[0], groups, *clusterIdle)
-	time.Sleep(*clusterIdle) // the idle window: nothing talks to the cluster
-	window := time.Since(t0)
-	<-profiled
-	b.ReportMetric(float64(diskFlushes(b)-f0)/window.Seconds(), "idle-flushes/s")
-	var cpu, rss float64
-	for i, n := range bc.Nodes {
-		after := readProc(b, n.Pid())
-		c := float64(after.ticks-before[i].ticks) / clockTicks / window.Seconds() * 100
-		b.Logf("%s idle: %.2f %% of a core, RSS %.1f MiB", n.ID, c, float64(after.rssKiB)/1024)
-		cpu += c / float64(len(bc.Nodes))
-		rss += float64(after.rssKiB) / 1024 / float64(len(bc.Nodes))
-	}
+	cpu, rss := bc.idle(b, fmt.Sprint(groups))
 
 	senders := make([]*azservicebus.Sender, groups)
 	for i, q := range names {
@@ -698,6 +680,33 @@ func benchGroups(b *testing.B, groups int, sizes []int) {
 	b.ReportMetric(cpu/float64(groups), "idle-cpu-%/group")
 	b.ReportMetric(rss/float64(groups), "idle-rss-MiB/group")
 	b.ReportMetric(goroutines/float64(groups), "goroutines/group")
+}
+
+// idle samples the cluster with nothing talking to it for -cluster.idle, after 2 s for
+// the last leadership transfers and snapshots to settle: it reports the machine's disk
+// flushes per second as idle-flushes/s and returns the mean CPU (% of a core) and RSS
+// (MiB) per node. name labels the profiles profileIdle saves.
+func (bc *benchCluster) idle(b *testing.B, name string) (cpu, rss float64) {
+	b.Helper()
+	time.Sleep(2 * time.Second)
+	before := make([]procStat, len(bc.Nodes))
+	for i, n := range bc.Nodes {
+		before[i] = readProc(b, n.Pid())
+	}
+	t0, f0 := time.Now(), diskFlushes(b)
+	profiled := profileIdle(b, bc.Nodes[0], name, *clusterIdle)
+	time.Sleep(*clusterIdle) // the idle window: nothing talks to the cluster
+	window := time.Since(t0)
+	<-profiled
+	b.ReportMetric(float64(diskFlushes(b)-f0)/window.Seconds(), "idle-flushes/s")
+	for i, n := range bc.Nodes {
+		after := readProc(b, n.Pid())
+		c := float64(after.ticks-before[i].ticks) / clockTicks / window.Seconds() * 100
+		b.Logf("%s idle: %.2f %% of a core, RSS %.1f MiB", n.ID, c, float64(after.rssKiB)/1024)
+		cpu += c / float64(len(bc.Nodes))
+		rss += float64(after.rssKiB) / 1024 / float64(len(bc.Nodes))
+	}
+	return cpu, rss
 }
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100 on every
@@ -898,23 +907,24 @@ func BenchmarkClusterFailoverQuiet(b *testing.B) {
 
 // profileIdle, with QB_BENCH_PROFILE_DIR set (and the nodes started with
 // QUORUMBUS_PPROF=true), saves node n's CPU profile over the idle window and its heap
-// profile after it as <dir>/idle-<groups>-{cpu,heap}.pprof, for a per-component view of
+// profile after it as <dir>/idle-<name>-{cpu,heap}.pprof, for a per-component view of
 // what an idle group costs. The channel closes when both are saved (at once without).
-func profileIdle(b *testing.B, n *harness.Node, groups int, window time.Duration) <-chan struct{} {
+func profileIdle(b *testing.B, n *harness.Node, name string, window time.Duration) <-chan struct{} {
 	done := make(chan struct{})
 	dir := os.Getenv("QB_BENCH_PROFILE_DIR")
 	if dir == "" {
 		close(done)
 		return done
 	}
-	save := func(path, name string) {
+	label := name
+	save := func(path, kind string) {
 		resp, err := http.Get("http://" + n.Admin + path)
 		if err != nil {
 			b.Logf("profile %s: %v", path, err)
 			return
 		}
 		defer resp.Body.Close()
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("idle-%d-%s.pprof", groups, name)))
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("idle-%s-%s.pprof", label, kind)))
 		if err != nil {
 			b.Logf("profile: %v", err)
 			return
