@@ -13,6 +13,9 @@
 //	               is made through the admin API, clients connect to the AMQP listener of
 //	               the node that leads the queue's partition (found with qbctl)
 //	quorumbus-sdk  the same through the official azservicebus SDK, as a Service Bus user would
+//	quorumbus-follower  the same as quorumbus with the clients on a node that follows the
+//	               queue's partition (forwarded to the leader), as a Kubernetes Service
+//	               sends two clients of three
 //	rabbit-091     RabbitMQ quorum queue over AMQP 0-9-1, publisher confirms (amqp091-go)
 //	rabbit-amqp10  the same queue over AMQP 1.0 (rabbitmq_amqp1_0), with link credit
 //	               managed by hand: RabbitMQ 3.10's plugin stalls go-amqp's automatic credit

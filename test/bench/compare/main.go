@@ -49,7 +49,7 @@ func loadCmd(args []string, out, logw io.Writer) error {
 	windows := fs.String("windows", "1,256", "send windows: sends in flight before waiting for a confirmation")
 	tests := fs.String("tests", "send,recv,lat", "tests to run: send, recv, lat")
 	timeout := fs.Duration("timeout", 60*time.Minute, "give up after this long")
-	fs.StringVar(&c.System, "system", "", "quorumbus, quorumbus-sdk, rabbit-091, rabbit-amqp10 or nats")
+	fs.StringVar(&c.System, "system", "", "quorumbus, quorumbus-follower, quorumbus-sdk, rabbit-091, rabbit-amqp10 or nats")
 	fs.IntVar(&c.N, "n", c.N, "messages per throughput test")
 	fs.IntVar(&c.Size, "size", c.Size, "message body bytes")
 	fs.IntVar(&c.Prefetch, "prefetch", c.Prefetch, "receive credit / prefetch / max ack pending")
@@ -92,12 +92,15 @@ func loadCmd(args []string, out, logw io.Writer) error {
 	var s system
 	var err error
 	switch c.System {
-	case "quorumbus", "quorumbus-sdk":
+	case "quorumbus", "quorumbus-follower", "quorumbus-sdk":
 		if *adminAddr == "" || *connStr == "" {
 			return fmt.Errorf("-system %s needs -admin-addr and -connection-string", c.System)
 		}
 		var q *quorumbus
 		q, err = newQuorumbus(*adminAddr, *connStr, *qbctl, *queue)
+		if q != nil {
+			q.follower = c.System == "quorumbus-follower"
+		}
 		s = q
 		if c.System == "quorumbus-sdk" && err == nil {
 			s = quorumbusSDK{q}
@@ -113,7 +116,7 @@ func loadCmd(args []string, out, logw io.Writer) error {
 		}
 		s, err = newNATS(list, *queue, c.Prefetch)
 	default:
-		return fmt.Errorf("-system %q: want quorumbus, quorumbus-sdk, rabbit-091, rabbit-amqp10 or nats", c.System)
+		return fmt.Errorf("-system %q: want quorumbus, quorumbus-follower, quorumbus-sdk, rabbit-091, rabbit-amqp10 or nats", c.System)
 	}
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", c.System, err)

@@ -36,6 +36,11 @@ type quorumbus struct {
 	amqpAddr  string // the leader node's AMQP listener, HOST:PORT
 	amqpURL   string // the same with credentials
 	leader    string // node ID
+	// follower: the data clients connect to a replica that does not lead the queue
+	// (system quorumbus-follower), as a Kubernetes Service sends two clients of three,
+	// so every send and settlement is forwarded to the leader.
+	follower bool
+	node     string // the node the data clients connect to
 }
 
 func newQuorumbus(adminAddr, connStr, qbctl, prefix string) (*quorumbus, error) {
@@ -133,7 +138,8 @@ type clusterMembers struct {
 }
 
 // findLeader waits up to a minute for the queue's partition to have 3 replicas and a
-// leader, and points the data clients at the leader's AMQP listener.
+// leader, and points the data clients at the leader's AMQP listener (at a follower's
+// with q.follower).
 func (q *quorumbus) findLeader(ctx context.Context) error {
 	deadline := time.Now().Add(time.Minute)
 	var last string
@@ -153,7 +159,15 @@ func (q *quorumbus) findLeader(ctx context.Context) error {
 			}
 			last = fmt.Sprintf("leader %q, %d replicas", r.Leader, len(r.Replicas))
 			if r.Leader != "" && len(r.Replicas) == 3 {
-				return q.useNode(ctx, r.Leader)
+				q.leader = r.Leader
+				if !q.follower {
+					return q.useNode(ctx, r.Leader)
+				}
+				for _, rep := range r.Replicas {
+					if rep.Node != r.Leader {
+						return q.useNode(ctx, rep.Node)
+					}
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -177,12 +191,12 @@ func (q *quorumbus) useNode(ctx context.Context, id string) error {
 			if err := checkLoopback("amqp://" + m.AMQPAddr); err != nil {
 				return err
 			}
-			q.leader, q.amqpAddr = id, m.AMQPAddr
+			q.node, q.amqpAddr = id, m.AMQPAddr
 			q.amqpURL = (&url.URL{Scheme: "amqp", User: url.UserPassword(q.keyName, q.key), Host: m.AMQPAddr}).String()
 			return nil
 		}
 	}
-	return fmt.Errorf("leader %s is not among the members qbctl lists", id)
+	return fmt.Errorf("node %s is not among the members qbctl lists", id)
 }
 
 func (q *quorumbus) Depth(ctx context.Context) (int, error) {
@@ -197,6 +211,10 @@ func (q *quorumbus) Depth(ctx context.Context) (int, error) {
 }
 
 func (q *quorumbus) Describe(ctx context.Context) string {
+	if q.follower {
+		return fmt.Sprintf("queue %q (1 partition, 3 replicas), leader %s; clients connect to the AMQP listener of follower %s, %s",
+			q.queue, q.leader, q.node, redact(q.amqpURL))
+	}
 	return fmt.Sprintf("queue %q (1 partition, 3 replicas), leader %s; clients connect to its AMQP listener %s",
 		q.queue, q.leader, redact(q.amqpURL))
 }

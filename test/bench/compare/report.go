@@ -25,11 +25,12 @@ const (
 
 // systemLabels name each system in the table and chart.
 var systemLabels = map[string]string{
-	"quorumbus":     "Quorumbus, 3 nodes (AMQP 1.0)",
-	"quorumbus-sdk": "Quorumbus, 3 nodes (azservicebus SDK)",
-	"rabbit-091":    "RabbitMQ 3.10 quorum queue, 3 nodes (AMQP 0-9-1)",
-	"rabbit-amqp10": "RabbitMQ 3.10 quorum queue, 3 nodes (AMQP 1.0, credit workaround)",
-	"nats":          "NATS 2.9 JetStream R3 (no fsync per message)",
+	"quorumbus":          "Quorumbus, 3 nodes (AMQP 1.0)",
+	"quorumbus-sdk":      "Quorumbus, 3 nodes (azservicebus SDK)",
+	"quorumbus-follower": "Quorumbus, 3 nodes (AMQP 1.0, client on a follower)",
+	"rabbit-091":         "RabbitMQ 3.10 quorum queue, 3 nodes (AMQP 0-9-1)",
+	"rabbit-amqp10":      "RabbitMQ 3.10 quorum queue, 3 nodes (AMQP 1.0, credit workaround)",
+	"nats":               "NATS 2.9 JetStream R3 (no fsync per message)",
 }
 
 func label(sys string) string {
@@ -46,6 +47,8 @@ func shortLabel(sys string) string {
 		return "Quorumbus"
 	case "quorumbus-sdk":
 		return "Quorumbus (SDK)"
+	case "quorumbus-follower":
+		return "Quorumbus (follower)"
 	case "rabbit-091":
 		return "RabbitMQ QQ 0-9-1"
 	case "rabbit-amqp10":

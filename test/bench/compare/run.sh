@@ -13,7 +13,8 @@
 # Knobs (environment or make variables):
 #   N         messages per throughput test (100000)
 #   REPS      repetitions (3)
-#   SYSTEMS   any of: quorumbus quorumbus-sdk rabbit-091 rabbit-amqp10 nats (default: all)
+#   SYSTEMS   any of: quorumbus quorumbus-follower quorumbus-sdk rabbit-091 rabbit-amqp10 nats
+#             (default: all but quorumbus-follower, whose clients connect to a follower)
 #   SIZE      body bytes (1024); WINDOWS (1,256); PREFETCH (256)
 #   LAT_RATE  offered msg/s of the latency test (1000); LAT_DUR (30s)
 #   BASE      state directory (default: a new temporary directory, removed after a clean run)
@@ -375,7 +376,7 @@ bench_nats() {
 main() {
 	local sys failed=0
 	for sys in $SYSTEMS; do
-		case $sys in quorumbus | quorumbus-sdk | rabbit-091 | rabbit-amqp10 | nats) ;;
+		case $sys in quorumbus | quorumbus-follower | quorumbus-sdk | rabbit-091 | rabbit-amqp10 | nats) ;;
 		*) die "SYSTEMS: unknown system $sys" ;;
 		esac
 	done
