@@ -20,6 +20,7 @@ type depRule struct {
 // stdOnly lists the packages that may depend on the standard library only, and why.
 var stdOnly = map[string]string{
 	"cluster/placement": "placement is a pure choice over a View, with no dependency to keep apart from (P8)",
+	"test/lazyfsctl":    "it runs test/lazyfs (a module of its own) as a process, so that go-fuse stays out of the product's go.mod",
 }
 
 var depRules = append([]depRule{
@@ -48,7 +49,7 @@ var depRules = append([]depRule{
 }, testOnly("fsm", "partition", "cluster", "amqp", "cmd", "internal")...)
 
 // testOnly keeps everything under test/ (the shared helpers test/testutil and
-// test/backendtest, the harness, lazyfs, and with them the testing package) out of the
+// test/backendtest, the harness, lazyfsctl, and with them the testing package) out of the
 // listed production packages; their tests may import it.
 func testOnly(prefixes ...string) []depRule {
 	var rules []depRule
