@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/quorumbus/quorumbus/fsm/rule"
+	"github.com/quorumbus/quorumbus/internal/binenc"
 )
 
 // msg is a message as the fsm keeps it in memory. It is deliberately more compact than
@@ -82,7 +83,7 @@ func packStrings(p *rule.Properties) string {
 		p.ReplyToSessionID, p.ContentType, p.PartitionKey}
 	n := 0
 	for _, s := range ss {
-		n += uvarintLen(uint64(len(s))) + len(s)
+		n += binenc.UvarintLen(uint64(len(s))) + len(s)
 	}
 	if n == psCount { // all empty: share one constant
 		return emptyStrs
@@ -91,7 +92,7 @@ func packStrings(p *rule.Properties) string {
 	b.Grow(n)
 	var lb [binary.MaxVarintLen64]byte
 	for _, s := range ss {
-		b.Write(appendUvarint(lb[:0], uint64(len(s))))
+		b.Write(binenc.AppendUvarint(lb[:0], uint64(len(s))))
 		b.WriteString(s)
 	}
 	return b.String()
