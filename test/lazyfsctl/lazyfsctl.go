@@ -35,6 +35,7 @@ type FS struct {
 	out  *os.File      // its standard output
 	rd   *bufio.Reader // over out
 	done bool          // unmounted, or the process is gone
+	ok   bool          // done by a successful Unmount
 }
 
 // Stats count what the file system did, for tests and reports.
@@ -161,22 +162,27 @@ func (l *FS) wait() {
 	l.out.Close()
 }
 
-// Unmount detaches the file system and stops its process. A process started in a new
-// mount namespace while the file system was mounted (ip netns exec) holds a copy of the
-// mount that an unmount here does not reach: the lazyfs process then aborts the
-// connection through fusectl (/sys/fs/fuse/connections) or, failing that, reports an
-// error after a few seconds and exits, which ends the connection.
+// Unmount detaches the file system and stops its process; once it succeeded, later
+// calls do nothing. A process started in a new mount namespace while the file system
+// was mounted (ip netns exec) holds a copy of the mount that an unmount here does not
+// reach: the lazyfs process then aborts the connection through fusectl
+// (/sys/fs/fuse/connections) or, failing that, reports an error after a few seconds and
+// exits, which ends the connection.
 func (l *FS) Unmount() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.ok {
+		return nil
+	}
 	if l.done {
-		return fmt.Errorf("lazyfs: unmount %s: already unmounted, or its process is gone", l.dir)
+		return fmt.Errorf("lazyfs: unmount %s: its process is gone", l.dir)
 	}
 	_, err := l.call("unmount", unmountTimeout)
 	if !l.done {
 		l.done = true
 		l.wait() // it exits after answering
 	}
+	l.ok = err == nil
 	return err
 }
 
