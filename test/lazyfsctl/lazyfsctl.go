@@ -311,10 +311,11 @@ func buildBinary() (string, error) {
 	bin := filepath.Join(dir, "lazyfs")
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./cmd/lazyfs")
+	// Its own go.mod and go.sum as they are, whatever workspace the caller has; no VCS
+	// stamp (a test's build has no use for it, and git may refuse a clone it does not own).
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-mod=readonly", "-buildvcs=false", "-o", bin, "./cmd/lazyfs")
 	cmd.Dir = src
-	// Its own go.mod, whatever workspace or flags the caller has.
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("lazyfs: go build in %s: %v\n%s", src, err, out)
 	}
