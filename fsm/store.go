@@ -405,8 +405,7 @@ func (h seqHeap) down(i int) bool {
 // that an owner is moved or removed in O(log n). An entry is a value holding the keys it
 // is ordered by, copied from its owner, and a pointer to the owner's position field: a
 // comparison reads neither owner, and neither it nor a position update goes through the
-// type parameter.
-// deadlineHeap and sessionHeap are its two uses.
+// type parameter. deadlineHeap and sessionHeap are its two uses.
 //
 // It replaced two hand-copied heaps of *msg and *session, kept because a generic heap
 // with methods on T (or on an order type per heap) was measured 35% and then 2x slower
