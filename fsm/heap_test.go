@@ -29,12 +29,12 @@ func TestHeapsFollowStoreRenumbering(t *testing.T) {
 			t.Fatalf("%s: session heap out of order at %d", when, i)
 		}
 		for _, e := range x.f.dl.h {
-			if e.ord != int64(e.p.st.ord) {
+			if e.ord != e.p.st.ord {
 				t.Fatalf("%s: message %d has store order %d in the deadline heap, its store has %d", when, e.p.seq, e.ord, e.p.st.ord)
 			}
 		}
 		for _, e := range x.f.sh.h {
-			if e.ord != int64(e.p.st.ord) {
+			if e.ord != e.p.st.ord {
 				t.Fatalf("%s: session %q has store order %d in the heap, its store has %d", when, e.p.id, e.ord, e.p.st.ord)
 			}
 		}

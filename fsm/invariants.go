@@ -81,7 +81,7 @@ func (f *FSM) checkInvariants() {
 					inHeap++
 					if m.hidx < 0 || int(m.hidx) >= f.dl.len() || m.due != d {
 						fail("message %d: deadline %d not indexed", m.seq, d)
-					} else if he := f.dl.h[m.hidx]; he.p != m || he.due != d || he.tie != m.seq || he.ord != int64(st.ord) {
+					} else if he := f.dl.h[m.hidx]; he.p != m || he.due != d || he.tie != m.seq || he.ord != st.ord {
 						fail("message %d: its deadline heap entry is %d/%d/%d, want %d/%d/%d", m.seq, he.due, he.tie, he.ord, d, m.seq, st.ord)
 					}
 					if d <= f.now {
@@ -117,8 +117,8 @@ func (f *FSM) checkInvariants() {
 			} else if s.hidx >= int32(f.sh.len()) {
 				fail("session %q: heap position %d of %d", id, s.hidx, f.sh.len())
 			} else if s.hidx >= 0 {
-				if he := f.sh.h[s.hidx]; he.p != s || he.due != s.lockedUntil || he.tieS != s.id || he.ord != int64(s.st.ord) {
-					fail("session %q: its heap entry is %d/%q/%d, want %d/%q/%d", id, he.due, he.tieS, he.ord, s.lockedUntil, s.id, s.st.ord)
+				if he := f.sh.h[s.hidx]; he.p != s || he.due != s.lockedUntil || he.tie != s.id || he.ord != s.st.ord {
+					fail("session %q: its heap entry is %d/%q/%d, want %d/%q/%d", id, he.due, he.tie, he.ord, s.lockedUntil, s.id, s.st.ord)
 				}
 			}
 			if !s.held && len(s.locked) > 0 {

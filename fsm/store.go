@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"encoding/binary"
 	"strings"
 
@@ -410,38 +411,37 @@ func (h seqHeap) down(i int) bool {
 // It replaced two hand-copied heaps of *msg and *session, kept because a generic heap
 // with methods on T (or on an order type per heap) was measured 35% and then 2x slower
 // on BenchmarkTick100k, every comparison and position update going through a
-// dictionary call. With the keys in the entry, none does, and Tick100k is as fast as
-// the copies were (Go 1.26, 2 busy cores, 6 runs each alternating: median 597 ns/op
-// against 589, best 521 against 560; at a fixed 10^6 ticks median 606 against 635):
-// a comparison reads the array, not the two owners, which pays for the larger entries
-// and the write through pos.
-type idxHeap[T any] []hent[T]
+// dictionary call. With the keys in the entry none does, and the heap work costs what
+// the copies' did (Go 1.26, 2 cores shared with other jobs, 10^6 ticks: CPU in
+// runDeadlines 0.48 s against 0.54 s, median of 3 profiles; Tick100k's ns/op equal
+// within the noise). A comparison reads the array, not the two owners. The price is
+// memory: 40 bytes an entry (a message with a deadline) instead of 8, with two pointers
+// for the garbage collector to scan, which made the whole benchmark process 6% busier.
+type idxHeap[T any, K cmp.Ordered] []hent[T, K]
 
-// hent is one entry of an idxHeap, ordered by (due, tie, tieS, ord).
-type hent[T any] struct {
-	due  int64  // the deadline
-	tie  int64  // a message's seq (0 for sessions)
-	tieS string // a session's id ("" for messages)
-	ord  int64  // the owner's store.ord, so that the order is total
-	pos  *int32 // the owner's position field: its index here, -1 when absent
-	p    *T     // the owner
+// hent is one entry of an idxHeap, ordered by (due, tie, ord). K is int64 (a message's
+// seq) or string (a session's id): each is a shape of its own, so comparing ties
+// compiles to a plain comparison, not a dictionary call.
+type hent[T any, K cmp.Ordered] struct {
+	due int64  // the deadline
+	tie K      // then a message's seq, or a session's id
+	ord int32  // then the owner's store.ord, so that the order is total
+	pos *int32 // the owner's position field: its index here, -1 when absent
+	p   *T     // the owner
 }
 
-func hless[T any](a, b *hent[T]) bool {
+func hless[T any, K cmp.Ordered](a, b *hent[T, K]) bool {
 	if a.due != b.due {
 		return a.due < b.due
 	}
 	if a.tie != b.tie {
 		return a.tie < b.tie
 	}
-	if a.tieS != b.tieS {
-		return a.tieS < b.tieS
-	}
 	return a.ord < b.ord
 }
 
 // fix puts e in the heap, or gives the owner's entry (at *e.pos) e's keys.
-func (h *idxHeap[T]) fix(e hent[T]) {
+func (h *idxHeap[T, K]) fix(e hent[T, K]) {
 	if i := int(*e.pos); i >= 0 {
 		(*h)[i] = e
 		if !h.down(i) {
@@ -454,7 +454,7 @@ func (h *idxHeap[T]) fix(e hent[T]) {
 }
 
 // remove takes out the entry of the owner whose position field is pos, if it is here.
-func (h *idxHeap[T]) remove(pos *int32) {
+func (h *idxHeap[T, K]) remove(pos *int32) {
 	i := int(*pos)
 	old := *h
 	n := len(old) - 1
@@ -465,7 +465,7 @@ func (h *idxHeap[T]) remove(pos *int32) {
 		old[i] = old[n]
 		*old[i].pos = int32(i)
 	}
-	old[n] = hent[T]{}
+	old[n] = hent[T, K]{}
 	*h = old[:n]
 	*pos = -1
 	if i != n {
@@ -476,7 +476,7 @@ func (h *idxHeap[T]) remove(pos *int32) {
 }
 
 // init restores the heap order after keys changed in place (reorder).
-func (h idxHeap[T]) init() {
+func (h idxHeap[T, K]) init() {
 	for i := len(h)/2 - 1; i >= 0; i-- {
 		h.down(i)
 	}
@@ -484,7 +484,7 @@ func (h idxHeap[T]) init() {
 
 // disorder returns the first position whose entry is smaller than its parent, or -1
 // when the heap is in order (invariants and tests).
-func (h idxHeap[T]) disorder() int {
+func (h idxHeap[T, K]) disorder() int {
 	for i := 1; i < len(h); i++ {
 		if hless(&h[i], &h[(i-1)/2]) || *h[i].pos != int32(i) {
 			return i
@@ -495,7 +495,7 @@ func (h idxHeap[T]) disorder() int {
 
 // up moves the entry at i towards the root until its parent is smaller, shifting the
 // parents down into the hole, and writes the positions of what moved.
-func (h idxHeap[T]) up(i int) {
+func (h idxHeap[T, K]) up(i int) {
 	e := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
@@ -512,7 +512,7 @@ func (h idxHeap[T]) up(i int) {
 
 // down moves the entry at i towards the leaves until its children are larger and
 // reports whether it moved.
-func (h idxHeap[T]) down(i int) bool {
+func (h idxHeap[T, K]) down(i int) bool {
 	start, n := i, len(h)
 	e := h[i]
 	for {
@@ -538,7 +538,7 @@ func (h idxHeap[T]) down(i int) bool {
 
 // deadlineHeap orders messages by due time (then seq, then store order, for a total
 // order), with each message's position in m.hidx and its key in m.due.
-type deadlineHeap struct{ h idxHeap[msg] }
+type deadlineHeap struct{ h idxHeap[msg, int64] }
 
 func (d *deadlineHeap) len() int { return len(d.h) }
 
@@ -554,7 +554,7 @@ func (d *deadlineHeap) set(m *msg, due int64) {
 		return
 	}
 	m.due = due
-	d.h.fix(hent[msg]{due: due, tie: m.seq, ord: int64(m.st.ord), pos: &m.hidx, p: m})
+	d.h.fix(hent[msg, int64]{due: due, tie: m.seq, ord: m.st.ord, pos: &m.hidx, p: m})
 }
 
 func (d *deadlineHeap) remove(m *msg) { d.h.remove(&m.hidx) }
@@ -562,14 +562,14 @@ func (d *deadlineHeap) remove(m *msg) { d.h.remove(&m.hidx) }
 // reorder takes the stores' new order (a configuration renumbers store.ord).
 func (d *deadlineHeap) reorder() {
 	for i := range d.h {
-		d.h[i].ord = int64(d.h[i].p.st.ord)
+		d.h[i].ord = d.h[i].p.st.ord
 	}
 	d.h.init()
 }
 
 // sessionHeap orders held sessions by lock expiry (then id, then store order), with
 // each session's position in s.hidx; its key is s.lockedUntil, given by fix.
-type sessionHeap struct{ h idxHeap[session] }
+type sessionHeap struct{ h idxHeap[session, string] }
 
 func (sh *sessionHeap) len() int { return len(sh.h) }
 
@@ -578,7 +578,7 @@ func (sh *sessionHeap) next() (*session, int64) { return sh.h[0].p, sh.h[0].due 
 
 // fix puts s in the heap, or moves it after s.lockedUntil changed.
 func (sh *sessionHeap) fix(s *session) {
-	sh.h.fix(hent[session]{due: s.lockedUntil, tieS: s.id, ord: int64(s.st.ord), pos: &s.hidx, p: s})
+	sh.h.fix(hent[session, string]{due: s.lockedUntil, tie: s.id, ord: s.st.ord, pos: &s.hidx, p: s})
 }
 
 func (sh *sessionHeap) remove(s *session) { sh.h.remove(&s.hidx) }
@@ -586,7 +586,7 @@ func (sh *sessionHeap) remove(s *session) { sh.h.remove(&s.hidx) }
 // reorder takes the stores' new order (a configuration renumbers store.ord).
 func (sh *sessionHeap) reorder() {
 	for i := range sh.h {
-		sh.h[i].ord = int64(sh.h[i].p.st.ord)
+		sh.h[i].ord = sh.h[i].p.st.ord
 	}
 	sh.h.init()
 }
