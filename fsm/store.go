@@ -411,10 +411,10 @@ func (h seqHeap) down(i int) bool {
 // It replaced two hand-copied heaps of *msg and *session, kept because a generic heap
 // with methods on T (or on an order type per heap) was measured 35% and then 2x slower
 // on BenchmarkTick100k, every comparison and position update going through a
-// dictionary call. With the keys in the entry none does, and the heap work costs what
-// the copies' did (Go 1.26, 2 cores shared with other jobs, 10^6 ticks: CPU in
-// runDeadlines 0.48 s against 0.54 s, median of 3 profiles; Tick100k's ns/op equal
-// within the noise). A comparison reads the array, not the two owners. The price is
+// dictionary call. With the keys in the entry none does, and it is as fast as the
+// copies (Go 1.26, 2 shared cores at load 1.5, -count 6 alternating: Tick100k median
+// 568 ns/op against 595; CPU in runDeadlines over 10^6 ticks 0.48 s against 0.54 s,
+// median of 3 profiles). A comparison reads the array, not the two owners. The price is
 // memory: 40 bytes an entry (a message with a deadline) instead of 8, with two pointers
 // for the garbage collector to scan, which made the whole benchmark process 6% busier.
 type idxHeap[T any, K cmp.Ordered] []hent[T, K]
