@@ -3,10 +3,12 @@ GO      ?= go
 comma   := ,
 PKGS    ?= ./...
 # Test-only Go modules of their own, so that what only they use (the benchmark's
-# RabbitMQ, NATS and plotting clients; chromedp) stays out of the product's go.mod.
-# vet, lint and test cover them too. (helm/quorumbus/test and deploy/image, also modules
-# of their own, are vetted and tested by helm-test and image-test.)
-SUBMODS := test/bench/compare test/ui
+# RabbitMQ, NATS and plotting clients; chromedp; go-fuse for test/lazyfs, which the
+# product's power-loss tests build and run through test/lazyfsctl) stays out of the
+# product's go.mod. vet, lint and test cover them too. (helm/quorumbus/test and
+# deploy/image, also modules of their own, are vetted and tested by helm-test and
+# image-test.)
+SUBMODS := test/bench/compare test/ui test/lazyfs
 DATA    ?= ./data
 BIN     := bin
 
@@ -26,6 +28,7 @@ NORACE_PKGS  := ./fsm/ ./test/bench/
 test: vet
 	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 	cd test/bench/compare && $(GO) test -race -count=1 -timeout 10m ./...
+	cd test/lazyfs && $(GO) test -race -count=1 -timeout 5m ./...
 	$(GO) test -count=1 -run '$(NORACE_TESTS)' $(NORACE_PKGS)
 	$(MAKE) test-e2e-cluster
 	$(MAKE) test-order

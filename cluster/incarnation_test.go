@@ -3,7 +3,7 @@ package cluster
 import (
 	"testing"
 
-	"github.com/quorumbus/quorumbus/test/lazyfs"
+	"github.com/quorumbus/quorumbus/test/lazyfsctl"
 )
 
 // The incarnation says "this data directory is the one the node had": a power loss
@@ -12,13 +12,15 @@ import (
 // node's first start gave the same directory a new incarnation (as if its disk had
 // been wiped). test/lazyfs drops what was not fsynced, as a power cut does.
 func TestIncarnationSurvivesPowerLoss(t *testing.T) {
-	l, dir := lazyfs.MountTemp(t, "incarnation-test")
+	l, dir := lazyfsctl.MountTemp(t, "incarnation-test")
 
 	first, err := incarnation(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Crash()
+	if _, err := l.Crash(); err != nil {
+		t.Fatal(err)
+	}
 	again, err := incarnation(dir)
 	if err != nil {
 		t.Fatal(err)

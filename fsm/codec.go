@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/quorumbus/quorumbus/fsm/rule"
+	"github.com/quorumbus/quorumbus/internal/binenc"
 )
 
 // entryVersion is the first byte of every encoded Entry. A release that changes the
@@ -17,7 +18,7 @@ const entryVersion = 1
 func AppendEntry(dst []byte, e *Entry) []byte {
 	b := append(dst, entryVersion)
 	b = binary.AppendVarint(b, e.Now)
-	b = appendUvarint(b, uint64(len(e.Cmds)))
+	b = binenc.AppendUvarint(b, uint64(len(e.Cmds)))
 	for _, c := range e.Cmds {
 		b = appendCommand(b, c)
 	}
@@ -28,7 +29,7 @@ func AppendEntry(dst []byte, e *Entry) []byte {
 // yields an error wrapping ErrBadCommand; it never panics, and it allocates no more than
 // a small multiple of len(b). Decoded messages do not alias b.
 func DecodeEntry(b []byte) (*Entry, error) {
-	return decodeEntry(&dec{b: b})
+	return decodeEntry(newDec(b, nil))
 }
 
 // DecodeEntryPacked is DecodeEntry except that the payloads of decoded messages are
@@ -37,29 +38,29 @@ func DecodeEntry(b []byte) (*Entry, error) {
 // not keep the raft entry it came from (with its encoding overhead) reachable. A chunk is
 // freed once the last payload in it is gone. s belongs to the caller's goroutine.
 func DecodeEntryPacked(b []byte, s *Slab) (*Entry, error) {
-	return decodeEntry(&dec{b: b, slab: s})
+	return decodeEntry(newDec(b, s))
 }
 
 func decodeEntry(d *dec) (*Entry, error) {
-	if v := d.byte(); d.err == nil && v != entryVersion {
+	if v := d.Byte(); d.Err() == nil && v != entryVersion {
 		return nil, fmt.Errorf("%w: entry version %d", ErrBadCommand, v)
 	}
-	e := &Entry{Now: d.varint()}
-	n := d.count(1)
+	e := &Entry{Now: d.Varint()}
+	n := d.Count(1)
 	if n > 0 {
 		e.Cmds = make([]Command, 0, n)
 	}
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		c := d.command()
-		if d.err == nil {
+		if d.Err() == nil {
 			e.Cmds = append(e.Cmds, c)
 		}
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.failf("%d trailing bytes", len(d.b))
+	if d.Err() == nil && len(d.Rest()) != 0 {
+		d.Failf("%d trailing bytes", len(d.Rest()))
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
 	return e, nil
 }
@@ -75,25 +76,25 @@ func appendCommand(b []byte, c Command) []byte {
 		b = appendTarget(b, c.Target)
 		b = append(b, byte(c.Mode))
 		b = binary.AppendVarint(b, int64(c.Max))
-		b = appendString(b, c.SessionID)
-		b = appendString(b, c.Owner)
+		b = binenc.AppendString(b, c.SessionID)
+		b = binenc.AppendString(b, c.Owner)
 		b = binary.BigEndian.AppendUint32(b, c.Salt)
 	case *ReceiveDeferred:
 		b = appendTarget(b, c.Target)
 		b = append(b, byte(c.Mode))
 		b = appendSeqs(b, c.SeqNos)
-		b = appendString(b, c.SessionID)
-		b = appendString(b, c.Owner)
+		b = binenc.AppendString(b, c.SessionID)
+		b = binenc.AppendString(b, c.Owner)
 		b = binary.BigEndian.AppendUint32(b, c.Salt)
 	case *Settle:
 		b = appendTarget(b, c.Target)
 		b = appendTokens(b, c.Tokens)
 		b = append(b, byte(c.Disposition))
 		b = appendProps(b, c.Properties)
-		b = appendString(b, c.Reason)
-		b = appendString(b, c.Description)
-		b = appendString(b, c.SessionID)
-		b = appendString(b, c.Owner)
+		b = binenc.AppendString(b, c.Reason)
+		b = binenc.AppendString(b, c.Description)
+		b = binenc.AppendString(b, c.SessionID)
+		b = binenc.AppendString(b, c.Owner)
 	case *RenewLock:
 		b = appendTarget(b, c.Target)
 		b = appendTokens(b, c.Tokens)
@@ -105,7 +106,7 @@ func appendCommand(b []byte, c Command) []byte {
 		b = appendSessionCmd(b, c.Target, c.SessionID, c.Owner)
 	case *SetSessionState:
 		b = appendSessionCmd(b, c.Target, c.SessionID, c.Owner)
-		b = appendBytes(b, c.State)
+		b = binenc.AppendBytes(b, c.State)
 	case *CancelScheduled:
 		b = appendSeqs(b, c.SeqNos)
 	case *Tick:
@@ -116,44 +117,44 @@ func appendCommand(b []byte, c Command) []byte {
 	case *Touch:
 		b = appendTarget(b, c.Target)
 	case *Txn:
-		b = appendUvarint(b, uint64(len(c.Cmds)))
+		b = binenc.AppendUvarint(b, uint64(len(c.Cmds)))
 		for _, sc := range c.Cmds {
 			b = appendCommand(b, sc)
 		}
 	case *TxnPrepare:
-		b = appendString(b, c.ID)
-		b = appendUvarint(b, uint64(c.Coordinator))
+		b = binenc.AppendString(b, c.ID)
+		b = binenc.AppendUvarint(b, uint64(c.Coordinator))
 		b = binary.AppendVarint(b, c.Deadline)
-		b = appendUvarint(b, uint64(len(c.Cmds)))
+		b = binenc.AppendUvarint(b, uint64(len(c.Cmds)))
 		for _, sc := range c.Cmds {
 			b = appendCommand(b, sc)
 		}
 	case *TxnDecide:
-		b = appendString(b, c.ID)
-		b = appendBool(b, c.Commit)
+		b = binenc.AppendString(b, c.ID)
+		b = binenc.AppendBool(b, c.Commit)
 		b = binary.AppendVarint(b, c.Deadline)
-		b = appendUvarint(b, uint64(len(c.Participants)))
+		b = binenc.AppendUvarint(b, uint64(len(c.Participants)))
 		for _, g := range c.Participants {
-			b = appendUvarint(b, uint64(g))
+			b = binenc.AppendUvarint(b, uint64(g))
 		}
 	case *TxnCommit:
-		b = appendString(b, c.ID)
+		b = binenc.AppendString(b, c.ID)
 	case *TxnAbort:
-		b = appendString(b, c.ID)
+		b = binenc.AppendString(b, c.ID)
 	case *TxnForget:
-		b = appendString(b, c.ID)
+		b = binenc.AppendString(b, c.ID)
 	case *BodyChunk:
-		b = appendString(b, c.Upload)
-		b = appendUvarint(b, uint64(c.Index))
+		b = binenc.AppendString(b, c.Upload)
+		b = binenc.AppendUvarint(b, uint64(c.Index))
 		b = binary.AppendVarint(b, c.Deadline)
-		b = appendBytes(b, c.Data)
+		b = binenc.AppendBytes(b, c.Data)
 	case *EnqueueUploaded:
-		b = appendBool(b, c.Schedule)
+		b = binenc.AppendBool(b, c.Schedule)
 		b = appendMessages(b, c.Messages)
-		b = appendUvarint(b, uint64(len(c.Bodies)))
+		b = binenc.AppendUvarint(b, uint64(len(c.Bodies)))
 		for _, r := range c.Bodies {
-			b = appendString(b, r.Upload)
-			b = appendUvarint(b, uint64(r.Chunks))
+			b = binenc.AppendString(b, r.Upload)
+			b = binenc.AppendUvarint(b, uint64(r.Chunks))
 		}
 	default:
 		panic(fmt.Sprintf("fsm: AppendEntry: unknown command %T", c))
@@ -162,8 +163,8 @@ func appendCommand(b []byte, c Command) []byte {
 }
 
 func (d *dec) command() Command {
-	op := Op(d.byte())
-	if d.err != nil {
+	op := Op(d.Byte())
+	if d.Err() != nil {
 		return nil
 	}
 	switch op {
@@ -173,42 +174,42 @@ func (d *dec) command() Command {
 		return &Schedule{Messages: d.messages()}
 	case OpReceive:
 		c := &Receive{Target: d.target(), Mode: d.mode()}
-		c.Max = int32(d.varint())
-		c.SessionID, c.Owner = d.string(), d.string()
-		c.Salt = d.uint32()
+		c.Max = int32(d.Varint())
+		c.SessionID, c.Owner = d.Str(), d.Str()
+		c.Salt = d.Uint32()
 		return c
 	case OpReceiveDeferred:
 		c := &ReceiveDeferred{Target: d.target(), Mode: d.mode(), SeqNos: d.seqs()}
-		c.SessionID, c.Owner = d.string(), d.string()
-		c.Salt = d.uint32()
+		c.SessionID, c.Owner = d.Str(), d.Str()
+		c.Salt = d.Uint32()
 		return c
 	case OpSettle:
 		c := &Settle{Target: d.target(), Tokens: d.tokens()}
-		c.Disposition = Disposition(d.byte())
-		if d.err == nil && (c.Disposition < Complete || c.Disposition > Release) {
-			d.failf("disposition %d", c.Disposition)
+		c.Disposition = Disposition(d.Byte())
+		if d.Err() == nil && (c.Disposition < Complete || c.Disposition > Release) {
+			d.Failf("disposition %d", c.Disposition)
 		}
 		c.Properties = d.props()
-		c.Reason, c.Description, c.SessionID, c.Owner = d.string(), d.string(), d.string(), d.string()
+		c.Reason, c.Description, c.SessionID, c.Owner = d.Str(), d.Str(), d.Str(), d.Str()
 		return c
 	case OpRenewLock:
 		return &RenewLock{Target: d.target(), Tokens: d.tokens()}
 	case OpAcceptSession:
 		c := &AcceptSession{Target: d.target()}
-		c.SessionID, c.Owner = d.string(), d.string()
+		c.SessionID, c.Owner = d.Str(), d.Str()
 		return c
 	case OpReleaseSession:
 		c := &ReleaseSession{Target: d.target()}
-		c.SessionID, c.Owner = d.string(), d.string()
+		c.SessionID, c.Owner = d.Str(), d.Str()
 		return c
 	case OpRenewSession:
 		c := &RenewSession{Target: d.target()}
-		c.SessionID, c.Owner = d.string(), d.string()
+		c.SessionID, c.Owner = d.Str(), d.Str()
 		return c
 	case OpSetSessionState:
 		c := &SetSessionState{Target: d.target()}
-		c.SessionID, c.Owner = d.string(), d.string()
-		c.State = d.bytes()
+		c.SessionID, c.Owner = d.Str(), d.Str()
+		c.State = d.Bytes()
 		return c
 	case OpCancelScheduled:
 		return &CancelScheduled{SeqNos: d.seqs()}
@@ -224,52 +225,52 @@ func (d *dec) command() Command {
 		return &Touch{Target: d.target()}
 	case OpTxn:
 		if d.depth > 0 {
-			d.failf("nested transaction")
+			d.Failf("nested transaction")
 			return nil
 		}
 		return &Txn{Cmds: d.nested()}
 	case OpTxnPrepare:
 		if d.depth > 0 {
-			d.failf("nested transaction")
+			d.Failf("nested transaction")
 			return nil
 		}
-		c := &TxnPrepare{ID: d.string(), Coordinator: d.uint32v(), Deadline: d.varint()}
+		c := &TxnPrepare{ID: d.Str(), Coordinator: d.Uvarint32("group id"), Deadline: d.Varint()}
 		c.Cmds = d.nested()
 		return c
 	case OpTxnDecide:
-		c := &TxnDecide{ID: d.string(), Commit: d.bool(), Deadline: d.varint()}
-		n := d.count(1)
-		for i := 0; i < n && d.err == nil; i++ {
-			c.Participants = append(c.Participants, d.uint32v())
+		c := &TxnDecide{ID: d.Str(), Commit: d.Bool(), Deadline: d.Varint()}
+		n := d.Count(1)
+		for i := 0; i < n && d.Err() == nil; i++ {
+			c.Participants = append(c.Participants, d.Uvarint32("group id"))
 		}
 		return c
 	case OpTxnCommit:
-		return &TxnCommit{ID: d.string()}
+		return &TxnCommit{ID: d.Str()}
 	case OpTxnAbort:
-		return &TxnAbort{ID: d.string()}
+		return &TxnAbort{ID: d.Str()}
 	case OpTxnForget:
-		return &TxnForget{ID: d.string()}
+		return &TxnForget{ID: d.Str()}
 	case OpBodyChunk:
-		return &BodyChunk{Upload: d.string(), Index: d.uint32v(), Deadline: d.varint(), Data: d.bytes()}
+		return &BodyChunk{Upload: d.Str(), Index: d.Uvarint32("group id"), Deadline: d.Varint(), Data: d.Bytes()}
 	case OpEnqueueUploaded:
-		c := &EnqueueUploaded{Schedule: d.bool(), Messages: d.messages()}
-		n := d.count(2)
-		for i := 0; i < n && d.err == nil; i++ {
-			c.Bodies = append(c.Bodies, UploadRef{Upload: d.string(), Chunks: d.uint32v()})
+		c := &EnqueueUploaded{Schedule: d.Bool(), Messages: d.messages()}
+		n := d.Count(2)
+		for i := 0; i < n && d.Err() == nil; i++ {
+			c.Bodies = append(c.Bodies, UploadRef{Upload: d.Str(), Chunks: d.Uvarint32("group id")})
 		}
 		return c
 	}
-	d.failf("unknown opcode %d", op)
+	d.Failf("unknown opcode %d", op)
 	return nil
 }
 
 // nested decodes the counted list of commands inside a transaction.
 func (d *dec) nested() []Command {
-	n := d.count(1)
+	n := d.Count(1)
 	cmds := make([]Command, 0, n)
 	d.depth++
-	for i := 0; i < n && d.err == nil; i++ {
-		if sc := d.command(); d.err == nil {
+	for i := 0; i < n && d.Err() == nil; i++ {
+		if sc := d.command(); d.Err() == nil {
 			cmds = append(cmds, sc)
 		}
 	}
@@ -279,47 +280,19 @@ func (d *dec) nested() []Command {
 
 // ---- field encoders ----
 
-func appendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v) }
-
-func uvarintLen(v uint64) int {
-	n := 1
-	for v >= 0x80 {
-		v >>= 7
-		n++
-	}
-	return n
-}
-
-func appendString(b []byte, s string) []byte {
-	b = appendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-func appendBytes(b, p []byte) []byte {
-	b = appendUvarint(b, uint64(len(p)))
-	return append(b, p...)
-}
-
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, 1)
-	}
-	return append(b, 0)
-}
-
 func appendTarget(b []byte, t Target) []byte {
-	b = appendString(b, t.Sub)
-	return appendBool(b, t.DLQ)
+	b = binenc.AppendString(b, t.Sub)
+	return binenc.AppendBool(b, t.DLQ)
 }
 
 func appendSessionCmd(b []byte, t Target, id, owner string) []byte {
 	b = appendTarget(b, t)
-	b = appendString(b, id)
-	return appendString(b, owner)
+	b = binenc.AppendString(b, id)
+	return binenc.AppendString(b, owner)
 }
 
 func appendSeqs(b []byte, s []int64) []byte {
-	b = appendUvarint(b, uint64(len(s)))
+	b = binenc.AppendUvarint(b, uint64(len(s)))
 	for _, v := range s {
 		b = binary.AppendVarint(b, v)
 	}
@@ -327,7 +300,7 @@ func appendSeqs(b []byte, s []int64) []byte {
 }
 
 func appendTokens(b []byte, ts []LockToken) []byte {
-	b = appendUvarint(b, uint64(len(ts)))
+	b = binenc.AppendUvarint(b, uint64(len(ts)))
 	for i := range ts {
 		b = append(b, ts[i][:]...)
 	}
@@ -336,21 +309,21 @@ func appendTokens(b []byte, ts []LockToken) []byte {
 
 func appendValue(b []byte, v rule.Value) []byte {
 	b = append(b, byte(v.Kind))
-	b = appendUvarint(b, v.N)
-	return appendString(b, v.S)
+	b = binenc.AppendUvarint(b, v.N)
+	return binenc.AppendString(b, v.S)
 }
 
 func appendProps(b []byte, ps []rule.Property) []byte {
-	b = appendUvarint(b, uint64(len(ps)))
+	b = binenc.AppendUvarint(b, uint64(len(ps)))
 	for i := range ps {
-		b = appendString(b, ps[i].Key)
+		b = binenc.AppendString(b, ps[i].Key)
 		b = appendValue(b, ps[i].Value)
 	}
 	return b
 }
 
 func appendMessages(b []byte, ms []*Message) []byte {
-	b = appendUvarint(b, uint64(len(ms)))
+	b = binenc.AppendUvarint(b, uint64(len(ms)))
 	for _, m := range ms {
 		if m == nil {
 			m = &Message{}
@@ -363,7 +336,7 @@ func appendMessages(b []byte, ms []*Message) []byte {
 func appendProperties(b []byte, p *rule.Properties) []byte {
 	for _, s := range [...]string{p.MessageID, p.CorrelationID, p.To, p.ReplyTo, p.Subject, p.SessionID,
 		p.ReplyToSessionID, p.ContentType, p.PartitionKey} {
-		b = appendString(b, s)
+		b = binenc.AppendString(b, s)
 	}
 	for _, v := range [...]int64{p.TimeToLive, p.ScheduledEnqueueTime, p.SequenceNumber, p.EnqueuedTime, p.Size} {
 		b = binary.AppendVarint(b, v)
@@ -373,7 +346,7 @@ func appendProperties(b []byte, p *rule.Properties) []byte {
 
 func appendMessage(b []byte, m *Message) []byte {
 	b = appendProperties(b, &m.Properties)
-	b = appendBytes(b, m.Payload)
+	b = binenc.AppendBytes(b, m.Payload)
 	b = binary.AppendVarint(b, m.ExpiresAt)
 	b = binary.AppendVarint(b, int64(m.DeliveryCount))
 	b = append(b, byte(m.State))
@@ -381,13 +354,13 @@ func appendMessage(b []byte, m *Message) []byte {
 	b = binary.AppendVarint(b, m.LockedUntil)
 	if m.DeadLetter != nil {
 		b = append(b, 1)
-		b = appendString(b, m.DeadLetter.Reason)
-		b = appendString(b, m.DeadLetter.Description)
-		b = appendString(b, m.DeadLetter.Source)
+		b = binenc.AppendString(b, m.DeadLetter.Reason)
+		b = binenc.AppendString(b, m.DeadLetter.Description)
+		b = binenc.AppendString(b, m.DeadLetter.Source)
 	} else {
 		b = append(b, 0)
 	}
-	return appendBool(b, m.Modified)
+	return binenc.AppendBool(b, m.Modified)
 }
 
 func appendQueueConfig(b []byte, q *QueueConfig) []byte {
@@ -408,17 +381,17 @@ func appendQueueConfig(b []byte, q *QueueConfig) []byte {
 }
 
 func appendSpec(b []byte, s *rule.Spec) []byte {
-	b = appendString(b, s.Name)
+	b = binenc.AppendString(b, s.Name)
 	b = append(b, byte(s.Filter.Kind))
-	b = appendString(b, s.Filter.SQL)
+	b = binenc.AppendString(b, s.Filter.SQL)
 	b = appendProps(b, s.Filter.Parameters)
 	c := &s.Filter.Correlation
 	for _, v := range [...]string{c.CorrelationID, c.MessageID, c.To, c.ReplyTo, c.Subject, c.SessionID,
 		c.ReplyToSessionID, c.ContentType} {
-		b = appendString(b, v)
+		b = binenc.AppendString(b, v)
 	}
 	b = appendProps(b, c.Properties)
-	b = appendString(b, s.Action.SQL)
+	b = binenc.AppendString(b, s.Action.SQL)
 	return appendProps(b, s.Action.Parameters)
 }
 
@@ -426,16 +399,16 @@ func appendConfig(b []byte, c *Config) []byte {
 	b = append(b, byte(c.Kind))
 	b = binary.BigEndian.AppendUint32(b, c.GroupID)
 	b = appendQueueConfig(b, &c.Queue)
-	b = appendBool(b, c.RequiresDuplicateDetection)
+	b = binenc.AppendBool(b, c.RequiresDuplicateDetection)
 	b = binary.AppendVarint(b, c.DuplicateWindowMs)
 	b = binary.AppendVarint(b, c.MaxSizeBytes)
 	b = binary.AppendVarint(b, c.MaxMessageSizeBytes)
-	b = appendUvarint(b, uint64(len(c.Subscriptions)))
+	b = binenc.AppendUvarint(b, uint64(len(c.Subscriptions)))
 	for i := range c.Subscriptions {
 		s := &c.Subscriptions[i]
-		b = appendString(b, s.Name)
+		b = binenc.AppendString(b, s.Name)
 		b = appendQueueConfig(b, &s.Queue)
-		b = appendUvarint(b, uint64(len(s.Rules)))
+		b = binenc.AppendUvarint(b, uint64(len(s.Rules)))
 		for j := range s.Rules {
 			b = appendSpec(b, &s.Rules[j])
 		}
@@ -445,14 +418,18 @@ func appendConfig(b []byte, c *Config) []byte {
 
 // ---- decoder ----
 
-// dec reads fields from b, consuming it. The first error sticks; later reads return zero
-// values, so callers check d.err once.
+// dec reads fields (binenc's encoding) from its input, consuming it. The first error
+// sticks and wraps ErrBadCommand; later reads return zero values, so callers check
+// d.Err() once.
 type dec struct {
-	b     []byte
-	err   error
+	binenc.Decoder
 	depth int // > 0 inside a Txn, which may not nest
 	// slab, when set, receives copies of payloads (DecodeEntryPacked, snapshot restore).
 	slab *Slab
+}
+
+func newDec(b []byte, slab *Slab) *dec {
+	return &dec{Decoder: binenc.NewDecoder(b, ErrBadCommand), slab: slab}
 }
 
 // Slab packs copies of small payloads into shared 64 KiB chunks (DecodeEntryPacked). Its
@@ -474,138 +451,17 @@ func (s *Slab) copy(b []byte) []byte {
 	return s.chunk[i:len(s.chunk):len(s.chunk)]
 }
 
-func (d *dec) failf(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{ErrBadCommand}, args...)...)
-	}
-}
-
-func (d *dec) byte() byte {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) == 0 {
-		d.failf("truncated")
-		return 0
-	}
-	v := d.b[0]
-	d.b = d.b[1:]
-	return v
-}
-
-func (d *dec) bool() bool {
-	v := d.byte()
-	if v > 1 {
-		d.failf("bad bool %d", v)
-	}
-	return v == 1
-}
-
-func (d *dec) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.failf("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.failf("bad varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) uint32() uint32 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 4 {
-		d.failf("truncated")
-		return 0
-	}
-	v := binary.BigEndian.Uint32(d.b)
-	d.b = d.b[4:]
-	return v
-}
-
-// count reads an element count and checks that that many elements of at least min bytes
-// each fit in what is left, so a corrupt count cannot make us allocate.
-// uint32v reads a uvarint that must fit in 32 bits (a partition group id).
-func (d *dec) uint32v() uint32 {
-	v := d.uvarint()
-	if v > 1<<32-1 {
-		d.failf("group id %d out of range", v)
-		return 0
-	}
-	return uint32(v)
-}
-
-func (d *dec) count(min int) int {
-	v := d.uvarint()
-	if d.err != nil {
-		return 0
-	}
-	if v > uint64(len(d.b)/min) {
-		d.failf("count %d exceeds input", v)
-		return 0
-	}
-	return int(v)
-}
-
-func (d *dec) raw(n int) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if n > len(d.b) {
-		d.failf("truncated")
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *dec) string() string {
-	n := d.count(1)
-	return string(d.raw(n))
-}
-
-// bytes returns a copy, nil for an empty field.
-func (d *dec) bytes() []byte {
-	n := d.count(1)
-	if n == 0 {
-		return nil
-	}
-	r := d.raw(n)
-	if r == nil {
-		return nil
-	}
-	return append([]byte(nil), r...)
-}
-
 // payload is bytes, or with a slab a copy packed into the slab (capacity capped, so an
 // append never writes into a neighbour).
 func (d *dec) payload() []byte {
 	if d.slab == nil {
-		return d.bytes()
+		return d.Bytes()
 	}
-	n := d.count(1)
+	n := d.Count(1)
 	if n == 0 {
 		return nil
 	}
-	r := d.raw(n)
+	r := d.Raw(n)
 	if r == nil {
 		return nil
 	}
@@ -613,95 +469,95 @@ func (d *dec) payload() []byte {
 }
 
 func (d *dec) target() Target {
-	return Target{Sub: d.string(), DLQ: d.bool()}
+	return Target{Sub: d.Str(), DLQ: d.Bool()}
 }
 
 func (d *dec) mode() ReceiveMode {
-	m := ReceiveMode(d.byte())
+	m := ReceiveMode(d.Byte())
 	if m > ReceiveAndDelete {
-		d.failf("receive mode %d", m)
+		d.Failf("receive mode %d", m)
 	}
 	return m
 }
 
 func (d *dec) seqs() []int64 {
-	n := d.count(1)
+	n := d.Count(1)
 	if n == 0 {
 		return nil
 	}
 	s := make([]int64, n)
 	for i := range s {
-		s[i] = d.varint()
+		s[i] = d.Varint()
 	}
 	return s
 }
 
 func (d *dec) tokens() []LockToken {
-	n := d.count(16)
+	n := d.Count(16)
 	if n == 0 {
 		return nil
 	}
 	ts := make([]LockToken, n)
 	for i := range ts {
-		copy(ts[i][:], d.raw(16))
+		copy(ts[i][:], d.Raw(16))
 	}
 	return ts
 }
 
 func (d *dec) value() rule.Value {
-	v := rule.Value{Kind: rule.Kind(d.byte())}
-	if d.err == nil && !v.Kind.Valid() {
-		d.failf("value kind %d", v.Kind)
+	v := rule.Value{Kind: rule.Kind(d.Byte())}
+	if d.Err() == nil && !v.Kind.Valid() {
+		d.Failf("value kind %d", v.Kind)
 	}
-	v.N = d.uvarint()
-	v.S = d.string()
+	v.N = d.Uvarint()
+	v.S = d.Str()
 	return v
 }
 
 func (d *dec) props() []rule.Property {
-	n := d.count(4)
+	n := d.Count(4)
 	if n == 0 {
 		return nil
 	}
 	ps := make([]rule.Property, n)
 	for i := range ps {
-		ps[i].Key = d.string()
+		ps[i].Key = d.Str()
 		ps[i].Value = d.value()
 	}
 	return ps
 }
 
 func (d *dec) properties(p *rule.Properties) {
-	p.MessageID, p.CorrelationID, p.To = d.string(), d.string(), d.string()
-	p.ReplyTo, p.Subject, p.SessionID = d.string(), d.string(), d.string()
-	p.ReplyToSessionID, p.ContentType, p.PartitionKey = d.string(), d.string(), d.string()
-	p.TimeToLive, p.ScheduledEnqueueTime, p.SequenceNumber = d.varint(), d.varint(), d.varint()
-	p.EnqueuedTime, p.Size = d.varint(), d.varint()
+	p.MessageID, p.CorrelationID, p.To = d.Str(), d.Str(), d.Str()
+	p.ReplyTo, p.Subject, p.SessionID = d.Str(), d.Str(), d.Str()
+	p.ReplyToSessionID, p.ContentType, p.PartitionKey = d.Str(), d.Str(), d.Str()
+	p.TimeToLive, p.ScheduledEnqueueTime, p.SequenceNumber = d.Varint(), d.Varint(), d.Varint()
+	p.EnqueuedTime, p.Size = d.Varint(), d.Varint()
 	p.App = d.props()
 }
 
 func (d *dec) message(m *Message) {
 	d.properties(&m.Properties)
 	m.Payload = d.payload()
-	m.ExpiresAt = d.varint()
-	m.DeliveryCount = int32(d.varint())
-	m.State = MessageState(d.byte())
-	if d.err == nil && m.State > StateScheduled {
-		d.failf("message state %d", m.State)
+	m.ExpiresAt = d.Varint()
+	m.DeliveryCount = int32(d.Varint())
+	m.State = MessageState(d.Byte())
+	if d.Err() == nil && m.State > StateScheduled {
+		d.Failf("message state %d", m.State)
 	}
-	copy(m.LockToken[:], d.raw(16))
-	m.LockedUntil = d.varint()
-	if d.bool() {
-		m.DeadLetter = &DeadLetterInfo{Reason: d.string(), Description: d.string(), Source: d.string()}
+	copy(m.LockToken[:], d.Raw(16))
+	m.LockedUntil = d.Varint()
+	if d.Bool() {
+		m.DeadLetter = &DeadLetterInfo{Reason: d.Str(), Description: d.Str(), Source: d.Str()}
 	}
-	m.Modified = d.bool()
+	m.Modified = d.Bool()
 }
 
 // minMessageBytes is the smallest encoding of a Message, for count checks.
 const minMessageBytes = 9 + 5 + 1 + 1 + 3 + 16 + 1 + 2
 
 func (d *dec) messages() []*Message {
-	n := d.count(minMessageBytes)
+	n := d.Count(minMessageBytes)
 	if n == 0 {
 		return nil
 	}
@@ -709,7 +565,7 @@ func (d *dec) messages() []*Message {
 	// together (the fsm keeps none of them, only what it copies out).
 	block := make([]Message, n)
 	ms := make([]*Message, 0, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		d.message(&block[i])
 		ms = append(ms, &block[i])
 	}
@@ -717,62 +573,62 @@ func (d *dec) messages() []*Message {
 }
 
 func (d *dec) queueConfig(q *QueueConfig) {
-	q.LockDurationMs = d.varint()
-	q.MaxDeliveryCount = int32(d.varint())
-	q.DefaultTTLMs = d.varint()
-	fl := d.byte()
+	q.LockDurationMs = d.Varint()
+	q.MaxDeliveryCount = int32(d.Varint())
+	q.DefaultTTLMs = d.Varint()
+	fl := d.Byte()
 	if fl > 7 {
-		d.failf("queue flags %#x", fl)
+		d.Failf("queue flags %#x", fl)
 	}
 	q.DeadLetterOnExpiration = fl&1 != 0
 	q.DeadLetterOnFilterErrors = fl&2 != 0
 	q.RequiresSession = fl&4 != 0
-	q.Status = Status(d.byte())
-	if d.err == nil && q.Status > StatusReceiveDisabled {
-		d.failf("status %d", q.Status)
+	q.Status = Status(d.Byte())
+	if d.Err() == nil && q.Status > StatusReceiveDisabled {
+		d.Failf("status %d", q.Status)
 	}
 }
 
 func (d *dec) spec(s *rule.Spec) {
-	s.Name = d.string()
-	s.Filter.Kind = rule.FilterKind(d.byte())
-	if d.err == nil && s.Filter.Kind > rule.FilterCorrelation {
-		d.failf("filter kind %d", s.Filter.Kind)
+	s.Name = d.Str()
+	s.Filter.Kind = rule.FilterKind(d.Byte())
+	if d.Err() == nil && s.Filter.Kind > rule.FilterCorrelation {
+		d.Failf("filter kind %d", s.Filter.Kind)
 	}
-	s.Filter.SQL = d.string()
+	s.Filter.SQL = d.Str()
 	s.Filter.Parameters = d.props()
 	c := &s.Filter.Correlation
-	c.CorrelationID, c.MessageID, c.To, c.ReplyTo = d.string(), d.string(), d.string(), d.string()
-	c.Subject, c.SessionID, c.ReplyToSessionID, c.ContentType = d.string(), d.string(), d.string(), d.string()
+	c.CorrelationID, c.MessageID, c.To, c.ReplyTo = d.Str(), d.Str(), d.Str(), d.Str()
+	c.Subject, c.SessionID, c.ReplyToSessionID, c.ContentType = d.Str(), d.Str(), d.Str(), d.Str()
 	c.Properties = d.props()
-	s.Action.SQL = d.string()
+	s.Action.SQL = d.Str()
 	s.Action.Parameters = d.props()
 }
 
 func (d *dec) config(c *Config) {
-	c.Kind = EntityKind(d.byte())
-	if d.err == nil && c.Kind > KindTopic { // 0 is allowed: UpdateEntity keeps the kind
-		d.failf("entity kind %d", c.Kind)
+	c.Kind = EntityKind(d.Byte())
+	if d.Err() == nil && c.Kind > KindTopic { // 0 is allowed: UpdateEntity keeps the kind
+		d.Failf("entity kind %d", c.Kind)
 	}
-	c.GroupID = d.uint32()
+	c.GroupID = d.Uint32()
 	d.queueConfig(&c.Queue)
-	c.RequiresDuplicateDetection = d.bool()
-	c.DuplicateWindowMs = d.varint()
-	c.MaxSizeBytes = d.varint()
-	c.MaxMessageSizeBytes = d.varint()
-	n := d.count(7)
+	c.RequiresDuplicateDetection = d.Bool()
+	c.DuplicateWindowMs = d.Varint()
+	c.MaxSizeBytes = d.Varint()
+	c.MaxMessageSizeBytes = d.Varint()
+	n := d.Count(7)
 	if n == 0 {
 		return
 	}
 	c.Subscriptions = make([]SubscriptionConfig, n)
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		s := &c.Subscriptions[i]
-		s.Name = d.string()
+		s.Name = d.Str()
 		d.queueConfig(&s.Queue)
-		m := d.count(15)
+		m := d.Count(15)
 		if m > 0 {
 			s.Rules = make([]rule.Spec, m)
-			for j := 0; j < m && d.err == nil; j++ {
+			for j := 0; j < m && d.Err() == nil; j++ {
 				d.spec(&s.Rules[j])
 			}
 		}

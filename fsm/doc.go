@@ -11,7 +11,8 @@
 // environment or randomness; time enters only as Entry.Now, and the fsm clock is the
 // largest Now applied so far. It never depends on map iteration order. It must not import
 // os, net, time, math/rand, crypto/rand, sync, syscall or anything outside the standard
-// library except fsm/rule (purity_test.go enforces this).
+// library except fsm/rule and internal/binenc, the field encoding its codecs share with
+// cluster/wire (purity_test.go enforces this, on those two as well).
 //
 // Goroutines: none. An FSM is owned by one goroutine (the partition's raft apply loop);
 // queries run on that goroutine or under the caller's lock.

@@ -11,8 +11,11 @@ import (
 // ---- Tick ----
 
 func (f *FSM) runDeadlines() {
-	for len(f.dl) > 0 && f.dl[0].due <= f.now {
-		m := f.dl[0]
+	for f.dl.len() > 0 {
+		m, due := f.dl.next()
+		if due > f.now {
+			break
+		}
 		f.dl.remove(m)
 		switch {
 		case m.locked(): // S-LOCK-4: lock expiry has the effect of abandon
@@ -32,8 +35,12 @@ func (f *FSM) runDeadlines() {
 			f.expire(m)
 		}
 	}
-	for len(f.sh) > 0 && f.sh[0].lockedUntil <= f.now {
-		f.endSession(f.sh[0], true) // S-SES-6: counted
+	for f.sh.len() > 0 {
+		s, until := f.sh.next()
+		if until > f.now {
+			break
+		}
+		f.endSession(s, true) // S-SES-6: counted
 	}
 	f.pruneDup()
 	f.dropExpiredUploads()

@@ -237,11 +237,17 @@ func (f *FSM) setConfig(cfg Config) {
 	}
 	f.ents = ents
 	clear(f.byName)
+	renumbered := false
 	for i, e := range ents {
+		renumbered = renumbered || e.main.ord != int32(2*i) || e.dlq.ord != int32(2*i+1)
 		e.main.ord, e.dlq.ord = int32(2*i), int32(2*i+1)
 		if _, dup := f.byName[e.name]; !dup {
 			f.byName[e.name] = e
 		}
+	}
+	if renumbered { // the heaps keep each owner's store order in its entry
+		f.dl.reorder()
+		f.sh.reorder()
 	}
 	f.cfg = cfg
 }
@@ -398,11 +404,13 @@ func (f *FSM) spill(m *msg) {
 // The partition leader proposes a Tick at that time.
 func (f *FSM) NextDeadline() int64 {
 	d := NeverMs
-	if len(f.dl) > 0 {
-		d = f.dl[0].due
+	if f.dl.len() > 0 {
+		_, d = f.dl.next()
 	}
-	if len(f.sh) > 0 && f.sh[0].lockedUntil < d {
-		d = f.sh[0].lockedUntil
+	if f.sh.len() > 0 {
+		if _, until := f.sh.next(); until < d {
+			d = until
+		}
 	}
 	if f.duph < len(f.dupq) {
 		if t := satAdd(f.dupq[f.duph].at, f.cfg.DuplicateWindowMs); t < d {

@@ -79,8 +79,10 @@ func (f *FSM) checkInvariants() {
 				}
 				if d := m.deadlineOf(); d != NeverMs {
 					inHeap++
-					if m.hidx < 0 || int(m.hidx) >= len(f.dl) || f.dl[m.hidx] != m || m.due != d {
+					if m.hidx < 0 || int(m.hidx) >= f.dl.len() || m.due != d {
 						fail("message %d: deadline %d not indexed", m.seq, d)
+					} else if he := f.dl.h[m.hidx]; he.p != m || he.due != d || he.tie != m.seq || he.ord != st.ord {
+						fail("message %d: its deadline heap entry is %d/%d/%d, want %d/%d/%d", m.seq, he.due, he.tie, he.ord, d, m.seq, st.ord)
 					}
 					if d <= f.now {
 						fail("message %d: deadline %d overdue at %d", m.seq, d, f.now)
@@ -112,6 +114,12 @@ func (f *FSM) checkInvariants() {
 			bytes += int64(len(s.state))
 			if s.held != (s.hidx >= 0) || (s.held && s.lockedUntil <= f.now) {
 				fail("session %q: held %v, heap %d, until %d", id, s.held, s.hidx, s.lockedUntil)
+			} else if s.hidx >= int32(f.sh.len()) {
+				fail("session %q: heap position %d of %d", id, s.hidx, f.sh.len())
+			} else if s.hidx >= 0 {
+				if he := f.sh.h[s.hidx]; he.p != s || he.due != s.lockedUntil || he.tie != s.id || he.ord != s.st.ord {
+					fail("session %q: its heap entry is %d/%q/%d, want %d/%q/%d", id, he.due, he.tie, he.ord, s.lockedUntil, s.id, s.st.ord)
+				}
 			}
 			if !s.held && len(s.locked) > 0 {
 				fail("session %q: locks without a holder", id)
@@ -145,7 +153,13 @@ func (f *FSM) checkInvariants() {
 	if locks != len(f.locks) {
 		fail("lock table has %d, messages %d", len(f.locks), locks)
 	}
-	if inHeap != len(f.dl) {
-		fail("deadline heap has %d, messages %d", len(f.dl), inHeap)
+	if i := f.dl.h.disorder(); i >= 0 {
+		fail("deadline heap out of order at %d of %d", i, f.dl.len())
+	}
+	if i := f.sh.h.disorder(); i >= 0 {
+		fail("session heap out of order at %d of %d", i, f.sh.len())
+	}
+	if inHeap != f.dl.len() {
+		fail("deadline heap has %d, messages %d", f.dl.len(), inHeap)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+
+	"github.com/quorumbus/quorumbus/internal/binenc"
 )
 
 // Snapshot format (docs/fsm.md): the magic "QBFS", a version byte, then framed records
@@ -182,8 +184,8 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 	b = binary.AppendVarint(b, v.now)
 	b = binary.AppendVarint(b, v.lastSeq)
 	b = binary.AppendVarint(b, v.lastSend)
-	b = appendUvarint(b, v.lockCtr)
-	b = appendUvarint(b, uint64(len(v.ents)))
+	b = binenc.AppendUvarint(b, v.lockCtr)
+	b = binenc.AppendUvarint(b, uint64(len(v.ents)))
 	s.record(b)
 	for i := range v.ents {
 		e := &v.ents[i]
@@ -191,11 +193,11 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 		if e.live[0] != nil {
 			nmain, ndlq = e.live[0].Len(), e.live[1].Len()
 		}
-		b = appendString(b[:0], e.name)
+		b = binenc.AppendString(b[:0], e.name)
 		b = binary.AppendVarint(b, e.lastReceive)
-		b = appendUvarint(b, uint64(nmain))
-		b = appendUvarint(b, uint64(ndlq))
-		b = appendUvarint(b, uint64(len(e.sess)))
+		b = binenc.AppendUvarint(b, uint64(nmain))
+		b = binenc.AppendUvarint(b, uint64(ndlq))
+		b = binenc.AppendUvarint(b, uint64(len(e.sess)))
 		s.record(b)
 		for j, frozen := range [][]msg{e.main, e.dlq} {
 			if e.live[j] != nil {
@@ -210,20 +212,20 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 			}
 		}
 		for _, ss := range e.sess {
-			b = appendString(b[:0], ss.id)
-			b = appendBool(b, ss.held)
-			b = appendString(b, ss.holder)
+			b = binenc.AppendString(b[:0], ss.id)
+			b = binenc.AppendBool(b, ss.held)
+			b = binenc.AppendString(b, ss.holder)
 			b = binary.AppendVarint(b, ss.lockedUntil)
-			b = appendBool(b, ss.state != nil)
-			b = appendBytes(b, ss.state)
+			b = binenc.AppendBool(b, ss.state != nil)
+			b = binenc.AppendBytes(b, ss.state)
 			b = binary.AppendVarint(b, ss.expireThrough)
 			b = binary.AppendVarint(b, ss.stateAt) // since version 2
 			s.record(b)
 		}
 	}
-	b = appendUvarint(b[:0], uint64(len(v.dup)))
+	b = binenc.AppendUvarint(b[:0], uint64(len(v.dup)))
 	for _, d := range v.dup {
-		b = appendString(b, d.id)
+		b = binenc.AppendString(b, d.id)
 		b = binary.AppendVarint(b, d.at)
 		b = binary.AppendVarint(b, d.seq)
 	}
@@ -233,7 +235,7 @@ func (v *Frozen) WriteTo(w io.Writer) (int64, error) {
 		s.record(b)
 	}
 	if version >= 4 {
-		b = appendUvarint(b[:0], uint64(len(v.up)))
+		b = binenc.AppendUvarint(b[:0], uint64(len(v.up)))
 		s.record(b)
 		for i := range v.up {
 			b = appendUpload(b[:0], &v.up[i])
@@ -274,11 +276,11 @@ func appendMsg(b []byte, m *msg) ([]byte, error) {
 	b = binary.AppendVarint(b, m.sched)
 	b = binary.AppendVarint(b, m.ttl)
 	b = binary.AppendVarint(b, m.size)
-	b = appendUvarint(b, m.lockCtr)
+	b = binenc.AppendUvarint(b, m.lockCtr)
 	b = binary.BigEndian.AppendUint32(b, m.salt)
 	b = binary.AppendVarint(b, int64(m.dcount))
 	b = append(b, byte(m.state), m.flags&^(fRing|fPinned)) // fRing and fPinned are derived
-	b = appendString(b, m.strs)
+	b = binenc.AppendString(b, m.strs)
 	b = appendProps(b, m.app)
 	payload := m.payload
 	if m.sp != nil {
@@ -287,12 +289,12 @@ func appendMsg(b []byte, m *msg) ([]byte, error) {
 			return b, fmt.Errorf("fsm: message %d: reading its spilled body: %w", m.seq, err)
 		}
 	}
-	b = appendBytes(b, payload)
+	b = binenc.AppendBytes(b, payload)
 	if m.dl != nil {
 		b = append(b, 1)
-		b = appendString(b, m.dl.Reason)
-		b = appendString(b, m.dl.Description)
-		b = appendString(b, m.dl.Source)
+		b = binenc.AppendString(b, m.dl.Reason)
+		b = binenc.AppendString(b, m.dl.Description)
+		b = binenc.AppendString(b, m.dl.Source)
 	} else {
 		b = append(b, 0)
 	}
@@ -365,7 +367,7 @@ func (s *snapReader) record() (dec, error) {
 	if err != nil {
 		return dec{}, err
 	}
-	return dec{b: b, slab: &s.slab}, nil
+	return *newDec(b, &s.slab), nil
 }
 
 // Restore replaces the whole state with a snapshot written by Snapshot. On any error
@@ -395,8 +397,8 @@ func restore(r io.Reader, bodies Bodies) (*FSM, error) {
 	}
 	var cfg Config
 	d.config(&cfg)
-	now, lastSeq, lastSend, lockCtr := d.varint(), d.varint(), d.varint(), d.uvarint()
-	nents := d.uvarint()
+	now, lastSeq, lastSend, lockCtr := d.Varint(), d.Varint(), d.Varint(), d.Uvarint()
+	nents := d.Uvarint()
 	if err := d.end(); err != nil {
 		return nil, err
 	}
@@ -418,9 +420,9 @@ func restore(r io.Reader, bodies Bodies) (*FSM, error) {
 		if err != nil {
 			return nil, err
 		}
-		name := d.string()
-		e.lastReceive = d.varint()
-		nmain, ndlq, nsess := d.uvarint(), d.uvarint(), d.uvarint()
+		name := d.Str()
+		e.lastReceive = d.Varint()
+		nmain, ndlq, nsess := d.Uvarint(), d.Uvarint(), d.Uvarint()
 		if err := d.end(); err != nil {
 			return nil, err
 		}
@@ -468,9 +470,9 @@ func restore(r io.Reader, bodies Bodies) (*FSM, error) {
 	if err != nil {
 		return nil, err
 	}
-	ndup := d.count(3)
-	for i := 0; i < ndup && d.err == nil; i++ {
-		de := dupEnt{id: d.string(), at: d.varint(), seq: d.varint()}
+	ndup := d.Count(3)
+	for i := 0; i < ndup && d.Err() == nil; i++ {
+		de := dupEnt{id: d.Str(), at: d.Varint(), seq: d.Varint()}
 		f.dupq = append(f.dupq, de)
 		f.dup[de.id] = dupRec{seq: de.seq, at: de.at}
 	}
@@ -491,7 +493,7 @@ func restore(r io.Reader, bodies Bodies) (*FSM, error) {
 		if err != nil {
 			return nil, err
 		}
-		n := d.uvarint()
+		n := d.Uvarint()
 		if err := d.end(); err != nil {
 			return nil, err
 		}
@@ -542,26 +544,26 @@ func restore(r io.Reader, bodies Bodies) (*FSM, error) {
 
 // end checks that a record was read completely and correctly.
 func (d *dec) end() error {
-	if d.err == nil && len(d.b) != 0 {
-		d.failf("%d trailing bytes in record", len(d.b))
+	if d.Err() == nil && len(d.Rest()) != 0 {
+		d.Failf("%d trailing bytes in record", len(d.Rest()))
 	}
-	return d.err
+	return d.Err()
 }
 
 func (f *FSM) readMsg(d *dec, st *store) (*msg, error) {
 	m := &msg{hidx: -1, aidx: -1}
-	m.seq, m.enq, m.expires, m.lockedUntil = d.varint(), d.varint(), d.varint(), d.varint()
-	m.sched, m.ttl, m.size = d.varint(), d.varint(), d.varint()
-	m.lockCtr = d.uvarint()
-	m.salt = d.uint32()
-	m.dcount = int32(d.varint())
-	m.state = MessageState(d.byte())
-	m.flags = d.byte()
-	m.strs = d.string()
+	m.seq, m.enq, m.expires, m.lockedUntil = d.Varint(), d.Varint(), d.Varint(), d.Varint()
+	m.sched, m.ttl, m.size = d.Varint(), d.Varint(), d.Varint()
+	m.lockCtr = d.Uvarint()
+	m.salt = d.Uint32()
+	m.dcount = int32(d.Varint())
+	m.state = MessageState(d.Byte())
+	m.flags = d.Byte()
+	m.strs = d.Str()
 	m.app = d.props()
 	m.payload = d.payload()
-	if d.bool() {
-		m.dl = &DeadLetterInfo{Reason: d.string(), Description: d.string(), Source: d.string()}
+	if d.Bool() {
+		m.dl = &DeadLetterInfo{Reason: d.Str(), Description: d.Str(), Source: d.Str()}
 	}
 	if err := d.end(); err != nil {
 		return nil, err
@@ -598,16 +600,16 @@ func (f *FSM) insertRestored(st *store, m *msg) {
 }
 
 func (f *FSM) readSession(d *dec, e *entity, version byte) error {
-	id := d.string()
-	held := d.bool()
-	holder := d.string()
-	until := d.varint()
-	hasState := d.bool()
-	state := d.bytes()
-	through := d.varint()
+	id := d.Str()
+	held := d.Bool()
+	holder := d.Str()
+	until := d.Varint()
+	hasState := d.Bool()
+	state := d.Bytes()
+	through := d.Varint()
 	stateAt := f.now // version 1: the update time is unknown; the latest it can have been
 	if version >= 2 {
-		stateAt = d.varint()
+		stateAt = d.Varint()
 	}
 	if err := d.end(); err != nil {
 		return err

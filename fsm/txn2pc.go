@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/quorumbus/quorumbus/internal/binenc"
 )
 
 // Two-phase commit of a transaction that spans partition groups (docs/guarantees.md,
@@ -279,26 +281,26 @@ func (v txnState) empty() bool { return len(v.prep) == 0 && len(v.dec) == 0 }
 
 // appendTxnState encodes the record of snapshot version 3.
 func appendTxnState(b []byte, v txnState) []byte {
-	b = appendUvarint(b, uint64(len(v.prep)))
+	b = binenc.AppendUvarint(b, uint64(len(v.prep)))
 	for _, p := range v.prep {
-		b = appendString(b, p.id)
-		b = appendUvarint(b, uint64(p.coord))
+		b = binenc.AppendString(b, p.id)
+		b = binenc.AppendUvarint(b, uint64(p.coord))
 		b = binary.AppendVarint(b, p.deadline)
 		b = binary.AppendVarint(b, p.reserved)
 		b = appendMessages(b, p.msgs)
-		b = appendUvarint(b, uint64(len(p.settles)))
+		b = binenc.AppendUvarint(b, uint64(len(p.settles)))
 		for _, s := range p.settles {
 			b = appendCommand(b, s)
 		}
 	}
-	b = appendUvarint(b, uint64(len(v.dec)))
+	b = binenc.AppendUvarint(b, uint64(len(v.dec)))
 	for _, d := range v.dec {
-		b = appendString(b, d.id)
-		b = appendBool(b, d.commit)
+		b = binenc.AppendString(b, d.id)
+		b = binenc.AppendBool(b, d.commit)
 		b = binary.AppendVarint(b, d.deadline)
-		b = appendUvarint(b, uint64(len(d.parts)))
+		b = binenc.AppendUvarint(b, uint64(len(d.parts)))
 		for _, g := range d.parts {
-			b = appendUvarint(b, uint64(g))
+			b = binenc.AppendUvarint(b, uint64(g))
 		}
 	}
 	return b
@@ -307,24 +309,24 @@ func appendTxnState(b []byte, v txnState) []byte {
 // readTxnState restores the record of snapshot version 3 (in version 4, possibly empty) into f, whose messages and
 // locks are already restored: it pins the held messages and reserves the held bytes.
 func (f *FSM) readTxnState(d *dec, version byte) error {
-	np := d.count(4)
+	np := d.Count(4)
 	last := ""
-	for i := 0; i < np && d.err == nil; i++ {
-		p := &prepTxn{id: d.string()}
-		p.coord = d.uint32v()
-		p.deadline, p.reserved = d.varint(), d.varint()
+	for i := 0; i < np && d.Err() == nil; i++ {
+		p := &prepTxn{id: d.Str()}
+		p.coord = d.Uvarint32("group id")
+		p.deadline, p.reserved = d.Varint(), d.Varint()
 		p.msgs = d.messages()
-		ns := d.count(1)
-		for j := 0; j < ns && d.err == nil; j++ {
+		ns := d.Count(1)
+		for j := 0; j < ns && d.Err() == nil; j++ {
 			s, ok := d.command().(*Settle)
-			if d.err == nil && !ok {
-				d.failf("prepared transaction %q holds a command that is not a settlement", p.id)
+			if d.Err() == nil && !ok {
+				d.Failf("prepared transaction %q holds a command that is not a settlement", p.id)
 			}
-			if d.err == nil {
+			if d.Err() == nil {
 				p.settles = append(p.settles, s)
 			}
 		}
-		if d.err != nil {
+		if d.Err() != nil {
 			break
 		}
 		if p.id <= last || p.reserved < 0 { // in id order, as written: one state, one encoding
@@ -346,15 +348,15 @@ func (f *FSM) readTxnState(d *dec, version byte) error {
 		f.prepared[p.id] = p
 		f.bytes += p.reserved
 	}
-	nd := d.count(4)
+	nd := d.Count(4)
 	last = ""
-	for i := 0; i < nd && d.err == nil; i++ {
-		t := &txnDecision{id: d.string(), commit: d.bool(), deadline: d.varint()}
-		n := d.count(1)
-		for j := 0; j < n && d.err == nil; j++ {
-			t.parts = append(t.parts, d.uint32v())
+	for i := 0; i < nd && d.Err() == nil; i++ {
+		t := &txnDecision{id: d.Str(), commit: d.Bool(), deadline: d.Varint()}
+		n := d.Count(1)
+		for j := 0; j < n && d.Err() == nil; j++ {
+			t.parts = append(t.parts, d.Uvarint32("group id"))
 		}
-		if d.err != nil {
+		if d.Err() != nil {
 			break
 		}
 		if t.id <= last {

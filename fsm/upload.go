@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/quorumbus/quorumbus/internal/binenc"
 )
 
 // Chunked bodies (docs/fsm.md, "Chunked bodies"). A body too large for one raft entry
@@ -263,13 +265,13 @@ func (f *FSM) uploadView() []upload {
 
 // appendUpload encodes one upload record of snapshot version 4.
 func appendUpload(b []byte, u *upload) []byte {
-	b = appendString(b, u.id)
+	b = binenc.AppendString(b, u.id)
 	b = binary.AppendVarint(b, u.deadline)
-	b = appendUvarint(b, uint64(len(u.chunks)))
+	b = binenc.AppendUvarint(b, uint64(len(u.chunks)))
 	for _, ch := range u.chunks {
-		b = appendBool(b, ch != nil)
+		b = binenc.AppendBool(b, ch != nil)
 		if ch != nil {
-			b = appendBytes(b, ch)
+			b = binenc.AppendBytes(b, ch)
 		}
 	}
 	return b
@@ -278,17 +280,17 @@ func appendUpload(b []byte, u *upload) []byte {
 // readUpload restores one upload record of snapshot version 4; last is the previous
 // record's id (records are in id order).
 func (f *FSM) readUpload(d *dec, last string) (string, error) {
-	u := &upload{id: d.string(), deadline: d.varint()}
-	n := d.count(1)
-	if d.err == nil && n > MaxUploadChunks {
-		d.failf("upload with %d chunks", n)
+	u := &upload{id: d.Str(), deadline: d.Varint()}
+	n := d.Count(1)
+	if d.Err() == nil && n > MaxUploadChunks {
+		d.Failf("upload with %d chunks", n)
 	}
-	for i := 0; i < n && d.err == nil; i++ {
+	for i := 0; i < n && d.Err() == nil; i++ {
 		var ch []byte
-		if d.bool() {
-			ch = d.bytes()
-			if d.err == nil && ch == nil {
-				d.failf("empty chunk")
+		if d.Bool() {
+			ch = d.Bytes()
+			if d.Err() == nil && ch == nil {
+				d.Failf("empty chunk")
 			}
 			u.have++
 			u.bytes += int64(len(ch))

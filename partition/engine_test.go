@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/quorumbus/quorumbus/fsm"
-	"github.com/quorumbus/quorumbus/test/lazyfs"
+	"github.com/quorumbus/quorumbus/test/lazyfsctl"
 	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
@@ -387,7 +387,7 @@ func TestEnginePowerLoss(t *testing.T) {
 		enginePowerLossChild(dir)
 		return
 	}
-	l, data := lazyfs.MountTemp(t, "engine-test")
+	l, data := lazyfsctl.MountTemp(t, "engine-test")
 	const groups = 32
 	for round := range 2 { // the second round appends to the engine the first recovered
 		cmd := exec.Command(os.Args[0], "-test.run=^TestEnginePowerLoss$")
@@ -426,7 +426,10 @@ func TestEnginePowerLoss(t *testing.T) {
 		cmd.Wait()
 		killed = true
 		go io.Copy(io.Discard, out)
-		dropped := l.Crash()
+		dropped, err := l.Crash()
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Logf("round %d: %d appends acknowledged to %d groups; power loss dropped %v", round, seen, len(acked), dropped)
 
 		checkAcked(t, data, groups, round, acked)
@@ -435,7 +438,7 @@ func TestEnginePowerLoss(t *testing.T) {
 
 // checkAcked asserts that every group of the engine in data holds every entry acked to
 // it, intact and without a gap. The engine is closed however it returns: its files are
-// on a test/lazyfs mount this process serves, which cannot be unmounted under them.
+// on a test/lazyfs mount, which cannot be unmounted under them.
 func checkAcked(t *testing.T, data string, groups, round int, acked map[string]uint64) {
 	t.Helper()
 	e := openTestEngine(t, data)

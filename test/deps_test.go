@@ -20,6 +20,8 @@ type depRule struct {
 // stdOnly lists the packages that may depend on the standard library only, and why.
 var stdOnly = map[string]string{
 	"cluster/placement": "placement is a pure choice over a View, with no dependency to keep apart from (P8)",
+	"internal/binenc":   "the field encoding of the fsm's and the wire's codecs: the pure fsm imports it (P1, P3)",
+	"test/lazyfsctl":    "it runs test/lazyfs (a module of its own) as a process, so that go-fuse stays out of the product's go.mod",
 }
 
 var depRules = append([]depRule{
@@ -43,12 +45,14 @@ var depRules = append([]depRule{
 		"the node-to-node protocol is a leaf of cluster: hand-written codecs without reflection (its versions are its " +
 			"bytes), knowing partitions and fsm values but not the node, metadata or admin (cluster importing it makes " +
 			"importing cluster a cycle)"},
+	{"internal/binenc", []string{"os", "net", "time", "math/rand", "crypto/rand", "sync", "syscall", "unsafe", "reflect"},
+		"the codecs' field encoding is pure: bytes in, values out, no clock, I/O, randomness, goroutine or reflection (P3)"},
 	{"internal/sas", []string{module + "/amqp", module + "/cluster", module + "/fsm", module + "/partition", "github.com/hashicorp/", "github.com/Azure/", "golang.org/", "os", "net/http"},
 		"the one SAS implementation is a pure stdlib leaf that amqp and cluster/admin both import"},
 }, testOnly("fsm", "partition", "cluster", "amqp", "cmd", "internal")...)
 
 // testOnly keeps everything under test/ (the shared helpers test/testutil and
-// test/backendtest, the harness, lazyfs, and with them the testing package) out of the
+// test/backendtest, the harness, lazyfsctl, and with them the testing package) out of the
 // listed production packages; their tests may import it.
 func testOnly(prefixes ...string) []depRule {
 	var rules []depRule

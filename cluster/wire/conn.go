@@ -9,6 +9,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/quorumbus/quorumbus/internal/binenc"
 )
 
 // Versions. Version 1 is the cluster's net/rpc with gob on route 0 of the cluster
@@ -54,8 +56,8 @@ func Handshake(conn net.Conn, timeout time.Duration) (int, error) {
 	_ = conn.SetDeadline(time.Now().Add(timeout))
 	defer conn.SetDeadline(time.Time{})
 	hello := append(magic[:], 0)
-	hello = appendUvarint(hello, MinVersion)
-	hello = appendUvarint(hello, Version)
+	hello = binenc.AppendUvarint(hello, MinVersion)
+	hello = binenc.AppendUvarint(hello, Version)
 	if _, err := conn.Write(hello); err != nil {
 		return 0, fmt.Errorf("%w: hello: %v", ErrConnection, err)
 	}
@@ -101,7 +103,7 @@ func Accept(conn net.Conn, timeout time.Duration) (int, error) {
 	if v < lo || v < MinVersion {
 		v = 0
 	}
-	reply := appendUvarint(append(magic[:], 0), v)
+	reply := binenc.AppendUvarint(append(magic[:], 0), v)
 	if _, err := conn.Write(reply); err != nil {
 		return 0, fmt.Errorf("%w: hello reply: %v", ErrConnection, err)
 	}
@@ -137,7 +139,7 @@ const (
 func appendFrame(b []byte, kind byte, seq uint64, code byte, m Message, ec ErrorCodec, maxFrame int) ([]byte, error) {
 	at := len(b)
 	b = append(b, 0, 0, 0, 0, kind)
-	b = appendUvarint(b, seq)
+	b = binenc.AppendUvarint(b, seq)
 	b = append(b, code)
 	b = m.AppendTo(b, ec)
 	n := len(b) - at - 4
@@ -169,12 +171,12 @@ func readFrame(r *bufio.Reader, maxFrame int) (kind byte, seq uint64, code byte,
 		return 0, 0, 0, nil, err
 	}
 	d := NewDecoder(buf[1:])
-	seq = d.uvarint()
-	code = d.byte()
-	if d.err != nil {
-		return 0, 0, 0, nil, d.err
+	seq = d.Uvarint()
+	code = d.Byte()
+	if d.Err() != nil {
+		return 0, 0, 0, nil, d.Err()
 	}
-	return buf[0], seq, code, d.b, nil
+	return buf[0], seq, code, d.Rest(), nil
 }
 
 // Response is a call's reply body, or why there is none.

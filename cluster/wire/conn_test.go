@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quorumbus/quorumbus/internal/binenc"
 )
 
 // pipe returns the two ends of a loopback TCP connection.
@@ -80,7 +82,7 @@ func TestAcceptRefusesUnknownVersions(t *testing.T) {
 		_, err := Accept(s, 5*time.Second)
 		got <- err
 	}()
-	offer := appendUvarint(appendUvarint(append(magic[:], 0), Version+1), Version+5)
+	offer := binenc.AppendUvarint(binenc.AppendUvarint(append(magic[:], 0), Version+1), Version+5)
 	if _, err := c.Write(offer); err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,9 @@
 //   - the other calls a node serves its peers (msgs.go: Multi, Wait, MetaApply,
 //     GroupStatus, Transfer, Digests, MetaDigest, CancelCall) and their replies,
 //     numbered by Method, append only; Result and Error (result.go) carry outcomes.
-//   - the codec (codec.go): hand-written append and decode functions over
-//     encoding/binary varints, no reflection. fsm values travel as fsm entries
+//   - the codec (codec.go): hand-written append and decode functions over the field
+//     encoding of internal/binenc (varints, length-prefixed strings), shared with the
+//     fsm's codec, no reflection. fsm values travel as fsm entries
 //     (fsm.AppendEntry), whose encoding the fsm keeps stable across releases. Decoders
 //     return ErrBadMessage on truncated, unknown or malformed input and never panic;
 //     a collection's length is checked against the bytes left before anything is

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/binenc"
 )
 
 // Method names a call a node serves its peers. Append only.
@@ -57,14 +58,14 @@ type Call struct {
 }
 
 func (c *Call) AppendTo(b []byte, _ ErrorCodec) []byte {
-	b = appendUvarint(b, uint64(c.Group))
-	b = appendVarint(b, int64(c.Timeout))
-	b = appendUvarint(b, c.ID)
+	b = binenc.AppendUvarint(b, uint64(c.Group))
+	b = binenc.AppendVarint(b, int64(c.Timeout))
+	b = binenc.AppendUvarint(b, c.ID)
 	return AppendRequest(b, c.Req)
 }
 
 func (c *Call) DecodeFrom(d *Decoder, _ ErrorCodec) {
-	c.Group, c.Timeout, c.ID = d.uint32(), d.duration(), d.uvarint()
+	c.Group, c.Timeout, c.ID = d.Uvarint32("uint32"), d.duration(), d.Uvarint()
 	c.Req = DecodeRequest(d)
 }
 
@@ -90,7 +91,7 @@ func (r *Reply) DecodeFrom(d *Decoder, ec ErrorCodec) {
 type Multi struct{ Calls []Call }
 
 func (m *Multi) AppendTo(b []byte, ec ErrorCodec) []byte {
-	b = appendUvarint(b, uint64(len(m.Calls)))
+	b = binenc.AppendUvarint(b, uint64(len(m.Calls)))
 	for i := range m.Calls {
 		b = m.Calls[i].AppendTo(b, ec)
 	}
@@ -98,7 +99,7 @@ func (m *Multi) AppendTo(b []byte, ec ErrorCodec) []byte {
 }
 
 func (m *Multi) DecodeFrom(d *Decoder, ec ErrorCodec) {
-	m.Calls = make([]Call, d.count(4))
+	m.Calls = make([]Call, d.Count(4))
 	for i := range m.Calls {
 		m.Calls[i].DecodeFrom(d, ec)
 	}
@@ -108,7 +109,7 @@ func (m *Multi) DecodeFrom(d *Decoder, ec ErrorCodec) {
 type MultiReply struct{ Replies []Reply }
 
 func (m *MultiReply) AppendTo(b []byte, ec ErrorCodec) []byte {
-	b = appendUvarint(b, uint64(len(m.Replies)))
+	b = binenc.AppendUvarint(b, uint64(len(m.Replies)))
 	for i := range m.Replies {
 		b = m.Replies[i].AppendTo(b, ec)
 	}
@@ -116,7 +117,7 @@ func (m *MultiReply) AppendTo(b []byte, ec ErrorCodec) []byte {
 }
 
 func (m *MultiReply) DecodeFrom(d *Decoder, ec ErrorCodec) {
-	m.Replies = make([]Reply, d.count(2))
+	m.Replies = make([]Reply, d.Count(2))
 	for i := range m.Replies {
 		m.Replies[i].DecodeFrom(d, ec)
 	}
@@ -132,18 +133,18 @@ type Wait struct {
 }
 
 func (w *Wait) AppendTo(b []byte, _ ErrorCodec) []byte {
-	b = appendUvarint(b, uint64(w.Group))
+	b = binenc.AppendUvarint(b, uint64(w.Group))
 	b = appendEntry(b, &w.Receive)
-	b = appendBool(b, w.Accept)
-	return appendVarint(b, int64(w.Timeout))
+	b = binenc.AppendBool(b, w.Accept)
+	return binenc.AppendVarint(b, int64(w.Timeout))
 }
 
 func (w *Wait) DecodeFrom(d *Decoder, _ ErrorCodec) {
-	w.Group = d.uint32()
+	w.Group = d.Uvarint32("uint32")
 	if c := command[*fsm.Receive](d); c != nil {
 		w.Receive = *c
 	}
-	w.Accept, w.Timeout = d.bool(), d.duration()
+	w.Accept, w.Timeout = d.Bool(), d.duration()
 }
 
 // Empty is a body with nothing in it.
@@ -159,7 +160,7 @@ type MetaApply struct {
 }
 
 func (m *MetaApply) AppendTo(b []byte, _ ErrorCodec) []byte {
-	return appendVarint(appendBytes(b, m.Entry), int64(m.Timeout))
+	return binenc.AppendVarint(appendBytes(b, m.Entry), int64(m.Timeout))
 }
 
 func (m *MetaApply) DecodeFrom(d *Decoder, _ ErrorCodec) {
@@ -173,14 +174,14 @@ type MetaApplied struct {
 }
 
 func (m *MetaApplied) AppendTo(b []byte, ec ErrorCodec) []byte {
-	return appendUvarint(appendError(b, ec.ToWire(m.Err)), m.Index)
+	return binenc.AppendUvarint(appendError(b, ec.ToWire(m.Err)), m.Index)
 }
 
 func (m *MetaApplied) DecodeFrom(d *Decoder, ec ErrorCodec) {
 	if e := d.error(); e != nil {
 		m.Err = ec.FromWire(e)
 	}
-	m.Index = d.uvarint()
+	m.Index = d.Uvarint()
 }
 
 // GroupIDs names partition groups (none: all those hosted by the callee).
@@ -209,32 +210,32 @@ type Server struct {
 type GroupStatus struct{ Groups []GroupInfo }
 
 func (g *GroupStatus) AppendTo(b []byte, _ ErrorCodec) []byte {
-	b = appendUvarint(b, uint64(len(g.Groups)))
+	b = binenc.AppendUvarint(b, uint64(len(g.Groups)))
 	for i := range g.Groups {
 		gi := &g.Groups[i]
-		b = appendUvarint(b, uint64(gi.Group))
-		b = appendString(b, gi.Leader)
-		b = appendBool(b, gi.IsLeader)
-		b = appendUvarint(b, gi.LastIndex)
-		b = appendUvarint(b, gi.Applied)
-		b = appendUvarint(b, uint64(len(gi.Servers)))
+		b = binenc.AppendUvarint(b, uint64(gi.Group))
+		b = binenc.AppendString(b, gi.Leader)
+		b = binenc.AppendBool(b, gi.IsLeader)
+		b = binenc.AppendUvarint(b, gi.LastIndex)
+		b = binenc.AppendUvarint(b, gi.Applied)
+		b = binenc.AppendUvarint(b, uint64(len(gi.Servers)))
 		for _, s := range gi.Servers {
-			b = appendBool(appendString(b, s.ID), s.Voter)
+			b = binenc.AppendBool(binenc.AppendString(b, s.ID), s.Voter)
 		}
 	}
 	return b
 }
 
 func (g *GroupStatus) DecodeFrom(d *Decoder, _ ErrorCodec) {
-	n := d.count(7)
+	n := d.Count(7)
 	g.Groups = make([]GroupInfo, n)
 	for i := range g.Groups {
 		gi := &g.Groups[i]
-		gi.Group, gi.Leader, gi.IsLeader, gi.LastIndex, gi.Applied = d.uint32(), d.string(), d.bool(), d.uvarint(), d.uvarint()
-		if m := d.count(2); m > 0 {
+		gi.Group, gi.Leader, gi.IsLeader, gi.LastIndex, gi.Applied = d.Uvarint32("uint32"), d.Str(), d.Bool(), d.Uvarint(), d.Uvarint()
+		if m := d.Count(2); m > 0 {
 			gi.Servers = make([]Server, m)
 			for j := range gi.Servers {
-				gi.Servers[j] = Server{ID: d.string(), Voter: d.bool()}
+				gi.Servers[j] = Server{ID: d.Str(), Voter: d.Bool()}
 			}
 		}
 	}
@@ -249,13 +250,13 @@ type Transfer struct {
 }
 
 func (t *Transfer) AppendTo(b []byte, _ ErrorCodec) []byte {
-	b = appendUvarint(b, uint64(t.Group))
-	b = appendString(b, t.To)
-	return appendVarint(b, int64(t.Timeout))
+	b = binenc.AppendUvarint(b, uint64(t.Group))
+	b = binenc.AppendString(b, t.To)
+	return binenc.AppendVarint(b, int64(t.Timeout))
 }
 
 func (t *Transfer) DecodeFrom(d *Decoder, _ ErrorCodec) {
-	t.Group, t.To, t.Timeout = d.uint32(), d.string(), d.duration()
+	t.Group, t.To, t.Timeout = d.Uvarint32("uint32"), d.Str(), d.duration()
 }
 
 // Done is the outcome of an operation that returns only an error.
@@ -277,19 +278,19 @@ func (g *Digests) AppendTo(b []byte, _ ErrorCodec) []byte {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // one encoding per value
-	b = appendUvarint(b, uint64(len(ids)))
+	b = binenc.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
-		b = appendString(appendUvarint(b, uint64(id)), g.ByGroup[id])
+		b = binenc.AppendString(binenc.AppendUvarint(b, uint64(id)), g.ByGroup[id])
 	}
 	return b
 }
 
 func (g *Digests) DecodeFrom(d *Decoder, _ ErrorCodec) {
-	n := d.count(2)
+	n := d.Count(2)
 	g.ByGroup = make(map[uint32]string, n)
 	for range n {
-		id := d.uint32()
-		g.ByGroup[id] = d.string()
+		id := d.Uvarint32("uint32")
+		g.ByGroup[id] = d.Str()
 	}
 }
 
@@ -301,24 +302,24 @@ type MetaDigest struct {
 }
 
 func (m *MetaDigest) AppendTo(b []byte, _ ErrorCodec) []byte {
-	return appendUvarint(appendString(b, m.Digest), m.Applied)
+	return binenc.AppendUvarint(binenc.AppendString(b, m.Digest), m.Applied)
 }
 
 func (m *MetaDigest) DecodeFrom(d *Decoder, _ ErrorCodec) {
-	m.Digest, m.Applied = d.string(), d.uvarint()
+	m.Digest, m.Applied = d.Str(), d.Uvarint()
 }
 
 // CancelCall cancels the long-poll whose Call.ID is ID.
 type CancelCall struct{ ID uint64 }
 
-func (c *CancelCall) AppendTo(b []byte, _ ErrorCodec) []byte { return appendUvarint(b, c.ID) }
-func (c *CancelCall) DecodeFrom(d *Decoder, _ ErrorCodec)    { c.ID = d.uvarint() }
+func (c *CancelCall) AppendTo(b []byte, _ ErrorCodec) []byte { return binenc.AppendUvarint(b, c.ID) }
+func (c *CancelCall) DecodeFrom(d *Decoder, _ ErrorCodec)    { c.ID = d.Uvarint() }
 
 // Cancelled reports whether a long-poll was found and cancelled.
 type Cancelled struct{ OK bool }
 
-func (c *Cancelled) AppendTo(b []byte, _ ErrorCodec) []byte { return appendBool(b, c.OK) }
-func (c *Cancelled) DecodeFrom(d *Decoder, _ ErrorCodec)    { c.OK = d.bool() }
+func (c *Cancelled) AppendTo(b []byte, _ ErrorCodec) []byte { return binenc.AppendBool(b, c.OK) }
+func (c *Cancelled) DecodeFrom(d *Decoder, _ ErrorCodec)    { c.OK = d.Bool() }
 
 // Encode writes m as a whole body; Decode reads one, refusing trailing bytes.
 func Encode(m Message, ec ErrorCodec) []byte { return m.AppendTo(nil, ec) }

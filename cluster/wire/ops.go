@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/binenc"
 	"github.com/quorumbus/quorumbus/partition"
 )
 
@@ -140,17 +141,17 @@ func AppendRequest(b []byte, r Request) []byte {
 
 // DecodeRequest reads what AppendRequest wrote.
 func DecodeRequest(d *Decoder) Request {
-	o := Op(d.byte())
-	if d.err != nil {
+	o := Op(d.Byte())
+	if d.Err() != nil {
 		return nil
 	}
 	r := NewRequest(o)
 	if r == nil {
-		d.failf("unknown operation %d", o)
+		d.Failf("unknown operation %d", o)
 		return nil
 	}
 	r.decodeFrom(d)
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	return r
@@ -205,7 +206,7 @@ func (r *Receive) Run(ctx context.Context, p *partition.Partition) (Result, erro
 }
 func (r *Receive) appendTo(b []byte) []byte {
 	b = appendEntry(b, &r.Req)
-	return appendVarint(b, int64(r.Wait))
+	return binenc.AppendVarint(b, int64(r.Wait))
 }
 func (r *Receive) decodeFrom(d *Decoder) {
 	if c := command[*fsm.Receive](d); c != nil {
@@ -277,7 +278,7 @@ func (r *AcceptSession) Run(ctx context.Context, p *partition.Partition) (Result
 }
 func (r *AcceptSession) appendTo(b []byte) []byte {
 	b = appendEntry(b, &r.Req)
-	return appendVarint(b, int64(r.Wait))
+	return binenc.AppendVarint(b, int64(r.Wait))
 }
 func (r *AcceptSession) decodeFrom(d *Decoder) {
 	if c := command[*fsm.AcceptSession](d); c != nil {
@@ -295,12 +296,12 @@ type SessionRef struct {
 
 func (s *SessionRef) appendTo(b []byte) []byte {
 	b = appendTarget(b, s.Target)
-	b = appendString(b, s.Session)
-	return appendString(b, s.Owner)
+	b = binenc.AppendString(b, s.Session)
+	return binenc.AppendString(b, s.Owner)
 }
 
 func (s *SessionRef) decodeFrom(d *Decoder) {
-	s.Target, s.Session, s.Owner = d.target(), d.string(), d.string()
+	s.Target, s.Session, s.Owner = d.target(), d.Str(), d.Str()
 }
 
 // ReleaseSession releases a session lock (S-SES-4).
@@ -379,9 +380,9 @@ func (r *SessionsUpdatedSince) Run(ctx context.Context, p *partition.Partition) 
 	return Result{Sessions: ids}, err
 }
 func (r *SessionsUpdatedSince) appendTo(b []byte) []byte {
-	return appendVarint(appendTarget(b, r.Target), r.From)
+	return binenc.AppendVarint(appendTarget(b, r.Target), r.From)
 }
-func (r *SessionsUpdatedSince) decodeFrom(d *Decoder) { r.Target, r.From = d.target(), d.varint() }
+func (r *SessionsUpdatedSince) decodeFrom(d *Decoder) { r.Target, r.From = d.target(), d.Varint() }
 
 // Peek browses up to Max messages from sequence number From (S-LOCK-11).
 type Peek struct {
@@ -397,12 +398,12 @@ func (r *Peek) Run(ctx context.Context, p *partition.Partition) (Result, error) 
 	return Result{Msgs: msgs}, err
 }
 func (r *Peek) appendTo(b []byte) []byte {
-	b = appendVarint(appendTarget(b, r.Target), r.From)
-	return appendVarint(b, int64(r.Max))
+	b = binenc.AppendVarint(appendTarget(b, r.Target), r.From)
+	return binenc.AppendVarint(b, int64(r.Max))
 }
 func (r *Peek) decodeFrom(d *Decoder) {
-	r.Target, r.From = d.target(), d.varint()
-	r.Max = int(d.varint())
+	r.Target, r.From = d.target(), d.Varint()
+	r.Max = int(d.Varint())
 }
 
 // Stats counts the partition's messages; Result.Stats.
@@ -442,8 +443,8 @@ func (*SyncConfig) Idempotent() bool { return true }
 func (*SyncConfig) Run(context.Context, *partition.Partition) (Result, error) {
 	return Result{}, fmt.Errorf("%w: SyncConfig runs on the node, not on a partition", fsm.ErrBadCommand)
 }
-func (r *SyncConfig) appendTo(b []byte) []byte { return appendUvarint(b, r.MetaIndex) }
-func (r *SyncConfig) decodeFrom(d *Decoder)    { r.MetaIndex = d.uvarint() }
+func (r *SyncConfig) appendTo(b []byte) []byte { return binenc.AppendUvarint(b, r.MetaIndex) }
+func (r *SyncConfig) decodeFrom(d *Decoder)    { r.MetaIndex = d.Uvarint() }
 
 // LockedWithSalt lists the locks that a receive with Salt took (a lost receive's
 // locks are found and released on the new leader).
@@ -459,9 +460,9 @@ func (r *LockedWithSalt) Run(ctx context.Context, p *partition.Partition) (Resul
 	return Result{Tokens: toks}, err
 }
 func (r *LockedWithSalt) appendTo(b []byte) []byte {
-	return appendUvarint(appendTarget(b, r.Target), uint64(r.Salt))
+	return binenc.AppendUvarint(appendTarget(b, r.Target), uint64(r.Salt))
 }
-func (r *LockedWithSalt) decodeFrom(d *Decoder) { r.Target, r.Salt = d.target(), d.uint32() }
+func (r *LockedWithSalt) decodeFrom(d *Decoder) { r.Target, r.Salt = d.target(), d.Uvarint32("uint32") }
 
 // Txn applies a committed transaction's sends and settlements on one partition, in one
 // fsm.Txn.
@@ -501,13 +502,13 @@ func (r *TxnPrepare) Run(ctx context.Context, p *partition.Partition) (Result, e
 	return Result{}, p.TxnPrepare(ctx, c)
 }
 func (r *TxnPrepare) appendTo(b []byte) []byte {
-	b = appendString(b, r.ID)
-	b = appendUvarint(b, uint64(r.Coordinator))
-	b = appendVarint(b, r.Deadline)
+	b = binenc.AppendString(b, r.ID)
+	b = binenc.AppendUvarint(b, uint64(r.Coordinator))
+	b = binenc.AppendVarint(b, r.Deadline)
 	return appendTxnEffects(b, r.Msgs, r.Settles)
 }
 func (r *TxnPrepare) decodeFrom(d *Decoder) {
-	r.ID, r.Coordinator, r.Deadline = d.string(), d.uint32(), d.varint()
+	r.ID, r.Coordinator, r.Deadline = d.Str(), d.Uvarint32("uint32"), d.Varint()
 	r.Msgs, r.Settles = d.txnEffects()
 }
 
@@ -528,13 +529,13 @@ func (r *TxnDecide) Run(ctx context.Context, p *partition.Partition) (Result, er
 	return Result{Committed: committed}, err
 }
 func (r *TxnDecide) appendTo(b []byte) []byte {
-	b = appendString(b, r.ID)
-	b = appendBool(b, r.Commit)
-	b = appendVarint(b, r.Deadline)
+	b = binenc.AppendString(b, r.ID)
+	b = binenc.AppendBool(b, r.Commit)
+	b = binenc.AppendVarint(b, r.Deadline)
 	return appendUint32s(b, r.Participants)
 }
 func (r *TxnDecide) decodeFrom(d *Decoder) {
-	r.ID, r.Commit, r.Deadline, r.Participants = d.string(), d.bool(), d.varint(), d.uint32s()
+	r.ID, r.Commit, r.Deadline, r.Participants = d.Str(), d.Bool(), d.Varint(), d.uint32s()
 }
 
 // TxnComplete commits or aborts ID's held effects.
@@ -548,8 +549,10 @@ func (*TxnComplete) Idempotent() bool { return true }
 func (r *TxnComplete) Run(ctx context.Context, p *partition.Partition) (Result, error) {
 	return Result{}, p.TxnComplete(ctx, r.ID, r.Commit)
 }
-func (r *TxnComplete) appendTo(b []byte) []byte { return appendBool(appendString(b, r.ID), r.Commit) }
-func (r *TxnComplete) decodeFrom(d *Decoder)    { r.ID, r.Commit = d.string(), d.bool() }
+func (r *TxnComplete) appendTo(b []byte) []byte {
+	return binenc.AppendBool(binenc.AppendString(b, r.ID), r.Commit)
+}
+func (r *TxnComplete) decodeFrom(d *Decoder) { r.ID, r.Commit = d.Str(), d.Bool() }
 
 // TxnForget drops the coordinator's record of ID.
 type TxnForget struct{ ID string }
@@ -559,8 +562,8 @@ func (*TxnForget) Idempotent() bool { return true }
 func (r *TxnForget) Run(ctx context.Context, p *partition.Partition) (Result, error) {
 	return Result{}, p.TxnForget(ctx, r.ID)
 }
-func (r *TxnForget) appendTo(b []byte) []byte { return appendString(b, r.ID) }
-func (r *TxnForget) decodeFrom(d *Decoder)    { r.ID = d.string() }
+func (r *TxnForget) appendTo(b []byte) []byte { return binenc.AppendString(b, r.ID) }
+func (r *TxnForget) decodeFrom(d *Decoder)    { r.ID = d.Str() }
 
 // appendTxnEffects writes a transaction's sends and settlements as one fsm entry.
 func appendTxnEffects(b []byte, msgs []*fsm.Message, settles []fsm.Settle) []byte {
@@ -579,7 +582,7 @@ func (d *Decoder) txnEffects() ([]*fsm.Message, []fsm.Settle) {
 	for _, c := range cmds {
 		s, ok := c.(*fsm.Settle)
 		if !ok {
-			d.failf("command %T in a transaction's settlements", c)
+			d.Failf("command %T in a transaction's settlements", c)
 			return nil, nil
 		}
 		settles = append(settles, *s)

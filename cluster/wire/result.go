@@ -2,6 +2,7 @@ package wire
 
 import (
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/internal/binenc"
 )
 
 // Error is an error as it crosses the network: its text, which of the cluster's
@@ -38,8 +39,8 @@ func appendError(b []byte, e *Error) []byte {
 		return append(b, 0)
 	}
 	b = append(b, 1)
-	b = appendString(b, e.Msg)
-	b = appendUvarint(b, e.Kinds)
+	b = binenc.AppendString(b, e.Msg)
+	b = binenc.AppendUvarint(b, e.Kinds)
 	var fl byte
 	if e.HasLeader {
 		fl |= errLeader
@@ -52,34 +53,34 @@ func appendError(b []byte, e *Error) []byte {
 	}
 	b = append(b, fl)
 	if e.HasLeader {
-		b = appendString(b, e.LeaderID)
-		b = appendString(b, e.LeaderAddr)
+		b = binenc.AppendString(b, e.LeaderID)
+		b = binenc.AppendString(b, e.LeaderAddr)
 	}
 	if e.HasInvalid {
-		b = appendString(b, e.Field)
-		b = appendString(b, e.Reason)
+		b = binenc.AppendString(b, e.Field)
+		b = binenc.AppendString(b, e.Reason)
 	}
 	return b
 }
 
 func (d *Decoder) error() *Error {
-	if !d.bool() {
+	if !d.Bool() {
 		return nil
 	}
-	e := &Error{Msg: d.string(), Kinds: d.uvarint()}
-	fl := d.byte()
+	e := &Error{Msg: d.Str(), Kinds: d.Uvarint()}
+	fl := d.Byte()
 	if fl&^(errLeader|errUnknown|errInvalid) != 0 {
-		d.failf("unknown error flags %#x", fl)
+		d.Failf("unknown error flags %#x", fl)
 		return nil
 	}
 	e.HasLeader, e.Unknown, e.HasInvalid = fl&errLeader != 0, fl&errUnknown != 0, fl&errInvalid != 0
 	if e.HasLeader {
-		e.LeaderID, e.LeaderAddr = d.string(), d.string()
+		e.LeaderID, e.LeaderAddr = d.Str(), d.Str()
 	}
 	if e.HasInvalid {
-		e.Field, e.Reason = d.string(), d.string()
+		e.Field, e.Reason = d.Str(), d.Str()
 	}
-	if d.err != nil {
+	if d.Err() != nil {
 		return nil
 	}
 	return e
@@ -141,7 +142,7 @@ func AppendResult(b []byte, r *Result, ec ErrorCodec) []byte {
 	set(resCount, r.Count != 0)
 	set(resTokens, r.Tokens != nil)
 	set(resCommitted, r.Committed)
-	b = appendUvarint(b, mask)
+	b = binenc.AppendUvarint(b, mask)
 	if mask&resSeqs != 0 {
 		b = appendInt64s(b, r.Seqs)
 	}
@@ -149,19 +150,19 @@ func AppendResult(b []byte, r *Result, ec ErrorCodec) []byte {
 		b = appendMessages(b, r.Msgs)
 	}
 	if mask&resTokenErrs != 0 {
-		b = appendUvarint(b, uint64(len(r.TokenErrs)))
+		b = binenc.AppendUvarint(b, uint64(len(r.TokenErrs)))
 		for _, e := range r.TokenErrs {
 			b = appendError(b, ec.ToWire(e))
 		}
 	}
 	if mask&resUntil != 0 {
-		b = appendVarint(b, r.Until)
+		b = binenc.AppendVarint(b, r.Until)
 	}
 	if mask&resUntils != 0 {
 		b = appendInt64s(b, r.Untils)
 	}
 	if mask&resSession != 0 {
-		b = appendString(b, r.Session)
+		b = binenc.AppendString(b, r.Session)
 	}
 	if mask&resState != 0 {
 		b = appendBytes(b, r.State)
@@ -173,7 +174,7 @@ func AppendResult(b []byte, r *Result, ec ErrorCodec) []byte {
 		b = appendStats(b, r.Stats)
 	}
 	if mask&resCount != 0 {
-		b = appendVarint(b, r.Count)
+		b = binenc.AppendVarint(b, r.Count)
 	}
 	if mask&resTokens != 0 {
 		b = appendTokens(b, r.Tokens)
@@ -184,9 +185,9 @@ func AppendResult(b []byte, r *Result, ec ErrorCodec) []byte {
 // DecodeResult reads what AppendResult wrote.
 func DecodeResult(d *Decoder, ec ErrorCodec) Result {
 	var r Result
-	mask := d.uvarint()
+	mask := d.Uvarint()
 	if mask&^resAll != 0 {
-		d.failf("unknown result fields %#x", mask&^resAll)
+		d.Failf("unknown result fields %#x", mask&^resAll)
 		return r
 	}
 	if mask&resSeqs != 0 {
@@ -196,7 +197,7 @@ func DecodeResult(d *Decoder, ec ErrorCodec) Result {
 		r.Msgs = d.messages()
 	}
 	if mask&resTokenErrs != 0 {
-		n := d.count(1)
+		n := d.Count(1)
 		r.TokenErrs = make([]error, n)
 		for i := range r.TokenErrs {
 			if e := d.error(); e != nil {
@@ -205,13 +206,13 @@ func DecodeResult(d *Decoder, ec ErrorCodec) Result {
 		}
 	}
 	if mask&resUntil != 0 {
-		r.Until = d.varint()
+		r.Until = d.Varint()
 	}
 	if mask&resUntils != 0 {
 		r.Untils = d.int64s()
 	}
 	if mask&resSession != 0 {
-		r.Session = d.string()
+		r.Session = d.Str()
 	}
 	if mask&resState != 0 {
 		r.State = d.bytes()
@@ -223,7 +224,7 @@ func DecodeResult(d *Decoder, ec ErrorCodec) Result {
 		r.Stats = d.stats()
 	}
 	if mask&resCount != 0 {
-		r.Count = d.varint()
+		r.Count = d.Varint()
 	}
 	if mask&resTokens != 0 {
 		r.Tokens = d.tokens()
@@ -233,25 +234,25 @@ func DecodeResult(d *Decoder, ec ErrorCodec) Result {
 }
 
 func appendStats(b []byte, s *fsm.Stats) []byte {
-	b = appendUvarint(b, uint64(len(s.Targets)))
+	b = binenc.AppendUvarint(b, uint64(len(s.Targets)))
 	for i := range s.Targets {
 		t := &s.Targets[i]
 		b = appendTarget(b, t.Target)
 		c := &t.Counters
 		for _, v := range [...]int64{t.LastReceive, t.Active, t.Locked, t.Scheduled, t.Deferred, t.Bytes, t.Oldest,
 			c.Incoming, c.Outgoing, c.Completed, c.Abandoned, c.DeadLettered, c.Expired} {
-			b = appendVarint(b, v)
+			b = binenc.AppendVarint(b, v)
 		}
 	}
 	for _, v := range [...]int64{s.Bytes, s.LastSeq, s.LastSend, s.Locks, s.Sessions} {
-		b = appendVarint(b, v)
+		b = binenc.AppendVarint(b, v)
 	}
 	return b
 }
 
 func (d *Decoder) stats() *fsm.Stats {
 	s := &fsm.Stats{}
-	n := d.count(15)
+	n := d.Count(15)
 	if n > 0 {
 		s.Targets = make([]fsm.TargetStats, n)
 	}
@@ -261,11 +262,11 @@ func (d *Decoder) stats() *fsm.Stats {
 		c := &t.Counters
 		for _, p := range [...]*int64{&t.LastReceive, &t.Active, &t.Locked, &t.Scheduled, &t.Deferred, &t.Bytes, &t.Oldest,
 			&c.Incoming, &c.Outgoing, &c.Completed, &c.Abandoned, &c.DeadLettered, &c.Expired} {
-			*p = d.varint()
+			*p = d.Varint()
 		}
 	}
 	for _, p := range [...]*int64{&s.Bytes, &s.LastSeq, &s.LastSend, &s.Locks, &s.Sessions} {
-		*p = d.varint()
+		*p = d.Varint()
 	}
 	return s
 }

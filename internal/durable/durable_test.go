@@ -6,20 +6,20 @@ import (
 	"testing"
 
 	"github.com/quorumbus/quorumbus/internal/durable"
-	"github.com/quorumbus/quorumbus/test/lazyfs"
+	"github.com/quorumbus/quorumbus/test/lazyfsctl"
 )
 
 // lazyDir mounts test/lazyfs (which drops what was not fsynced at Crash) for one test.
-func lazyDir(t *testing.T) (*lazyfs.FS, string) {
+func lazyDir(t *testing.T) (*lazyfsctl.FS, string) {
 	t.Helper()
-	if err := lazyfs.Available(); err != nil {
+	if err := lazyfsctl.Available(); err != nil {
 		t.Skip(err)
 	}
 	root := t.TempDir()
 	dir, backing := filepath.Join(root, "mnt"), filepath.Join(root, "disk")
 	os.Mkdir(dir, 0o755)
 	os.Mkdir(backing, 0o755)
-	l, err := lazyfs.Mount(dir, backing, "durable-test")
+	l, err := lazyfsctl.Mount(dir, backing, "durable-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,9 @@ func TestWriteFileSurvivesPowerLoss(t *testing.T) {
 	if err := os.WriteFile(lost, []byte("x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l.Crash()
+	if _, err := l.Crash(); err != nil {
+		t.Fatal(err)
+	}
 	if b, err := os.ReadFile(kept); err != nil || string(b) != "v2\n" {
 		t.Errorf("durable.WriteFile after a power loss: %q, %v; want v2", b, err)
 	}

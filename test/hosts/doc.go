@@ -31,9 +31,9 @@
 // namespace (table inet PREFIX); process faults (Kill, Pause, Resume, Stop, Wipe,
 // Restart) act on the host's process group.
 //
-// With Config.LazyFS, each host's data directory is a test/lazyfs mount (served by the
-// test process, backed by data.disk beside it), and PowerLoss kills the process and
-// drops every write to it that was not fsynced.
+// With Config.LazyFS, each host's data directory is a test/lazyfs mount (a lazyfs
+// process per host, run through test/lazyfsctl, backed by data.disk beside it), and
+// PowerLoss kills the process and drops every write to it that was not fsynced.
 //
 // # Cleanup
 //

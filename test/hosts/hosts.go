@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumbus/quorumbus/test/lazyfs"
+	"github.com/quorumbus/quorumbus/test/lazyfsctl"
 )
 
 // Config describes the hosts of a test. The zero value of every field but N has a
@@ -96,7 +96,7 @@ type Host struct {
 	Dir   string // the host's own directory; DataDir and LogPath are inside
 	net   *Net
 
-	lazy *lazyfs.FS // the data directory's file system with Config.LazyFS
+	lazy *lazyfsctl.FS // the data directory's file system with Config.LazyFS
 
 	mu   sync.Mutex
 	proc *process // the current process, nil before Launch; owner: mu
@@ -170,6 +170,7 @@ func Sweep(prefix string) {
 			os.RemoveAll(filepath.Join("/etc/netns", e.Name()))
 		}
 	}
+	lazyfsctl.Sweep(prefix + "-")
 }
 
 // killNamespace kills every process still inside namespace ns.
@@ -219,7 +220,7 @@ func (n *Net) setup() error {
 			if err := os.MkdirAll(disk, 0o750); err != nil {
 				return err
 			}
-			l, err := lazyfs.Mount(h.DataDir(), disk, h.NS)
+			l, err := lazyfsctl.Mount(h.DataDir(), disk, h.NS)
 			if err != nil {
 				return err
 			}
@@ -531,7 +532,9 @@ func (h *Host) Wipe() error {
 		}
 	}
 	if h.lazy != nil {
-		h.lazy.Crash() // nothing unsynced of the removed files lingers
+		if _, err := h.lazy.Crash(); err != nil { // nothing unsynced of the removed files lingers
+			return err
+		}
 	}
 	return nil
 }
@@ -545,5 +548,5 @@ func (h *Host) PowerLoss() (map[string]int64, error) {
 		return nil, fmt.Errorf("hosts: PowerLoss of %s without Config.LazyFS", h.Name)
 	}
 	h.Kill()
-	return h.lazy.Crash(), nil
+	return h.lazy.Crash()
 }

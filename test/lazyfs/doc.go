@@ -27,5 +27,18 @@
 //
 // Mount needs root and /dev/fuse (it calls mount(2) itself; no fusermount). Every
 // mount is named lazyfs-NAME (see Mount), so a sweep can find what a killed process
-// left behind (Sweep).
+// left behind.
+//
+// # A module of its own
+//
+// This directory is a Go module of its own (go.mod here, no dependency on the product
+// module), so that go-fuse stays out of the product's go.mod, as hashicorp/raft keeps
+// fuzzy/ apart. The product's tests do not import it: test/lazyfsctl builds
+// cmd/lazyfs, which mounts one file system and serves a line protocol on its standard
+// input and output (crash, stats, unsynced, unmount), and drives one such process per
+// mount. The process unmounts and exits when its standard input ends, so a mount does
+// not outlive the test that made it. This package's own tests mount in process.
+//
+// Goroutines: go-fuse serves each mount with goroutines of its own; FS.mu guards the
+// overlays and counters they share with Crash, Stats and Unsynced.
 package lazyfs

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -568,27 +567,4 @@ func (h *handle) Setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, fla
 
 func (h *handle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32) syscall.Errno {
 	return h.inner.Setlkw(ctx, owner, lk, flags)
-}
-
-// MountTemp mounts a lazy file system on a new directory of t's (its backing directory
-// beside it), unmounted when t ends, and returns it with the directory to use; it skips
-// t when lazyfs cannot run here. name tags the mount as in Mount.
-func MountTemp(t testing.TB, name string) (*FS, string) {
-	t.Helper()
-	if err := Available(); err != nil {
-		t.Skip(err)
-	}
-	root := t.TempDir()
-	dir, disk := filepath.Join(root, "data"), filepath.Join(root, "disk")
-	for _, d := range []string{dir, disk} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := Mount(dir, disk, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Unmount() })
-	return l, dir
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/quorumbus/quorumbus/test/harness"
-	"github.com/quorumbus/quorumbus/test/lazyfs"
+	"github.com/quorumbus/quorumbus/test/lazyfsctl"
 )
 
 // A power cut of every node at once keeps every acknowledged message (S-DUR-1). Three
@@ -24,10 +24,10 @@ import (
 // send was acknowledged is received.
 func TestPowerLossOfEveryNodeKeepsAcknowledged(t *testing.T) {
 	const nodes, queues = 3, 8
-	var mounts []*lazyfs.FS
+	var mounts []*lazyfsctl.FS
 	var dirs []string
 	for i := range nodes {
-		l, dir := lazyfs.MountTemp(t, "powerloss-n"+strconv.Itoa(i+1))
+		l, dir := lazyfsctl.MountTemp(t, "powerloss-n"+strconv.Itoa(i+1))
 		mounts, dirs = append(mounts, l), append(dirs, dir)
 	}
 	c := harness.StartCluster(t, nodes, harness.WithDirs(dirs...), harness.WithArgs("--raft-log-store", "shared"))
@@ -89,7 +89,11 @@ func TestPowerLossOfEveryNodeKeepsAcknowledged(t *testing.T) {
 		nd.Kill()
 	}
 	for i, l := range mounts {
-		t.Logf("power loss of n%d dropped %v", i+1, l.Crash())
+		dropped, err := l.Crash()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("power loss of n%d dropped %v", i+1, dropped)
 	}
 	close(stop)
 	wg.Wait()
