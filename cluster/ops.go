@@ -85,11 +85,10 @@ func (o *Ops) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 			}
 		}
 	})
+	draining := map[string]bool{}
 	for _, nd := range nodes {
 		members[nd.ID] = &admin.Member{ID: nd.ID, ClusterAddr: nd.Addr, Zone: nd.Zone, State: "dead"}
-		if nd.Draining {
-			members[nd.ID].State = "draining"
-		}
+		draining[nd.ID] = nd.Draining
 	}
 	for _, m := range o.n.gossip.Members() {
 		mb := members[m.ID]
@@ -98,8 +97,17 @@ func (o *Ops) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 			members[m.ID] = mb
 		}
 		mb.ClusterAddr, mb.AMQPAddr, mb.AdminAddr, mb.Zone = m.Cluster, m.AMQP, m.Admin, m.Zone
-		if mb.State != "draining" {
-			mb.State = m.State
+		mb.State = m.State
+	}
+	// A draining node that is up is "draining"; one that gossip no longer sees alive
+	// says so first ("dead, draining"): an operator must not read it as serving.
+	for id, mb := range members {
+		switch {
+		case !draining[id]:
+		case mb.State == "alive":
+			mb.State = "draining"
+		default:
+			mb.State += ", draining"
 		}
 	}
 	for id, gs := range o.groupsEverywhere(ctx) {

@@ -40,7 +40,9 @@ type Member struct {
 	AMQPAddr    string `json:"amqpAddr,omitempty"`
 	AdminAddr   string `json:"adminAddr,omitempty"`
 	Zone        string `json:"zone,omitempty"`
-	// State: "alive", "suspect", "dead" (gossip), "left", or "draining".
+	// State: "alive", "suspect", "dead" (gossip), "left", or "draining" (alive and
+	// draining); a draining node gossip does not see alive is "suspect, draining",
+	// "dead, draining" or "left, draining".
 	State string `json:"state"`
 	// MetadataRole: "leader", "voter" or "nonvoter" in the metadata group; "" if none.
 	MetadataRole string `json:"metadataRole"`

@@ -10,9 +10,10 @@ import (
 	"github.com/quorumbus/quorumbus/test/harness"
 )
 
-// qbctl node undrain gives a drained node back (it shows alive again), and a replica
+// qbctl node undrain gives a drained node back (it shows alive again), a replica
 // whose node answers nothing (paused) shows as unreachable in qbctl cluster partitions,
-// not with lag 0.
+// not with lag 0, and a draining node that stops answering shows as "dead, draining"
+// once gossip gives it up.
 func TestUndrainAndUnreachableReplica(t *testing.T) {
 	c := harness.StartCluster(t, 3)
 	n1, n3 := c.Nodes[0], c.Nodes[2]
@@ -83,4 +84,22 @@ func TestUndrainAndUnreachableReplica(t *testing.T) {
 	if err != nil || !strings.Contains(out, n3.ID+" (unreachable)") || strings.Contains(out, n3.ID+" (lag 0)") {
 		t.Fatalf("cluster partitions with %s paused: %v\n%s", n3.ID, err, out)
 	}
+
+	// A draining node that stops answering shows as dead first once gossip gives it up,
+	// not as a node that is up and draining.
+	n3.Resume()
+	if out, err := n1.Qbctl(t, "node", "drain", n3.ID); err != nil {
+		t.Fatalf("drain: %v\n%s", err, out)
+	}
+	n3.Pause()
+	c.WaitFor(t, 90*time.Second, func() error {
+		s, err := stateOf(n3.ID)
+		if err != nil {
+			return err
+		}
+		if s != "dead, draining" {
+			return fmt.Errorf("paused and drained, %s is %q, want \"dead, draining\"", n3.ID, s)
+		}
+		return nil
+	})
 }
