@@ -808,11 +808,16 @@ func nodeIDs(nodes []*harness.Node) string {
 
 var goroutineHeader = regexp.MustCompile(`(?m)^goroutine \d+ .*\[`)
 
+var createdBy = regexp.MustCompile(`(?m)^created by (\S+)`)
+
 // quitAndCount ends every node with SIGQUIT at once and returns the mean number of
-// goroutines whose stacks they printed.
+// goroutines whose stacks they printed. It logs the first node's goroutines by the
+// function that started them, the most frequent first: which are hashicorp/raft's
+// own and which are the project's.
 func quitAndCount(b *testing.B, nodes []*harness.Node) float64 {
 	b.Helper()
 	counts := make([]int, len(nodes))
+	dumps := make([]string, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		wg.Add(1)
@@ -823,9 +828,24 @@ func quitAndCount(b *testing.B, nodes []*harness.Node) float64 {
 				out = out[i:]
 			}
 			counts[i] = len(goroutineHeader.FindAllStringIndex(out, -1))
+			dumps[i] = out
 		}()
 	}
 	wg.Wait()
+	by := map[string]int{}
+	for _, m := range createdBy.FindAllStringSubmatch(dumps[0], -1) {
+		by[m[1]]++
+	}
+	kinds := make([]string, 0, len(by))
+	for k := range by {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(x, y string) int { return by[y] - by[x] })
+	var top []string
+	for _, k := range kinds[:min(len(kinds), 16)] {
+		top = append(top, fmt.Sprintf("%d %s", by[k], k))
+	}
+	b.Logf("%s's goroutines by creator: %s", nodes[0].ID, strings.Join(top, "; "))
 	total := 0
 	for i, c := range counts {
 		if c == 0 {
