@@ -863,7 +863,9 @@ var failoverQueues = flag.Int("cluster.failover-queues", 900, "single-partition 
 // single-partition queues, each node leading a third of them; kill -9 of one node, then
 // the time until every queue it led accepts an SDK send through a surviving node
 // (each queue tried over and over, 32 at a time, every try bounded by 2 s). Reported:
-// the slowest queue and the median.
+// the slowest queue and the median. One of the queues the node leads is kept busy
+// through the kill (one send after another through a surviving node): busy-s is the
+// time from the kill to the end of its first send that started after it and succeeded.
 func BenchmarkClusterFailoverQuiet(b *testing.B) {
 	bc := startBench(b, 3)
 	names := make([]string, *failoverQueues)
@@ -889,10 +891,36 @@ func BenchmarkClusterFailoverQuiet(b *testing.B) {
 		}
 		senders[q] = s
 	}
-	time.Sleep(5 * time.Second) // idle: every group quiet before the kill
+	// The first queue the victim leads is kept busy (sends one after another through
+	// a surviving node) through the kill; the others are quiet.
+	busy := led[0]
+	led = led[1:]
+	var killed atomic.Int64 // UnixNano of the kill, 0 before
+	busyTook := make(chan time.Duration, 1)
+	stopBusy := make(chan struct{})
+	defer close(stopBusy)
+	go func() {
+		for {
+			select {
+			case <-stopBusy:
+				return
+			default:
+			}
+			t0 := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err := senders[busy].SendMessage(ctx, &azservicebus.Message{Body: body}, nil)
+			cancel()
+			if k := killed.Load(); err == nil && k != 0 && t0.UnixNano() > k {
+				busyTook <- time.Since(time.Unix(0, k))
+				return
+			}
+		}
+	}()
+	time.Sleep(5 * time.Second) // idle: every other group quiet before the kill
 	b.ResetTimer()
 	victim.Kill()
 	start := time.Now()
+	killed.Store(start.UnixNano())
 	took := make([]time.Duration, len(led))
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
@@ -923,6 +951,12 @@ func BenchmarkClusterFailoverQuiet(b *testing.B) {
 	b.ReportMetric(took[len(took)-1].Seconds(), "slowest-s")
 	b.ReportMetric(took[len(took)/2].Seconds(), "median-s")
 	b.ReportMetric(float64(len(led)), "groups-led")
+	select {
+	case d := <-busyTook:
+		b.ReportMetric(d.Seconds(), "busy-s")
+	case <-time.After(2 * time.Minute):
+		b.Fatalf("the busy queue %s accepted no send within 2 minutes of the kill", busy)
+	}
 }
 
 // profileIdle, with QB_BENCH_PROFILE_DIR set (and the nodes started with
