@@ -35,6 +35,9 @@ type Result struct {
 	// confirmation (Acc50), and confirmation to receipt (Dlv50, negative when the
 	// receiver usually has the message before the sender hears it is stored).
 	Acc50, Dlv50 float64
+	// The same at the 99th percentile of each (0 when not recorded): each part's own
+	// tail, not the split of the p99 message.
+	Acc99, Dlv99 float64
 }
 
 // CDFPoint says that a fraction Q of the messages took at most Ms milliseconds.
@@ -60,8 +63,8 @@ func writeResult(w io.Writer, r Result) {
 	fmt.Fprintf(w, "RESULT system=%s test=%s rep=%d param=%d n=%d secs=%.3f rate=%.1f", r.System, r.Test, r.Rep,
 		r.Param, r.N, r.Secs, r.Rate)
 	if r.Test == "lat" {
-		fmt.Fprintf(w, " p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f max_lag_ms=%.3f acc50_ms=%.3f dlv50_ms=%.3f",
-			r.Lat50, r.Lat99, r.Lat999, r.Max, r.MaxLag, r.Acc50, r.Dlv50)
+		fmt.Fprintf(w, " p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f max_lag_ms=%.3f acc50_ms=%.3f dlv50_ms=%.3f acc99_ms=%.3f dlv99_ms=%.3f",
+			r.Lat50, r.Lat99, r.Lat999, r.Max, r.MaxLag, r.Acc50, r.Dlv50, r.Acc99, r.Dlv99)
 	}
 	fmt.Fprintln(w)
 }
@@ -141,6 +144,10 @@ func parseResult(line string) (Result, error) {
 			r.Acc50, err = strconv.ParseFloat(v, 64)
 		case "dlv50_ms":
 			r.Dlv50, err = strconv.ParseFloat(v, 64)
+		case "acc99_ms":
+			r.Acc99, err = strconv.ParseFloat(v, 64)
+		case "dlv99_ms":
+			r.Dlv99, err = strconv.ParseFloat(v, 64)
 		}
 		if err != nil {
 			return r, fmt.Errorf("RESULT %s=%q: %w", k, v, err)
