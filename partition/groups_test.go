@@ -23,13 +23,14 @@ type groupsNode struct {
 	p      *Partition
 }
 
-// With a heartbeat timeout far longer than the test (30 s), a group still elects at
-// once twice: when it is created (its first peer campaigns) and when its leader's
-// process is gone (the first surviving voter campaigns as soon as the leader's port
-// refuses connections). Without either, no leader would appear for 30 to 60 s.
-func TestGroupsElectWithoutWaitingForTimeouts(t *testing.T) {
+// startGroupsNodes starts n nodes, each with its mux and transport.Groups on a port of
+// 127.0.0.1, closed (with any partition opened on them) when the test ends, and returns
+// them with the voter set of all of them.
+func startGroupsNodes(t *testing.T, n int) ([]*groupsNode, []raft.Server) {
+	t.Helper()
 	var nodes []*groupsNode
-	for i := range 3 {
+	var peers []raft.Server
+	for i := range n {
 		m, err := transport.Listen("127.0.0.1:0", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -47,11 +48,17 @@ func TestGroupsElectWithoutWaitingForTimeouts(t *testing.T) {
 			m.Close()
 		})
 		nodes = append(nodes, nd)
+		peers = append(peers, raft.Server{Suffrage: raft.Voter, ID: nd.id, Address: raft.ServerAddress(m.Addr().String())})
 	}
-	var peers []raft.Server
-	for _, nd := range nodes {
-		peers = append(peers, raft.Server{Suffrage: raft.Voter, ID: nd.id, Address: raft.ServerAddress(nd.mux.Addr().String())})
-	}
+	return nodes, peers
+}
+
+// With a heartbeat timeout far longer than the test (30 s), a group still elects at
+// once twice: when it is created (its first peer campaigns) and when its leader's
+// process is gone (the first surviving voter campaigns as soon as the leader's port
+// refuses connections). Without either, no leader would appear for 30 to 60 s.
+func TestGroupsElectWithoutWaitingForTimeouts(t *testing.T) {
+	nodes, peers := startGroupsNodes(t, 3)
 	fc := testQueue(1, time.Minute)
 	// The first peer last, so the others are there when it campaigns.
 	for _, i := range []int{1, 2, 0} {
@@ -106,30 +113,7 @@ func TestGroupsElectWithoutWaitingForTimeouts(t *testing.T) {
 // themselves, and every message sent before the wipe must still be there, on every
 // replica.
 func TestGroupsWipedFirstPeerDoesNotLeadWithAnEmptyLog(t *testing.T) {
-	var nodes []*groupsNode
-	for i := range 3 {
-		m, err := transport.Listen("127.0.0.1:0", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := transport.NewGroups(m, raft.ServerAddress(m.Addr().String()), transport.GroupsConfig{Timeout: 5 * time.Second, Logger: testLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nd := &groupsNode{id: raft.ServerID(fmt.Sprintf("n%d", i+1)), dir: t.TempDir(), mux: m, groups: g}
-		t.Cleanup(func() {
-			if nd.p != nil {
-				nd.p.Close()
-			}
-			g.Close()
-			m.Close()
-		})
-		nodes = append(nodes, nd)
-	}
-	var peers []raft.Server
-	for _, nd := range nodes {
-		peers = append(peers, raft.Server{Suffrage: raft.Voter, ID: nd.id, Address: raft.ServerAddress(nd.mux.Addr().String())})
-	}
+	nodes, peers := startGroupsNodes(t, 3)
 	fc := testQueue(1, time.Minute)
 	open := func(nd *groupsNode) {
 		t.Helper()
