@@ -1,12 +1,10 @@
 package lazyfs
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -160,29 +158,6 @@ func (l *FS) Unsynced() int64 {
 		f.mu.Unlock()
 	}
 	return n
-}
-
-// Sweep detaches every lazyfs mount whose tag starts with prefix: what a killed test
-// process left behind (its mounts answer "transport endpoint is not connected").
-func Sweep(prefix string) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	var dirs []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS... - FSTYPE SOURCE SUPEROPTS
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if ok && len(a) >= 5 && len(b) >= 2 && b[0] == "fuse.lazyfs" && strings.HasPrefix(b[1], "lazyfs-"+prefix) {
-			dirs = append(dirs, strings.ReplaceAll(a[4], `\040`, " "))
-		}
-	}
-	for _, d := range dirs {
-		syscall.Unmount(d, syscall.MNT_DETACH)
-	}
 }
 
 // overlay returns the state of the file with inode id, creating it from the backing
