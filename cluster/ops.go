@@ -407,6 +407,7 @@ func (o *Ops) RemoveNode(ctx context.Context, id string) error {
 		o.n.steward.unmarkRemoved(id)
 		return err
 	}
+	o.waitApplied(ctx, id, o.n.meta.AppliedIndex())
 	if err := o.n.meta.RemoveServer(id, timeLeft(ctx)); err != nil {
 		o.n.steward.unmarkRemoved(id)
 		return fmt.Errorf("%w: remove %q from the metadata group: %v", admin.ErrUnavailable, id, err)
@@ -415,6 +416,34 @@ func (o *Ops) RemoveNode(ctx context.Context, id string) error {
 		return err
 	}
 	return nil
+}
+
+// removedCatchUp bounds how long RemoveNode waits for the removed node to apply its
+// re-placement before taking it out of the metadata group.
+const removedCatchUp = 10 * time.Second
+
+// waitApplied waits, up to removedCatchUp, until node id's metadata replica has applied
+// index (here: the re-placement of its replicas). hashicorp/raft stops replicating to a
+// server as soon as the configuration that removes it is appended, so a removed node
+// that had not received its re-placement yet would never learn that its replicas
+// moved, and would keep them, and their data, for as long as it runs. A node that does
+// not answer (stopped, cut off) is not waited for: it learns nothing either way.
+func (o *Ops) waitApplied(ctx context.Context, id string, index uint64) {
+	ctx, cancel := context.WithTimeout(ctx, removedCatchUp)
+	defer cancel()
+	for {
+		st, err := o.n.peerStatus(ctx, id, metagroup.ID)
+		if err != nil || st.Applied >= index {
+			return
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C: // polling the node's applied index: it signals nothing
+		}
+	}
 }
 
 // RemoveNode is RemoveNode forwarded to the metadata leader (To names the node).
