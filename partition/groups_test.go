@@ -23,6 +23,23 @@ type groupsNode struct {
 	p      *Partition
 }
 
+// openGroup opens group 1 (fc) on nd with the voters peers, through nd's Groups
+// transport; tune adjusts the config first.
+func openGroup(t *testing.T, nd *groupsNode, peers []raft.Server, fc fsm.Config, tune func(*Config)) {
+	t.Helper()
+	tr, err := nd.groups.Transport(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.Entity, cfg.NodeID = nd.dir, "q", nd.id
+	cfg.Transport, cfg.FSM, cfg.Peers, cfg.Logger = tr, fc, peers, testLogger()
+	tune(cfg)
+	if nd.p, err = Open(cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // startGroupsNodes starts n nodes, each with its mux and transport.Groups on a port of
 // 127.0.0.1, closed (with any partition opened on them) when the test ends, and returns
 // them with the voter set of all of them.
@@ -62,18 +79,9 @@ func TestGroupsElectWithoutWaitingForTimeouts(t *testing.T) {
 	fc := testQueue(1, time.Minute)
 	// The first peer last, so the others are there when it campaigns.
 	for _, i := range []int{1, 2, 0} {
-		nd := nodes[i]
-		tr, err := nd.groups.Transport(1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := DefaultConfig()
-		cfg.DataDir, cfg.Entity, cfg.NodeID = nd.dir, "q", nd.id
-		cfg.Transport, cfg.FSM, cfg.Peers, cfg.Logger = tr, fc, peers, testLogger()
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 30*time.Second, 30*time.Second
-		if nd.p, err = Open(cfg); err != nil {
-			t.Fatal(err)
-		}
+		openGroup(t, nodes[i], peers, fc, func(cfg *Config) {
+			cfg.HeartbeatTimeout, cfg.ElectionTimeout = 30*time.Second, 30*time.Second
+		})
 	}
 	leader := func(among []*groupsNode) *groupsNode {
 		t.Helper()
@@ -117,19 +125,11 @@ func TestGroupsWipedFirstPeerDoesNotLeadWithAnEmptyLog(t *testing.T) {
 	fc := testQueue(1, time.Minute)
 	open := func(nd *groupsNode) {
 		t.Helper()
-		tr, err := nd.groups.Transport(1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := DefaultConfig()
-		cfg.DataDir, cfg.Entity, cfg.NodeID = nd.dir, "q", nd.id
-		cfg.Transport, cfg.FSM, cfg.Peers, cfg.Logger = tr, fc, peers, testLogger()
-		// Long enough that the peers still follow the wiped node's earlier self when it
-		// comes back, even on a busy machine.
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 4*time.Second, 4*time.Second, 2*time.Second
-		if nd.p, err = Open(cfg); err != nil {
-			t.Fatal(err)
-		}
+		openGroup(t, nd, peers, fc, func(cfg *Config) {
+			// Long enough that the peers still follow the wiped node's earlier self
+			// when it comes back, even on a busy machine.
+			cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 4*time.Second, 4*time.Second, 2*time.Second
+		})
 	}
 	for _, i := range []int{1, 2, 0} {
 		open(nodes[i])
