@@ -54,11 +54,11 @@ var queueSeq atomic.Int64
 // Nx with N > 1) never finds the previous run's messages.
 func uniqueName(prefix string) string { return fmt.Sprintf("%s-%d", prefix, queueSeq.Add(1)) }
 
-// startBench starts 3 nodes with --replicas replicas and checks that none runs without
-// fsync.
-func startBench(b *testing.B, replicas int) *benchCluster {
+// startBench starts 3 nodes with --replicas replicas and args and checks that none runs
+// without fsync.
+func startBench(b *testing.B, replicas int, args ...string) *benchCluster {
 	b.Helper()
-	c := harness.StartCluster(b, 3, harness.WithArgs("--replicas", strconv.Itoa(replicas)))
+	c := harness.StartCluster(b, 3, harness.WithArgs(append([]string{"--replicas", strconv.Itoa(replicas)}, args...)...))
 	bc := &benchCluster{Cluster: c, clients: map[string]*azservicebus.Client{}}
 	for _, n := range c.Nodes {
 		checkFsync(b, n)
