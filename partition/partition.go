@@ -30,8 +30,15 @@ type Partition struct {
 	propCh     chan *proposal // callers -> proposer
 	sem        chan struct{}  // in-flight entry slots (cap MaxInflight)
 	inflightCh chan inflight  // proposer -> completer, in log order
-	notifyCh   chan bool      // raft -> leader loop: leadership changes
-	deadlineCh chan struct{}  // fsm goroutine -> leader loop: next deadline changed (cap 1)
+	// The proposer and the completer run only while they have work: an idle group has
+	// no goroutine of its own besides the leader loop (proposer.go, kickProposer).
+	propRunning atomic.Bool
+	compRunning atomic.Bool
+	startMu     sync.Mutex    // orders a caller's start of the proposer before Close's wait
+	stopped     bool          // Close began: no proposer starts (owner: startMu)
+	lastNow     atomic.Int64  // the last time stamp the proposer put on an entry
+	notifyCh    chan bool     // raft -> leader loop: leadership changes
+	deadlineCh  chan struct{} // fsm goroutine -> leader loop: next deadline changed (cap 1)
 
 	ctr   counters    // for Metrics
 	avail signal      // woken after entries that may make messages or sessions available
@@ -45,7 +52,7 @@ type Partition struct {
 	closing   chan struct{} // closed by Close
 	closeOnce sync.Once
 	closeErr  error
-	wg        sync.WaitGroup // proposer, completer, leader loop, barrier waits
+	wg        sync.WaitGroup // proposer, completer, leader loop, barrier waits, first campaign
 }
 
 // Transport is a raft.Transport the replica closes when it stops.
@@ -161,9 +168,7 @@ func Open(cfg *Config) (*Partition, error) {
 			go p.firstCampaign(pd)
 		}
 	}
-	p.wg.Add(3)
-	go p.runProposer()
-	go p.runCompleter()
+	p.wg.Add(1)
 	go p.runLeader()
 	return p, nil
 }
@@ -175,8 +180,12 @@ func Open(cfg *Config) (*Partition, error) {
 // acknowledged write is already fsynced, so Close is no safer than a crash.
 func (p *Partition) Close() error {
 	p.closeOnce.Do(func() {
+		p.startMu.Lock()
+		p.stopped = true
+		p.startMu.Unlock()
 		close(p.closing)
 		p.wg.Wait()
+		p.failQueued() // what was queued when no proposer ran any more
 		err := p.raft.Shutdown().Error()
 		if e := p.trans.Close(); err == nil {
 			err = e
@@ -313,6 +322,7 @@ func (p *Partition) submitTick() <-chan struct{} {
 	pr := &proposal{cmd: &fsm.Tick{}, size: 16, done: make(chan struct{})}
 	select {
 	case p.propCh <- pr:
+		p.kickProposer()
 		return pr.done
 	case <-p.closing:
 		return nil
