@@ -44,15 +44,20 @@
 // Per Partition, besides raft's own (main loop, FSM apply loop, snapshot loop, one
 // replication and heartbeat goroutine per follower, and the NetworkTransport's listener
 // and per-connection handlers):
-//   - proposer: drains the proposal queue into entries and submits them to raft;
-//   - completer: waits on submitted entries in order and answers their callers;
+//   - proposer: drains the proposal queue into entries and submits them to raft; it
+//     runs only while proposals are queued (the first one starts it, an empty queue
+//     ends it), and never two at once;
+//   - completer: waits on submitted entries in order and answers their callers; it runs
+//     only while entries are in flight (the proposer starts it);
 //   - leader loop: follows leadership through raft's Config.NotifyCh (buffered here;
 //     LeaderCh may drop transitions); on gaining it runs a Barrier (in a
 //     short-lived tracked goroutine), then arms a timer (Config.Clock) at
 //     fsm.NextDeadline() and proposes fsm.Tick when it passes, re-arming after every apply
 //     that moves the deadline; on losing it, disarms and wakes receive waiters.
 //
-// All are tracked by one WaitGroup. Close stops the proposer, lets the completer answer
+// All are tracked by one WaitGroup, so an idle group runs the leader loop alone. Close
+// stops the proposer (none starts after it began; what is still queued is answered
+// ErrClosed), lets the completer answer
 // every entry already in raft (each one commits or fails when leadership is lost), then
 // shuts raft, the transport and the store down. Callers blocked in Receive or
 // AcceptSession long-polls wait on a broadcast that every apply which may make messages
