@@ -57,9 +57,8 @@
 //
 // All are tracked by one WaitGroup, so an idle group runs the leader loop alone. Close
 // stops the proposer (none starts after it began; what is still queued is answered
-// ErrClosed), lets the completer answer
-// every entry already in raft (each one commits or fails when leadership is lost), then
-// shuts raft, the transport and the store down. Callers blocked in Receive or
+// ErrClosed), lets the completer answer every entry already in raft (each one commits
+// or fails when leadership is lost), then shuts raft, the transport and the store down. Callers blocked in Receive or
 // AcceptSession long-polls wait on a broadcast that every apply which may make messages
 // or sessions available (and every leadership change) fires. Each try first asks the
 // leader's fsm, under the machine's lock, whether anything is available
