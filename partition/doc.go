@@ -49,13 +49,16 @@
 //     ends it), and never two at once;
 //   - completer: waits on submitted entries in order and answers their callers; it runs
 //     only while entries are in flight (the proposer starts it);
-//   - leader loop: follows leadership through raft's Config.NotifyCh (buffered here;
-//     LeaderCh may drop transitions); on gaining it runs a Barrier (in a
-//     short-lived tracked goroutine), then arms a timer (Config.Clock) at
-//     fsm.NextDeadline() and proposes fsm.Tick when it passes, re-arming after every apply
-//     that moves the deadline; on losing it, disarms and wakes receive waiters.
+//   - no goroutine of its own for leadership and deadlines (leadership.go): raft reports
+//     its state changes through an observer on one channel per process, read by one
+//     goroutine for every replica; on gaining leadership a short-lived tracked goroutine
+//     runs a Barrier, then a timer (Config.Clock) is armed at fsm.NextDeadline(); when it
+//     fires a short-lived goroutine proposes fsm.Tick and re-arms after its answer, and
+//     every apply that moves the deadline re-arms it; on losing leadership the timer is
+//     disarmed and receive waiters are woken.
 //
-// All are tracked by one WaitGroup, so an idle group runs the leader loop alone. Close
+// All are tracked by one WaitGroup, so an idle group runs no goroutine of the
+// partition's. Close
 // stops the proposer (none starts after it began; what is still queued is answered
 // ErrClosed), lets the completer answer every entry already in raft (each one commits
 // or fails when leadership is lost), then shuts raft, the transport and the store down. Callers blocked in Receive or
