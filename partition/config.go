@@ -243,7 +243,7 @@ func Dir(dataDir, entity string, index int) string {
 	return filepath.Join(dataDir, "partitions", e, strconv.Itoa(index))
 }
 
-func (c *Config) raftConfig(notify chan<- bool, logger hclog.Logger) *raft.Config {
+func (c *Config) raftConfig(logger hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
 	rc.LocalID = c.NodeID
 	rc.HeartbeatTimeout = c.HeartbeatTimeout
@@ -260,7 +260,6 @@ func (c *Config) raftConfig(notify chan<- bool, logger hclog.Logger) *raft.Confi
 	// The fsm lives in memory: raft must restore the latest snapshot on start and replay
 	// the log after it.
 	rc.NoSnapshotRestoreOnStart = false
-	rc.NotifyCh = notify
 	rc.Logger = logger
 	return rc
 }

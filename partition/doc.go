@@ -44,17 +44,24 @@
 // Per Partition, besides raft's own (main loop, FSM apply loop, snapshot loop, one
 // replication and heartbeat goroutine per follower, and the NetworkTransport's listener
 // and per-connection handlers):
-//   - proposer: drains the proposal queue into entries and submits them to raft;
-//   - completer: waits on submitted entries in order and answers their callers;
-//   - leader loop: follows leadership through raft's Config.NotifyCh (buffered here;
-//     LeaderCh may drop transitions); on gaining it runs a Barrier (in a
-//     short-lived tracked goroutine), then arms a timer (Config.Clock) at
-//     fsm.NextDeadline() and proposes fsm.Tick when it passes, re-arming after every apply
-//     that moves the deadline; on losing it, disarms and wakes receive waiters.
+//   - proposer: drains the proposal queue into entries and submits them to raft; it
+//     runs only while proposals are queued (the first one starts it, an empty queue
+//     ends it), and never two at once;
+//   - completer: waits on submitted entries in order and answers their callers; it runs
+//     only while entries are in flight (the proposer starts it);
+//   - no goroutine of its own for leadership and deadlines (leadership.go): raft reports
+//     its state changes through an observer on one channel per process, read by one
+//     goroutine for every replica; on gaining leadership a short-lived tracked goroutine
+//     runs a Barrier, then a timer (Config.Clock) is armed at fsm.NextDeadline(); when it
+//     fires a short-lived goroutine proposes fsm.Tick and re-arms after its answer, and
+//     every apply that moves the deadline re-arms it; on losing leadership the timer is
+//     disarmed and receive waiters are woken.
 //
-// All are tracked by one WaitGroup. Close stops the proposer, lets the completer answer
-// every entry already in raft (each one commits or fails when leadership is lost), then
-// shuts raft, the transport and the store down. Callers blocked in Receive or
+// All are tracked by one WaitGroup, so an idle group runs no goroutine of the
+// partition's. Close
+// stops the proposer (none starts after it began; what is still queued is answered
+// ErrClosed), lets the completer answer every entry already in raft (each one commits
+// or fails when leadership is lost), then shuts raft, the transport and the store down. Callers blocked in Receive or
 // AcceptSession long-polls wait on a broadcast that every apply which may make messages
 // or sessions available (and every leadership change) fires. Each try first asks the
 // leader's fsm, under the machine's lock, whether anything is available

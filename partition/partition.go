@@ -9,8 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-
-	"github.com/quorumbus/quorumbus/fsm"
 )
 
 // Partition is one replica of one entity partition: a hashicorp/raft group whose state
@@ -30,8 +28,15 @@ type Partition struct {
 	propCh     chan *proposal // callers -> proposer
 	sem        chan struct{}  // in-flight entry slots (cap MaxInflight)
 	inflightCh chan inflight  // proposer -> completer, in log order
-	notifyCh   chan bool      // raft -> leader loop: leadership changes
-	deadlineCh chan struct{}  // fsm goroutine -> leader loop: next deadline changed (cap 1)
+	// The proposer and the completer run only while they have work: an idle group has
+	// no goroutine of its own (proposer.go, kickProposer; leadership.go).
+	propRunning atomic.Bool
+	compRunning atomic.Bool
+	startMu     sync.Mutex     // orders a caller's start of the proposer before Close's wait
+	stopped     bool           // Close began: no proposer starts (owner: startMu)
+	lastNow     atomic.Int64   // the last time stamp the proposer put on an entry
+	ls          leaderState    // leadership and the deadline timer (leadership.go)
+	observer    *raft.Observer // raft's state changes, to the process's leaderHub
 
 	ctr   counters    // for Metrics
 	avail signal      // woken after entries that may make messages or sessions available
@@ -40,12 +45,12 @@ type Partition struct {
 	parkMu    sync.Mutex   // guards parked (lock order: a leaf)
 	parked    []*parked    // receives waiting for messages (parked.go)
 	hasParked atomic.Bool  // len(parked) > 0, read by the proposer without parkMu
-	armed     atomic.Int64 // deadline the leader timer is armed for; -1 when none (leader loop writes)
+	armed     atomic.Int64 // deadline the leader timer is armed for; -1 when none (written under ls.mu)
 
 	closing   chan struct{} // closed by Close
 	closeOnce sync.Once
 	closeErr  error
-	wg        sync.WaitGroup // proposer, completer, leader loop, barrier waits
+	wg        sync.WaitGroup // proposer, completer, barrier waits, timer firings, first campaign
 }
 
 // Transport is a raft.Transport the replica closes when it stops.
@@ -71,8 +76,6 @@ func Open(cfg *Config) (*Partition, error) {
 		propCh:     make(chan *proposal, cfg.QueueLen),
 		sem:        make(chan struct{}, cfg.MaxInflight),
 		inflightCh: make(chan inflight, cfg.MaxInflight),
-		notifyCh:   make(chan bool, 16),
-		deadlineCh: make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 	}
 	if p.clock == nil {
@@ -134,7 +137,7 @@ func Open(cfg *Config) (*Partition, error) {
 	p.m = newMachine(base, p.applied)
 	p.m.ctr, p.m.clock = &p.ctr, p.clock
 	p.m.useBodies(cfg.Bodies)
-	r, err := raft.NewRaft(cfg.raftConfig(p.notifyCh, p.logger.Named("raft")), p.m, logs, store, snaps, p.trans)
+	r, err := raft.NewRaft(cfg.raftConfig(p.logger.Named("raft")), p.m, logs, store, snaps, p.trans)
 	if err != nil {
 		p.trans.Close()
 		return fail(fmt.Errorf("partition: %w", err))
@@ -161,10 +164,7 @@ func Open(cfg *Config) (*Partition, error) {
 			go p.firstCampaign(pd)
 		}
 	}
-	p.wg.Add(3)
-	go p.runProposer()
-	go p.runCompleter()
-	go p.runLeader()
+	p.watchLeadership()
 	return p, nil
 }
 
@@ -175,9 +175,17 @@ func Open(cfg *Config) (*Partition, error) {
 // acknowledged write is already fsynced, so Close is no safer than a crash.
 func (p *Partition) Close() error {
 	p.closeOnce.Do(func() {
+		p.startMu.Lock()
+		p.stopped = true
+		p.startMu.Unlock()
 		close(p.closing)
 		p.wg.Wait()
+		p.failQueued() // what was queued when no proposer ran any more
 		err := p.raft.Shutdown().Error()
+		p.unwatchLeadership()
+		p.ls.mu.Lock()
+		p.disarmLocked()
+		p.ls.mu.Unlock()
 		if e := p.trans.Close(); err == nil {
 			err = e
 		}
@@ -196,126 +204,7 @@ func (p *Partition) applied(wake bool) {
 		p.avail.broadcast()
 	}
 	if p.m.next.Load() != p.armed.Load() {
-		select {
-		case p.deadlineCh <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// runLeader owns the leader-only duties (one goroutine): on gaining leadership it waits
-// for a Barrier (so the fsm holds every committed entry), then arms a timer at the fsm's
-// next deadline and proposes fsm.Tick when it passes; it re-arms after every apply that
-// moves the deadline. Receive waiters are woken on every leadership change.
-func (p *Partition) runLeader() {
-	defer p.wg.Done()
-	var (
-		leader    bool   // owner: this goroutine
-		gen       uint64 // leadership generation, to discard stale barriers
-		barrierCh = make(chan uint64, 1)
-		timerCh   = make(chan struct{}, 1)
-		stopTimer func() bool
-		tickDone  <-chan struct{} // non-nil while a Tick is in flight
-		lastTick  time.Time
-	)
-	disarm := func() {
-		if stopTimer != nil {
-			stopTimer()
-			stopTimer = nil
-		}
-		p.armed.Store(-1)
-	}
-	arm := func() {
-		disarm()
-		if !leader || !p.ready.Load() || tickDone != nil {
-			return
-		}
-		nd := p.m.next.Load()
-		// armed is stored only once the timer exists; an apply that races with this
-		// sees a stale value and signals deadlineCh, which re-arms (harmless).
-		defer p.armed.Store(nd)
-		if nd == fsm.NeverMs {
-			return
-		}
-		now := p.clock.Now()
-		// Cap the wait (a far deadline would overflow a Duration); the timer re-arms.
-		d := time.Duration(min(nd-now.UnixMilli(), maxTimerMs)) * time.Millisecond
-		if floor := lastTick.Add(p.cfg.TickMinInterval).Sub(now); floor > d {
-			d = floor
-		}
-		stopTimer = p.clock.AfterFunc(max(d, 0), func() {
-			select {
-			case timerCh <- struct{}{}:
-			default:
-			}
-		})
-	}
-	for {
-		select {
-		case <-p.closing:
-			disarm()
-			return
-		case l := <-p.notifyCh:
-			gen++
-			leader = l
-			p.ready.Store(false)
-			disarm()
-			p.avail.broadcast() // waiters re-propose: on a follower they fail with ErrNotLeader
-			if l {
-				g := gen
-				p.wg.Add(1)
-				go func() {
-					defer p.wg.Done()
-					if err := p.raft.Barrier(0).Error(); err != nil {
-						return // leadership lost or shutdown: a notification follows
-					}
-					select {
-					case barrierCh <- g:
-					case <-p.closing:
-					}
-				}()
-			}
-		case g := <-barrierCh:
-			if g == gen && leader {
-				p.ready.Store(true)
-				arm()
-				p.avail.broadcast()
-			}
-		case <-p.deadlineCh:
-			if tickDone == nil {
-				arm()
-			}
-		case <-timerCh:
-			stopTimer = nil
-			if !leader || !p.ready.Load() || tickDone != nil {
-				continue
-			}
-			now := p.clock.Now()
-			if now.UnixMilli() < p.m.next.Load() {
-				arm()
-				continue
-			}
-			lastTick = now
-			tickDone = p.submitTick()
-		case <-tickDone:
-			tickDone = nil
-			arm()
-		}
-	}
-}
-
-// maxTimerMs bounds one leader-timer wait; a later deadline is re-checked when it fires.
-const maxTimerMs = int64(time.Hour / time.Millisecond)
-
-// submitTick queues an fsm.Tick without waiting for it; the returned channel closes when
-// it has been answered.
-func (p *Partition) submitTick() <-chan struct{} {
-	pr := &proposal{cmd: &fsm.Tick{}, size: 16, done: make(chan struct{})}
-	select {
-	case p.propCh <- pr:
-		return pr.done
-	case <-p.closing:
-		return nil
+		p.deadlineMoved()
 	}
 }
 

@@ -60,6 +60,7 @@ func (p *Partition) submit(ctx context.Context, cmd fsm.Command) (*proposal, err
 	pr := &proposal{cmd: cmd, size: cmdSize(cmd), chunk: chunk, done: make(chan struct{})}
 	select {
 	case p.propCh <- pr:
+		p.kickProposer()
 		return pr, nil
 	case <-ctx.Done():
 		return nil, ctxErr(ctx, false)
@@ -122,26 +123,61 @@ func cmdSize(c fsm.Command) int {
 	return n
 }
 
-// runProposer is the group-commit loop (one goroutine). It takes the first waiting
-// proposal, waits for an in-flight slot, then drains whatever else is queued (up to the
-// count and byte bounds, lingering if configured) into one fsm.Entry stamped with the
-// leader's time, and submits it to raft without waiting for the commit: the completer
-// answers it. While MaxInflight entries are in flight, proposals accumulate, so batches
-// grow with load.
+// kickProposer starts the proposer unless it runs: every send to propCh is followed by
+// it. The proposer ends when it finds propCh empty after clearing propRunning, so a
+// proposal queued before a kick that saw propRunning set is taken by the running one.
+// Once Close began, nothing starts (the proposal is answered by Close or by its caller's
+// wait on closing).
+func (p *Partition) kickProposer() {
+	if !p.propRunning.CompareAndSwap(false, true) {
+		return
+	}
+	p.startMu.Lock()
+	if p.stopped {
+		p.startMu.Unlock()
+		p.propRunning.Store(false)
+		return
+	}
+	p.wg.Add(1)
+	p.startMu.Unlock()
+	go p.runProposer()
+}
+
+// idle reports whether a worker whose flag is running may end: it clears the flag,
+// then ends unless work arrived (more reports whether some is queued) and no one else
+// started a worker in the meantime.
+func idle(running *atomic.Bool, more func() bool) bool {
+	running.Store(false)
+	return !more() || !running.CompareAndSwap(false, true)
+}
+
+// runProposer is the group-commit loop, running while proposals are queued
+// (kickProposer). It takes the first waiting proposal, waits for an in-flight slot, then
+// drains whatever else is queued (up to the count and byte bounds, lingering if
+// configured) into one fsm.Entry stamped with the leader's time, and submits it to raft
+// without waiting for the commit: the completer answers it. While MaxInflight entries
+// are in flight, proposals accumulate, so batches grow with load.
 func (p *Partition) runProposer() {
 	defer p.wg.Done()
-	defer close(p.inflightCh)
-	var lastNow int64 // owner: this goroutine
 	var pending *proposal
 	for {
 		first := pending
 		pending = nil
 		if first == nil {
 			select {
-			case first = <-p.propCh:
 			case <-p.closing:
 				p.failQueued()
+				p.propRunning.Store(false)
 				return
+			default:
+			}
+			select {
+			case first = <-p.propCh:
+			default:
+				if idle(&p.propRunning, func() bool { return len(p.propCh) > 0 }) {
+					return
+				}
+				continue
 			}
 		}
 		select {
@@ -149,6 +185,7 @@ func (p *Partition) runProposer() {
 		case <-p.closing:
 			finish(first, fsm.Result{}, ErrClosed)
 			p.failQueued()
+			p.propRunning.Store(false)
 			return
 		}
 		batch := []*proposal{first}
@@ -211,10 +248,11 @@ func (p *Partition) runProposer() {
 			continue
 		}
 		live = p.piggyback(live)
-		// The leader's time never goes back in the log: max of its clock, its own last
-		// stamp and the fsm's time (which includes earlier leaders' stamps).
-		now := max(p.clock.Now().UnixMilli(), lastNow, p.m.now.Load())
-		lastNow = now
+		// The leader's time never goes back in the log: max of its clock, the last stamp
+		// this replica proposed and the fsm's time (which includes earlier leaders'
+		// stamps).
+		now := max(p.clock.Now().UnixMilli(), p.lastNow.Load(), p.m.now.Load())
+		p.lastNow.Store(now)
 		e := fsm.Entry{Now: now, Cmds: make([]fsm.Command, len(live))}
 		for i, pr := range live {
 			e.Cmds[i] = pr.cmd
@@ -228,13 +266,27 @@ func (p *Partition) runProposer() {
 		start := p.clock.Now()
 		f := p.raft.Apply(data, 0)
 		p.inflightCh <- inflight{f: f, props: live, start: start}
+		if p.compRunning.CompareAndSwap(false, true) {
+			p.wg.Add(1) // the proposer's own count keeps the group's above zero
+			go p.runCompleter()
+		}
 	}
 }
 
-// runCompleter answers submitted entries in log order (one goroutine).
+// runCompleter answers submitted entries in log order, running while entries are in
+// flight (the proposer starts it).
 func (p *Partition) runCompleter() {
 	defer p.wg.Done()
-	for in := range p.inflightCh {
+	for {
+		var in inflight
+		select {
+		case in = <-p.inflightCh:
+		default:
+			if idle(&p.compRunning, func() bool { return len(p.inflightCh) > 0 }) {
+				return
+			}
+			continue
+		}
 		err := in.f.Error()
 		var results []fsm.Result
 		if err == nil {
