@@ -234,7 +234,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.
 	rec := meta.Node{ID: n.cfg.NodeID, Addr: n.adv, Zone: n.cfg.Zone, Incarnation: n.inc}
-	if nd, err := n.ops.knownNode(n.cfg.NodeID); err != nil || nd != rec {
+	if nd, ok := n.ops.localNode(n.cfg.NodeID); !ok || nd != rec {
 		if err := n.store.Apply(ctx, &meta.PutNode{Node: rec}); err != nil {
 			return fail(fmt.Errorf("cluster: register this node: %w", err))
 		}

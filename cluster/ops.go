@@ -204,21 +204,57 @@ func (o *Ops) Partitions(ctx context.Context) ([]admin.PartitionStatus, error) {
 	return out, nil
 }
 
-func (o *Ops) knownNode(id string) (meta.Node, error) {
-	var nd meta.Node
-	var ok bool
+// localNode is node id's record in this node's metadata replica.
+func (o *Ops) localNode(id string) (nd meta.Node, ok bool) {
 	o.n.meta.Read(func(s *meta.State) { nd, ok = s.Node(id) })
-	if !ok {
-		return nd, fmt.Errorf("node %q: %w", id, meta.ErrNotFound)
+	return nd, ok
+}
+
+// knownNode is node id's record for an operator's command about it: ErrNotFound only
+// once this node's metadata has caught up with the leader's.
+func (o *Ops) knownNode(ctx context.Context, id string) (meta.Node, error) {
+	read := func() (meta.Node, bool) { return o.localNode(id) }
+	if nd, ok := read(); ok {
+		return nd, nil
 	}
-	return nd, nil
+	// A node registers itself through the metadata leader as it starts: a record
+	// committed there may not have reached this replica yet (an operator drains a node
+	// the moment the cluster formed). Catch up with the leader before saying "not found".
+	if err := o.catchUpMeta(ctx); err != nil {
+		o.n.log.Debug("metadata catch-up before a node lookup", "node", id, "err", err)
+	} else if nd, ok := read(); ok {
+		return nd, nil
+	}
+	return meta.Node{}, fmt.Errorf("node %q: %w", id, meta.ErrNotFound)
+}
+
+// metaCatchUp bounds catchUpMeta.
+const metaCatchUp = 5 * time.Second
+
+// catchUpMeta waits until the local metadata replica has applied what the metadata
+// leader had applied when asked (on the leader itself, a Barrier).
+func (o *Ops) catchUpMeta(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, metaCatchUp)
+	defer cancel()
+	if o.n.meta.IsLeader() {
+		return o.n.meta.Barrier(metaCatchUp)
+	}
+	leader := o.n.meta.Leader()
+	if leader == "" {
+		return fmt.Errorf("%w: no metadata leader", admin.ErrUnavailable)
+	}
+	st, err := o.n.peerStatus(ctx, leader, metagroup.ID)
+	if err != nil {
+		return err
+	}
+	return o.n.meta.WaitIndex(ctx, st.Applied)
 }
 
 // DrainNode implements admin.Cluster: the node is marked draining (new replicas are
 // placed on it only when the other live nodes are too few for --replicas, and leader
 // balancing leaves it alone), and it hands over leadership of everything it leads.
 func (o *Ops) DrainNode(ctx context.Context, id string) error {
-	nd, err := o.knownNode(id)
+	nd, err := o.knownNode(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -385,7 +421,7 @@ func (o *Ops) TransferLeader(ctx context.Context, groupID uint32, to string) err
 // then removes the old one), and the node leaves the metadata group and its record is
 // deleted. It runs on the metadata leader.
 func (o *Ops) RemoveNode(ctx context.Context, id string) error {
-	if _, err := o.knownNode(id); err != nil {
+	if _, err := o.knownNode(ctx, id); err != nil {
 		return err
 	}
 	if !o.n.meta.IsLeader() {

@@ -11,7 +11,7 @@ import (
 // group it prefers back to it, as after its restart. A node not draining is left as
 // it is.
 func (o *Ops) UndrainNode(ctx context.Context, id string) error {
-	nd, err := o.knownNode(id)
+	nd, err := o.knownNode(ctx, id)
 	if err != nil {
 		return err
 	}
