@@ -2,9 +2,13 @@ package testutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -34,10 +38,54 @@ func FreeAddr(t testing.TB) string {
 // each of n nodes, starts them all at once with start (a node of a forming cluster only
 // serves once its peers are up), each told every node's address, and closes them when
 // the test ends. It fails the test, closing what started, if any start fails within
-// timeout. Each close is bounded (Bounded, CloseLimit). It does not know what a node is, so any package's tests can use it with their
-// own start function.
+// timeout, naming every node that failed. Each close is bounded (Bounded, CloseLimit).
+// It does not know what a node is, so any package's tests can use it with their own
+// start function.
+//
+// A port FreeAddr found free can be taken by another process (test packages run in
+// parallel) before its node binds it: then the other starts are cancelled, the nodes
+// that started are closed, and all start again on new addresses (up to bindTries).
 func StartNodes[N any](t testing.TB, n int, timeout time.Duration,
 	start func(ctx context.Context, i int, addrs []string) (N, error), stop func(N)) []N {
+	t.Helper()
+	for try := 1; ; try++ {
+		nodes, ok, errs, taken := startNodesOnce(t, n, timeout, start)
+		if taken && try < bindTries {
+			for i, nd := range nodes {
+				if ok[i] {
+					Bounded(t, fmt.Sprintf("node %d of %d", i+1, n), CloseLimit, func() { stop(nd) })
+				}
+			}
+			t.Logf("a cluster port was taken before its node bound it (%v); starting the %d nodes again on new ports", errors.Join(errs...), n)
+			continue
+		}
+		t.Cleanup(func() {
+			for i, nd := range nodes {
+				if ok[i] {
+					Bounded(t, fmt.Sprintf("node %d of %d", i+1, n), CloseLimit, func() { stop(nd) })
+				}
+			}
+		})
+		var failed []string
+		for i, err := range errs {
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("node %d of %d: %v", i+1, n, err))
+			}
+		}
+		if len(failed) > 0 {
+			t.Fatal(strings.Join(failed, "; "))
+		}
+		return nodes
+	}
+}
+
+// bindTries bounds StartNodes' attempts when a port is taken under it.
+const bindTries = 3
+
+// startNodesOnce starts n nodes on fresh addresses; taken reports that a start failed
+// because its port was in use, in which case the others' starts were cancelled.
+func startNodesOnce[N any](t testing.TB, n int, timeout time.Duration,
+	start func(ctx context.Context, i int, addrs []string) (N, error)) (nodes []N, ok []bool, errs []error, taken bool) {
 	t.Helper()
 	addrs := make([]string, n)
 	for i := range addrs {
@@ -45,9 +93,8 @@ func StartNodes[N any](t testing.TB, n int, timeout time.Duration,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	nodes := make([]N, n)
-	errs := make([]error, n)
-	ok := make([]bool, n)
+	nodes, ok, errs = make([]N, n), make([]bool, n), make([]error, n)
+	var inUse atomic.Bool
 	var wg sync.WaitGroup
 	for i := range nodes {
 		wg.Add(1)
@@ -55,20 +102,12 @@ func StartNodes[N any](t testing.TB, n int, timeout time.Duration,
 			defer wg.Done()
 			nodes[i], errs[i] = start(ctx, i, addrs)
 			ok[i] = errs[i] == nil
+			if errors.Is(errs[i], syscall.EADDRINUSE) {
+				inUse.Store(true)
+				cancel() // the others would wait for this node until timeout
+			}
 		}(i)
 	}
 	wg.Wait()
-	t.Cleanup(func() {
-		for i, nd := range nodes {
-			if ok[i] {
-				Bounded(t, fmt.Sprintf("node %d of %d", i+1, n), CloseLimit, func() { stop(nd) })
-			}
-		}
-	})
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("node %d of %d: %v", i+1, n, err)
-		}
-	}
-	return nodes
+	return nodes, ok, errs, inUse.Load()
 }
