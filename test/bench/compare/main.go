@@ -20,7 +20,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: compare load|report [flags]; compare load -h for the flags")
+		fmt.Fprintln(os.Stderr, "usage: compare load|report [flags], compare trace FILE...; compare load -h for the flags")
 		os.Exit(2)
 	}
 	var err error
@@ -29,8 +29,10 @@ func main() {
 		err = loadCmd(os.Args[2:], os.Stdout, os.Stderr)
 	case "report":
 		err = reportCmd(os.Args[2:], os.Stdout)
+	case "trace":
+		err = traceCmd(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown command %q: want load or report", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want load, report or trace", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
