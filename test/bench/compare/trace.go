@@ -18,7 +18,7 @@ import (
 // them), and how long did the garbage collector's phases last.
 func traceCmd(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: compare trace FILE...")
+		return errors.New("usage: compare trace FILE [FILE ...]")
 	}
 	for _, path := range args {
 		if err := summarizeTrace(path, out); err != nil {
