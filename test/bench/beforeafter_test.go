@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/quorumbus/quorumbus/test/harness"
 )
 
 var abGroups = flag.Int("cluster.ab-groups", 64, "single-partition queues on each cluster of BenchmarkClusterBeforeAfter")
@@ -83,21 +85,11 @@ func BenchmarkClusterBeforeAfter(b *testing.B) {
 	}
 	const rounds = 4
 	per := *clusterN / rounds
-	took := make([]time.Duration, len(bcs))
-	cpu := make([]cpuUse, len(bcs))
-	flushes := make([]int64, len(bcs))
-	for r := 0; r < rounds; r++ {
-		for k := range bcs {
-			i := k
-			if r%2 == 1 {
-				i = len(bcs) - 1 - k
-			}
-			c0, f0 := readCPU(b, bcs[i].Nodes), diskFlushes(b)
-			took[i] += sendConcurrent(b, senders[i], per, inflight)
-			cpu[i].add(readCPU(b, bcs[i].Nodes).sub(c0))
-			flushes[i] += diskFlushes(b) - f0
-		}
+	nodes := make([][]*harness.Node, len(bcs))
+	for i, bc := range bcs {
+		nodes[i] = bc.Nodes
 	}
+	took, cpu, flushes := interleaved(b, rounds, per, senders, nodes)
 	for i, l := range layouts {
 		n := float64(rounds * per)
 		b.Logf("%s: %.0f msgs/s; CPU µs per message by process (%s, client) %s; %.2f disk flushes/msg", l.name,

@@ -646,20 +646,12 @@ func benchGroups(b *testing.B, groups int, sizes []int) {
 	if groups == slices.Max(sizes) && len(sizes) > 1 {
 		const rounds = 4
 		per := *clusterN / rounds
-		took := make([]time.Duration, len(sizes))
-		cpu := make([]cpuUse, len(sizes))
-		flushes := make([]int64, len(sizes))
-		for r := 0; r < rounds; r++ {
-			for j := range sizes {
-				if r%2 == 1 {
-					j = len(sizes) - 1 - j
-				}
-				c0, f0 := readCPU(b, bc.Nodes), diskFlushes(b)
-				took[j] += sendConcurrent(b, senders[:sizes[j]], per, inflight)
-				cpu[j].add(readCPU(b, bc.Nodes).sub(c0))
-				flushes[j] += diskFlushes(b) - f0
-			}
+		sets := make([][]*azservicebus.Sender, len(sizes))
+		nodes := make([][]*harness.Node, len(sizes))
+		for j, k := range sizes {
+			sets[j], nodes[j] = senders[:k], bc.Nodes
 		}
+		took, cpu, flushes := interleaved(b, rounds, per, sets, nodes)
 		for j, k := range sizes {
 			rate := float64(rounds*per) / took[j].Seconds()
 			b.Logf("interleaved, %d queues: CPU µs per message by process (%s, client) %s; %.2f disk flushes/msg", k,
@@ -680,6 +672,31 @@ func benchGroups(b *testing.B, groups int, sizes []int) {
 	b.ReportMetric(cpu/float64(groups), "idle-cpu-%/group")
 	b.ReportMetric(rss/float64(groups), "idle-rss-MiB/group")
 	b.ReportMetric(goroutines/float64(groups), "goroutines/group")
+}
+
+// interleaved sends per messages over each set of senders in turn (256 in flight), in
+// rounds whose order reverses every other one (ABC CBA ...), so that outside load falls
+// on every set alike. It returns, per set, the time its sends took, the CPU used
+// meanwhile by the nodes that serve it (nodes[i]) and by this process, and the disk
+// flushes (machine-wide).
+func interleaved(b *testing.B, rounds, per int, sets [][]*azservicebus.Sender, nodes [][]*harness.Node) ([]time.Duration, []cpuUse, []int64) {
+	b.Helper()
+	took := make([]time.Duration, len(sets))
+	cpu := make([]cpuUse, len(sets))
+	flushes := make([]int64, len(sets))
+	for r := 0; r < rounds; r++ {
+		for k := range sets {
+			i := k
+			if r%2 == 1 {
+				i = len(sets) - 1 - k
+			}
+			c0, f0 := readCPU(b, nodes[i]), diskFlushes(b)
+			took[i] += sendConcurrent(b, sets[i], per, inflight)
+			cpu[i].add(readCPU(b, nodes[i]).sub(c0))
+			flushes[i] += diskFlushes(b) - f0
+		}
+	}
+	return took, cpu, flushes
 }
 
 // idle samples the cluster with nothing talking to it for -cluster.idle, after 2 s for
