@@ -230,6 +230,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goFunc("meta", n.steward.run)
 	n.goFunc("txn-recovery", n.router.txnRecoveryLoop)
 	n.goFunc("meta-leader-log", func(ctx context.Context) { n.meta.WatchLeader(ctx, logMetaLeader(n.log, n.cfg.NodeID)) })
+	// A restarted node's metadata may still lack what changed while it was down (its
+	// draining mark, entities created, replicas placed here): catch up with the leader
+	// before comparing its record and judging what must serve here.
+	if err := n.ops.catchUpMeta(ctx); err != nil {
+		n.log.Debug("metadata catch-up at start", "err", err)
+	}
 	// Register (or update) this node before it serves, so operators and placement see
 	// it at once; a node drained before its stop (a rolling restart's preStop) serves
 	// again.

@@ -231,23 +231,12 @@ func (o *Ops) knownNode(ctx context.Context, id string) (meta.Node, error) {
 // metaCatchUp bounds catchUpMeta.
 const metaCatchUp = 5 * time.Second
 
-// catchUpMeta waits until the local metadata replica has applied what the metadata
-// leader had applied when asked (on the leader itself, a Barrier).
+// catchUpMeta is Store.SyncMeta (this node's metadata caught up with what the leader
+// had applied when asked) bounded by metaCatchUp.
 func (o *Ops) catchUpMeta(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, metaCatchUp)
 	defer cancel()
-	if o.n.meta.IsLeader() {
-		return o.n.meta.Barrier(metaCatchUp)
-	}
-	leader := o.n.meta.Leader()
-	if leader == "" {
-		return fmt.Errorf("%w: no metadata leader", admin.ErrUnavailable)
-	}
-	st, err := o.n.peerStatus(ctx, leader, metagroup.ID)
-	if err != nil {
-		return err
-	}
-	return o.n.meta.WaitIndex(ctx, st.Applied)
+	return o.n.store.SyncMeta(ctx)
 }
 
 // DrainNode implements admin.Cluster: the node is marked draining (new replicas are

@@ -130,7 +130,8 @@ const maxReplicaWait = 30 * time.Second
 // a second of seeing it alive) and this node votes in every group placed on it, for at
 // most maxReplicaWait. A node that returns during a rolling restart so reports ready
 // (/readyz answers only once Start has returned) after the entities created while it was
-// down have their replicas again: the next node of the rollout may stop.
+// down have their replicas again: the next node of the rollout may stop. Start has
+// caught the node's metadata up with the leader's before (catchUpMeta).
 func (rc *reconciler) waitReplicasHere(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, maxReplicaWait)
 	defer cancel()
