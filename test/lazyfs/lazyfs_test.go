@@ -111,6 +111,19 @@ func TestSyncedWriteSurvivesCrash(t *testing.T) {
 	}
 }
 
+// populate faults a mapping of a file on this process's own mount in with mlock, a
+// system call, before Go code reads it. A page fault taken by Go code blocks its thread
+// in the kernel until this process's FUSE server answers; if a garbage collection stops
+// the world meanwhile, it waits for that thread forever and the server never runs
+// again (the test hung so, 6 minutes, until killed). In a system call the thread does
+// not hold up the stop.
+func populate(t *testing.T, m []byte) {
+	t.Helper()
+	if err := syscall.Mlock(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // bbolt writes pages with pwrite, grows the file with ftruncate, syncs with
 // fdatasync and reads through a read-only mmap.
 func TestPwriteFdatasyncMmap(t *testing.T) {
@@ -142,6 +155,7 @@ func TestPwriteFdatasyncMmap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	populate(t, m)
 	if m[0] != 'x' || m[pageSize+10] != 'y' || m[pageSize+9] != 0 || m[2*pageSize] != 'c' {
 		t.Fatalf("mmap before the crash: %q %q %q %q", m[0], m[pageSize+9], m[pageSize+10], m[2*pageSize])
 	}
@@ -161,6 +175,7 @@ func TestPwriteFdatasyncMmap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	populate(t, m)
 	defer syscall.Munmap(m)
 	want := append(append(append(page('a'), make([]byte, pageSize)...), page('c')...), make([]byte, pageSize)...)
 	if !bytes.Equal(m, want) {
