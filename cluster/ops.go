@@ -213,8 +213,7 @@ func (o *Ops) localNode(id string) (nd meta.Node, ok bool) {
 // knownNode is node id's record for an operator's command about it: ErrNotFound only
 // once this node's metadata has caught up with the leader's.
 func (o *Ops) knownNode(ctx context.Context, id string) (meta.Node, error) {
-	read := func() (meta.Node, bool) { return o.localNode(id) }
-	if nd, ok := read(); ok {
+	if nd, ok := o.localNode(id); ok {
 		return nd, nil
 	}
 	// A node registers itself through the metadata leader as it starts: a record
@@ -222,7 +221,7 @@ func (o *Ops) knownNode(ctx context.Context, id string) (meta.Node, error) {
 	// the moment the cluster formed). Catch up with the leader before saying "not found".
 	if err := o.catchUpMeta(ctx); err != nil {
 		o.n.log.Debug("metadata catch-up before a node lookup", "node", id, "err", err)
-	} else if nd, ok := read(); ok {
+	} else if nd, ok := o.localNode(id); ok {
 		return nd, nil
 	}
 	return meta.Node{}, fmt.Errorf("node %q: %w", id, meta.ErrNotFound)
