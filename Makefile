@@ -12,7 +12,7 @@ SUBMODS := test/bench/compare test/ui test/lazyfs
 DATA    ?= ./data
 BIN     := bin
 
-.PHONY: all build test test-upgrade test-e2e-cluster test-order test-short test-long lint vet fuzz bench bench-cluster bench-compare run clean conformance chaos chaos-long chaos-deps chaos-table image image-test kube-bin helm-test ui-test
+.PHONY: all build test raft-test raft-test-batch raft-diff test-upgrade test-e2e-cluster test-order test-short test-long lint vet fuzz bench bench-cluster bench-compare run clean conformance chaos chaos-long chaos-deps chaos-table image image-test kube-bin helm-test ui-test
 
 all: build
 
@@ -32,6 +32,24 @@ test: vet
 	$(GO) test -count=1 -run '$(NORACE_TESTS)' $(NORACE_PKGS)
 	$(MAKE) test-e2e-cluster
 	$(MAKE) test-order
+	$(MAKE) raft-test
+
+# hashicorp/raft is patched in the repository (third_party/hashicorp-raft, wired in by
+# go.mod's replace; docs/raft-patches.md lists every patch). raft-test runs upstream's
+# own suite on the fork (third_party/raft-test.sh: -race, a test that fails is run again
+# alone up to twice, and named); raft-test-batch the same with upstream's batchtest tag
+# (the FSM's batched apply). raft-diff prints what the fork changes against the pristine
+# module of the same version from the module cache.
+RAFT_VERSION := v1.7.3
+RAFT_FORK    := third_party/hashicorp-raft
+raft-test:
+	GO=$(GO) third_party/raft-test.sh
+raft-test-batch:
+	GO=$(GO) third_party/raft-test.sh -tags batchtest
+raft-diff:
+	@pristine=$$(cd $$(mktemp -d) && GOFLAGS= $(GO) mod download -json github.com/hashicorp/raft@$(RAFT_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	test -n "$$pristine" || { echo "raft-diff: github.com/hashicorp/raft@$(RAFT_VERSION) not in the module cache"; exit 1; }; \
+	diff -ruN "$$pristine" $(RAFT_FORK); rc=$$?; test $$rc -le 1
 
 # The delivery-order checks 20 times over beside a busy loop per core (issue 22: they
 # passed on a quiet machine and failed on a loaded one). About a minute on 2 cores.

@@ -75,3 +75,5 @@ require (
 	golang.org/x/tools v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/hashicorp/raft => ./third_party/hashicorp-raft
