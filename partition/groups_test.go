@@ -72,8 +72,10 @@ func startGroupsNodes(t *testing.T, n int) ([]*groupsNode, []raft.Server) {
 
 // With a heartbeat timeout far longer than the test (30 s), a group still elects at
 // once twice: when it is created (its first peer campaigns) and when its leader's
-// process is gone (the first surviving voter campaigns as soon as the leader's port
-// refuses connections). Without either, no leader would appear for 30 to 60 s.
+// process is gone (the surviving voters campaign in turn as soon as the leader's port
+// refuses connections). Without either, no leader would appear for 30 to 60 s. The
+// leader goes right after its election, when its first entries may have reached one
+// follower, or none.
 func TestGroupsElectWithoutWaitingForTimeouts(t *testing.T) {
 	nodes, peers := startGroupsNodes(t, 3)
 	fc := testQueue(1, time.Minute)
@@ -106,10 +108,10 @@ func TestGroupsElectWithoutWaitingForTimeouts(t *testing.T) {
 	first.p = nil
 	first.groups.Close()
 	first.mux.Close()
-	next := leader(nodes[1:])
-	if next != nodes[1] {
-		t.Errorf("led by %s after the leader's node went, want the first survivor by ID, %s", next.id, nodes[1].id)
-	}
+	// The first survivor by ID campaigns at once; if its log is behind the other's (the
+	// leader's last entry reached one of them only) it loses, and the other campaigns
+	// half a second later. Either way, long before a heartbeat timeout.
+	leader(nodes[1:])
 }
 
 // A node that comes back on an empty data directory bootstraps again the groups it was

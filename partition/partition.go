@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -311,29 +312,119 @@ func (p *Partition) peersAtBootstrap(pv raft.WithPreVote) bool {
 }
 
 // leaderGone runs when the transport finds that nothing listens at addr any more. If
-// that was this group's leader, one surviving voter campaigns at once instead of
-// waiting for its heartbeat timeout: the first by ID, the same choice on every node,
-// so that the survivors do not split the vote. If its log is behind another
-// survivor's it loses, and the heartbeat timeouts elect as before.
+// that was this group's leader, the surviving voters campaign at once instead of
+// waiting for their heartbeat timeouts, one after the other in the order of their IDs
+// (the same order on every node, so that they do not split the vote): the first at
+// once, the k-th after k·campaignStagger if no leader has appeared by then. A survivor
+// whose log is behind another's loses its campaign (the one with the longer log refuses
+// its vote), and the next one in the order, perhaps the one with the longer log, tries.
+//
+// A leader that goes right after its election may go before its first AppendEntries
+// reached this node, which then knows no leader: it counts as this group's leader when
+// this node voted for it in the current term (it was a candidate then, and may have
+// won).
+//
+// Both cases left a group without a leader until its heartbeat timeout
+// (TestGroupsElectWithoutWaitingForTimeouts failed so beside busy loops, 4 runs in 40:
+// the first survivor's log was one entry behind the second's, or it had not heard
+// from the new leader yet).
 func (p *Partition) leaderGone(pd peerDowner, addr raft.ServerAddress) {
-	if leader, _ := p.raft.LeaderWithID(); leader != addr || p.raft.State() != raft.Follower {
+	if !p.followsGone(addr) {
 		return
 	}
 	f := p.raft.GetConfiguration()
 	if f.Error() != nil {
 		return
 	}
-	var first raft.ServerID
+	var survivors []raft.ServerID
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter && s.Address != addr && (first == "" || s.ID < first) {
-			first = s.ID
+		if s.Suffrage == raft.Voter && s.Address != addr {
+			survivors = append(survivors, s.ID)
 		}
 	}
-	if first != p.cfg.NodeID {
+	slices.Sort(survivors)
+	rank := slices.Index(survivors, p.cfg.NodeID)
+	switch {
+	case rank < 0:
+		return // not a voter
+	case rank == 0:
+		p.campaignNow(pd, addr)
 		return
 	}
+	p.goTracked(func() {
+		t := time.NewTimer(time.Duration(rank) * campaignStagger)
+		defer t.Stop()
+		select {
+		case <-p.closing:
+			return
+		case <-t.C:
+		}
+		// Still no leader: the survivors before this one lost or did not campaign. A
+		// candidate this node voted for meanwhile may have won without this node
+		// hearing of it yet; it is left to win.
+		if p.stillLeaderless(addr) {
+			p.campaignNow(pd, addr)
+		}
+	})
+}
+
+// campaignStagger is how long the k-th survivor of a gone leader waits for the k-1
+// before it to have elected one (an election is a round trip to each voter and an
+// fsync of the vote on each, a few milliseconds; this leaves room for a busy machine).
+const campaignStagger = 500 * time.Millisecond
+
+// followsGone reports whether this node is a follower whose leader is addr, or which
+// knows no leader and voted for addr in the current term.
+func (p *Partition) followsGone(addr raft.ServerAddress) bool {
+	if p.raft.State() != raft.Follower {
+		return false
+	}
+	leader, _ := p.raft.LeaderWithID()
+	if leader == addr {
+		return true
+	}
+	cand, voted := p.currentVote()
+	return leader == "" && voted && cand == addr
+}
+
+// stillLeaderless reports whether this node, which followed addr, is a follower that
+// knows no other leader and has voted for no other candidate in its current term.
+func (p *Partition) stillLeaderless(addr raft.ServerAddress) bool {
+	if p.raft.State() != raft.Follower {
+		return false
+	}
+	leader, _ := p.raft.LeaderWithID()
+	if leader == addr {
+		return true
+	}
+	cand, voted := p.currentVote()
+	return leader == "" && (!voted || cand == addr)
+}
+
+func (p *Partition) campaignNow(pd peerDowner, addr raft.ServerAddress) {
 	p.logger.Info("leader's node is gone: campaigning now", "leader", addr)
 	if err := pd.CampaignNow(); err != nil {
 		p.logger.Debug("campaign", "err", err)
 	}
+}
+
+// The keys under which hashicorp/raft records its vote in the stable store (raft.go,
+// persistVote): the term, and the candidate's address as its transport encodes it.
+var (
+	keyLastVoteTerm = []byte("LastVoteTerm")
+	keyLastVoteCand = []byte("LastVoteCand")
+)
+
+// currentVote returns the candidate this node voted for in its current term, if it
+// voted in it.
+func (p *Partition) currentVote() (raft.ServerAddress, bool) {
+	term, err := p.store.GetUint64(keyLastVoteTerm)
+	if err != nil || term == 0 || term != p.raft.CurrentTerm() {
+		return "", false
+	}
+	cand, err := p.store.Get(keyLastVoteCand)
+	if err != nil {
+		return "", false
+	}
+	return p.trans.DecodePeer(cand), true
 }

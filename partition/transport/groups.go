@@ -69,6 +69,7 @@ type Groups struct {
 // groupsStats counts what Groups did, for Stats.
 type groupsStats struct {
 	rpcs, heartbeatRPCs, cachedHeartbeats, beatFrames, beatsServed atomic.Uint64
+	probes                                                         atomic.Uint64 // probes started (tests)
 }
 
 // GroupsStats are counters since NewGroups.
@@ -920,17 +921,21 @@ func isHeartbeat(cmd any) bool {
 }
 
 // probe dials a peer whose connection just failed: when nothing listens on its port any
-// more (connection refused: its process is gone), every group here whose leader it was
-// hears of it at once (GroupTransport.SetPeerDown) instead of after its heartbeat
-// timeout. A peer that is only slow or cut off is left to the heartbeat timeouts.
+// more (connection refused: its process is gone), or its port no longer serves this
+// transport (the hello is answered by a closed connection: its groups are closed, the
+// process is stopping), every group here whose leader it was hears of it at once
+// (GroupTransport.SetPeerDown) instead of after its heartbeat timeout. A peer that
+// answers the hello, or is only slow or cut off, is left to the heartbeat timeouts.
 //
-// It asks three times, 100 ms apart: a process being killed closes its connections
-// and its listener in no particular order, and a node stopping closes its port last.
+// It asks three times, 100 ms apart: a process being killed closes its connections and
+// its listener in no particular order. A node that stops closes its transport before
+// its port; only a plain connect, as this did before, took such a node for alive for as
+// long as its port stayed open (200 ms were not always enough beside busy loops).
 func (g *Groups) probe(addr raft.ServerAddress) {
+	g.stats.probes.Add(1)
 	for i := 0; ; i++ {
-		nc, err := net.DialTimeout("tcp", string(addr), g.cfg.Timeout)
+		err := g.hello(addr)
 		if err == nil {
-			nc.Close()
 			if i == 2 {
 				return // still there
 			}
@@ -941,7 +946,7 @@ func (g *Groups) probe(addr raft.ServerAddress) {
 				return
 			}
 		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
+		if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, errNoTransport) {
 			return
 		}
 		break
@@ -952,8 +957,40 @@ func (g *Groups) probe(addr raft.ServerAddress) {
 		groups = append(groups, t)
 	}
 	g.mu.Unlock()
-	g.logger.Info("peer gone: its port refuses connections", "peer", addr, "groups", len(groups))
+	g.logger.Info("peer gone: its port refuses connections or serves no Raft transport", "peer", addr, "groups", len(groups))
 	for _, t := range groups {
 		t.peerDown(addr)
 	}
+}
+
+// errNoTransport is a peer whose port takes connections but closes them at the hello:
+// nothing there serves this transport any more.
+var errNoTransport = errors.New("transport: peer's port serves no Raft transport")
+
+// hello dials addr's route 0 and exchanges hellos, then hangs up. Its hello names no
+// address, so that the peer does not probe back when it hangs up (two live nodes would
+// probe each other for ever).
+func (g *Groups) hello(addr raft.ServerAddress) error {
+	nc, err := g.layer.Dial(addr, g.cfg.Timeout)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(g.cfg.Timeout))
+	if _, err := nc.Write(frame(kindHello, 0, 0, groupsVersion, nil)); err != nil {
+		if isReset(err) {
+			return errNoTransport
+		}
+		return err
+	}
+	h, _, err := readFrame(bufio.NewReader(nc))
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err):
+		return errNoTransport
+	case err != nil:
+		return err
+	case h.kind != kindHello:
+		return fmt.Errorf("transport: %s answered %d to hello", addr, h.kind)
+	}
+	return nil
 }

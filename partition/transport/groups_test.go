@@ -530,3 +530,88 @@ func TestGroupsDropASilentConnection(t *testing.T) {
 		}
 	}
 }
+
+// A node that stops closes its transport before its port (the mux, and the node's other
+// listeners on it, go last): a peer whose transport is closed must be reported gone
+// while its port still takes connections, however long that lasts. Before, the probe
+// only connected, and took such a node for alive.
+func TestGroupsPeerGoneWhileItsPortStaysOpen(t *testing.T) {
+	a, b := newTestNode(t, "a", false), newTestNode(t, "b", false)
+	ta, err := a.groups.Transport(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ta.Close()
+	gone := make(chan raft.ServerAddress, 4)
+	ta.SetPeerDown(func(addr raft.ServerAddress) { gone <- addr })
+	tb, err := b.groups.Transport(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	done := make(chan struct{})
+	defer close(done)
+	answer := func(tr raft.Transport) {
+		for {
+			select {
+			case rpc := <-tr.Consumer():
+				rpc.Respond(&raft.AppendEntriesResponse{Term: 1, Success: true}, nil)
+			case <-done:
+				return
+			}
+		}
+	}
+	go answer(tb)
+	// b dials a (so that a's side of the connection names b), and a answers.
+	tb2, err := b.groups.Transport(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb2.Close()
+	ta2, err := a.groups.Transport(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ta2.Close()
+	go answer(ta2)
+	var resp raft.AppendEntriesResponse
+	if err := tb2.AppendEntries(a.id, a.addr(), &raft.AppendEntriesRequest{Term: 1, PrevLogEntry: 1}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	// A live peer that hangs up is probed and found alive: nobody hears of it.
+	if err := ta.AppendEntries(b.id, b.addr(), &raft.AppendEntriesRequest{Term: 1, PrevLogEntry: 1}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	// b's transport closes; its mux (its port) stays open until the test ends.
+	b.groups.Close()
+	select {
+	case addr := <-gone:
+		if addr != b.addr() {
+			t.Fatalf("gone: %s, want b (%s)", addr, b.addr())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's transport closed, its port open: not reported gone within 10 s")
+	}
+}
+
+// Two live nodes do not probe each other without end: the probe's hello names no
+// address, so hanging up after it starts no probe on the other side.
+func TestGroupsProbeOfALivePeerEnds(t *testing.T) {
+	a, b := newTestNode(t, "a", false), newTestNode(t, "b", false)
+	for range 5 {
+		if err := a.groups.hello(b.addr()); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.groups.hello(a.addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A probe is a tracked goroutine of its Groups; none may be running or start.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := a.groups.stats.probes.Load() + b.groups.stats.probes.Load(); n != 0 {
+			t.Fatalf("%d probes started by hellos alone", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
