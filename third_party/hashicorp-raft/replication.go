@@ -547,6 +547,7 @@ func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, 
 			// Check for a newer term, stop running
 			if resp.Term > req.Term {
 				r.handleStaleTerm(s)
+				p.Close() // Quorumbus patch 1: see below
 				return
 			}
 
@@ -555,6 +556,11 @@ func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, 
 
 			// Abort pipeline if not successful
 			if !resp.Success {
+				// Quorumbus patch 1: close the pipeline, so that the sender's
+				// AppendEntries, which may wait for a slot that only this loop
+				// frees, returns ErrPipelineShutdown instead of blocking for good
+				// (pipelineReplicate's own Close is then a no-op).
+				p.Close()
 				return
 			}
 
