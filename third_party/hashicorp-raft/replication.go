@@ -510,24 +510,33 @@ SEND:
 // pipelineSend is used to send data over a pipeline. It is a helper to
 // pipelineReplicate.
 func (r *Raft) pipelineSend(s *followerReplication, p AppendPipeline, nextIdx *uint64, lastIndex uint64) (shouldStop bool) {
-	// Create a new append request
-	req := new(AppendEntriesRequest)
-	if err := r.setupAppendEntries(s, req, *nextIdx, lastIndex); err != nil {
-		return true
-	}
+	// Quorumbus patch 2: send batch after batch until the follower has been sent
+	// every entry up to lastIndex. Triggers coalesce while this goroutine waits for a
+	// free slot of the pipeline, so one batch per trigger left a burst's entries to
+	// trickle out one batch per CommitTimeout.
+	for {
+		// Create a new append request
+		req := new(AppendEntriesRequest)
+		if err := r.setupAppendEntries(s, req, *nextIdx, lastIndex); err != nil {
+			return true
+		}
 
-	// Pipeline the append entries
-	if _, err := p.AppendEntries(req, new(AppendEntriesResponse)); err != nil {
-		r.logger.Error("failed to pipeline appendEntries", "peer", s.peer, "error", err)
-		return true
-	}
+		// Pipeline the append entries
+		if _, err := p.AppendEntries(req, new(AppendEntriesResponse)); err != nil {
+			r.logger.Error("failed to pipeline appendEntries", "peer", s.peer, "error", err)
+			return true
+		}
 
-	// Increase the next send log to avoid re-sending old logs
-	if n := len(req.Entries); n > 0 {
-		last := req.Entries[n-1]
-		atomic.StoreUint64(nextIdx, last.Index+1)
+		// Increase the next send log to avoid re-sending old logs
+		n := len(req.Entries)
+		if n > 0 {
+			last := req.Entries[n-1]
+			atomic.StoreUint64(nextIdx, last.Index+1)
+		}
+		if n == 0 || atomic.LoadUint64(nextIdx) > lastIndex {
+			return false
+		}
 	}
-	return false
 }
 
 // pipelineDecode is used to decode the responses of pipelined requests.
