@@ -49,6 +49,11 @@ type RaftTiming struct {
 	// engine, logengine.go), LogStoreBolt or LogStoreWAL; a replica keeps the store it
 	// was created with. The metadata group is on bolt.
 	LogStore string
+	// Pipeline is how many AppendEntries a partition group's leader keeps in flight to
+	// each follower (raft's pipelined replication; transport.GroupsConfig.Pipeline,
+	// partition.Config.Pipeline); under 2, one at a time, as earlier releases. Not a
+	// timing either; the metadata group replicates one at a time.
+	Pipeline int
 	// PerGroupTransport gives every partition group a raft.NetworkTransport of its own
 	// (pooled connections per group, as releases before transport.Groups), instead of
 	// the node's one connection per peer for all groups; for benchmarks that compare
@@ -67,6 +72,7 @@ func DefaultRaftTiming() RaftTiming {
 		// leader; nothing is read from a follower, and every later entry carries
 		// the commit index at once.
 		PartitionCommitTimeout: 500 * time.Millisecond,
+		Pipeline:               partition.DefaultPipeline,
 	}
 }
 

@@ -203,7 +203,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if !cfg.Raft.PerGroupTransport {
 		n.groups, err = transport.NewGroups(mux, raft.ServerAddress(n.adv), transport.GroupsConfig{
 			Timeout: partition.DefaultConfig().NetTimeout, AddressProvider: addrProvider{n},
-			Logger: n.raftLogger("raft-groups"),
+			Logger: n.raftLogger("raft-groups"), Pipeline: cfg.Raft.Pipeline,
 		})
 		if err != nil {
 			return fail(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
+	"github.com/quorumbus/quorumbus/partition"
 	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
@@ -22,7 +23,8 @@ func testConfig(dir string) Config {
 	// detector and a loaded 2-core machine delay it by 100 ms (at 100/100/50 ms the
 	// metadata leader changed during test setup often enough to fail make test).
 	c.Raft = RaftTiming{HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
-		LeaderLeaseTimeout: 125 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}
+		LeaderLeaseTimeout: 125 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+		Pipeline: partition.DefaultPipeline}
 	return c
 }
 

@@ -277,6 +277,7 @@ func (rc *reconciler) openReplica(d desired) (*replica, error) {
 		pc.CommitTimeout = d
 	}
 	pc.NoSync = rc.n.cfg.Raft.NoSync
+	pc.Pipeline = rc.n.cfg.Raft.Pipeline
 	pc.Bodies = rc.n.bodies
 	pc.LogStore = rc.n.logs.logStore()
 	pc.Engine = rc.n.logs.engine

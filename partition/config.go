@@ -93,6 +93,11 @@ type Config struct {
 	// NetTimeout is the raft transport's I/O deadline; NetMaxPool its pooled conns per peer.
 	NetTimeout time.Duration
 	NetMaxPool int
+	// Pipeline is how many AppendEntries the leader keeps in flight to each follower
+	// (raft's pipelined replication) on a raft.NetworkTransport of the group's own
+	// (Transport nil); under 2, one at a time. transport.Groups has its own setting
+	// (GroupsConfig.Pipeline).
+	Pipeline int
 	// NoSync skips fsync of the raft log. Unsafe: S-DUR-1 no longer holds. Tests only.
 	// Only the bolt log store honours it; raft-wal always fsyncs, and the shared
 	// Engine follows its own EngineConfig.NoSync.
@@ -133,6 +138,11 @@ type Config struct {
 	TickMinInterval time.Duration
 }
 
+// DefaultPipeline is how many AppendEntries a group's leader keeps in flight to each
+// follower by default: one round trip to the follower no longer waits for the one
+// before it (raft patch 1 made it safe, docs/raft-patches.md).
+const DefaultPipeline = 8
+
 // DefaultConfig returns production defaults; the identity fields are left empty.
 func DefaultConfig() *Config {
 	return &Config{
@@ -148,6 +158,7 @@ func DefaultConfig() *Config {
 		LogCache:           32,
 		NetTimeout:         10 * time.Second,
 		NetMaxPool:         3,
+		Pipeline:           DefaultPipeline,
 		MaxBatchCmds:       1024,
 		MaxBatchBytes:      1 << 20,
 		MaxInflight:        4,
@@ -201,6 +212,9 @@ func (c *Config) Validate() error {
 	}
 	if c.NetTimeout <= 0 || c.NetMaxPool < 1 {
 		bad("NetTimeout and NetMaxPool must be > 0")
+	}
+	if c.Pipeline < 0 || c.Pipeline > 256 {
+		bad("Pipeline %d not in 0..256", c.Pipeline)
 	}
 	if c.MaxBatchCmds < 1 || c.MaxBatchBytes < 1 || c.MaxInflight < 1 || c.QueueLen < 0 || c.Linger < 0 {
 		bad("MaxBatchCmds, MaxBatchBytes, MaxInflight must be > 0; QueueLen, Linger >= 0")

@@ -126,13 +126,10 @@ func Open(cfg *Config) (*Partition, error) {
 			MaxPool:               cfg.NetMaxPool,
 			Timeout:               cfg.NetTimeout,
 			Logger:                p.logger.Named("net"),
-			// No pipelining (raft.NetworkTransportConfig: 1 turns it off). In hashicorp/raft
-			// v1.7.3 a pipeline whose decoder stops (a follower answers !Success or a newer
-			// term) leaves the replication goroutine blocked for good in netPipeline's
-			// AppendEntries: that follower gets no more entries, and Shutdown waits forever
-			// (a cluster test's Close hung 22 minutes; the goroutine dump shows it). HashiCorp
-			// measured pipelining to bring little besides on a fast network (raft PR #541).
-			MaxRPCsInFlight: 1,
+			// Pipelining (raft.NetworkTransportConfig: under 2 turns it off). hashicorp/raft
+			// v1.7.3 left a pipeline whose decoder stopped blocking its sender for good;
+			// raft patch 1 closes it (docs/raft-patches.md).
+			MaxRPCsInFlight: max(cfg.Pipeline, 1),
 		})
 	}
 	p.m = newMachine(base, p.applied)

@@ -186,7 +186,7 @@ func Open(c Config) (*Group, error) {
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: c.Stream, MaxPool: 2, Timeout: 10 * time.Second, Logger: c.Logger,
 		ServerAddressProvider: c.Addrs,
-		MaxRPCsInFlight:       1, // no pipelining: see partition.Open (a hashicorp/raft deadlock)
+		MaxRPCsInFlight:       1, // one at a time: metadata changes are few (partition groups pipeline)
 	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = c.NodeID

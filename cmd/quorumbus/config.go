@@ -77,6 +77,9 @@ type Config struct {
 	// RaftTransport is how the partition groups' Raft RPCs travel: "groups" (one
 	// connection per peer for all groups) or "per-group" (cluster.RaftTiming.PerGroupTransport).
 	RaftTransport string `json:"raft-transport"`
+	// RaftPipeline is how many AppendEntries a partition group's leader keeps in flight
+	// to each follower (cluster.RaftTiming.Pipeline); 1: one at a time.
+	RaftPipeline int `json:"raft-pipeline"`
 
 	// AMQP limits (amqp.Config has the meaning of each; docs/security.md, "Limits").
 	AMQPLimits AMQPLimits `json:"-"`
@@ -132,6 +135,7 @@ func DefaultConfig() Config {
 		PartitionCount:  meta.DefaultPartitionCount,
 		RaftLogStore:    partition.LogStoreShared,
 		RaftTransport:   "groups",
+		RaftPipeline:    partition.DefaultPipeline,
 		AMQPLimits:      defaultAMQPLimits(),
 	}
 }
@@ -359,6 +363,8 @@ func (c *Config) validateCluster() error {
 		return fmt.Errorf("--dead-node-grace %v: must be positive", c.DeadNodeGrace)
 	case c.RaftLogStore != "shared" && c.RaftLogStore != "bolt" && c.RaftLogStore != "wal":
 		return fmt.Errorf("--raft-log-store %q: want shared, bolt or wal", c.RaftLogStore)
+	case c.RaftPipeline < 1 || c.RaftPipeline > 256:
+		return fmt.Errorf("--raft-pipeline %d: want 1 to 256", c.RaftPipeline)
 	case c.RaftTransport != "groups" && c.RaftTransport != "per-group":
 		return fmt.Errorf("--raft-transport %q: want groups or per-group", c.RaftTransport)
 	}
@@ -501,6 +507,7 @@ func settings(c *Config) []setting {
 		{name: "partition-count", usage: "partitions of an entity created with EnablePartitioning, each holding MaxSizeInMegabytes (default 16, as Service Bus Standard)", num: &c.PartitionCount},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
 		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: shared (one log engine per node in <data-dir>/raft-log, whose concurrent appends of all groups share one fsync; the default), bolt (a raft.db per replica, two fsyncs per append) or wal (raft-wal segment files per replica, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
+		{name: "raft-pipeline", usage: "how many AppendEntries a partition group's leader keeps in flight to each follower (pipelined replication; 1: one at a time, as earlier releases) (default 8)", num: &c.RaftPipeline},
 		{name: "raft-transport", usage: "how the partition groups' Raft RPCs travel between nodes: groups (one connection per peer node for every group; the default) or per-group (pooled connections of each group's own, as earlier releases)", str: &c.RaftTransport},
 
 		// AMQP limits (docs/security.md, "Limits").

@@ -501,6 +501,7 @@ func clusterConfig(cfg Config, amqpAddr, adminAddr net.Addr) cluster.Config {
 	cc.BodyDiskBudget = int64(cfg.BodyDiskBudgetMB) << 20
 	cc.Raft.LogStore = cfg.RaftLogStore
 	cc.Raft.PerGroupTransport = cfg.RaftTransport == "per-group"
+	cc.Raft.Pipeline = cfg.RaftPipeline
 	advHost, _, _ := net.SplitHostPort(cfg.AdvertiseAddr)
 	cc.AMQPAddr = advertised(amqpAddr, advHost)
 	cc.AdminAddr = advertised(adminAddr, advHost)

@@ -17,6 +17,15 @@
 // (a Layer closes every connection it dialled or accepted when it is closed, so a group
 // that shuts down really disappears from the network).
 //
+// Groups (groups.go) is the Raft transport of every partition group of a node: one
+// connection to each peer node carries every group's RPCs, each frame naming its group;
+// heartbeats of the groups one node leads and the other follows travel as one frame
+// (beats.go); a pipeline (pipeline.go) keeps up to GroupsConfig.Pipeline AppendEntries
+// of a group in flight over that connection, and the receiving side hands a group's
+// AppendEntries to its raft in the order they arrived. When a peer's connection fails,
+// a probe tells a gone peer (refused, or no transport behind its port) from a slow one,
+// and the groups it led elect at once (GroupTransport.SetPeerDown).
+//
 // Imports: stdlib and hashicorp/raft (for the StreamLayer and ServerAddress types only).
 // It must not import fsm, partition, cluster or amqp.
 //

@@ -40,10 +40,35 @@ func (t *GroupTransport) Consumer() <-chan raft.RPC { return t.consumer }
 // LocalAddr implements raft.Transport.
 func (t *GroupTransport) LocalAddr() raft.ServerAddress { return t.g.local }
 
-// AppendEntriesPipeline implements raft.Transport: not supported, raft replicates one
-// AppendEntries at a time (pipelining is off for every group, see partition.Open).
-func (t *GroupTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
-	return nil, raft.ErrPipelineReplicationNotSupported
+// AppendEntriesPipeline implements raft.Transport: up to GroupsConfig.Pipeline
+// AppendEntries in flight to the peer over its connection (pipeline.go). Not supported
+// with Pipeline under 2, or to a peer of an older release (spoken to through the
+// legacy transport).
+func (t *GroupTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	if t.g.cfg.Pipeline < 2 {
+		return nil, raft.ErrPipelineReplicationNotSupported
+	}
+	select {
+	case <-t.closed:
+		return nil, raft.ErrTransportShutdown
+	default:
+	}
+	addr := t.g.resolve(id, target)
+	if t.g.isLegacy(addr) {
+		return nil, raft.ErrPipelineReplicationNotSupported
+	}
+	p, err := t.g.peer(addr)
+	if errors.Is(err, errLegacy) {
+		return nil, raft.ErrPipelineReplicationNotSupported
+	}
+	if err != nil {
+		return nil, err
+	}
+	pl := newPipeline(t, p.c, t.g.cfg.Pipeline)
+	if pl == nil {
+		return nil, raft.ErrTransportShutdown
+	}
+	return pl, nil
 }
 
 // AppendEntries implements raft.Transport. A heartbeat is answered from the peer's

@@ -70,6 +70,7 @@ type Groups struct {
 type groupsStats struct {
 	rpcs, heartbeatRPCs, cachedHeartbeats, beatFrames, beatsServed atomic.Uint64
 	probes                                                         atomic.Uint64 // probes started (tests)
+	pipelined                                                      atomic.Uint64 // AppendEntries sent through a pipeline
 }
 
 // GroupsStats are counters since NewGroups.
@@ -101,6 +102,9 @@ type GroupsConfig struct {
 	// AddressProvider resolves server IDs to addresses (raft.NetworkTransportConfig's).
 	AddressProvider raft.ServerAddressProvider
 	Logger          hclog.Logger
+	// Pipeline is how many AppendEntries a group's leader keeps in flight to each
+	// follower (raft's pipelined replication, pipeline.go); under 2, one at a time.
+	Pipeline int
 }
 
 // Frame kinds and layout.
@@ -424,6 +428,11 @@ func (g *Groups) serveConn(nc net.Conn) {
 		return
 	}
 	c.addr = raft.ServerAddress(from) // probed when the connection fails
+	// handed is, per group, closed once the connection's latest AppendEntries of that
+	// group was handed to its raft: the next one waits for it, so that a leader's
+	// pipelined requests reach the follower's raft in the order sent (each request is
+	// answered on a goroutine of its own). Owner: this loop.
+	handed := map[uint32]chan struct{}{}
 	for {
 		h, body, err := readFrame(br)
 		if err != nil {
@@ -459,8 +468,23 @@ func (g *Groups) serveConn(nc net.Conn) {
 			c.send(respond(h, t, respCh), true)
 			continue
 		}
+		var after, mine chan struct{}
+		if _, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+			after, mine = handed[h.group], make(chan struct{})
+			handed[h.group] = mine
+		}
 		if !g.goTracked(func() {
-			if t.deliver(rpc) {
+			if after != nil {
+				select {
+				case <-after:
+				case <-t.closed:
+				}
+			}
+			ok := t.deliver(rpc)
+			if mine != nil {
+				close(mine)
+			}
+			if ok {
 				c.send(respond(h, t, respCh), heartbeat || isEmptyAppend(rpc.Command))
 			} else {
 				c.send(responseFrame(h.seq, h.group, nil, ErrClosed), false)
@@ -715,12 +739,21 @@ func (c *conn) readResponses() {
 
 // roundTrip sends one request and waits for its response.
 func (c *conn) roundTrip(group uint32, typ uint8, args, resp any, timeout time.Duration) error {
+	cl, seq, err := c.start(group, typ, args, resp)
+	if err != nil {
+		return err
+	}
+	return c.wait(cl, seq, timeout)
+}
+
+// start sends one request; wait for its response with wait.
+func (c *conn) start(group uint32, typ uint8, args, resp any) (*call, uint64, error) {
 	cl := &call{done: make(chan struct{}), resp: resp}
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return fmt.Errorf("transport: connection lost: %w", err)
+		return nil, 0, fmt.Errorf("transport: connection lost: %w", err)
 	}
 	c.seq++
 	seq := c.seq
@@ -729,13 +762,18 @@ func (c *conn) roundTrip(group uint32, typ uint8, args, resp any, timeout time.D
 	f, err := requestFrame(seq, group, typ, args)
 	if err != nil {
 		c.forget(seq)
-		return err
+		return nil, 0, err
 	}
 	c.g.stats.rpcs.Add(1)
 	if !c.send(f, isEmptyAppend(args)) {
 		c.forget(seq)
-		return fmt.Errorf("transport: connection lost: %w", c.failure())
+		return nil, 0, fmt.Errorf("transport: connection lost: %w", c.failure())
 	}
+	return cl, seq, nil
+}
+
+// wait waits up to timeout for the response to the request start sent as seq.
+func (c *conn) wait(cl *call, seq uint64, timeout time.Duration) error {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {

@@ -22,10 +22,15 @@ type testNode struct {
 }
 
 func newTestNode(t testing.TB, id string, legacy bool) *testNode {
+	return newPipelineNode(t, id, legacy, 0)
+}
+
+// newPipelineNode is newTestNode with GroupsConfig.Pipeline set to pipeline.
+func newPipelineNode(t testing.TB, id string, legacy bool, pipeline int) *testNode {
 	t.Helper()
 	n := &testNode{id: raft.ServerID(id), mux: newMux(t)}
 	if !legacy {
-		g, err := NewGroups(n.mux, n.addr(), GroupsConfig{Timeout: 5 * time.Second, Logger: hclog.NewNullLogger()})
+		g, err := NewGroups(n.mux, n.addr(), GroupsConfig{Timeout: 5 * time.Second, Logger: hclog.NewNullLogger(), Pipeline: pipeline})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -614,4 +619,58 @@ func TestGroupsProbeOfALivePeerEnds(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// With pipelining on, a leader keeps several AppendEntries in flight to each follower
+// over the connection all groups share, the follower's node hands them to its raft in
+// the order sent, and every replica applies the same commands in the same order.
+func TestGroupsPipelineReplicatesInOrder(t *testing.T) {
+	nodes := []*testNode{newPipelineNode(t, "a", false, 8), newPipelineNode(t, "b", false, 8), newPipelineNode(t, "c", false, 8)}
+	// One entry per AppendEntries, so that a burst of commands makes many requests.
+	g := startGroup(t, 1, nodes, func(c *raft.Config) { c.MaxAppendEntries = 1 })
+	g.apply(t, "first")
+	const n = 2000
+	var futures []raft.ApplyFuture
+	for _, r := range g.rafts {
+		if r.State() == raft.Leader {
+			for i := range n {
+				futures = append(futures, r.Apply([]byte(fmt.Sprintf("c%d", i)), 10*time.Second))
+			}
+			break
+		}
+	}
+	applied := 1
+	for i, f := range futures {
+		if err := f.Error(); err != nil {
+			g.apply(t, fmt.Sprintf("c%d", i)) // leadership moved: again, wherever it is
+		}
+		applied++
+	}
+	if len(futures) == 0 {
+		for i := range n {
+			g.apply(t, fmt.Sprintf("c%d", i))
+			applied++
+		}
+	}
+	g.awaitApplied(t, applied)
+	want := g.fsms[0].Logs()
+	for i, f := range g.fsms[1:] {
+		got := f.Logs()
+		if len(got) != len(want) {
+			t.Fatalf("replica %d applied %d commands, replica 0 %d", i+1, len(got), len(want))
+		}
+		for j := range got {
+			if string(got[j]) != string(want[j]) {
+				t.Fatalf("replica %d applied %q as command %d, replica 0 %q", i+1, got[j], j, want[j])
+			}
+		}
+	}
+	var pipelined uint64
+	for _, nd := range nodes {
+		pipelined += nd.groups.stats.pipelined.Load()
+	}
+	if pipelined == 0 {
+		t.Fatal("no AppendEntries went through a pipeline")
+	}
+	t.Logf("%d AppendEntries pipelined", pipelined)
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,16 +12,22 @@ import (
 	"github.com/quorumbus/quorumbus/test/harness"
 )
 
-var abGroups = flag.Int("cluster.ab-groups", 64, "single-partition queues on each cluster of BenchmarkClusterBeforeAfter")
+var (
+	abGroups = flag.Int("cluster.ab-groups", 64, "single-partition queues on each cluster of BenchmarkClusterBeforeAfter")
+	abBefore = flag.String("cluster.ab-before", "--raft-log-store bolt --raft-transport per-group",
+		"the flags of BenchmarkClusterBeforeAfter's before cluster (after: the defaults); e.g. --raft-pipeline 1")
+)
 
 // BenchmarkClusterBeforeAfter measures the layout of earlier releases and today's in one
 // run: two 3-node clusters at once, each with -cluster.ab-groups single-partition queues
 // (3 replicas, so that many groups on every node), leaders spread by placement.
 //
-//   - before: --raft-log-store bolt --raft-transport per-group, a raft-boltdb file with
-//     its own fsyncs and a NetworkTransport (listener, connection pool, heartbeats) per
-//     group, as every group had before the shared engine and transport.Groups; the
-//     partition code is today's either way.
+//   - before: -cluster.ab-before's flags, by default --raft-log-store bolt
+//     --raft-transport per-group, a raft-boltdb file with its own fsyncs and a
+//     NetworkTransport (listener, connection pool, heartbeats) per group, as every group
+//     had before the shared engine and transport.Groups; the partition code is today's
+//     either way. -cluster.ab-before '--raft-pipeline 1' compares replication one
+//     AppendEntries at a time with pipelining.
 //   - after: the defaults.
 //
 // Both clusters idle through the same window (idle CPU and RSS per node), then send
@@ -32,7 +39,7 @@ func BenchmarkClusterBeforeAfter(b *testing.B) {
 		name string
 		args []string
 	}{
-		{"before", []string{"--raft-log-store", "bolt", "--raft-transport", "per-group"}},
+		{"before", strings.Fields(*abBefore)},
 		{"after", nil},
 	}
 	groups := *abGroups
