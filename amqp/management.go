@@ -108,6 +108,16 @@ func (c *conn) mgmtPeek(ctx context.Context, m *mgmtCall) (rpcResponse, error) {
 	if err != nil {
 		return rpcResponse{}, err
 	}
+	// omit-message-body (the JavaScript SDK's peekMessages omitMessageBody): each message
+	// without its body, so the response limit below counts what is sent.
+	omit, _ := m.body.GetString("omit-message-body")
+	if omit == true {
+		for _, d := range ds {
+			msg := *d.Message // the Backend's message is immutable
+			msg.Raw = withoutBody(msg.Raw)
+			d.Message = &msg
+		}
+	}
 	// One response holds at most MaxConnOutgoing bytes of messages (at least one
 	// message): the SDKs peek on from the last sequence number they got.
 	var size int64
