@@ -41,6 +41,7 @@ var managementOps = map[string]mgmtOp{
 	"com.microsoft:get-session-state":          {claim: RightListen, sessionScoped: true, run: (*conn).mgmtGetSessionState},
 	"com.microsoft:set-session-state":          {claim: RightListen, sessionScoped: true, run: (*conn).mgmtSetSessionState},
 	"com.microsoft:get-message-sessions":       {claim: RightListen, run: (*conn).mgmtGetMessageSessions},
+	"com.microsoft:batch-delete-messages":      {claim: RightListen, run: (*conn).mgmtBatchDelete},
 	// The SDKs' rule managers need only Listen (ServiceBusRuleManager's documentation).
 	"com.microsoft:add-rule":        {claim: RightListen, run: (*conn).mgmtAddRule},
 	"com.microsoft:remove-rule":     {claim: RightListen, run: (*conn).mgmtRemoveRule},
@@ -298,6 +299,34 @@ func (c *conn) mgmtGetMessageSessions(ctx context.Context, m *mgmtCall) (rpcResp
 		ids[i] = wireSessionID(id)
 	}
 	return rpcResponse{status: 200, body: Map{{Key: "skip", Value: int32(skip)}, {Key: "sessions-ids", Value: ids}}}, nil
+}
+
+// mgmtBatchDelete answers com.microsoft:batch-delete-messages (S-DEL-1..4): message-count
+// (1..4000), enqueued-time-utc (the cutoff; now when absent), session-id (or the
+// associated session receiver's); the answer is message-count, how many were deleted.
+func (c *conn) mgmtBatchDelete(ctx context.Context, m *mgmtCall) (rpcResponse, error) {
+	d, ok := c.b.(MessageDeleter)
+	if !ok {
+		return rpcResponse{}, fmt.Errorf("%w: the operation 'com.microsoft:batch-delete-messages' is not supported by this broker", errNotImplemented)
+	}
+	n, found := mapInt(m.body, "message-count")
+	if !found || n < 1 || n > MaxDeleteCount {
+		return rpcResponse{}, fmt.Errorf("%w: 'message-count' must be an integer between 1 and %d (the most one batch delete request may delete)",
+			ErrBadRequest, MaxDeleteCount)
+	}
+	before := c.now()
+	if v, present := m.body.GetString("enqueued-time-utc"); present && v != nil {
+		t, ok := mapTime(m.body, "enqueued-time-utc")
+		if !ok {
+			return rpcResponse{}, fmt.Errorf("%w: 'enqueued-time-utc' must be a timestamp", ErrBadRequest)
+		}
+		before = t
+	}
+	deleted, err := d.DeleteMessages(ctx, m.addr, m.sessionID, int(n), before)
+	if err != nil {
+		return rpcResponse{}, err
+	}
+	return rpcResponse{status: 200, body: Map{{Key: "message-count", Value: int32(deleted)}}}, nil
 }
 
 // mapTime reads a timestamp (or a long of Unix milliseconds) from a request body.

@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +172,134 @@ func TestManagementServerTimeoutBothSpellings(t *testing.T) {
 		if status != 204 || left <= c.min || left > c.max {
 			t.Errorf("%v: status %d, deadline in %v, want in (%v, %v]", c.props, status, left, c.min, c.max)
 		}
+	}
+}
+
+func countOf(t *testing.T, body map[string]any) int32 {
+	t.Helper()
+	n, ok := body["message-count"].(int32)
+	if !ok {
+		t.Fatalf("answer without an int message-count: %v", body)
+	}
+	return n
+}
+
+// com.microsoft:batch-delete-messages as the SDKs send it (S-DEL-1..4): up to
+// message-count messages enqueued before enqueued-time-utc, in sequence order, locked
+// ones kept; the answer's message-count is how many went. More than 4,000, none, or a
+// cutoff that is not a time is a bad request.
+func TestBatchDeleteMessages(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := rootClient(t, addr)
+	for i := range 5 {
+		send(t, c, "q1", &azservicebus.Message{Body: []byte(fmt.Sprint(i))})
+	}
+	r, err := c.NewReceiverForQueue("q1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	locked := receiveN(t, r, 1)[0]
+
+	m := newMgmtClient(t, addr, "q1")
+	future := time.Now().Add(time.Hour)
+	status, body, _ := m.call("com.microsoft:batch-delete-messages", map[string]any{
+		"message-count": int32(2), "enqueued-time-utc": future}, nil)
+	if status != 200 || countOf(t, body) != 2 {
+		t.Fatalf("delete 2: status %d body %v", status, body)
+	}
+	peeked, err := r.PeekMessages(ctxT(t), 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: ptrTo(int64(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, p := range peeked {
+		left = append(left, string(p.Body))
+	}
+	if fmt.Sprint(left) != "[0 3 4]" {
+		t.Fatalf("left %v, want the locked 0 and the newest two", left)
+	}
+	// A cutoff before every message deletes none.
+	status, body, _ = m.call("com.microsoft:batch-delete-messages", map[string]any{
+		"message-count": int32(10), "enqueued-time-utc": time.Now().Add(-time.Hour)}, nil)
+	if status != 200 || countOf(t, body) != 0 {
+		t.Fatalf("delete before the first: status %d body %v", status, body)
+	}
+	// Without a cutoff: now. The locked message stays.
+	status, body, _ = m.call("com.microsoft:batch-delete-messages", map[string]any{"message-count": int32(4000)}, nil)
+	if status != 200 || countOf(t, body) != 2 {
+		t.Fatalf("purge: status %d body %v", status, body)
+	}
+	if err := r.CompleteMessage(ctxT(t), locked, nil); err != nil {
+		t.Fatalf("the locked message's lock was kept: %v", err)
+	}
+
+	for _, bad := range []map[string]any{
+		{"message-count": int32(4001)},
+		{"message-count": int32(0)},
+		{},
+		{"message-count": int32(1), "enqueued-time-utc": "yesterday"},
+	} {
+		status, _, resp := m.call("com.microsoft:batch-delete-messages", bad, nil)
+		if status != 400 {
+			t.Errorf("%v: status %d, want 400 (%v)", bad, status, resp.ApplicationProperties)
+		}
+	}
+}
+
+// A session receiver's batch delete (the session-id the JavaScript SDK sends) deletes
+// that session's messages only; the dead-letter queue has its own.
+func TestBatchDeleteSessionAndDeadLetter(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	c := rootClient(t, addr)
+	send(t, c, "sq", &azservicebus.Message{Body: []byte("a"), SessionID: ptrTo("s1")},
+		&azservicebus.Message{Body: []byte("b"), SessionID: ptrTo("s2")},
+		&azservicebus.Message{Body: []byte("c"), SessionID: ptrTo("s1")})
+	m := newMgmtClient(t, addr, "sq")
+	status, body, _ := m.call("com.microsoft:batch-delete-messages", map[string]any{
+		"message-count": int32(10), "enqueued-time-utc": time.Now().Add(time.Minute), "session-id": "s1"}, nil)
+	if status != 200 || countOf(t, body) != 2 {
+		t.Fatalf("delete session s1: status %d body %v", status, body)
+	}
+
+	send(t, c, "q1", &azservicebus.Message{Body: []byte("x")}, &azservicebus.Message{Body: []byte("y")})
+	r, err := c.NewReceiverForQueue("q1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	for _, msg := range receiveN(t, r, 2) {
+		if err := r.DeadLetterMessage(ctxT(t), msg, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dlq := newMgmtClient(t, addr, "q1/$DeadLetterQueue")
+	status, body, _ = dlq.call("com.microsoft:batch-delete-messages", map[string]any{
+		"message-count": int32(1), "enqueued-time-utc": time.Now().Add(time.Minute)}, nil)
+	if status != 200 || countOf(t, body) != 1 {
+		t.Fatalf("delete from the DLQ: status %d body %v", status, body)
+	}
+}
+
+// A Backend without MessageDeleter answers 501 naming the operation.
+func TestBatchDeleteNeedsTheCapability(t *testing.T) {
+	mb := newMemBackend()
+	mb.addEntity(EntityInfo{Kind: KindQueue, Path: "q1"})
+	cfg := DefaultConfig()
+	cfg.Addresses = []string{"127.0.0.1:0"}
+	s, err := New(cfg, struct{ Backend }{mb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	m := newMgmtClient(t, s.Addrs()[0].String(), "q1")
+	status, _, resp := m.call("com.microsoft:batch-delete-messages", map[string]any{"message-count": int32(1)}, nil)
+	desc, _ := resp.ApplicationProperties["statusDescription"].(string)
+	if status != 501 || fmt.Sprint(resp.ApplicationProperties["errorCondition"]) != condNotImplemented ||
+		!strings.Contains(desc, "com.microsoft:batch-delete-messages") {
+		t.Fatalf("status %d, %v", status, resp.ApplicationProperties)
 	}
 }
