@@ -668,7 +668,7 @@ func (b *memBackend) DeleteMessages(_ context.Context, a Address, sessionID stri
 		return 0, err
 	}
 	if sessionID != "" && (!e.info.RequiresSession || a.Sub != SubQueueNone) {
-		return 0, fmt.Errorf("%w: %s does not support sessions", ErrBadRequest, a)
+		return 0, fmt.Errorf("%w: %s does not support sessions", ErrNotAllowed, a)
 	}
 	now, q, deleted := b.now(), subIndex(a), 0
 	e.queues[q] = slices.DeleteFunc(e.queues[q], func(m *memMsg) bool {
