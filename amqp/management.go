@@ -70,7 +70,9 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 	addr.Entity = info.Path
 	op, known := managementOps[req.operation]
 	if !known {
-		return rpcResponse{status: 501, desc: fmt.Sprintf("The operation '%s' is not supported. %s", req.operation, trackingID(tracker, c.now()))}
+		// amqp:not-implemented: the SDKs raise their NotImplemented error, naming the operation.
+		return rpcResponse{status: 501, cond: condNotImplemented,
+			desc: fmt.Sprintf("The operation '%s' is not supported. %s", req.operation, trackingID(tracker, c.now()))}
 	}
 	m := &mgmtCall{addr: addr, info: info, req: req, body: bodyMap(req)}
 	m.sessionID = mapString(m.body, "session-id")

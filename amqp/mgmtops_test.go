@@ -303,3 +303,17 @@ func TestBatchDeleteNeedsTheCapability(t *testing.T) {
 		t.Fatalf("status %d, %v", status, resp.ApplicationProperties)
 	}
 }
+
+// An operation the broker does not implement answers 501 with amqp:not-implemented and a
+// description naming it (docs/compatibility.md lists every operation and its status).
+func TestUnknownManagementOperationNamesIt(t *testing.T) {
+	_, _, addr := testServer(t, nil)
+	m := newMgmtClient(t, addr, "q1")
+	const op = "com.microsoft:no-such-operation"
+	status, _, resp := m.call(op, map[string]any{}, nil)
+	desc, _ := resp.ApplicationProperties["statusDescription"].(string)
+	if status != 501 || fmt.Sprint(resp.ApplicationProperties["errorCondition"]) != condNotImplemented ||
+		!strings.Contains(desc, "The operation '"+op+"' is not supported") {
+		t.Fatalf("status %d, %v", status, resp.ApplicationProperties)
+	}
+}
