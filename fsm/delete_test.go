@@ -115,3 +115,28 @@ func TestDeleteMessagesRefusals(t *testing.T) {
 		t.Fatalf("a refused delete removed messages: %d left", n)
 	}
 }
+
+// One DeleteMessages looks at a bounded number of messages: past maxDeleteScan it stops
+// and says where to go on (Next), and going on from there finds the rest.
+func TestDeleteMessagesScanIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stores maxDeleteScan messages")
+	}
+	x := newTF(t, sessCfg())
+	for sent := 0; sent < maxDeleteScan; sent += 4000 {
+		batch := make([]*Message, 4000)
+		for i := range batch {
+			batch[i] = msgOf("", withSession("b"))
+		}
+		x.send(batch...)
+	}
+	a := x.send(msgOf("a1", withSession("a")))[0]
+	r := x.del(DeleteMessages{Target: q, Max: 10, Before: NeverMs, SessionID: "a"})
+	if r.Err != nil || r.Count != 0 || r.Next != a {
+		t.Fatalf("first entry: %+v, want nothing deleted and Next %d", r, a)
+	}
+	r = x.del(DeleteMessages{Target: q, Max: 10, Before: NeverMs, SessionID: "a", From: r.Next})
+	if r.Err != nil || r.Count != 1 || r.Next != 0 {
+		t.Fatalf("going on: %+v, want a1 deleted and the scan finished", r)
+	}
+}
