@@ -219,11 +219,14 @@ func TestBatchDeleteMessages(t *testing.T) {
 	if fmt.Sprint(left) != "[0 3 4]" {
 		t.Fatalf("left %v, want the locked 0 and the newest two", left)
 	}
-	// A cutoff before every message deletes none.
-	status, body, _ = m.call("com.microsoft:batch-delete-messages", map[string]any{
-		"message-count": int32(10), "enqueued-time-utc": time.Now().Add(-time.Hour)}, nil)
-	if status != 200 || countOf(t, body) != 0 {
-		t.Fatalf("delete before the first: status %d body %v", status, body)
+	// A cutoff before every message deletes none: as a timestamp (.NET, JavaScript) or
+	// as Unix milliseconds (the Python SDK's value before it is typed).
+	for _, cutoff := range []any{time.Now().Add(-time.Hour), time.Now().Add(-time.Hour).UnixMilli()} {
+		status, body, _ = m.call("com.microsoft:batch-delete-messages", map[string]any{
+			"message-count": int32(10), "enqueued-time-utc": cutoff}, nil)
+		if status != 200 || countOf(t, body) != 0 {
+			t.Fatalf("delete before the first (%T): status %d body %v", cutoff, status, body)
+		}
 	}
 	// Without a cutoff: now. The locked message stays.
 	status, body, _ = m.call("com.microsoft:batch-delete-messages", map[string]any{"message-count": int32(4000)}, nil)
