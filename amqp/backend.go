@@ -371,6 +371,20 @@ type SessionUpdateLister interface {
 	SessionsUpdatedSince(ctx context.Context, addr Address, since time.Time, skip, top int) ([]string, error)
 }
 
+// MaxDeleteCount is the most messages one com.microsoft:batch-delete-messages request may
+// ask to delete (Service Bus's cap; S-DEL-2).
+const MaxDeleteCount = 4000
+
+// MessageDeleter is an optional Backend capability: com.microsoft:batch-delete-messages,
+// what the SDKs' DeleteMessages and PurgeMessages send (S-DEL-*). A Backend without it
+// answers that operation 501.
+type MessageDeleter interface {
+	// DeleteMessages removes up to n (1..MaxDeleteCount) messages of addr in sequence
+	// order: those enqueued before before and not locked, of session sessionID only
+	// when it is set. It returns how many it removed.
+	DeleteMessages(ctx context.Context, addr Address, sessionID string, n int, before time.Time) (int, error)
+}
+
 // RuleManager is an optional Backend capability: a subscription's rules managed over
 // its $management link (com.microsoft:add-rule, remove-rule, enumerate-rules, what the
 // SDKs' ServiceBusRuleManager sends). A Backend without it answers those operations 501.

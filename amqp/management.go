@@ -41,6 +41,7 @@ var managementOps = map[string]mgmtOp{
 	"com.microsoft:get-session-state":          {claim: RightListen, sessionScoped: true, run: (*conn).mgmtGetSessionState},
 	"com.microsoft:set-session-state":          {claim: RightListen, sessionScoped: true, run: (*conn).mgmtSetSessionState},
 	"com.microsoft:get-message-sessions":       {claim: RightListen, run: (*conn).mgmtGetMessageSessions},
+	"com.microsoft:batch-delete-messages":      {claim: RightListen, run: (*conn).mgmtBatchDelete},
 	// The SDKs' rule managers need only Listen (ServiceBusRuleManager's documentation).
 	"com.microsoft:add-rule":        {claim: RightListen, run: (*conn).mgmtAddRule},
 	"com.microsoft:remove-rule":     {claim: RightListen, run: (*conn).mgmtRemoveRule},
@@ -69,7 +70,9 @@ func (c *conn) management(ctx context.Context, addr Address, assocSession string
 	addr.Entity = info.Path
 	op, known := managementOps[req.operation]
 	if !known {
-		return rpcResponse{status: 501, desc: fmt.Sprintf("The operation '%s' is not supported. %s", req.operation, trackingID(tracker, c.now()))}
+		// amqp:not-implemented: the SDKs raise their NotImplemented error, naming the operation.
+		return rpcResponse{status: 501, cond: condNotImplemented,
+			desc: fmt.Sprintf("The operation '%s' is not supported. %s", req.operation, trackingID(tracker, c.now()))}
 	}
 	m := &mgmtCall{addr: addr, info: info, req: req, body: bodyMap(req)}
 	m.sessionID = mapString(m.body, "session-id")
@@ -107,6 +110,16 @@ func (c *conn) mgmtPeek(ctx context.Context, m *mgmtCall) (rpcResponse, error) {
 	ds, err := c.b.Peek(ctx, m.addr, m.sessionID, from, int(min(n, 5000)))
 	if err != nil {
 		return rpcResponse{}, err
+	}
+	// omit-message-body (the JavaScript SDK's peekMessages omitMessageBody): each message
+	// without its body, so the response limit below counts what is sent.
+	omit, _ := m.body.GetString("omit-message-body")
+	if omit == true {
+		for _, d := range ds {
+			msg := *d.Message // the Backend's message is immutable
+			msg.Raw = withoutBody(msg.Raw)
+			d.Message = &msg
+		}
 	}
 	// One response holds at most MaxConnOutgoing bytes of messages (at least one
 	// message): the SDKs peek on from the last sequence number they got.
@@ -288,6 +301,34 @@ func (c *conn) mgmtGetMessageSessions(ctx context.Context, m *mgmtCall) (rpcResp
 		ids[i] = wireSessionID(id)
 	}
 	return rpcResponse{status: 200, body: Map{{Key: "skip", Value: int32(skip)}, {Key: "sessions-ids", Value: ids}}}, nil
+}
+
+// mgmtBatchDelete answers com.microsoft:batch-delete-messages (S-DEL-1..4): message-count
+// (1..4000), enqueued-time-utc (the cutoff; now when absent), session-id (or the
+// associated session receiver's); the answer is message-count, how many were deleted.
+func (c *conn) mgmtBatchDelete(ctx context.Context, m *mgmtCall) (rpcResponse, error) {
+	d, ok := c.b.(MessageDeleter)
+	if !ok {
+		return rpcResponse{}, fmt.Errorf("%w: the operation 'com.microsoft:batch-delete-messages' is not supported by this broker", errNotImplemented)
+	}
+	n, found := mapInt(m.body, "message-count")
+	if !found || n < 1 || n > MaxDeleteCount {
+		return rpcResponse{}, fmt.Errorf("%w: 'message-count' must be an integer between 1 and %d (the most one batch delete request may delete)",
+			ErrBadRequest, MaxDeleteCount)
+	}
+	before := c.now()
+	if v, present := m.body.GetString("enqueued-time-utc"); present && v != nil {
+		t, ok := mapTime(m.body, "enqueued-time-utc")
+		if !ok {
+			return rpcResponse{}, fmt.Errorf("%w: 'enqueued-time-utc' must be a timestamp", ErrBadRequest)
+		}
+		before = t
+	}
+	deleted, err := d.DeleteMessages(ctx, m.addr, m.sessionID, int(n), before)
+	if err != nil {
+		return rpcResponse{}, err
+	}
+	return rpcResponse{status: 200, body: Map{{Key: "message-count", Value: int32(deleted)}}}, nil
 }
 
 // mapTime reads a timestamp (or a long of Unix milliseconds) from a request body.

@@ -656,3 +656,29 @@ func (b *memBackend) Commit(ctx context.Context, ops []TxnOp) error {
 	b.notify()
 	return nil
 }
+
+var _ MessageDeleter = (*memBackend)(nil)
+
+// DeleteMessages implements MessageDeleter as the fsm does (S-DEL-1..4).
+func (b *memBackend) DeleteMessages(_ context.Context, a Address, sessionID string, n int, before time.Time) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e, err := b.entity(a.Entity)
+	if err != nil {
+		return 0, err
+	}
+	if sessionID != "" && (!e.info.RequiresSession || a.Sub != SubQueueNone) {
+		return 0, fmt.Errorf("%w: %s does not support sessions", ErrNotAllowed, a)
+	}
+	now, q, deleted := b.now(), subIndex(a), 0
+	e.queues[q] = slices.DeleteFunc(e.queues[q], func(m *memMsg) bool {
+		ok := deleted < n && !m.enqueued.After(before) && !m.enqueued.Equal(before) &&
+			!(m.token != UUID{} && now.Before(m.lockedUntil)) && (sessionID == "" || m.m.SessionID == sessionID)
+		if ok {
+			deleted++
+		}
+		return ok
+	})
+	b.notify()
+	return deleted, nil
+}

@@ -305,6 +305,18 @@ var brokerAnnotations = map[Symbol]bool{
 // (re-encoded only when modified or dead-lettered) and the untouched body.
 // withLock adds the lock token and locked-until (peek-lock and
 // receive-deferred).
+// withoutBody is raw without its body sections and footer (everything from the first
+// body section on): what a peek with omit-message-body answers, properties, annotations
+// and sequence number only. A message that does not parse stays as it is.
+func withoutBody(raw []byte) []byte {
+	s, err := splitSections(raw)
+	if err != nil {
+		return raw
+	}
+	n := len(raw) - len(s.rest)
+	return raw[:n:n]
+}
+
 func encodeDelivery(d *Delivery, withLock bool) ([]byte, error) {
 	s, err := splitSections(d.Message.Raw)
 	if err != nil {

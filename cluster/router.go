@@ -652,6 +652,39 @@ func (rt *Router) Peek(ctx context.Context, a Address, sessionID string, from in
 	return out, nil
 }
 
+// DeleteMessages removes up to max messages of a target enqueued before before (Unix
+// ms), not locked, in sequence order (S-DEL-1..4; com.microsoft:batch-delete-messages),
+// and returns how many. A session's messages live on its partition; otherwise the
+// partitions are asked in index order (entity sequence numbers order the same way), each
+// for what is still missing, one entry each, and the counts add up. On an error it
+// returns what the partitions before deleted.
+func (rt *Router) DeleteMessages(ctx context.Context, a Address, sessionID string, max int, before int64) (int, error) {
+	e, t, err := rt.target(a)
+	if err != nil {
+		return 0, err
+	}
+	if max < 1 || max > fsm.MaxDeleteCount {
+		return 0, fmt.Errorf("%w: message count %d is not between 1 and %d", fsm.ErrBadCommand, max, fsm.MaxDeleteCount)
+	}
+	parts := e.parts
+	if sessionID != "" {
+		parts = e.parts[e.keyed(sessionID) : e.keyed(sessionID)+1]
+	}
+	total := 0
+	for _, g := range parts {
+		if total == max {
+			break
+		}
+		r, err := rt.on(g).do(ctx, &wire.DeleteMessages{Req: fsm.DeleteMessages{Target: t, Max: int32(max - total),
+			Before: before, SessionID: sessionID}})
+		total += int(r.Count)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // ReceiveDeferred receives deferred messages by sequence number (S-LOCK-7).
 func (rt *Router) ReceiveDeferred(ctx context.Context, a Address, sessionID, owner string, mode fsm.ReceiveMode, seqs []int64) ([]*fsm.Message, error) {
 	e, t, err := rt.target(a)

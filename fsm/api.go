@@ -234,6 +234,7 @@ const (
 	OpTxnForget
 	OpBodyChunk       // a chunk of a large body (upload.go)
 	OpEnqueueUploaded // Enqueue or Schedule of messages whose bodies came as chunks
+	OpDeleteMessages  // batch delete (com.microsoft:batch-delete-messages, delete.go)
 )
 
 // Entry is the unit the partition layer replicates: the leader's time and a batch of
@@ -353,6 +354,19 @@ type Purge struct {
 	Target Target
 }
 
+// DeleteMessages removes up to Max messages of a target in sequence order, those
+// enqueued before Before (Unix ms) and not locked, of session SessionID only when it is
+// set (S-DEL-1..4; com.microsoft:batch-delete-messages). The scan starts at sequence
+// number From and looks at a bounded number of messages: Result.Count is how many it
+// removed, Result.Next (when not 0) where a scan cut short goes on.
+type DeleteMessages struct {
+	Target    Target
+	Max       int32 // 1..MaxDeleteCount
+	Before    int64
+	SessionID string
+	From      int64
+}
+
 // Touch records receiver activity on a target without changing a message: the
 // partition proposes it for peeks, which are reads, so that they count toward S-IDLE-1.
 type Touch struct {
@@ -374,6 +388,7 @@ func (*Tick) op() Op            { return OpTick }
 func (*UpdateEntity) op() Op    { return OpUpdateEntity }
 func (*Purge) op() Op           { return OpPurge }
 func (*Touch) op() Op           { return OpTouch }
+func (*DeleteMessages) op() Op  { return OpDeleteMessages }
 
 func (*Enqueue) activity() (activity, Target)         { return sendActivity, Target{} }
 func (*Schedule) activity() (activity, Target)        { return sendActivity, Target{} }
@@ -394,6 +409,9 @@ func (c *SetSessionState) activity() (activity, Target) {
 func (*Tick) activity() (activity, Target)    { return noActivity, Target{} }
 func (*Purge) activity() (activity, Target)   { return noActivity, Target{} }
 func (c *Touch) activity() (activity, Target) { return receiveActivity, c.Target }
+func (c *DeleteMessages) activity() (activity, Target) {
+	return receiveActivity, c.Target
+}
 
 // Result is the outcome of one command. Err is nil or wraps one of the sentinel errors in
 // errors.go; the other fields are filled as the command kind needs:
@@ -405,6 +423,8 @@ func (c *Touch) activity() (activity, Target) { return receiveActivity, c.Target
 //   - AcceptSession, RenewSession: SessionID (the session locked) and LockedUntil[0].
 //   - SetSessionState: nothing.
 //   - Purge: Count (messages removed).
+//   - DeleteMessages: Count (messages removed), Next (where a scan cut short goes on; 0
+//     when it finished).
 //
 // For Settle and RenewLock, Err is the first token's error (or the command's), and when
 // several tokens are given TokenErrs has one entry per token.
@@ -418,6 +438,7 @@ type Result struct {
 	SessionID   string
 	Count       int
 	Committed   bool // TxnDecide: the decision in force
+	Next        int64
 }
 
 // The FSM type (fsm.go, snapshot.go) offers, and the layers above rely on, exactly

@@ -116,6 +116,12 @@ func appendCommand(b []byte, c Command) []byte {
 		b = appendTarget(b, c.Target)
 	case *Touch:
 		b = appendTarget(b, c.Target)
+	case *DeleteMessages:
+		b = appendTarget(b, c.Target)
+		b = binary.AppendVarint(b, int64(c.Max))
+		b = binary.AppendVarint(b, c.Before)
+		b = binenc.AppendString(b, c.SessionID)
+		b = binary.AppendVarint(b, c.From)
 	case *Txn:
 		b = binenc.AppendUvarint(b, uint64(len(c.Cmds)))
 		for _, sc := range c.Cmds {
@@ -223,6 +229,13 @@ func (d *dec) command() Command {
 		return &Purge{Target: d.target()}
 	case OpTouch:
 		return &Touch{Target: d.target()}
+	case OpDeleteMessages:
+		c := &DeleteMessages{Target: d.target()}
+		c.Max = int32(d.Varint())
+		c.Before = d.Varint()
+		c.SessionID = d.Str()
+		c.From = d.Varint()
+		return c
 	case OpTxn:
 		if d.depth > 0 {
 			d.Failf("nested transaction")

@@ -328,6 +328,8 @@ func (f *FSM) apply(c Command, r *Result) {
 		f.updateEntity(c)
 	case *Purge:
 		f.purge(c, r)
+	case *DeleteMessages:
+		f.deleteMessages(c, r)
 	case *Touch:
 		if _, _, err := f.lookup(c.Target); err != nil {
 			r.Err = err

@@ -55,6 +55,8 @@ func seedEntries() []*Entry {
 			&BodyChunk{Upload: "u", Index: 0, Deadline: t0 + 120_000, Data: []byte("hel")},
 			&EnqueueUploaded{Schedule: true, Messages: []*Message{full, msgOf("i")},
 				Bodies: []UploadRef{{Upload: "u", Chunks: 2}, {}}}}},
+		{Now: t0 + 9, Cmds: []Command{&DeleteMessages{Target: dlq, Max: 4000, Before: t0 + 9, SessionID: "s", From: 7},
+			&DeleteMessages{Target: q, Max: 1, Before: NeverMs}}},
 	}
 }
 

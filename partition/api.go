@@ -287,6 +287,29 @@ func (p *Partition) Purge(ctx context.Context, t fsm.Target) (int, error) {
 	return res.Count, resultErr("purge", res.Err)
 }
 
+// DeleteMessages removes up to req.Max messages of a target in sequence order (S-DEL-1..4;
+// com.microsoft:batch-delete-messages) and returns how many. It is one entry, unless the
+// fsm's bounded scan stops short of req.Max (a store with a long run of locked or other
+// sessions' messages): then it proposes the rest from where the scan stopped.
+func (p *Partition) DeleteMessages(ctx context.Context, req fsm.DeleteMessages) (int, error) {
+	total := 0
+	for {
+		res, err := p.propose(ctx, &req)
+		if err != nil {
+			return total, err
+		}
+		if err := resultErr("delete messages", res.Err); err != nil {
+			return total, err
+		}
+		total += res.Count
+		req.Max -= int32(res.Count)
+		if res.Next == 0 || req.Max <= 0 {
+			return total, nil
+		}
+		req.From = res.Next
+	}
+}
+
 // Reads. They are served by the leader once it has applied every entry of earlier terms
 // (a Barrier after election), without a quorum round (no VerifyLeader): a leader that has
 // just been deposed may answer from state up to LeaderLeaseTimeout old.

@@ -93,6 +93,7 @@ func sampleRequests() []Request {
 		&TxnDecide{ID: "txn-1", Commit: true, Deadline: 1_700_000_009_000, Participants: []uint32{9, 10}},
 		&TxnComplete{ID: "txn-1", Commit: true},
 		&TxnForget{ID: "txn-1"},
+		&DeleteMessages{Req: fsm.DeleteMessages{Target: tgt, Max: 4000, Before: 1_700_000_000_000, SessionID: "s1", From: 17}},
 	}
 }
 

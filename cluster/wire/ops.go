@@ -40,6 +40,7 @@ const (
 	OpTxnDecide            // record the decision for ID in the coordinator group
 	OpTxnComplete          // commit or abort ID's held effects
 	OpTxnForget            // drop the coordinator's record of ID
+	OpDeleteMessages       // batch delete (com.microsoft:batch-delete-messages); Result.Count
 
 	opEnd // one past the last operation
 )
@@ -47,7 +48,7 @@ const (
 var opNames = [...]string{"", "Enqueue", "Schedule", "Cancel", "Receive", "ReceiveDeferred", "Settle", "RenewLock",
 	"AcceptSession", "ReleaseSession", "RenewSession", "SetState", "GetState", "ListSessions", "Peek", "Stats",
 	"Purge", "SyncConfig", "LockedWithSalt", "SessionsUpdatedSince", "Txn", "TxnPrepare", "TxnDecide",
-	"TxnComplete", "TxnForget"}
+	"TxnComplete", "TxnForget", "DeleteMessages"}
 
 func (o Op) String() string {
 	if o > 0 && o < opEnd {
@@ -129,6 +130,8 @@ func NewRequest(o Op) Request {
 		return &TxnComplete{}
 	case OpTxnForget:
 		return &TxnForget{}
+	case OpDeleteMessages:
+		return &DeleteMessages{}
 	}
 	return nil
 }
@@ -404,6 +407,23 @@ func (r *Peek) appendTo(b []byte) []byte {
 func (r *Peek) decodeFrom(d *Decoder) {
 	r.Target, r.From = d.target(), d.Varint()
 	r.Max = int(d.Varint())
+}
+
+// DeleteMessages removes up to Req.Max messages of a target in sequence order
+// (S-DEL-1..4); Result.Count is how many. Not idempotent: a repeat deletes more.
+type DeleteMessages struct{ Req fsm.DeleteMessages }
+
+func (*DeleteMessages) Op() Op           { return OpDeleteMessages }
+func (*DeleteMessages) Idempotent() bool { return false }
+func (r *DeleteMessages) Run(ctx context.Context, p *partition.Partition) (Result, error) {
+	n, err := p.DeleteMessages(ctx, r.Req)
+	return Result{Count: int64(n)}, err
+}
+func (r *DeleteMessages) appendTo(b []byte) []byte { return appendEntry(b, &r.Req) }
+func (r *DeleteMessages) decodeFrom(d *Decoder) {
+	if c := command[*fsm.DeleteMessages](d); c != nil {
+		r.Req = *c
+	}
 }
 
 // Stats counts the partition's messages; Result.Stats.

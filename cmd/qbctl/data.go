@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/quorumbus/quorumbus/cmd/internal/batchdelete"
 	"github.com/quorumbus/quorumbus/cmd/internal/msgstate"
 	"github.com/quorumbus/quorumbus/cmd/internal/redrive"
 
@@ -16,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// receiveRoundTimeout bounds one receive round of purge and resubmit; a round that gets
+// receiveRoundTimeout bounds one receive round of resubmit; a round that gets
 // nothing within it ends the loop (the sub-queue is drained as far as this client sees).
 const receiveRoundTimeout = 3 * time.Second
 
@@ -192,25 +196,70 @@ func (g *globals) deadLetterCount(ctx context.Context, e entityPath) (int, error
 	return int(rt.DeadLetterMessageCount), nil
 }
 
-// drainDLQ removes up to limit (0: all) dead-lettered messages in ReceiveAndDelete mode.
+// drainDLQ removes up to limit (0: all) dead-lettered messages, those enqueued before
+// it started, with com.microsoft:batch-delete-messages (cmd/internal/batchdelete:
+// up to 4,000 a request, as the explorer's purge does); locked ones stay (S-DEL-3).
 func (g *globals) drainDLQ(ctx context.Context, e entityPath, limit int) (int, error) {
 	if _, err := g.deadLetterCount(ctx, e); err != nil {
 		return 0, err
 	}
-	c, err := g.dataClient()
+	before := time.Now()
+	c, err := g.batchConn(ctx)
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close(context.Background())
-	r, err := e.receiver(c, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter,
-		ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	defer c.Close()
+	return c.Purge(ctx, e.String()+"/$DeadLetterQueue", before, limit, nil)
+}
+
+// batchConn opens a batch-delete connection to the node of the connection string: plain
+// AMQP (port 5672 unless given) for an emulator connection string, else AMQPS (5671
+// unless given) with the admin API's trust; authorized with a namespace token signed
+// from the string's key, or its SharedAccessSignature.
+func (g *globals) batchConn(ctx context.Context) (*batchdelete.Conn, error) {
+	cs, err := g.connectionString()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer r.Close(context.Background())
-	return eachRound(ctx, r, limit, func(msgs []*azservicebus.ReceivedMessage) (int, error) {
-		return len(msgs), nil // received in ReceiveAndDelete mode: already gone
-	})
+	tok, err := sasToken(cs, time.Now().Add(time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	var endpoint string
+	for _, part := range strings.Split(cs, ";") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(part), "="); ok && strings.EqualFold(k, "endpoint") {
+			endpoint = v
+		}
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Hostname() == "" {
+		return nil, fmt.Errorf("the connection string's Endpoint %q is not sb://HOST[:PORT]", endpoint)
+	}
+	host, port := u.Hostname(), u.Port()
+	var nc net.Conn
+	var d net.Dialer
+	if strings.Contains(cs, "UseDevelopmentEmulator=true") {
+		if port == "" {
+			port = "5672"
+		}
+		nc, err = d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+	} else {
+		if port == "" {
+			port = "5671"
+		}
+		tc := &tls.Config{}
+		if g.adminTLS != nil {
+			tc = g.adminTLS.Clone() // the same trust as the admin API
+		}
+		if tc.ServerName == "" {
+			tc.ServerName = host
+		}
+		nc, err = (&tls.Dialer{NetDialer: &d, Config: tc}).DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the node's AMQP port: %w", err)
+	}
+	return batchdelete.Open(ctx, nc, host, tok)
 }
 
 // eachRound receives in rounds of up to 100 messages (fewer near limit; 0 means no

@@ -463,6 +463,61 @@ var scenarios = []struct {
 		}
 		c.ids(c.receive(q, amqp.PeekLock, 10), "b", "c")
 	}},
+	{"BatchDeleteInSequenceOrder", func(t *testing.T, c *check, nq func(*testing.T, bool) string) {
+		// S-DEL-1..4: up to n, in sequence order, enqueued before the cutoff; locked
+		// messages stay, deferred ones go, a scheduled one counts from its scheduled time;
+		// a session's only with its id; the dead-letter queue on its own.
+		del, ok := c.b.(amqp.MessageDeleter)
+		if !ok {
+			t.Fatal("the backend does not implement amqp.MessageDeleter")
+		}
+		deleteN := func(a amqp.Address, session string, n int, before time.Time, want int) {
+			t.Helper()
+			got, err := del.DeleteMessages(c.ctx, a, session, n, before)
+			if err != nil || got != want {
+				t.Fatalf("delete %d from %s (session %q) before %v: %d, %v; want %d", n, a, session, before, got, err, want)
+			}
+		}
+		q := nq(t, false)
+		a := amqp.Address{Entity: q}
+		c.send(q, c.msg("a", ""), c.msg("b", ""), c.msg("c", ""), c.msg("d", ""))
+		locked := c.receive(q, amqp.PeekLock, 2)
+		c.settle(q, locked[1], amqp.Settlement{Disposition: amqp.Defer}, nil)
+		later := time.Now().Add(time.Hour)
+		if _, err := c.b.Schedule(c.ctx, q, []*amqp.Message{c.scheduled("s", later)}); err != nil {
+			t.Fatal(err)
+		}
+		soon := time.Now().Add(time.Minute)
+		deleteN(a, "", 2, soon, 2) // b (deferred) and c; a is locked
+		c.ids(c.peek(a), "a", "d", "s")
+		deleteN(a, "", 10, time.Now().Add(-time.Hour), 0)
+		deleteN(a, "", 4000, soon, 1) // d; s is enqueued at its scheduled time
+		c.ids(c.peek(a), "a", "s")
+		deleteN(a, "", 4000, later.Add(time.Minute), 1)
+		c.ids(c.peek(a), "a")
+		c.settle(q, locked[0], amqp.Settlement{Disposition: amqp.DeadLetter}, nil)
+		deleteN(amqp.Address{Entity: q, Sub: amqp.SubQueueDeadLetter}, "", 10, soon, 1)
+		c.ids(c.peek(amqp.Address{Entity: q, Sub: amqp.SubQueueDeadLetter}))
+
+		sq := nq(t, true)
+		sa := amqp.Address{Entity: sq}
+		c.send(sq, c.sessMsg("x1", "S1"), c.sessMsg("y", "S2"), c.sessMsg("x2", "S1"))
+		deleteN(sa, "S1", 10, soon, 2)
+		c.ids(c.peek(sa), "y")
+		if _, err := del.DeleteMessages(c.ctx, a, "S1", 1, soon); !errors.Is(err, amqp.ErrNotAllowed) {
+			t.Fatalf("a session id on a queue without sessions: %v, want ErrNotAllowed", err)
+		}
+	}},
+}
+
+// scheduled is a message with id id scheduled for at.
+func (c *check) scheduled(id string, at time.Time) *amqp.Message {
+	c.Helper()
+	m := &amqp.Message{MessageID: id, ScheduledEnqueueTime: at}
+	if err := m.Reencode(); err != nil {
+		c.Fatalf("encode %s: %v", id, err)
+	}
+	return m
 }
 
 // check holds what the scenarios share.

@@ -166,7 +166,7 @@ run_clients() {
     go_verdict "$WORK/$phase-go.out" || ok=1
   fi
   if [[ "${QB_SKIP_JS:-}" != 1 ]]; then
-    echo "== [$phase] JavaScript SDK (@azure/service-bus 7.9.5) through $amqp"
+    echo "== [$phase] JavaScript SDK (@azure/service-bus 7.9.5 and 7.10.0-beta.2) through $amqp"
     (cd "$JSDIR" &&
       QB_CONN=$(conn "$amqp" RootManageSharedAccessKey "$KEY") QB_ADMIN_URL="http://$(admin_addr "$i")" \
       QB_CONN_SEND_ONLY=$(conn "$amqp" conformance-send send-key) \

@@ -1,5 +1,7 @@
 // Runs what a JavaScript user of the official @azure/service-bus SDK (7.9.5,
-// unmodified) does against a Quorumbus node. make conformance runs it (QB_SKIP_GO=1
+// unmodified) does against a Quorumbus node, and what only the 7.10.0-beta.2 release
+// offers (installed beside it as service-bus-beta: deleteMessages, purgeMessages,
+// peekMessages with omitMessageBody; the tests named "beta: ..."). make conformance runs it (QB_SKIP_GO=1
 // QB_PHASES=single for this runner alone). By hand, install it outside the repository
 // (whose checks read every .md file under test/, node_modules included):
 //
@@ -17,6 +19,9 @@ const {
   ServiceBusAdministrationClient,
   isServiceBusError,
 } = require("@azure/service-bus");
+
+// The beta release (package.json: "service-bus-beta": "npm:@azure/service-bus@7.10.0-beta.2").
+const beta = require("service-bus-beta");
 
 const conn = process.env.QB_CONN;
 const adminURL = process.env.QB_ADMIN_URL;
@@ -49,6 +54,7 @@ function rewriteToAdminPort(base) {
 }
 
 const client = new ServiceBusClient(conn, { retryOptions: { maxRetries: 2, timeoutInMs: 20000 } });
+const betaClient = new beta.ServiceBusClient(conn, { retryOptions: { maxRetries: 2, timeoutInMs: 20000 } });
 const admin = new ServiceBusAdministrationClient(conn);
 admin.pipeline.addPolicy(rewriteToAdminPort(adminURL), { afterPhase: "Sign" });
 
@@ -475,6 +481,98 @@ test("settling a lost lock is MessageLockLost", async () => {
   });
 });
 
+// sendMany sends n small messages (bodies m0..m<n-1>) in as few batches as fit.
+async function sendMany(sender, n, props = {}) {
+  let batch = await sender.createMessageBatch();
+  for (let i = 0; i < n; i++) {
+    const m = { body: `m${i}`, ...props };
+    if (!batch.tryAddMessage(m)) {
+      await sender.sendMessages(batch);
+      batch = await sender.createMessageBatch();
+      check(batch.tryAddMessage(m), "tryAddMessage into an empty batch");
+    }
+  }
+  if (batch.count > 0) await sender.sendMessages(batch);
+}
+
+// S-DEL-1..3 through the beta SDK, on a plain and a partitioned queue: deleteMessages
+// removes up to maxMessageCount in sequence order and answers how many; purgeMessages
+// (batches of 500 until one is short) empties the queue but for the locked message,
+// whose lock still completes it; a cutoff before the messages deletes none.
+for (const partitioned of [false, true]) {
+  test(`beta: deleteMessages and purgeMessages${partitioned ? " (partitioned)" : ""}`, async () => {
+    await withQueue({ enablePartitioning: partitioned }, async (q) => {
+      const s = client.createSender(q);
+      const total = 1105;
+      await sendMany(s, total);
+      const r = betaClient.createReceiver(q);
+      const [locked] = await receiveN(r, 1);
+      check(locked, "receive one to lock it");
+      const none = await r.deleteMessages({ maxMessageCount: 10, beforeEnqueueTime: new Date(Date.now() - 3600_000) });
+      check(none === 0, `delete before the first message: ${none}`);
+      const n = await r.deleteMessages({ maxMessageCount: 10 });
+      check(n === 10, `deleteMessages(10) deleted ${n}`);
+      const purged = await r.purgeMessages();
+      check(purged === total - 11, `purgeMessages deleted ${purged}, want ${total - 11}`);
+      const left = await r.peekMessages(10);
+      check(left.length === 1 && left[0].sequenceNumber.equals(locked.sequenceNumber),
+        `left ${left.length} messages, want only the locked one`);
+      await r.completeMessage(locked);
+      await r.close();
+      await s.close();
+    });
+  });
+}
+
+// S-DEL-4: a session receiver's deleteMessages and purgeMessages send its session id and
+// delete that session's messages only.
+test("beta: session receiver deleteMessages and purgeMessages", async () => {
+  await withQueue({ requiresSession: true }, async (q) => {
+    const s = client.createSender(q);
+    await s.sendMessages([1, 2, 3, 4].map((i) => ({ body: `a${i}`, sessionId: "a" })));
+    await s.sendMessages([1, 2].map((i) => ({ body: `b${i}`, sessionId: "b" })));
+    const ra = await betaClient.acceptSession(q, "a");
+    const one = await ra.deleteMessages({ maxMessageCount: 1 });
+    check(one === 1, `session deleteMessages(1) deleted ${one}`);
+    const rest = await ra.purgeMessages();
+    check(rest === 3, `session purgeMessages deleted ${rest}, want 3`);
+    check((await ra.peekMessages(10)).length === 0, "session a empty");
+    await ra.close();
+    const rb = await betaClient.acceptSession(q, "b");
+    const left = await rb.peekMessages(10);
+    check(left.map((m) => m.body).join() === "b1,b2", `session b: ${left.map((m) => m.body)}`);
+    await rb.close();
+    await s.close();
+  });
+});
+
+// peekMessages with omitMessageBody (the beta's experimental option): properties,
+// application properties and sequence numbers, no body; by session too.
+test("beta: peekMessages with omitMessageBody", async () => {
+  await withQueue({ requiresSession: true }, async (q) => {
+    const s = client.createSender(q);
+    await s.sendMessages({ body: "secret", sessionId: "s", subject: "subj", applicationProperties: { k: "v" } });
+    const r = await betaClient.acceptSession(q, "s");
+    const [p] = await r.peekMessages(5, { omitMessageBody: true });
+    check(p && p.body === undefined && p.subject === "subj" && p.applicationProperties.k === "v" && p.sequenceNumber !== undefined,
+      `peeked without body: ${JSON.stringify(p && { body: p.body, subject: p.subject })}`);
+    // (peek without fromSequenceNumber goes on after the last message peeked)
+    const [full] = await r.peekMessages(5, { fromSequenceNumber: p.sequenceNumber });
+    check(full && full.body === "secret", `peeked with body: ${full && full.body}`);
+    await r.close();
+    await s.close();
+  });
+  await withQueue({}, async (q) => {
+    const s = client.createSender(q);
+    await s.sendMessages({ body: "secret", messageId: "m1" });
+    const r = betaClient.createReceiver(q);
+    const [p] = await r.peekMessages(5, { omitMessageBody: true });
+    check(p && p.body === undefined && p.messageId === "m1", `peeked without body: ${JSON.stringify(p && p.body)}`);
+    await r.close();
+    await s.close();
+  });
+});
+
 (async () => {
   let passed = 0;
   let failed = 0;
@@ -494,6 +592,7 @@ test("settling a lost lock is MessageLockLost", async () => {
     }
   }
   await client.close().catch(() => {});
+  await betaClient.close().catch(() => {});
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(failed > 0 ? 1 : 0);
 })();

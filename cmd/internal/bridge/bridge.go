@@ -28,6 +28,7 @@ type Backend struct {
 
 var _ amqp.Backend = (*Backend)(nil)
 var _ amqp.SessionUpdateLister = (*Backend)(nil)
+var _ amqp.MessageDeleter = (*Backend)(nil)
 
 // New returns the Backend for node n.
 func New(n *cluster.Node) *Backend {
@@ -333,6 +334,16 @@ func (b *Backend) Peek(ctx context.Context, addr amqp.Address, sessionID string,
 	}
 	msgs, err := b.r.Peek(ctx, a, sessionID, from, n)
 	return deliveries(msgs), mapErr(err)
+}
+
+// DeleteMessages implements amqp.MessageDeleter (com.microsoft:batch-delete-messages).
+func (b *Backend) DeleteMessages(ctx context.Context, addr amqp.Address, sessionID string, n int, before time.Time) (int, error) {
+	a, err := address(addr)
+	if err != nil {
+		return 0, err
+	}
+	deleted, err := b.r.DeleteMessages(ctx, a, sessionID, n, before.UnixMilli())
+	return deleted, mapErr(err)
 }
 
 // ReceiveDeferred implements amqp.Receiver.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quorumbus/quorumbus/cmd/internal/batchdelete"
 	"github.com/quorumbus/quorumbus/cmd/internal/msgstate"
 	"github.com/quorumbus/quorumbus/cmd/internal/redrive"
 
@@ -196,7 +197,10 @@ func (h *Handler) apiRequest(w http.ResponseWriter, r *http.Request) error {
 		if req.Limit < 0 {
 			return errorf(http.StatusBadRequest, `"limit" %d is negative`, req.Limit)
 		}
-		return h.redrive(w, r, req, op == "deadletter/purge")
+		if op == "deadletter/purge" {
+			return h.purgeDeadLetters(w, r, req)
+		}
+		return h.redrive(w, r, req)
 	}
 }
 
@@ -419,41 +423,35 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, req SendRequest) 
 	return nil
 }
 
-// redrive resubmits (or purges) dead-lettered messages, streaming progress. A
+// redrive resubmits dead-lettered messages, streaming progress. A
 // resubmitted message is sent as a copy first and only then completed, so a failure
 // part-way leaves it in both places rather than in neither (at least once). It stops
 // after Limit messages (by default the dead-letter count when it starts), after a
 // receive round that gets nothing, or when the client goes away.
-func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveRequest, purge bool) error {
+func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveRequest) error {
 	ctx := r.Context()
 	c, err := h.client(r)
 	if err != nil {
 		return err
 	}
 	defer c.Close(context.WithoutCancel(ctx))
-	mode := azservicebus.ReceiveModePeekLock
-	if purge {
-		mode = azservicebus.ReceiveModeReceiveAndDelete
-	}
-	rcv, err := receiver(c, req.Target, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter, ReceiveMode: mode})
+	rcv, err := receiver(c, req.Target, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
 	if err != nil {
 		return err
 	}
 	defer rcv.Close(context.WithoutCancel(ctx))
-	var snd *azservicebus.Sender
-	if !purge {
-		to := req.To
-		if to == "" {
-			to = req.Entity // the queue, or the subscription's topic
-		}
-		if err := h.exists(r, to); err != nil {
-			return err
-		}
-		if snd, err = c.NewSender(to, nil); err != nil {
-			return err
-		}
-		defer snd.Close(context.WithoutCancel(ctx))
+	to := req.To
+	if to == "" {
+		to = req.Entity // the queue, or the subscription's topic
 	}
+	if err := h.exists(r, to); err != nil {
+		return err
+	}
+	snd, err := c.NewSender(to, nil)
+	if err != nil {
+		return err
+	}
+	defer snd.Close(context.WithoutCancel(ctx))
 
 	if req.Limit == 0 {
 		n, err := h.deadLetterCount(r, req.Target)
@@ -488,18 +486,16 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 	lastEmit := time.Time{}
 	for len(msgs) > 0 && err == nil {
 		for _, m := range msgs {
-			if !purge {
-				if err = snd.SendAMQPAnnotatedMessage(ctx, redrive.Copy(m), nil); err != nil {
-					err = fmt.Errorf("resubmit sequence number %d: %w", seq(m), err)
-					// The rest of the round stays dead-lettered, locked until its lock
-					// expires; exists below keeps the commonest cause (a target that
-					// does not exist) from getting this far.
-					break
-				}
-				if err = rcv.CompleteMessage(ctx, m, nil); err != nil {
-					err = fmt.Errorf("complete sequence number %d after resubmitting it: %w", seq(m), err)
-					break
-				}
+			if err = snd.SendAMQPAnnotatedMessage(ctx, redrive.Copy(m), nil); err != nil {
+				err = fmt.Errorf("resubmit sequence number %d: %w", seq(m), err)
+				// The rest of the round stays dead-lettered, locked until its lock
+				// expires; exists above keeps the commonest cause (a target that
+				// does not exist) from getting this far.
+				break
+			}
+			if err = rcv.CompleteMessage(ctx, m, nil); err != nil {
+				err = fmt.Errorf("complete sequence number %d after resubmitting it: %w", seq(m), err)
+				break
 			}
 			done++
 			if time.Since(lastEmit) >= 100*time.Millisecond {
@@ -514,11 +510,102 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 	p := Progress{Done: done, Total: total, Finished: true}
 	if err != nil {
 		p.Error = err.Error()
-		h.log.Warn("explorer: dead-letter redrive stopped", "entity", req.Target.String(), "purge", purge, "done", done, "err", err)
+		h.log.Warn("explorer: dead-letter redrive stopped", "entity", req.Target.String(), "done", done, "err", err)
 	}
-	h.log.Info("explorer: dead-letter redrive", "entity", req.Target.String(), "to", req.To, "purge", purge, "messages", done)
+	h.log.Info("explorer: dead-letter redrive", "entity", req.Target.String(), "to", req.To, "messages", done)
 	emit(p)
 	return nil
+}
+
+// purgeDeadLetters deletes dead-lettered messages with com.microsoft:batch-delete-messages
+// (cmd/internal/batchdelete, the operation qbctl's dlq purge uses too), streaming
+// progress as redrive does: at most Limit messages (by default the dead-letter count
+// when it starts), those enqueued before it started; locked ones stay (S-DEL-3).
+func (h *Handler) purgeDeadLetters(w http.ResponseWriter, r *http.Request, req RedriveRequest) error {
+	ctx := r.Context()
+	if req.Limit == 0 {
+		n, err := h.deadLetterCount(r, req.Target)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			n = -1 // nothing to delete: no request at all
+		}
+		req.Limit = n
+	}
+	total := max(req.Limit, 0)
+	before := time.Now()
+	var done int
+	var err error
+	answered := false
+	var enc *json.Encoder
+	flusher, _ := w.(http.Flusher)
+	emit := func(p Progress) {
+		if !answered {
+			// The answer starts with the first batch, so that a missing entity or a
+			// refused token is an HTTP error rather than a line of the stream.
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			enc, answered = json.NewEncoder(w), true
+		}
+		_ = enc.Encode(p)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if req.Limit > 0 {
+		var bc *batchdelete.Conn
+		if bc, err = h.batchConn(r); err != nil {
+			return err
+		}
+		defer bc.Close()
+		entity := req.Entity
+		if req.Subscription != "" {
+			entity += "/Subscriptions/" + req.Subscription
+		}
+		lastEmit := time.Time{}
+		done, err = bc.Purge(ctx, entity+"/$DeadLetterQueue", before, req.Limit, func(n int) {
+			if time.Since(lastEmit) >= 100*time.Millisecond {
+				emit(Progress{Done: n, Total: total})
+				lastEmit = time.Now()
+			}
+		})
+		if err != nil && !answered {
+			if errors.Is(err, batchdelete.ErrRefused) {
+				return errorf(http.StatusBadGateway, "the node refused the purge: %v", err)
+			}
+			return err
+		}
+	}
+	p := Progress{Done: done, Total: total, Finished: true}
+	if err != nil {
+		p.Error = err.Error()
+		h.log.Warn("explorer: dead-letter purge stopped", "entity", req.Target.String(), "done", done, "err", err)
+	}
+	h.log.Info("explorer: dead-letter purge", "entity", req.Target.String(), "messages", done)
+	emit(p)
+	return nil
+}
+
+// batchConn opens a batch-delete connection to the node as h.client does for the SDK:
+// through Config.Dial when set, else to AMQPAddr, authorized with the caller's token.
+func (h *Handler) batchConn(r *http.Request) (*batchdelete.Conn, error) {
+	token := strings.TrimSpace(r.Header.Get("Authorization"))
+	host := "localhost"
+	var nc net.Conn
+	var err error
+	if h.cfg.Dial != nil {
+		nc, err = h.cfg.Dial(r.Context())
+	} else {
+		host, _, _ = net.SplitHostPort(h.cfg.AMQPAddr)
+		var d net.Dialer
+		nc, err = d.DialContext(r.Context(), "tcp", h.cfg.AMQPAddr)
+	}
+	if err != nil {
+		return nil, errorf(http.StatusBadGateway, "cannot reach the node's AMQP server: %v", err)
+	}
+	return batchdelete.Open(r.Context(), nc, host, token)
 }
 
 // adminGet serves GET path through the admin API (Config.Next) with the caller's token,

@@ -17,7 +17,9 @@
 // Message operations go through the official Go SDK (azservicebus) to the node's own
 // AMQP listener, authenticated with the caller's token: the broker then applies its
 // usual rights, settlement and routing, and the UI shares qbctl's semantics (peek,
-// resubmit as a copy without the dead-letter properties, then complete). The session
+// resubmit as a copy without the dead-letter properties, then complete); a dead-letter
+// purge sends com.microsoft:batch-delete-messages (cmd/internal/batchdelete), as qbctl's
+// dlq purge does, over a go-amqp connection of its own with the same token. The session
 // list reads through Config.Sessions, which cmd implements over the node: AMQP offers
 // no way to read a session's state without taking its lock from a consumer.
 //

@@ -44,7 +44,7 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes bounds /$ui/api/ request bodies (a test message body included).
 	MaxBodyBytes int64
-	// ReceiveRoundTimeout bounds one receive round of a redrive or purge; a round that
+	// ReceiveRoundTimeout bounds one receive round of a resubmit; a round that
 	// gets nothing within it ends the operation.
 	ReceiveRoundTimeout time.Duration
 }
