@@ -43,7 +43,7 @@ func (t *GroupTransport) LocalAddr() raft.ServerAddress { return t.g.local }
 // AppendEntriesPipeline implements raft.Transport: up to GroupsConfig.Pipeline
 // AppendEntries in flight to the peer over its connection (pipeline.go). Not supported
 // with Pipeline under 2, or to a peer of an older release (spoken to through the
-// legacy transport).
+// legacy transport, or whose Groups may reorder a group's requests: groupsVersion 1).
 func (t *GroupTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
 	if t.g.cfg.Pipeline < 2 {
 		return nil, raft.ErrPipelineReplicationNotSupported
@@ -63,6 +63,9 @@ func (t *GroupTransport) AppendEntriesPipeline(id raft.ServerID, target raft.Ser
 	}
 	if err != nil {
 		return nil, err
+	}
+	if p.c.version < orderedVersion {
+		return nil, raft.ErrPipelineReplicationNotSupported // it may reorder them
 	}
 	pl := newPipeline(t, p.c, t.g.cfg.Pipeline)
 	if pl == nil {

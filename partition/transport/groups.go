@@ -113,8 +113,13 @@ const (
 	kindResponse byte = 2
 	kindHello    byte = 3
 
-	frameHeader    = 4 + 1 + 8 + 4 + 1
-	groupsVersion  = 1
+	frameHeader = 4 + 1 + 8 + 4 + 1
+	// groupsVersion is what this node's hello says it speaks: 1, the frames; 2, and a
+	// group's AppendEntries handed to raft in the order they arrive (serveConn), which a
+	// pipeline needs. A peer of version 1 (an earlier release) gets no pipeline: it
+	// answers each request on a goroutine of its own, in any order.
+	groupsVersion  = 2
+	orderedVersion = 2
 	maxFrame       = 1 << 30
 	snapshotScale  = 256 << 10
 	groupsRouteRPC = 0
@@ -375,6 +380,7 @@ func (g *Groups) dial(addr raft.ServerAddress) (*conn, error) {
 		return nil, ErrClosed
 	}
 	c.addr = addr
+	c.version = h.typ
 	c.pending = map[uint64]*call{}
 	c.lastRecv.Store(time.Now().UnixNano())
 	c.beats, c.beaters = map[uint32]*beat{}, map[uint32]*GroupTransport{}
@@ -567,6 +573,8 @@ type conn struct {
 	out  chan outFrame      // frames for the writer
 	dead chan struct{}      // closed by fail
 	addr raft.ServerAddress // the peer: the one dialled, or the one an accepted hello named
+	// version is the groupsVersion the peer's hello named (dialled connections).
+	version uint8
 	// lastRecv is when a frame last arrived (Unix ns; dialled connections), so that a
 	// connection whose peer went silent is dropped and dialled again.
 	lastRecv atomic.Int64

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -673,4 +674,40 @@ func TestGroupsPipelineReplicatesInOrder(t *testing.T) {
 		t.Fatal("no AppendEntries went through a pipeline")
 	}
 	t.Logf("%d AppendEntries pipelined", pipelined)
+}
+
+// A peer whose hello names version 1 (an earlier release) hands a group's requests to
+// its raft in any order, so it gets no pipeline; one of this release does.
+func TestGroupsPipelineOnlyToOrderedPeers(t *testing.T) {
+	a := newPipelineNode(t, "a", false, 8)
+	old := newMux(t)
+	l, err := old.Route(TypeGroups, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if _, _, err := readFrame(bufio.NewReader(c)); err == nil {
+				c.Write(frame(kindHello, 0, 0, 1, nil)) // an earlier release's hello
+			}
+		}
+	}()
+	tr, err := a.groups.Transport(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.AppendEntriesPipeline("old", raft.ServerAddress(old.Addr().String())); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("pipeline to a version-1 peer: %v, want ErrPipelineReplicationNotSupported", err)
+	}
+	b := newPipelineNode(t, "b", false, 8)
+	p, err := tr.AppendEntriesPipeline(b.id, b.addr())
+	if err != nil {
+		t.Fatalf("pipeline to a peer of this release: %v", err)
+	}
+	p.Close()
 }
