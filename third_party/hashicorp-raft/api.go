@@ -88,6 +88,10 @@ type Raft struct {
 	// be committed and applied to the FSM.
 	applyCh chan *logFuture
 
+	// pending holds the entries a leader is writing to its log store, for the
+	// replicators (Quorumbus patch 3, quorumbus_pending.go).
+	pending pendingLogs
+
 	// conf stores the current configuration to use. This is the most recent one
 	// provided. All reads of config values should use the config() helper method
 	// to read this safely.

@@ -1262,9 +1262,26 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		r.leaderState.inflight.PushBack(applyLog)
 	}
 
+	// Quorumbus patch 3: the replicators send the new entries while they are being
+	// written locally, so that the followers' writes overlap the leader's. The leader
+	// counts itself in the commit quorum only once its write is durable (below); a
+	// majority of followers may commit without it, which is safe: a majority holds the
+	// entries durably.
+	prevIndex, prevTerm := r.getLastLog()
+	r.pending.set(logs)
+	r.setLastLog(lastIndex, term)
+	for _, f := range r.leaderState.replState {
+		asyncNotifyCh(f.triggerCh)
+	}
+
 	// Write the log entry locally
-	if err := r.logs.StoreLogs(logs); err != nil {
+	err := r.logs.StoreLogs(logs)
+	r.pending.set(nil)
+	if err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
+		// Quorumbus patch 3: the entries are not ours after all; a vote must not
+		// count them.
+		r.setLastLog(prevIndex, prevTerm)
 		for _, applyLog := range applyLogs {
 			applyLog.respond(err)
 		}
@@ -1272,14 +1289,6 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		return
 	}
 	r.leaderState.commitment.match(r.localID, lastIndex)
-
-	// Update the last log since it's on disk now
-	r.setLastLog(lastIndex, term)
-
-	// Notify the replicators of the new log
-	for _, f := range r.leaderState.replState {
-		asyncNotifyCh(f.triggerCh)
-	}
 }
 
 // processLogs is used to apply all the committed entries that haven't been
