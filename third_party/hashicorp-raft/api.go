@@ -92,6 +92,9 @@ type Raft struct {
 	// replicators (Quorumbus patch 3, quorumbus_pending.go).
 	pending pendingLogs
 
+	// quiesce is this server's quiet state (Quorumbus patch 4, quorumbus_quiesce.go).
+	quiesce quiescence
+
 	// conf stores the current configuration to use. This is the most recent one
 	// provided. All reads of config values should use the config() helper method
 	// to read this safely.

@@ -42,6 +42,10 @@ type AppendEntriesRequest struct {
 
 	// Commit index on the leader
 	LeaderCommitIndex uint64
+
+	// Quiesce marks the leader's last AppendEntries before it goes quiet (Quorumbus
+	// patch 4, quorumbus_quiesce.go). Servers of other releases ignore it.
+	Quiesce bool
 }
 
 // GetRPCHeader - See WithRPCHeader.

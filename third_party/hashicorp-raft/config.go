@@ -198,6 +198,15 @@ type Config struct {
 	// setting used. This can be tuned during operation using ReloadConfig.
 	SnapshotThreshold uint64
 
+	// QuiesceAfter, when above zero, lets a leader and its followers go quiet once the
+	// group's log is committed everywhere and nothing was asked of the leader for this
+	// long: no heartbeats, commit-timeout appends, lease checks or election timers
+	// until it is asked again or Wake is called (Quorumbus patch 4,
+	// quorumbus_quiesce.go). Whoever uses it must call Wake on a follower whose
+	// leader's node is gone or unreachable, and must not serve reads from a quiet
+	// leader's lease (VerifyLeader wakes it). Zero: never quiet.
+	QuiesceAfter time.Duration
+
 	// LeaderLeaseTimeout is used to control how long the "lease" lasts
 	// for being the leader without being able to contact a quorum
 	// of nodes. If we reach this interval without contact, we will

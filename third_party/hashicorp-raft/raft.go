@@ -160,7 +160,9 @@ func (r *Raft) runFollower() {
 	leaderAddr, leaderID := r.LeaderWithID()
 	r.logger.Info("entering follower state", "follower", r, "leader-address", leaderAddr, "leader-id", leaderID)
 	metrics.IncrCounter([]string{"raft", "state", "follower"}, 1)
+	r.Wake() // Quorumbus patch 4: not quiet in a new state
 	heartbeatTimer := randomTimeout(r.config().HeartbeatTimeout)
+	var wakeCh <-chan struct{} // Quorumbus patch 4: while quiet, instead of the timer
 
 	for r.getState() == Follower {
 		r.mainThreadSaturation.sleeping()
@@ -210,8 +212,18 @@ func (r *Raft) runFollower() {
 		case <-r.followerNotifyCh:
 			heartbeatTimer = time.After(0)
 
+		case <-wakeCh:
+			// Quorumbus patch 4: the election timer runs again.
+			wakeCh = nil
+			heartbeatTimer = randomTimeout(r.config().HeartbeatTimeout)
+
 		case <-heartbeatTimer:
 			r.mainThreadSaturation.working()
+			// Quorumbus patch 4: a quiet follower stops its timer until woken.
+			if quiet, w := r.quietState(); quiet {
+				heartbeatTimer, wakeCh = nil, w
+				continue
+			}
 			// Restart the heartbeat timer
 			hbTimeout := r.config().HeartbeatTimeout
 			heartbeatTimer = randomTimeout(hbTimeout)
@@ -283,6 +295,7 @@ func (r *Raft) liveBootstrap(configuration Configuration) error {
 
 // runCandidate runs the main loop while in the candidate state.
 func (r *Raft) runCandidate() {
+	r.Wake() // Quorumbus patch 4: not quiet in a new state
 	term := r.getCurrentTerm() + 1
 	r.logger.Info("entering candidate state", "node", r, "term", term)
 	metrics.IncrCounter([]string{"raft", "state", "candidate"}, 1)
@@ -466,6 +479,7 @@ func (r *Raft) setupLeaderState() {
 // runLeader runs the main loop while in leader state. Do the setup here and drop into
 // the leaderLoop for the hot loop.
 func (r *Raft) runLeader() {
+	r.Wake() // Quorumbus patch 4: not quiet in a new state
 	r.logger.Info("entering leader state", "leader", r)
 	metrics.IncrCounter([]string{"raft", "state", "leader"}, 1)
 
@@ -676,10 +690,66 @@ func (r *Raft) leaderLoop() {
 	// based on the current config value.
 	lease := time.After(r.config().LeaderLeaseTimeout)
 
+	// Quorumbus patch 4 (quorumbus_quiesce.go): quiesceTick asks whether the group may
+	// go quiet; quiesced answers whether every follower took the quiesce mark; wakeCh
+	// is closed when a quiet period ends (nil while not quiet).
+	var quiesceTick <-chan time.Time
+	if after := r.config().QuiesceAfter; after > 0 {
+		quiesceTick = time.After(after)
+	}
+	var quiesced chan bool
+	var wakeCh <-chan struct{}
+
 	for r.getState() == Leader {
 		r.mainThreadSaturation.sleeping()
 
 		select {
+		case <-quiesceTick:
+			quiesceTick = nil
+			after := r.config().QuiesceAfter
+			if quiesced != nil || wakeCh != nil || !r.canQuiesce(after) {
+				if after > 0 && wakeCh == nil && quiesced == nil {
+					quiesceTick = time.After(after)
+				}
+				continue
+			}
+			var peers []Server
+			for _, s := range r.leaderState.replState {
+				s.peerLock.RLock()
+				peers = append(peers, s.peer)
+				s.peerLock.RUnlock()
+			}
+			last, lastTerm := r.getLastLog()
+			term, commit := r.getCurrentTerm(), r.getCommitIndex()
+			done := make(chan bool, 1)
+			quiesced = done
+			r.goFunc(func() { done <- r.sendQuiesce(peers, term, last, lastTerm, commit) })
+
+		case ok := <-quiesced:
+			quiesced = nil
+			after := r.config().QuiesceAfter
+			if ok && r.canQuiesce(after) {
+				wakeCh = r.goQuiet()
+				lease = nil
+				r.logger.Debug("quiet")
+			} else if after > 0 {
+				quiesceTick = time.After(after)
+			}
+
+		case <-wakeCh:
+			// Quorumbus patch 4: a fresh lease from now, the followers woken by the
+			// next AppendEntries, and the next look at quiescence later.
+			wakeCh = nil
+			for _, s := range r.leaderState.replState {
+				s.setLastContact()
+				asyncNotifyCh(s.triggerCh)
+			}
+			lease = time.After(r.config().LeaderLeaseTimeout)
+			if after := r.config().QuiesceAfter; after > 0 {
+				quiesceTick = time.After(after)
+			}
+			r.logger.Debug("awake")
+
 		case rpc := <-r.rpcCh:
 			r.mainThreadSaturation.working()
 			r.processRPC(rpc)
@@ -690,6 +760,7 @@ func (r *Raft) leaderLoop() {
 
 		case future := <-r.leadershipTransferCh:
 			r.mainThreadSaturation.working()
+			r.Wake() // Quorumbus patch 4
 			if r.getLeadershipTransferInProgress() {
 				r.logger.Debug(ErrLeadershipTransferInProgress.Error())
 				future.respond(ErrLeadershipTransferInProgress)
@@ -847,6 +918,7 @@ func (r *Raft) leaderLoop() {
 
 		case v := <-r.verifyCh:
 			r.mainThreadSaturation.working()
+			r.Wake() // Quorumbus patch 4
 			if v.quorumSize == 0 {
 				// Just dispatched, start the verification
 				r.verifyLeader(v)
@@ -871,6 +943,7 @@ func (r *Raft) leaderLoop() {
 
 		case future := <-r.userRestoreCh:
 			r.mainThreadSaturation.working()
+			r.Wake() // Quorumbus patch 4
 			if r.getLeadershipTransferInProgress() {
 				r.logger.Debug(ErrLeadershipTransferInProgress.Error())
 				future.respond(ErrLeadershipTransferInProgress)
@@ -891,6 +964,7 @@ func (r *Raft) leaderLoop() {
 
 		case future := <-r.configurationChangeChIfStable():
 			r.mainThreadSaturation.working()
+			r.Wake() // Quorumbus patch 4
 			if r.getLeadershipTransferInProgress() {
 				r.logger.Debug(ErrLeadershipTransferInProgress.Error())
 				future.respond(ErrLeadershipTransferInProgress)
@@ -904,6 +978,7 @@ func (r *Raft) leaderLoop() {
 
 		case newLog := <-r.applyCh:
 			r.mainThreadSaturation.working()
+			r.Wake() // Quorumbus patch 4
 			if r.getLeadershipTransferInProgress() {
 				r.logger.Debug(ErrLeadershipTransferInProgress.Error())
 				newLog.respond(ErrLeadershipTransferInProgress)
@@ -1448,6 +1523,7 @@ func (r *Raft) processHeartbeat(rpc RPC) {
 // only be called from the main thread.
 func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 	defer metrics.MeasureSince([]string{"raft", "rpc", "appendEntries"}, time.Now())
+	commitBefore := r.getCommitIndex() // Quorumbus patch 4
 	// Setup a response
 	resp := &AppendEntriesResponse{
 		RPCHeader:      r.getRPCHeader(),
@@ -1586,6 +1662,7 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 	// Everything went well, set success
 	resp.Success = true
 	r.setLastContact()
+	r.followerQuiesce(a, commitBefore) // Quorumbus patch 4
 }
 
 // processConfigurationLogEntry takes a log entry and updates the latest

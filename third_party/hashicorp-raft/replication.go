@@ -143,7 +143,14 @@ func (r *Raft) replicate(s *followerReplication) {
 RPC:
 	shouldStop := false
 	for !shouldStop {
+		// Quorumbus patch 4: no commit-timeout appends while the group is quiet.
+		var commitTick <-chan time.Time
+		quiet, wake := r.quietState()
+		if !quiet {
+			commitTick, wake = randomTimeout(r.config().CommitTimeout), nil
+		}
 		select {
+		case <-wake:
 		case maxIndex := <-s.stopCh:
 			// Make a best effort to replicate up to this index
 			if maxIndex > 0 {
@@ -166,7 +173,7 @@ RPC:
 		// raft commits stop flowing naturally. The actual heartbeats
 		// can't do this to keep them unblocked by disk IO on the
 		// follower. See https://github.com/hashicorp/raft/issues/282.
-		case <-randomTimeout(r.config().CommitTimeout):
+		case <-commitTick:
 			lastLogIdx, _ := r.getLastLog()
 			shouldStop = r.replicateTo(s, lastLogIdx)
 		}
@@ -396,10 +403,18 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 
 	var resp AppendEntriesResponse
 	for {
+		// Quorumbus patch 4: no heartbeats while the group is quiet.
+		var tick <-chan time.Time
+		quiet, wake := r.quietState()
+		if !quiet {
+			tick, wake = randomTimeout(r.config().HeartbeatTimeout/10), nil
+		}
 		// Wait for the next heartbeat interval or forced notify
 		select {
 		case <-s.notifyCh:
-		case <-randomTimeout(r.config().HeartbeatTimeout / 10):
+		case <-tick:
+		case <-wake:
+			continue
 		case <-stopCh:
 			return
 		}
@@ -472,7 +487,14 @@ func (r *Raft) pipelineReplicate(s *followerReplication) error {
 	shouldStop := false
 SEND:
 	for !shouldStop {
+		// Quorumbus patch 4: no commit-timeout appends while the group is quiet.
+		var commitTick <-chan time.Time
+		quiet, wake := r.quietState()
+		if !quiet {
+			commitTick, wake = randomTimeout(r.config().CommitTimeout), nil
+		}
 		select {
+		case <-wake:
 		case <-finishCh:
 			break SEND
 		case maxIndex := <-s.stopCh:
@@ -492,7 +514,7 @@ SEND:
 		case <-s.triggerCh:
 			lastLogIdx, _ := r.getLastLog()
 			shouldStop = r.pipelineSend(s, pipeline, &nextIndex, lastLogIdx)
-		case <-randomTimeout(r.config().CommitTimeout):
+		case <-commitTick:
 			lastLogIdx, _ := r.getLastLog()
 			shouldStop = r.pipelineSend(s, pipeline, &nextIndex, lastLogIdx)
 		}
