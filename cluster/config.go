@@ -49,6 +49,12 @@ type RaftTiming struct {
 	// engine, logengine.go), LogStoreBolt or LogStoreWAL; a replica keeps the store it
 	// was created with. The metadata group is on bolt.
 	LogStore string
+	// QuiesceAfter lets an idle partition group go quiet after this long without a
+	// proposal (partition.Config.QuiesceAfter, raft patch 4): no heartbeats or timers
+	// until the next one; the node wakes the quiet followers of a leader gossip
+	// declares dead (reconcile.go, wakeOrphans). Zero: never quiet. The metadata group
+	// never goes quiet.
+	QuiesceAfter time.Duration
 	// Pipeline is how many AppendEntries a partition group's leader keeps in flight to
 	// each follower (raft's pipelined replication; transport.GroupsConfig.Pipeline,
 	// partition.Config.Pipeline); under 2, one at a time, as earlier releases. Not a
@@ -60,6 +66,9 @@ type RaftTiming struct {
 	// the two.
 	PerGroupTransport bool
 }
+
+// DefaultQuiesceAfter is how long a partition group stays idle before it goes quiet.
+const DefaultQuiesceAfter = 0
 
 // DefaultRaftTiming is the production timing.
 func DefaultRaftTiming() RaftTiming {
@@ -73,6 +82,7 @@ func DefaultRaftTiming() RaftTiming {
 		// the commit index at once.
 		PartitionCommitTimeout: 500 * time.Millisecond,
 		Pipeline:               partition.DefaultPipeline,
+		QuiesceAfter:           DefaultQuiesceAfter,
 	}
 }
 

@@ -24,7 +24,7 @@ func testConfig(dir string) Config {
 	// metadata leader changed during test setup often enough to fail make test).
 	c.Raft = RaftTiming{HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
 		LeaderLeaseTimeout: 125 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
-		Pipeline: partition.DefaultPipeline}
+		Pipeline: partition.DefaultPipeline, QuiesceAfter: 2 * time.Second}
 	return c
 }
 

@@ -89,6 +89,7 @@ type desired struct {
 func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
+	rc.wakeOrphans()
 	converged = true
 	want := map[uint32]desired{}
 	groups := map[uint32]meta.Partition{}
@@ -180,6 +181,26 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 	}
 	rc.reconcileForwarders()
 	return converged
+}
+
+// wakeOrphans wakes every quiet replica here whose leader's node gossip no longer
+// counts alive. A quiet group sends no heartbeats (RaftTiming.QuiesceAfter, raft patch
+// 4), so its followers would not notice a leader paused or cut off; a leader whose port
+// refuses connections is found at once by the transport instead. Woken, a follower's
+// election timer runs from its last contact, so it campaigns unless the leader speaks.
+func (rc *reconciler) wakeOrphans() {
+	if rc.n.gossip == nil {
+		return
+	}
+	alive := rc.n.gossip.Alive()
+	rc.n.mu.RLock()
+	defer rc.n.mu.RUnlock()
+	for _, r := range rc.n.parts {
+		if id, _ := r.p.Leader(); id != "" && id != rc.n.cfg.NodeID && !alive[id] && r.p.Quiet() {
+			rc.n.log.Info("waking a quiet partition: its leader's node is not alive", "entity", r.entity, "partition", r.index, "leader", id)
+			r.p.Wake()
+		}
+	}
 }
 
 // leaderDropped reports whether the leader of r's group, among the replicas placement
@@ -278,6 +299,7 @@ func (rc *reconciler) openReplica(d desired) (*replica, error) {
 	}
 	pc.NoSync = rc.n.cfg.Raft.NoSync
 	pc.Pipeline = rc.n.cfg.Raft.Pipeline
+	pc.QuiesceAfter = rc.n.cfg.Raft.QuiesceAfter
 	pc.Bodies = rc.n.bodies
 	pc.LogStore = rc.n.logs.logStore()
 	pc.Engine = rc.n.logs.engine

@@ -452,9 +452,25 @@ func (p *Partition) leaderRead(ctx context.Context, fn func(*fsm.FSM)) error {
 	if !p.ready.Load() || p.raft.State() != raft.Leader {
 		return p.notLeader(false)
 	}
+	if p.raft.Quiet() {
+		// A quiet leader holds no lease: it has not heard from its followers since it
+		// went quiet, and may have been cut off and replaced meanwhile. It wakes and
+		// asks a quorum first (raft patch 4).
+		if err := p.raft.VerifyLeader().Error(); err != nil {
+			return p.notLeader(false)
+		}
+	}
 	p.m.read(fn)
 	return nil
 }
+
+// Quiet reports whether the group is quiescent here (raft patch 4: Config.QuiesceAfter).
+func (p *Partition) Quiet() bool { return p.raft.Quiet() }
+
+// Wake ends a quiet period of the group here: on a follower whose leader's node is gone
+// or unreachable, its election timer runs again from its last contact with the leader,
+// so that it campaigns unless the leader speaks. It does nothing when not quiet.
+func (p *Partition) Wake() { p.raft.Wake() }
 
 // waitLoop runs try until it reports done, an error, or wait has passed; between tries
 // it sleeps until an applied entry may have changed the answer. It takes the wake-up

@@ -93,6 +93,14 @@ type Config struct {
 	// NetTimeout is the raft transport's I/O deadline; NetMaxPool its pooled conns per peer.
 	NetTimeout time.Duration
 	NetMaxPool int
+	// QuiesceAfter, when above zero, lets an idle group go quiet (raft patch 4,
+	// docs/raft-patches.md): once its log is committed everywhere and nothing was
+	// proposed for this long, no heartbeats, commit-timeout appends, lease checks or
+	// election timers run until the next proposal. Whoever hosts the replica must call
+	// Wake when the leader's node is gone or unreachable (the cluster does so from
+	// gossip; a leader whose port refuses connections is found by the transport). Reads
+	// on a quiet leader verify its leadership first. Zero: never quiet.
+	QuiesceAfter time.Duration
 	// Pipeline is how many AppendEntries the leader keeps in flight to each follower
 	// (raft's pipelined replication) on a raft.NetworkTransport of the group's own
 	// (Transport nil); under 2, one at a time. transport.Groups has its own setting
@@ -213,6 +221,9 @@ func (c *Config) Validate() error {
 	if c.NetTimeout <= 0 || c.NetMaxPool < 1 {
 		bad("NetTimeout and NetMaxPool must be > 0")
 	}
+	if c.QuiesceAfter < 0 {
+		bad("QuiesceAfter %v < 0", c.QuiesceAfter)
+	}
 	if c.Pipeline < 0 || c.Pipeline > 256 {
 		bad("Pipeline %d not in 0..256", c.Pipeline)
 	}
@@ -271,6 +282,7 @@ func (c *Config) raftConfig(logger hclog.Logger) *raft.Config {
 	rc.SnapshotThreshold = c.SnapshotThreshold
 	rc.SnapshotInterval = c.SnapshotInterval
 	rc.TrailingLogs = c.TrailingLogs
+	rc.QuiesceAfter = c.QuiesceAfter
 	// The fsm lives in memory: raft must restore the latest snapshot on start and replay
 	// the log after it.
 	rc.NoSnapshotRestoreOnStart = false

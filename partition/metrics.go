@@ -37,8 +37,10 @@ type Metrics struct {
 	CommitIndex  uint64 // last entry known committed
 	AppliedIndex uint64 // last entry applied to the fsm
 	// LastContact is when a follower last heard from its leader (zero on the leader,
-	// and before any contact).
+	// and before any contact); now on a quiet follower, whose leader is watched at the
+	// node level instead (Config.QuiesceAfter).
 	LastContact time.Time
+	Quiet       bool // the group is quiescent here (Config.QuiesceAfter)
 
 	Proposals         uint64        // commands this replica submitted as leader
 	Entries           uint64        // raft entries this replica submitted as leader
@@ -63,8 +65,12 @@ func (p *Partition) Metrics() Metrics {
 
 		LastSnapshotBytes: p.ctr.snapshotBytes.Load(),
 	}
+	m.Quiet = p.raft.Quiet()
 	if !m.IsLeader {
 		m.LastContact = p.raft.LastContact()
+		if m.Quiet {
+			m.LastContact = time.Now()
+		}
 	}
 	return m
 }

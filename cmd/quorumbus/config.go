@@ -80,6 +80,9 @@ type Config struct {
 	// RaftPipeline is how many AppendEntries a partition group's leader keeps in flight
 	// to each follower (cluster.RaftTiming.Pipeline); 1: one at a time.
 	RaftPipeline int `json:"raft-pipeline"`
+	// RaftQuiesceAfter is how long a partition group stays idle before it goes quiet
+	// (cluster.RaftTiming.QuiesceAfter); 0: never.
+	RaftQuiesceAfter time.Duration `json:"raft-quiesce-after"`
 
 	// AMQP limits (amqp.Config has the meaning of each; docs/security.md, "Limits").
 	AMQPLimits AMQPLimits `json:"-"`
@@ -118,25 +121,26 @@ type Config struct {
 func DefaultConfig() Config {
 	cc := cluster.DefaultConfig()
 	return Config{
-		Data:            "./data",
-		AMQPAddr:        "127.0.0.1:5672",
-		AdminAddr:       "127.0.0.1:5300",
-		AMQPSAddr:       "127.0.0.1:5671",
-		ClusterAddr:     cc.ClusterAddr,
-		NodeID:          defaultNodeID(),
-		Namespace:       "", // Config.json's namespace, else cluster.DefaultConfig's (startNode)
-		KeyName:         cc.DefaultKeyName,
-		LogLevel:        "info",
-		LogFormat:       "text",
-		ShutdownTimeout: 30 * time.Second,
-		BootstrapExpect: cc.BootstrapExpect,
-		Replicas:        cc.Replicas,
-		DeadNodeGrace:   cc.DeadNodeGrace,
-		PartitionCount:  meta.DefaultPartitionCount,
-		RaftLogStore:    partition.LogStoreShared,
-		RaftTransport:   "groups",
-		RaftPipeline:    partition.DefaultPipeline,
-		AMQPLimits:      defaultAMQPLimits(),
+		Data:             "./data",
+		AMQPAddr:         "127.0.0.1:5672",
+		AdminAddr:        "127.0.0.1:5300",
+		AMQPSAddr:        "127.0.0.1:5671",
+		ClusterAddr:      cc.ClusterAddr,
+		NodeID:           defaultNodeID(),
+		Namespace:        "", // Config.json's namespace, else cluster.DefaultConfig's (startNode)
+		KeyName:          cc.DefaultKeyName,
+		LogLevel:         "info",
+		LogFormat:        "text",
+		ShutdownTimeout:  30 * time.Second,
+		BootstrapExpect:  cc.BootstrapExpect,
+		Replicas:         cc.Replicas,
+		DeadNodeGrace:    cc.DeadNodeGrace,
+		PartitionCount:   meta.DefaultPartitionCount,
+		RaftLogStore:     partition.LogStoreShared,
+		RaftTransport:    "groups",
+		RaftPipeline:     partition.DefaultPipeline,
+		RaftQuiesceAfter: cluster.DefaultQuiesceAfter,
+		AMQPLimits:       defaultAMQPLimits(),
 	}
 }
 
@@ -363,6 +367,8 @@ func (c *Config) validateCluster() error {
 		return fmt.Errorf("--dead-node-grace %v: must be positive", c.DeadNodeGrace)
 	case c.RaftLogStore != "shared" && c.RaftLogStore != "bolt" && c.RaftLogStore != "wal":
 		return fmt.Errorf("--raft-log-store %q: want shared, bolt or wal", c.RaftLogStore)
+	case c.RaftQuiesceAfter < 0:
+		return fmt.Errorf("--raft-quiesce-after %v: must be 0 (never) or positive", c.RaftQuiesceAfter)
 	case c.RaftPipeline < 1 || c.RaftPipeline > 256:
 		return fmt.Errorf("--raft-pipeline %d: want 1 to 256", c.RaftPipeline)
 	case c.RaftTransport != "groups" && c.RaftTransport != "per-group":
@@ -507,6 +513,7 @@ func settings(c *Config) []setting {
 		{name: "partition-count", usage: "partitions of an entity created with EnablePartitioning, each holding MaxSizeInMegabytes (default 16, as Service Bus Standard)", num: &c.PartitionCount},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
 		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: shared (one log engine per node in <data-dir>/raft-log, whose concurrent appends of all groups share one fsync; the default), bolt (a raft.db per replica, two fsyncs per append) or wal (raft-wal segment files per replica, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
+		{name: "raft-quiesce-after", usage: "how long a partition group stays idle before it goes quiet: no heartbeats or timers until the next operation, failure detection by gossip and the transport (0: never; the default for now)", dur: &c.RaftQuiesceAfter},
 		{name: "raft-pipeline", usage: "how many AppendEntries a partition group's leader keeps in flight to each follower (pipelined replication; 1: one at a time, as earlier releases) (default 8)", num: &c.RaftPipeline},
 		{name: "raft-transport", usage: "how the partition groups' Raft RPCs travel between nodes: groups (one connection per peer node for every group; the default) or per-group (pooled connections of each group's own, as earlier releases)", str: &c.RaftTransport},
 

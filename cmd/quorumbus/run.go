@@ -502,6 +502,7 @@ func clusterConfig(cfg Config, amqpAddr, adminAddr net.Addr) cluster.Config {
 	cc.Raft.LogStore = cfg.RaftLogStore
 	cc.Raft.PerGroupTransport = cfg.RaftTransport == "per-group"
 	cc.Raft.Pipeline = cfg.RaftPipeline
+	cc.Raft.QuiesceAfter = cfg.RaftQuiesceAfter
 	advHost, _, _ := net.SplitHostPort(cfg.AdvertiseAddr)
 	cc.AMQPAddr = advertised(amqpAddr, advHost)
 	cc.AdminAddr = advertised(adminAddr, advHost)
