@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -329,6 +330,14 @@ func TestBadProperties(t *testing.T) {
 	}
 	_, err := e.ac.CreateQueue(ctx, "bad//name", nil)
 	wantStatus(t, err, 400, "must not contain an empty segment")
+	// Service Bus names start and end with a letter or digit (issue 33: "-start" was
+	// accepted).
+	for _, name := range []string{"-start", "end-", "_q", "q."} {
+		_, err = e.ac.CreateQueue(ctx, name, nil)
+		wantStatus(t, err, 400, fmt.Sprintf("Name: %q must start and end with a letter or digit", name))
+		_, err = e.ac.CreateTopic(ctx, name, nil)
+		wantStatus(t, err, 400, fmt.Sprintf("Name: %q must start and end with a letter or digit", name))
+	}
 	_, err = e.ac.CreateQueue(ctx, "a/Subscriptions", nil)
 	if err == nil {
 		t.Fatal("a queue named with a Subscriptions segment was created")
@@ -344,6 +353,10 @@ func TestBadProperties(t *testing.T) {
 	if err == nil {
 		t.Fatal("subscription with '/' created")
 	}
+	_, err = e.ac.CreateSubscription(ctx, "t", "-s", nil)
+	wantStatus(t, err, 400, `Name: "-s" must start and end with a letter or digit`)
+	_, err = e.ac.CreateRule(ctx, "t", "s", &sbadmin.CreateRuleOptions{Name: to.Ptr("r_")})
+	wantStatus(t, err, 400, `"r_" must start and end with a letter or digit`)
 	_, err = e.ac.CreateRule(ctx, "t", "missing", &sbadmin.CreateRuleOptions{Name: to.Ptr("r")})
 	wantStatus(t, err, 404)
 }
