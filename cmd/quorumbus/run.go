@@ -40,9 +40,11 @@ func run(cfg Config) error {
 	defer stop()
 	log := newLogger(cfg)
 	slog.SetDefault(log) // libraries that log through slog's default follow --log-format
-	if err := prepareData(&cfg, log); err != nil {
+	unlock, err := prepareData(&cfg, log)
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	ls, closeListeners, err := listen(cfg)
 	if err != nil {
 		return err
@@ -86,25 +88,30 @@ func run(cfg Config) error {
 	return errors.Join(errs...)
 }
 
-// prepareData applies the memory settings, creates the data directory and settles the
-// node ID it belongs to (resolveNodeID).
-func prepareData(cfg *Config, log *slog.Logger) error {
+// prepareData applies the memory settings, creates the data directory, takes its lock
+// (lockData) and settles the node ID it belongs to (resolveNodeID). unlock releases the
+// lock.
+func prepareData(cfg *Config, log *slog.Logger) (unlock func(), err error) {
 	ms, err := applyMemory(*cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ms.limit > 0 || ms.headroom > 0 {
 		log.Info("memory", "limit", ms.limit, "limit-from", ms.limitSrc, "gc-headroom-percent", ms.headroom)
 	}
 	if err := os.MkdirAll(cfg.Data, 0o750); err != nil {
-		return err
+		return nil, err
+	}
+	if unlock, err = lockData(cfg.Data); err != nil {
+		return nil, err
 	}
 	id, err := resolveNodeID(cfg.Data, cfg.NodeID, cfg.nodeIDDefaulted)
 	if err != nil {
-		return err
+		unlock()
+		return nil, err
 	}
 	cfg.NodeID = id
-	return nil
+	return unlock, nil
 }
 
 // listeners are the node's client listeners and their TLS. They are bound before the
