@@ -11,7 +11,7 @@ import (
 // TestLimitedKeyCannotTellMissingFromExisting: a key that lacks the right an operation
 // needs gets the same refusal (unauthorized) for an entity that exists and one that does
 // not, on the attach of a receiver or sender and on $management (peek), so it cannot
-// find out which entities exist (issue 33).
+// find out which entities exist.
 func TestLimitedKeyCannotTellMissingFromExisting(t *testing.T) {
 	_, b, addr := testServer(t, nil)
 	b.mu.Lock()

@@ -330,7 +330,7 @@ func TestBadProperties(t *testing.T) {
 	}
 	_, err := e.ac.CreateQueue(ctx, "bad//name", nil)
 	wantStatus(t, err, 400, "must not contain an empty segment")
-	// Service Bus names start and end with a letter or digit (issue 33: "-start" was
+	// Service Bus names start and end with a letter or digit ("-start" was
 	// accepted).
 	for _, name := range []string{"-start", "end-", "_q", "q."} {
 		_, err = e.ac.CreateQueue(ctx, name, nil)

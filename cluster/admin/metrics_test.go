@@ -63,7 +63,7 @@ func TestMetricsAndDebugEndpoints(t *testing.T) {
 		t.Errorf("/debug/pprof/heap without --pprof: %d %q", c, b)
 	}
 	// A scraper or probe that sends credentials gets the same answer as one that does
-	// not, whatever the credentials (issue 33).
+	// not, whatever the credentials.
 	for _, auth := range []string{"SharedAccessSignature sr=x&sig=y&se=1&skn=k", "Bearer abc", "Basic dXNlcjpwYXNz"} {
 		if c, b := get(on, "/metrics", auth); c != 200 || b != "metrics here" {
 			t.Errorf("/metrics with Authorization %q: %d %q", auth, c, b)

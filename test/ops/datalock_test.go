@@ -18,7 +18,7 @@ import (
 // TestSecondNodeOnDataDirectoryInUseExitsAtOnce: a second quorumbus started on a data
 // directory a running node uses says "data directory in use by pid N" and exits
 // non-zero at once; it used to wait without end on the Raft log's file lock, ignoring
-// SIGTERM (issue 33). The running node goes on serving, and once it is gone a node
+// SIGTERM. The running node goes on serving, and once it is gone a node
 // starts on the directory again (the kernel dropped its lock).
 func TestSecondNodeOnDataDirectoryInUseExitsAtOnce(t *testing.T) {
 	n := harness.Start(t)
