@@ -62,6 +62,31 @@ func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// httpCollector exports the HTTP ports' connection counts (cmd/internal/httplimit).
+type httpCollector struct{ w *webFront }
+
+var (
+	descHTTPConns   = prometheus.NewDesc("quorumbus_http_connections", "Open HTTP connections on this node, by port: admin, or amqp for the HTTP side of the AMQP and AMQPS ports (WebSocket connections included).", []string{"port"}, nil)
+	descHTTPRefused = prometheus.NewDesc("quorumbus_http_connections_refused_total", "HTTP connections this node closed at once because --http-max-connections were open on their port, by port.", []string{"port"}, nil)
+)
+
+func (c httpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descHTTPConns
+	ch <- descHTTPRefused
+}
+
+func (c httpCollector) Collect(ch chan<- prometheus.Metric) {
+	var open int64
+	var refused uint64
+	for _, l := range c.w.amqp {
+		open, refused = open+l.Open(), refused+l.Refused()
+	}
+	ch <- prometheus.MustNewConstMetric(descHTTPConns, prometheus.GaugeValue, float64(c.w.admin.Open()), "admin")
+	ch <- prometheus.MustNewConstMetric(descHTTPRefused, prometheus.CounterValue, float64(c.w.admin.Refused()), "admin")
+	ch <- prometheus.MustNewConstMetric(descHTTPConns, prometheus.GaugeValue, float64(open), "amqp")
+	ch <- prometheus.MustNewConstMetric(descHTTPRefused, prometheus.CounterValue, float64(refused), "amqp")
+}
+
 // splitEntityPath splits "orders/Subscriptions/eu" into the entity and subscription
 // labels the entity series use ("orders", "eu"); a queue or topic has no subscription.
 func splitEntityPath(p string) (entity, sub string) {
