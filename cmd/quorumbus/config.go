@@ -105,6 +105,8 @@ type Config struct {
 	// nodeIDDefaulted: no source set --node-id, so the host name was taken and the ID
 	// recorded in the data directory wins over it (resolveNodeID).
 	nodeIDDefaulted bool
+	// showVersion (--version): print the build's version and exit instead of starting.
+	showVersion bool
 	// checkOnly (--check-config): print the effective settings and exit instead of
 	// starting. Deployment tests run the binary with exactly the args and environment a
 	// manifest gives it; operators use it to see what a node would start with.
@@ -554,6 +556,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.SetOutput(stderr)
 	file := fs.String("config", getenv("QUORUMBUS_CONFIG"), "optional JSON config file; keys are the flag names")
 	fs.BoolVar(&c.checkOnly, "check-config", false, "validate the settings, print them as a JSON config file (sas-key redacted) and exit")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version, VCS revision and Go version of this build and exit")
 	ss := settings(&c)
 	var fromFlags Config // parsed into a scratch Config, applied last
 	for i, s := range settings(&fromFlags) {
@@ -580,6 +583,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.showVersion {
+		return c, nil // whatever else is set: the version needs no valid settings
 	}
 	if *file != "" {
 		if err := applyFile(ss, *file); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quorumbus/quorumbus/amqp"
+	"github.com/quorumbus/quorumbus/cmd/internal/version"
 )
 
 // amqpCollector exports the AMQP listener's Stats at scrape time. It lives here, in
@@ -85,6 +86,19 @@ func (c httpCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHTTPRefused, prometheus.CounterValue, float64(c.w.admin.Refused()), "admin")
 	ch <- prometheus.MustNewConstMetric(descHTTPConns, prometheus.GaugeValue, float64(open), "amqp")
 	ch <- prometheus.MustNewConstMetric(descHTTPRefused, prometheus.CounterValue, float64(refused), "amqp")
+}
+
+// buildInfo is the quorumbus_build_info gauge: always 1, its labels say which build
+// runs (cmd/internal/version), so that a dashboard can show a rolling upgrade.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "quorumbus_build_info",
+		Help:        "Always 1; its labels are the running build's version, VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.Revision, "go_version": v.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // splitEntityPath splits "orders/Subscriptions/eu" into the entity and subscription

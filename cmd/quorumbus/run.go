@@ -28,6 +28,7 @@ import (
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
 	"github.com/quorumbus/quorumbus/cmd/internal/httplimit"
 	"github.com/quorumbus/quorumbus/cmd/internal/sniff"
+	"github.com/quorumbus/quorumbus/cmd/internal/version"
 	"github.com/quorumbus/quorumbus/internal/certs"
 	"github.com/quorumbus/quorumbus/internal/offsetclock"
 )
@@ -289,7 +290,7 @@ func startAMQP(cfg Config, node *cluster.Node, ls *listeners, log *slog.Logger) 
 		return nil, nil, err
 	}
 	closeSrv := sync.OnceValue(srv.Close)
-	if err := node.Registry().Register(amqpCollector{srv}); err != nil {
+	if err := errors.Join(node.Registry().Register(amqpCollector{srv}), node.Registry().Register(buildInfo())); err != nil {
 		_ = closeSrv()
 		return nil, nil, err
 	}
@@ -460,7 +461,7 @@ func announce(cfg Config, node *cluster.Node, ls *listeners, log *slog.Logger) e
 		printBanner(cfg, node.Namespace(), ep)
 	}
 	// The log line has no key: it goes wherever logs are collected.
-	log.Info("serving", "node", cfg.NodeID, "namespace", node.Namespace(), "amqp", ep.AMQP, "amqps", ep.AMQPS,
+	log.Info("serving", "node", cfg.NodeID, "version", version.Get().String(), "namespace", node.Namespace(), "amqp", ep.AMQP, "amqps", ep.AMQPS,
 		"admin", ep.AdminURL, "connection_string_file", filepath.Join(cfg.Data, "connection-string"))
 	if ep.CA != "" {
 		// A development certificate: worth a warning in any log, and clients need the CA
