@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -806,9 +807,23 @@ func TestSQLRules(t *testing.T) {
 		t.Fatalf("default sql rule: %v %s", err, js(d))
 	}
 	_, err = e.ac.CreateRule(ctx, "t", "s", &sbadmin.CreateRuleOptions{Name: to.Ptr("bad"), Filter: &sbadmin.SQLFilter{Expression: "a = = 1"}})
-	wantStatus(t, err, 400, "Filter.SqlExpression")
+	wantStatus(t, err, 400, "Filter.SqlExpression: SQL syntax error at position 5")
+	noPrefix(t, err)
 	_, err = e.ac.CreateRule(ctx, "t", "s", &sbadmin.CreateRuleOptions{Name: to.Ptr("bad2"), Filter: &sbadmin.TrueFilter{}, Action: &sbadmin.SQLAction{Expression: "SET"}})
-	wantStatus(t, err, 400, "Action.SqlExpression")
+	wantStatus(t, err, 400, "Action.SqlExpression: SQL syntax error")
+	noPrefix(t, err)
+	_, err = e.ac.CreateRule(ctx, "t", "s", &sbadmin.CreateRuleOptions{Name: to.Ptr("bad3"), Filter: &sbadmin.SQLFilter{Expression: "a = @x"}})
+	wantStatus(t, err, 400, "Filter.SqlExpression: SQL error at position 5: parameter @x is not defined")
+	noPrefix(t, err)
+}
+
+// noPrefix fails unless err's text, as a user reads it, is free of the broker's
+// package prefixes ("rule: ", "meta: ").
+func noPrefix(t *testing.T, err error) {
+	t.Helper()
+	if m := regexp.MustCompile(`\b(meta|cluster|partition|fsm|rule|admin|sas): `).FindString(err.Error()); m != "" {
+		t.Errorf("the error shows the internal prefix %q:\n%v", m, err)
+	}
 }
 
 // Runtime properties carry the store's counts and every field the client dereferences.

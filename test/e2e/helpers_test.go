@@ -293,6 +293,13 @@ func (e *env) rawMgmt(t *testing.T, entity string) *rawMgmt {
 // call sends one $management request and returns the response's statusCode.
 func (m *rawMgmt) call(t *testing.T, op string, body map[string]any) int32 {
 	t.Helper()
+	st, _ := m.callDesc(t, op, body)
+	return st
+}
+
+// callDesc is call, returning the response's statusDescription too.
+func (m *rawMgmt) callDesc(t *testing.T, op string, body map[string]any) (int32, string) {
+	t.Helper()
 	ctx := testCtx(t)
 	m.n++
 	id := fmt.Sprint("req-", m.n)
@@ -313,5 +320,6 @@ func (m *rawMgmt) call(t *testing.T, op string, body map[string]any) int32 {
 		t.Fatalf("%s: response to another request: %+v", op, resp.Properties)
 	}
 	st, _ := resp.ApplicationProperties["statusCode"].(int32)
-	return st
+	desc, _ := resp.ApplicationProperties["statusDescription"].(string)
+	return st, desc
 }
