@@ -40,7 +40,8 @@ func lockData(dir string) (unlock func(), err error) {
 		return nil, fmt.Errorf("--data %s: data directory in use by %s (it holds %s); stop that node first, "+
 			"or give this one another --data", dir, holder, path)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
