@@ -16,8 +16,16 @@ BIN     := bin
 
 all: build
 
+# The build's version and revision (cmd/internal/version): the nearest tag (or the commit),
+# and the commit, marked -dirty when the work tree has changes. Override for a release:
+# make build VERSION=v1.2.0.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+VERSION_LDFLAGS = -X github.com/quorumbus/quorumbus/cmd/internal/version.version=$(VERSION) \
+  -X github.com/quorumbus/quorumbus/cmd/internal/version.revision=$(REVISION)
+
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 # The whole suite, race detector on, loopback only. Kept well under 20 minutes on 2 cores.
 # Then the tests built only without the race detector (//go:build !race: they measure
@@ -191,7 +199,7 @@ IMAGE_TAG ?= quorumbus:$(IMAGE_VERSION)
 IMAGE_TAR ?= $(BIN)/quorumbus-image.tar
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 image:
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w" \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)" \
 	  -o $(BIN)/linux-$(IMAGE_ARCH)/ ./cmd/quorumbus ./cmd/qbctl
 	cd deploy/image && $(GO) run . -bin ../../$(BIN)/linux-$(IMAGE_ARCH) -arch $(IMAGE_ARCH) \
 	  -tag $(IMAGE_TAG) -version $(IMAGE_VERSION) -o ../../$(IMAGE_TAR) -revision "$$(git rev-parse --short HEAD 2>/dev/null)"

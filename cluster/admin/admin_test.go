@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -329,6 +331,14 @@ func TestBadProperties(t *testing.T) {
 	}
 	_, err := e.ac.CreateQueue(ctx, "bad//name", nil)
 	wantStatus(t, err, 400, "must not contain an empty segment")
+	// Service Bus names start and end with a letter or digit ("-start" was
+	// accepted).
+	for _, name := range []string{"-start", "end-", "_q", "q."} {
+		_, err = e.ac.CreateQueue(ctx, name, nil)
+		wantStatus(t, err, 400, fmt.Sprintf("Name: %q must start and end with a letter or digit", name))
+		_, err = e.ac.CreateTopic(ctx, name, nil)
+		wantStatus(t, err, 400, fmt.Sprintf("Name: %q must start and end with a letter or digit", name))
+	}
 	_, err = e.ac.CreateQueue(ctx, "a/Subscriptions", nil)
 	if err == nil {
 		t.Fatal("a queue named with a Subscriptions segment was created")
@@ -344,6 +354,10 @@ func TestBadProperties(t *testing.T) {
 	if err == nil {
 		t.Fatal("subscription with '/' created")
 	}
+	_, err = e.ac.CreateSubscription(ctx, "t", "-s", nil)
+	wantStatus(t, err, 400, `Name: "-s" must start and end with a letter or digit`)
+	_, err = e.ac.CreateRule(ctx, "t", "s", &sbadmin.CreateRuleOptions{Name: to.Ptr("r_")})
+	wantStatus(t, err, 400, `"r_" must start and end with a letter or digit`)
 	_, err = e.ac.CreateRule(ctx, "t", "missing", &sbadmin.CreateRuleOptions{Name: to.Ptr("r")})
 	wantStatus(t, err, 404)
 }
@@ -793,9 +807,23 @@ func TestSQLRules(t *testing.T) {
 		t.Fatalf("default sql rule: %v %s", err, js(d))
 	}
 	_, err = e.ac.CreateRule(ctx, "t", "s", &sbadmin.CreateRuleOptions{Name: to.Ptr("bad"), Filter: &sbadmin.SQLFilter{Expression: "a = = 1"}})
-	wantStatus(t, err, 400, "Filter.SqlExpression")
+	wantStatus(t, err, 400, "Filter.SqlExpression: SQL syntax error at position 5")
+	noPrefix(t, err)
 	_, err = e.ac.CreateRule(ctx, "t", "s", &sbadmin.CreateRuleOptions{Name: to.Ptr("bad2"), Filter: &sbadmin.TrueFilter{}, Action: &sbadmin.SQLAction{Expression: "SET"}})
-	wantStatus(t, err, 400, "Action.SqlExpression")
+	wantStatus(t, err, 400, "Action.SqlExpression: SQL syntax error")
+	noPrefix(t, err)
+	_, err = e.ac.CreateRule(ctx, "t", "s", &sbadmin.CreateRuleOptions{Name: to.Ptr("bad3"), Filter: &sbadmin.SQLFilter{Expression: "a = @x"}})
+	wantStatus(t, err, 400, "Filter.SqlExpression: SQL error at position 5: parameter @x is not defined")
+	noPrefix(t, err)
+}
+
+// noPrefix fails unless err's text, as a user reads it, is free of the broker's
+// package prefixes ("rule: ", "meta: ").
+func noPrefix(t *testing.T, err error) {
+	t.Helper()
+	if m := regexp.MustCompile(`\b(meta|cluster|partition|fsm|rule|admin|sas): `).FindString(err.Error()); m != "" {
+		t.Errorf("the error shows the internal prefix %q:\n%v", m, err)
+	}
 }
 
 // Runtime properties carry the store's counts and every field the client dereferences.

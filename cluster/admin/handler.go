@@ -195,9 +195,12 @@ func parseRoute(path string) (route, error) {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Health, metrics and debug endpoints answer unauthenticated requests only, so that
-	// an entity named "healthz" or "metrics" stays reachable through the management API.
-	if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" {
+	// Health, metrics and debug endpoints answer whether or not the request carries an
+	// Authorization header (a scraper or probe may send credentials everywhere). A
+	// management API request always names its api-version (the SDKs and qbctl add it),
+	// so with one the path is an entity's: a queue named "healthz" or "metrics" stays
+	// reachable through the management API.
+	if r.Method == http.MethodGet && !r.URL.Query().Has("api-version") {
 		if h.cfg.Debug != nil && strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
 			h.cfg.Debug.ServeHTTP(w, r)
 			return

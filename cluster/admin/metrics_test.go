@@ -16,9 +16,9 @@ import (
 )
 
 // TestMetricsAndDebugEndpoints: GET /metrics and /debug/pprof/ reach their handlers
-// when configured and unauthenticated; without a Debug handler (no --pprof) the pprof
-// path is an entity path like any other, which needs a token; with a token /metrics is
-// an entity path too.
+// when configured, with or without an Authorization header; without a Debug handler
+// (no --pprof) the pprof path is an entity path like any other, which needs a token; a
+// management API request (with api-version) for /metrics is an entity path too.
 func TestMetricsAndDebugEndpoints(t *testing.T) {
 	store := &memStore{st: meta.New(), now: time.Now, counts: map[admin.Entity]admin.RuntimeCounts{}}
 	if err := store.Apply(context.Background(), &meta.SetNamespace{Name: "ns"}); err != nil {
@@ -62,8 +62,22 @@ func TestMetricsAndDebugEndpoints(t *testing.T) {
 	if c, b := get(off, "/debug/pprof/heap", ""); c == 200 || b == "pprof here" {
 		t.Errorf("/debug/pprof/heap without --pprof: %d %q", c, b)
 	}
-	if c, b := get(on, "/metrics", "SharedAccessSignature sr=x&sig=y&se=1&skn=k"); c == 200 || b == "metrics here" {
-		t.Errorf("/metrics with a token is not the entity path: %d %q", c, b)
+	// A scraper or probe that sends credentials gets the same answer as one that does
+	// not, whatever the credentials.
+	for _, auth := range []string{"SharedAccessSignature sr=x&sig=y&se=1&skn=k", "Bearer abc", "Basic dXNlcjpwYXNz"} {
+		if c, b := get(on, "/metrics", auth); c != 200 || b != "metrics here" {
+			t.Errorf("/metrics with Authorization %q: %d %q", auth, c, b)
+		}
+		for _, p := range []string{"/healthz", "/readyz", "/health"} {
+			if c, b := get(on, p, auth); c != 200 || !strings.Contains(b, "healthy") {
+				t.Errorf("%s with Authorization %q: %d %q", p, auth, c, b)
+			}
+		}
+	}
+	// A management API request (it names its api-version) for /metrics is the entity
+	// path, which needs a valid token.
+	if c, b := get(on, "/metrics?api-version=2021-05", "SharedAccessSignature sr=x&sig=y&se=1&skn=k"); c != 401 || b == "metrics here" {
+		t.Errorf("/metrics?api-version is not the entity path: %d %q", c, b)
 	}
 }
 

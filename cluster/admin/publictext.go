@@ -11,8 +11,12 @@ import (
 )
 
 // internalPrefix is the package prefix of a sentinel error's text ("meta: ",
-// "cluster: "): meaningful in a log line, noise in an answer a user reads.
-var internalPrefix = regexp.MustCompile(`\b(?:meta|cluster|partition|fsm|admin|placement|transport): `)
+// "cluster: ", "rule: "): meaningful in a log line, noise in an answer a user reads.
+var internalPrefix = regexp.MustCompile(`\b(?:meta|metagroup|cluster|partition|fsm|rule|admin|placement|transport|wire|sas): `)
+
+// StripPrefixes is msg without the package prefixes of the broker's error texts, for
+// the other edges that answer users in words (the AMQP bridge's error descriptions).
+func StripPrefixes(msg string) string { return internalPrefix.ReplaceAllString(msg, "") }
 
 // publicText is err as a user reads it in an answer: Service Bus's sentences for an
 // entity that exists ("The messaging entity 'jobs' already exists") or is missing, and

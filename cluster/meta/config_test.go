@@ -190,7 +190,7 @@ func TestLoadConfigInvalid(t *testing.T) {
 		{q(`"DefaultMessageTimeToLive":"PT0S"`), qp + `DefaultMessageTimeToLive: "PT0S" must be greater than zero`},
 		{q(`"ForwardTo":"nowhere"`), qp + `ForwardTo: the target entity "nowhere" does not exist`},
 		{q(`"Status":"Paused"`), qp + `Status: "Paused" is not one of Active, Disabled, SendDisabled, ReceiveDisabled`},
-		{`{"UserConfig":{"Namespaces":[{"Name":"ns","Queues":[{"Name":"a/"}]}]}}`, `UserConfig.Namespaces[0].Queues[0].Name: "a/" must not start or end with '/' or '.'`},
+		{`{"UserConfig":{"Namespaces":[{"Name":"ns","Queues":[{"Name":"a/"}]}]}}`, `UserConfig.Namespaces[0].Queues[0].Name: "a/" must start and end with a letter or digit`},
 		{`{"UserConfig":{"Namespaces":[{"Name":"ns","Queues":[{"Name":"a"},{"Name":"A"}]}]}}`, `UserConfig.Namespaces[0].Queues[1].Name: queue "a": meta: entity already exists (declared twice, names are case-insensitive)`},
 		{`{"UserConfig":{"Namespaces":[{"Name":"ns","Queues":[{"Properties":{}}]}]}}`, `UserConfig.Namespaces[0].Queues[0].Name: required`},
 		{`{"UserConfig":{"Namespaces":[]}}`, `UserConfig.Namespaces: exactly one namespace is supported, got 0`},

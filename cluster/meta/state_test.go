@@ -81,6 +81,7 @@ func TestNames(t *testing.T) {
 		{"", false}, {long, false}, {"/a", false}, {"a/", false}, {".a", false}, {"a.", false},
 		{"a//b", false}, {"a b", false}, {"a$b", false}, {"a/Subscriptions/b", false},
 		{"a/subscriptions", false}, {"é", false}, {"a/./b", false},
+		{"-start", false}, {"end-", false}, {"_q", false}, {"q_", false}, {"a-b_c.d", true}, {"1", true},
 	} {
 		err := ValidateEntityName(tc.name)
 		if (err == nil) != tc.ok {
@@ -96,6 +97,7 @@ func TestNames(t *testing.T) {
 	}{
 		{"s1", true}, {"sub.1-x_y", true}, {strings.Repeat("s", 50), true},
 		{"", false}, {strings.Repeat("s", 51), false}, {"a/b", false}, {"$x", false}, {"Subscriptions", false},
+		{"-s", false}, {"s.", false}, {"_s", false}, {"s-1", true},
 	} {
 		if err := ValidateSubscriptionName(tc.name); (err == nil) != tc.ok {
 			t.Errorf("ValidateSubscriptionName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
@@ -106,6 +108,11 @@ func TestNames(t *testing.T) {
 	}
 	if err := ValidateRuleName("$Other"); err == nil {
 		t.Error("$Other accepted")
+	}
+	for _, bad := range []string{"-r", "r-", "_r", ".r"} {
+		if err := ValidateRuleName(bad); err == nil {
+			t.Errorf("rule name %q accepted", bad)
+		}
 	}
 }
 

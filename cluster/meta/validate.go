@@ -14,8 +14,8 @@ var reservedSegments = []string{"Subscriptions", "$DeadLetterQueue", "$Transfer"
 	"$management", "$cbs", "$Resources", "$namespaceinfo"}
 
 // ValidateEntityName checks a queue or topic name as Service Bus does: 1..260 characters,
-// letters, digits, '.', '-', '_' and '/'; not starting or ending with '/' or '.'; no empty
-// segment ("//"); no reserved segment such as "Subscriptions".
+// letters, digits, '.', '-', '_' and '/'; starting and ending with a letter or digit; no
+// empty segment ("//"); no reserved segment such as "Subscriptions".
 func ValidateEntityName(name string) error {
 	if name == "" {
 		return invalid("Name", "must not be empty")
@@ -28,9 +28,8 @@ func ValidateEntityName(name string) error {
 			return invalid("Name", "%q contains %q; allowed are letters, digits, '.', '-', '_' and '/'", name, c)
 		}
 	}
-	if strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") ||
-		strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") {
-		return invalid("Name", "%q must not start or end with '/' or '.'", name)
+	if err := alnumEnds("Name", name); err != nil {
+		return err
 	}
 	if strings.Contains(name, "//") {
 		return invalid("Name", "%q must not contain an empty segment (\"//\")", name)
@@ -49,13 +48,13 @@ func ValidateEntityName(name string) error {
 }
 
 // ValidateSubscriptionName checks a subscription name: 1..50 characters, letters, digits,
-// '.', '-', '_'; not a reserved word.
+// '.', '-', '_', starting and ending with a letter or digit; not a reserved word.
 func ValidateSubscriptionName(name string) error {
 	return validateShortName("Name", name, MaxSubscriptionNameLength, false)
 }
 
 // ValidateRuleName checks a rule name: 1..50 characters, letters, digits, '.', '-', '_',
-// or exactly "$Default".
+// starting and ending with a letter or digit, or exactly "$Default".
 func ValidateRuleName(name string) error {
 	return validateShortName("Name", name, MaxRuleNameLength, true)
 }
@@ -79,6 +78,18 @@ func validateShortName(field, name string, max int, rule bool) error {
 		if strings.EqualFold(name, r) {
 			return invalid(field, "%q is a reserved name", name)
 		}
+	}
+	return alnumEnds(field, name)
+}
+
+// alnumEnds: Service Bus names start and end with a letter or digit (its naming rules
+// for queues, topics, subscriptions and rules); name holds only name characters and
+// '/' already. Names are checked when created, never when a command is applied, so an
+// entity an earlier release accepted with another first character stays usable (P3).
+func alnumEnds(field, name string) error {
+	isAlnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	if !isAlnum(name[0]) || !isAlnum(name[len(name)-1]) {
+		return invalid(field, "%q must start and end with a letter or digit", name)
 	}
 	return nil
 }

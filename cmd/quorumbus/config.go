@@ -18,6 +18,7 @@ import (
 	"github.com/quorumbus/quorumbus/amqp"
 	"github.com/quorumbus/quorumbus/cluster"
 	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cmd/internal/httplimit"
 	"github.com/quorumbus/quorumbus/internal/durable"
 	"github.com/quorumbus/quorumbus/partition"
 )
@@ -86,6 +87,9 @@ type Config struct {
 
 	// AMQP limits (amqp.Config has the meaning of each; docs/security.md, "Limits").
 	AMQPLimits AMQPLimits `json:"-"`
+	// HTTP limits of each port that speaks HTTP (httplimit.Config has the meaning of
+	// each; docs/security.md, "Limits").
+	HTTPLimits httplimit.Config `json:"-"`
 	// TLS for clients (docs/security.md). AMQPAddr "" (or "off") turns
 	// the plain listener off; AMQPSAddr listens only when TLS is configured.
 	AMQPSAddr     string `json:"amqps-addr"`
@@ -107,6 +111,8 @@ type Config struct {
 	// nodeIDDefaulted: no source set --node-id, so the host name was taken and the ID
 	// recorded in the data directory wins over it (resolveNodeID).
 	nodeIDDefaulted bool
+	// showVersion (--version): print the build's version and exit instead of starting.
+	showVersion bool
 	// checkOnly (--check-config): print the effective settings and exit instead of
 	// starting. Deployment tests run the binary with exactly the args and environment a
 	// manifest gives it; operators use it to see what a node would start with.
@@ -141,6 +147,7 @@ func DefaultConfig() Config {
 		RaftPipeline:     partition.DefaultPipeline,
 		RaftQuiesceAfter: cluster.DefaultQuiesceAfter,
 		AMQPLimits:       defaultAMQPLimits(),
+		HTTPLimits:       httplimit.DefaultConfig(),
 	}
 }
 
@@ -296,6 +303,16 @@ func (c *Config) Validate() error {
 	}
 	if err := c.AMQPLimits.validate(); err != nil {
 		return err
+	}
+	switch h := c.HTTPLimits; {
+	case h.MaxConnections < 1 || h.MaxConnections > 1<<20:
+		return fmt.Errorf("--http-max-connections %d: want 1..%d", h.MaxConnections, 1<<20)
+	case h.ReadTimeout <= 0:
+		return fmt.Errorf("--http-read-timeout %v: must be positive", h.ReadTimeout)
+	case h.WriteTimeout <= 0:
+		return fmt.Errorf("--http-write-timeout %v: must be positive", h.WriteTimeout)
+	case h.IdleTimeout <= 0:
+		return fmt.Errorf("--http-idle-timeout %v: must be positive", h.IdleTimeout)
 	}
 	if err := c.validateTLS(); err != nil {
 		return err
@@ -535,6 +552,12 @@ func settings(c *Config) []setting {
 		{name: "amqp-max-unsettled-per-link", usage: "peek-lock deliveries a receiving link may hold unsettled; at the bound the node sends nothing more on it until the client settles (default 5000, the SDKs' largest credit)", num: &c.AMQPLimits.MaxUnsettledPerLink},
 		{name: "amqp-max-unsettled-per-conn", usage: "peek-lock deliveries one AMQP connection may hold unsettled over all its receivers; at the bound its receivers wait for settlements (default 10000)", num: &c.AMQPLimits.MaxUnsettledPerConn},
 		{name: "amqp-max-conn-outgoing-mb", usage: "MiB one AMQP connection may have queued for the client and not yet written (deliveries fetched for its receivers, $management responses, frames); a client that stops reading makes its receivers wait (default 16)", num: &c.AMQPLimits.MaxConnOutgoingMB},
+
+		// HTTP limits, per port that speaks HTTP (docs/security.md, "Limits").
+		{name: "http-max-connections", usage: "HTTP connections open at once on each port that serves HTTP (the admin port, and the HTTP side of the AMQP and AMQPS ports); one more is closed at once (default 1000)", num: &c.HTTPLimits.MaxConnections},
+		{name: "http-read-timeout", usage: "how long an HTTP request may take to arrive, headers (at most 10s of it) and body; a slower one is answered or closed (default 1m)", dur: &c.HTTPLimits.ReadTimeout},
+		{name: "http-write-timeout", usage: "how long one write of an HTTP response may wait for a client that does not read before the connection is closed (default 1m)", dur: &c.HTTPLimits.WriteTimeout},
+		{name: "http-idle-timeout", usage: "how long a keep-alive HTTP connection may wait for its next request before it is closed (default 1m)", dur: &c.HTTPLimits.IdleTimeout},
 	}
 }
 
@@ -547,6 +570,7 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	fs.SetOutput(stderr)
 	file := fs.String("config", getenv("QUORUMBUS_CONFIG"), "optional JSON config file; keys are the flag names")
 	fs.BoolVar(&c.checkOnly, "check-config", false, "validate the settings, print them as a JSON config file (sas-key redacted) and exit")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version, VCS revision and Go version of this build and exit")
 	ss := settings(&c)
 	var fromFlags Config // parsed into a scratch Config, applied last
 	for i, s := range settings(&fromFlags) {
@@ -573,6 +597,9 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (Co
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.showVersion {
+		return c, nil // whatever else is set: the version needs no valid settings
 	}
 	if *file != "" {
 		if err := applyFile(ss, *file); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp"
+	"github.com/quorumbus/quorumbus/cmd/internal/httplimit"
 )
 
 // TestAMQPLimitsFromEverySource: each AMQP limit is a flag, a QUORUMBUS_ variable
@@ -71,6 +72,48 @@ func TestAMQPLimitsFromEverySource(t *testing.T) {
 		{[]string{"--amqp-txn-max-operations", "0"}, "--amqp-txn-max-operations 0"},
 		{[]string{"--amqp-max-unsettled-per-link", "0"}, "--amqp-max-unsettled-per-link 0"},
 		{[]string{"--amqp-max-conn-outgoing-mb", "0"}, "--amqp-max-conn-outgoing-mb 0"},
+	} {
+		_, err := loadConfig(tc.args, env(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestHTTPLimitsFromEverySource: each HTTP limit is a flag, a QUORUMBUS_ variable and a
+// config file key, defaults to httplimit.DefaultConfig's, and a value that cannot work
+// is refused naming its flag.
+func TestHTTPLimitsFromEverySource(t *testing.T) {
+	c, err := loadConfig(nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPLimits != httplimit.DefaultConfig() {
+		t.Fatalf("defaults %+v, want httplimit.DefaultConfig's", c.HTTPLimits)
+	}
+	file := filepath.Join(t.TempDir(), "qb.json")
+	if err := os.WriteFile(file, []byte(`{"http-max-connections": 50, "http-idle-timeout": "5s"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = loadConfig([]string{"--http-read-timeout", "2s"}, env(map[string]string{
+		"QUORUMBUS_CONFIG":             file,
+		"QUORUMBUS_HTTP_WRITE_TIMEOUT": "3s",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := httplimit.Config{MaxConnections: 50, ReadTimeout: 2 * time.Second, WriteTimeout: 3 * time.Second, IdleTimeout: 5 * time.Second}
+	if c.HTTPLimits != want {
+		t.Fatalf("got %+v, want %+v", c.HTTPLimits, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http-max-connections", "0"}, "--http-max-connections 0"},
+		{[]string{"--http-read-timeout", "0s"}, "--http-read-timeout"},
+		{[]string{"--http-write-timeout", "-1s"}, "--http-write-timeout"},
+		{[]string{"--http-idle-timeout", "0s"}, "--http-idle-timeout"},
 	} {
 		_, err := loadConfig(tc.args, env(nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

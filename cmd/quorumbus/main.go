@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/quorumbus/quorumbus/cmd/internal/version"
 )
 
 func main() {
@@ -10,6 +12,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quorumbus:", err)
 		os.Exit(2)
+	}
+	if cfg.showVersion {
+		fmt.Println("quorumbus", version.Get())
+		return
 	}
 	if cfg.checkOnly {
 		b, err := cfg.effectiveJSON()

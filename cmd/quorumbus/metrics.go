@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quorumbus/quorumbus/amqp"
+	"github.com/quorumbus/quorumbus/cmd/internal/version"
 )
 
 // amqpCollector exports the AMQP listener's Stats at scrape time. It lives here, in
@@ -60,6 +61,44 @@ func (c amqpCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descEntLinks, prometheus.GaugeValue, float64(e.ReceiverLinks), entity, sub, "receiver")
 		ch <- prometheus.MustNewConstMetric(descEntConns, prometheus.GaugeValue, float64(e.Connections), entity, sub)
 	}
+}
+
+// httpCollector exports the HTTP ports' connection counts (cmd/internal/httplimit).
+type httpCollector struct{ w *webFront }
+
+var (
+	descHTTPConns   = prometheus.NewDesc("quorumbus_http_connections", "Open HTTP connections on this node, by port: admin, or amqp for the HTTP side of the AMQP and AMQPS ports (WebSocket connections included).", []string{"port"}, nil)
+	descHTTPRefused = prometheus.NewDesc("quorumbus_http_connections_refused_total", "HTTP connections this node closed at once because --http-max-connections were open on their port, by port.", []string{"port"}, nil)
+)
+
+func (c httpCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descHTTPConns
+	ch <- descHTTPRefused
+}
+
+func (c httpCollector) Collect(ch chan<- prometheus.Metric) {
+	var open int64
+	var refused uint64
+	for _, l := range c.w.amqp {
+		open, refused = open+l.Open(), refused+l.Refused()
+	}
+	ch <- prometheus.MustNewConstMetric(descHTTPConns, prometheus.GaugeValue, float64(c.w.admin.Open()), "admin")
+	ch <- prometheus.MustNewConstMetric(descHTTPRefused, prometheus.CounterValue, float64(c.w.admin.Refused()), "admin")
+	ch <- prometheus.MustNewConstMetric(descHTTPConns, prometheus.GaugeValue, float64(open), "amqp")
+	ch <- prometheus.MustNewConstMetric(descHTTPRefused, prometheus.CounterValue, float64(refused), "amqp")
+}
+
+// buildInfo is the quorumbus_build_info gauge: always 1, its labels say which build
+// runs (cmd/internal/version), so that a dashboard can show a rolling upgrade.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "quorumbus_build_info",
+		Help:        "Always 1; its labels are the running build's version, VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "revision": v.Revision, "go_version": v.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // splitEntityPath splits "orders/Subscriptions/eu" into the entity and subscription

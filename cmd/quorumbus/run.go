@@ -26,7 +26,9 @@ import (
 	"github.com/quorumbus/quorumbus/cmd/internal/amqpws"
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
+	"github.com/quorumbus/quorumbus/cmd/internal/httplimit"
 	"github.com/quorumbus/quorumbus/cmd/internal/sniff"
+	"github.com/quorumbus/quorumbus/cmd/internal/version"
 	"github.com/quorumbus/quorumbus/internal/certs"
 	"github.com/quorumbus/quorumbus/internal/offsetclock"
 )
@@ -40,9 +42,11 @@ func run(cfg Config) error {
 	defer stop()
 	log := newLogger(cfg)
 	slog.SetDefault(log) // libraries that log through slog's default follow --log-format
-	if err := prepareData(&cfg, log); err != nil {
+	unlock, err := prepareData(&cfg, log)
+	if err != nil {
 		return err
 	}
+	defer unlock()
 	ls, closeListeners, err := listen(cfg)
 	if err != nil {
 		return err
@@ -86,25 +90,30 @@ func run(cfg Config) error {
 	return errors.Join(errs...)
 }
 
-// prepareData applies the memory settings, creates the data directory and settles the
-// node ID it belongs to (resolveNodeID).
-func prepareData(cfg *Config, log *slog.Logger) error {
+// prepareData applies the memory settings, creates the data directory, takes its lock
+// (lockData) and settles the node ID it belongs to (resolveNodeID). unlock releases the
+// lock.
+func prepareData(cfg *Config, log *slog.Logger) (unlock func(), err error) {
 	ms, err := applyMemory(*cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ms.limit > 0 || ms.headroom > 0 {
 		log.Info("memory", "limit", ms.limit, "limit-from", ms.limitSrc, "gc-headroom-percent", ms.headroom)
 	}
 	if err := os.MkdirAll(cfg.Data, 0o750); err != nil {
-		return err
+		return nil, err
+	}
+	if unlock, err = lockData(cfg.Data); err != nil {
+		return nil, err
 	}
 	id, err := resolveNodeID(cfg.Data, cfg.NodeID, cfg.nodeIDDefaulted)
 	if err != nil {
-		return err
+		unlock()
+		return nil, err
 	}
 	cfg.NodeID = id
-	return nil
+	return unlock, nil
 }
 
 // listeners are the node's client listeners and their TLS. They are bound before the
@@ -262,8 +271,9 @@ func nodeConfig(cfg Config, ls *listeners, log *slog.Logger) (cluster.Config, fu
 // amqpFront is the AMQP server on the client listeners.
 type amqpFront struct {
 	srv *amqp.Server
-	// http are the client listeners' HTTP halves (cmd/internal/sniff), nil when off.
-	http []net.Listener
+	// http are the client listeners' HTTP halves (cmd/internal/sniff), each bounded to
+	// --http-max-connections; nil when off.
+	http []*httplimit.Listener
 	errc chan error // a listener's Serve ended
 }
 
@@ -280,7 +290,7 @@ func startAMQP(cfg Config, node *cluster.Node, ls *listeners, log *slog.Logger) 
 		return nil, nil, err
 	}
 	closeSrv := sync.OnceValue(srv.Close)
-	if err := node.Registry().Register(amqpCollector{srv}); err != nil {
+	if err := errors.Join(node.Registry().Register(amqpCollector{srv}), node.Registry().Register(buildInfo())); err != nil {
 		_ = closeSrv()
 		return nil, nil, err
 	}
@@ -291,17 +301,29 @@ func startAMQP(cfg Config, node *cluster.Node, ls *listeners, log *slog.Logger) 
 	// works for the SDKs' administration clients (HTTPS to the Endpoint's host and port),
 	// and so does the emulator string for a client that, like the .NET one with
 	// UseDevelopmentEmulator=true, speaks plain HTTP to the Endpoint's port.
-	serve := func(ln net.Listener) {
-		mux := sniff.New(ln, 10*time.Second)
-		f.http = append(f.http, mux.HTTP())
+	//
+	// Sockets are bounded twice: the HTTP half to --http-max-connections, and the port as
+	// a whole (AMQP, HTTP and connections not yet told apart, each of which waits at most
+	// the header wait for its first bytes) to the sum of both limits and the 64 AMQP
+	// refusals the server may have in progress, so that a flood of silent sockets cannot
+	// outgrow what the two servers bound.
+	hl := cfg.HTTPLimits
+	portMax := cfg.AMQPLimits.MaxConnections + hl.MaxConnections + 64
+	serve := func(ln net.Listener, tc *tls.Config) {
+		var bounded net.Listener = httplimit.NewListener(ln, portMax)
+		if tc != nil {
+			bounded = tls.NewListener(bounded, tc)
+		}
+		mux := sniff.New(bounded, min(httplimit.MaxHeaderWait, hl.ReadTimeout))
+		f.http = append(f.http, hl.Listen(mux.HTTP()))
 		go func() { f.errc <- mux.Serve() }()
 		go func() { f.errc <- srv.Serve(mux.AMQP()) }()
 	}
 	if ls.amqp != nil {
-		serve(ls.amqp)
+		serve(ls.amqp, nil)
 	}
 	if ls.amqps != nil {
-		serve(tls.NewListener(ls.amqps, ls.tls))
+		serve(ls.amqps, ls.tls)
 	}
 	return f, closeSrv, nil
 }
@@ -309,8 +331,10 @@ func startAMQP(cfg Config, node *cluster.Node, ls *listeners, log *slog.Logger) 
 // webFront is the HTTP side: the explorer, admin API and AMQP over WebSockets on the
 // admin port, and the admin API and WebSockets on the AMQP ports.
 type webFront struct {
-	hs, ps *http.Server // admin port; AMQP ports
-	errc   chan error   // a Serve ended
+	hs, ps *http.Server        // admin port; AMQP ports
+	admin  *httplimit.Listener // the admin port's listener
+	amqp   []*httplimit.Listener
+	errc   chan error // a Serve ended
 }
 
 // startHTTP serves the admin port and the AMQP ports' HTTP halves. Its closer shuts the
@@ -328,20 +352,28 @@ func startHTTP(ctx context.Context, cfg Config, node *cluster.Node, f *amqpFront
 	if err != nil {
 		return nil, nil, err
 	}
+	// Every HTTP port is bounded by --http-max-connections and the --http-*-timeout
+	// settings (cmd/internal/httplimit, docs/security.md).
+	hl := cfg.HTTPLimits
 	w := &webFront{
-		hs: &http.Server{Handler: ui, ReadHeaderTimeout: 10 * time.Second},
+		hs: hl.Server(ui),
 		// On the AMQP ports: the admin API and AMQP over WebSockets, not the explorer.
-		ps:   &http.Server{Handler: amqpws.Route(ws, handler), ReadHeaderTimeout: 10 * time.Second},
-		errc: make(chan error, 3),
+		ps:    hl.Server(amqpws.Route(ws, handler)),
+		admin: hl.Listen(ls.admin), // counted before the TLS handshake, which it bounds too
+		amqp:  f.http,
+		errc:  make(chan error, 3),
 	}
 	for _, ln := range f.http {
 		go func() { w.errc <- w.ps.Serve(ln) }() // TLS, if any, already ended by the mux
 	}
 	if ls.tls != nil {
 		w.hs.TLSConfig = ls.tls.Clone()
-		go func() { w.errc <- w.hs.ServeTLS(ls.admin, "", "") }() // certificate from GetCertificate
+		go func() { w.errc <- w.hs.ServeTLS(w.admin, "", "") }() // certificate from GetCertificate
 	} else {
-		go func() { w.errc <- w.hs.Serve(ls.admin) }()
+		go func() { w.errc <- w.hs.Serve(w.admin) }()
+	}
+	if err := node.Registry().Register(httpCollector{w}); err != nil {
+		return nil, nil, err
 	}
 	shutdown := func(ctx context.Context) error { return errors.Join(w.hs.Shutdown(ctx), w.ps.Shutdown(ctx)) }
 	return w, shutdown, nil
@@ -429,7 +461,7 @@ func announce(cfg Config, node *cluster.Node, ls *listeners, log *slog.Logger) e
 		printBanner(cfg, node.Namespace(), ep)
 	}
 	// The log line has no key: it goes wherever logs are collected.
-	log.Info("serving", "node", cfg.NodeID, "namespace", node.Namespace(), "amqp", ep.AMQP, "amqps", ep.AMQPS,
+	log.Info("serving", "node", cfg.NodeID, "version", version.Get().String(), "namespace", node.Namespace(), "amqp", ep.AMQP, "amqps", ep.AMQPS,
 		"admin", ep.AdminURL, "connection_string_file", filepath.Join(cfg.Data, "connection-string"))
 	if ep.CA != "" {
 		// A development certificate: worth a warning in any log, and clients need the CA

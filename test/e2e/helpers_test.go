@@ -293,12 +293,27 @@ func (e *env) rawMgmt(t *testing.T, entity string) *rawMgmt {
 // call sends one $management request and returns the response's statusCode.
 func (m *rawMgmt) call(t *testing.T, op string, body map[string]any) int32 {
 	t.Helper()
-	st, _ := m.callBody(t, op, body)
+	st, _, _ := m.callFull(t, op, body)
 	return st
 }
 
 // callBody sends one $management request and returns the response's statusCode and body.
 func (m *rawMgmt) callBody(t *testing.T, op string, body map[string]any) (int32, map[string]any) {
+	t.Helper()
+	st, out, _ := m.callFull(t, op, body)
+	return st, out
+}
+
+// callDesc is call, returning the response's statusDescription too.
+func (m *rawMgmt) callDesc(t *testing.T, op string, body map[string]any) (int32, string) {
+	t.Helper()
+	st, _, desc := m.callFull(t, op, body)
+	return st, desc
+}
+
+// callFull sends one $management request and returns the response's statusCode, body
+// and statusDescription.
+func (m *rawMgmt) callFull(t *testing.T, op string, body map[string]any) (int32, map[string]any, string) {
 	t.Helper()
 	ctx := testCtx(t)
 	m.n++
@@ -321,5 +336,6 @@ func (m *rawMgmt) callBody(t *testing.T, op string, body map[string]any) (int32,
 	}
 	st, _ := resp.ApplicationProperties["statusCode"].(int32)
 	out, _ := resp.Value.(map[string]any)
-	return st, out
+	desc, _ := resp.ApplicationProperties["statusDescription"].(string)
+	return st, out, desc
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quorumbus/quorumbus/amqp"
 	"github.com/quorumbus/quorumbus/cluster"
+	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
 	"github.com/quorumbus/quorumbus/partition"
@@ -501,11 +502,20 @@ func mapErr(err error) error {
 	}
 	for _, m := range errMap {
 		if errors.Is(err, m.from) {
-			return fmt.Errorf("%w: %v", m.to, err)
+			// The text becomes the error's description, which a user reads: without
+			// the broker's package prefixes ("fsm: ", "rule: ").
+			return fmt.Errorf("%w: %s", m.to, admin.StripPrefixes(err.Error()))
 		}
 	}
-	return err
+	return publicErr{err}
 }
+
+// publicErr is err, worded without the broker's package prefixes (its description
+// reaches the client) and classified as err is.
+type publicErr struct{ err error }
+
+func (e publicErr) Error() string { return admin.StripPrefixes(e.err.Error()) }
+func (e publicErr) Unwrap() error { return e.err }
 
 var _ amqp.Transactor = (*Backend)(nil)
 

@@ -121,13 +121,13 @@ func metaErr(err error, path string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, meta.ErrExists):
-		return fmt.Errorf("%w: %v", amqp.ErrEntityExists, err)
+		return fmt.Errorf("%w: %s", amqp.ErrEntityExists, admin.StripPrefixes(err.Error()))
 	case errors.Is(err, meta.ErrNotFound):
-		return fmt.Errorf("%w: the messaging entity '%s' could not be found (%v)", amqp.ErrNotFound, path, err)
+		return fmt.Errorf("%w: the messaging entity '%s' could not be found (%s)", amqp.ErrNotFound, path, admin.StripPrefixes(err.Error()))
 	case errors.Is(err, meta.ErrInvalid):
-		return fmt.Errorf("%w: %v", amqp.ErrBadRequest, err)
+		return fmt.Errorf("%w: %s", amqp.ErrBadRequest, admin.StripPrefixes(err.Error()))
 	case errors.Is(err, admin.ErrUnavailable):
-		return fmt.Errorf("%w: %v", amqp.ErrServerBusy, err)
+		return fmt.Errorf("%w: %s", amqp.ErrServerBusy, admin.StripPrefixes(err.Error()))
 	}
 	return mapErr(err)
 }
