@@ -140,6 +140,10 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 		if have {
 			continue
 		}
+		if hold := rc.n.cfg.holdReplica; hold != nil && hold(d.entity) {
+			converged = false
+			continue
+		}
 		if _, err := rc.openReplica(d); err != nil {
 			rc.n.log.Error("open partition", "entity", d.entity, "partition", d.index, "err", err)
 			converged = false
