@@ -382,6 +382,10 @@ func (st *steward) balanceLeaders(ctx context.Context) {
 			if _, answered := everywhere[want]; !answered {
 				continue
 			}
+			// Nor to one that is stopping: it would hand the group straight back.
+			if m, ok := n.gossip.Member(want); !ok || m.Stopping {
+				continue
+			}
 			isVoter := false
 			for _, s := range g.Servers {
 				isVoter = isVoter || (s.ID == want && s.Voter)
