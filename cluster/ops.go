@@ -92,12 +92,21 @@ func (o *Ops) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	}
 	for _, m := range o.n.gossip.Members() {
 		mb := members[m.ID]
+		registered := mb != nil
 		if mb == nil {
 			mb = &admin.Member{ID: m.ID}
 			members[m.ID] = mb
 		}
 		mb.ClusterAddr, mb.AMQPAddr, mb.AdminAddr, mb.Zone = m.Cluster, m.AMQP, m.Admin, m.Zone
 		mb.State = m.State
+		// A node that had cluster state (Formed) but has neither a record nor a place in
+		// the metadata group was removed (RemoveNode deletes both) and still runs until
+		// its operator stops it: it is not part of the cluster, whatever gossip says. A
+		// joining node is registered before it joins the metadata group, and only then
+		// says Formed.
+		if _, inGroup := roles[m.ID]; !registered && !inGroup && m.Formed && m.ID != o.n.cfg.NodeID {
+			mb.State = "removed"
+		}
 	}
 	// A draining node that is up is "draining"; one that gossip no longer sees alive
 	// says so first ("dead, draining"): an operator must not read it as serving.
