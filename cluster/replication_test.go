@@ -70,7 +70,7 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 			t.Errorf("the removed %s is registered again", victim)
 		}
 	})
-	// Cluster status, through any node, shows it removed, not alive (issue 33 item 8).
+	// Cluster status, through any node, shows it removed, not alive.
 	for _, nd := range nodes {
 		if nd.cfg.NodeID == victim {
 			continue

@@ -34,7 +34,7 @@ func (r sdkRewrite) Do(req *http.Request) (*http.Response, error) {
 // groups are slow to elect; here their replicas are held closed) is acknowledged with
 // 201 and the entity's description. It was answered 503 "the change is committed but
 // its partitions are not serving yet", which the SDK's admin client retried into 409
-// "already exists": CreateQueue failed although the queue was created (issue 32). A
+// "already exists": CreateQueue failed although the queue was created. A
 // send made meanwhile waits for the partitions and completes once they serve.
 func TestCommittedCreateSucceedsBeforePartitionsServe(t *testing.T) {
 	var hold atomic.Bool

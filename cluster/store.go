@@ -61,7 +61,7 @@ func (n *Node) Store() *Store { return n.store }
 // A committed change is acknowledged even when its partitions are not serving it within
 // ServeWait (on a loaded cluster, or while a partition elects): reporting it as a
 // retriable failure made the SDKs retry a create that had happened into 409 "already
-// exists" (issue 32). Sends wait for a partition that has no leader yet (the router
+// exists". Sends wait for a partition that has no leader yet (the router
 // follows it until the send's deadline), and a partition's leader applies a changed
 // configuration once it has one (the reconciler, within reconcileInterval).
 func (sr *Store) Apply(ctx context.Context, cmd meta.Command) error {

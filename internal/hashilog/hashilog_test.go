@@ -113,7 +113,7 @@ func TestMemberlistLevels(t *testing.T) {
 }
 
 // What raft logs at error on every leadership change, stop and restart goes to debug
-// (issue 33 item 8: ERROR is "needs a person"); the same messages about a connection
+// (ERROR is "needs a person": docs/operations.md); the same messages about a connection
 // that was not simply closed, and raft's real errors, stay at error.
 func TestRoutineRaftErrorsAtDebug(t *testing.T) {
 	var buf bytes.Buffer

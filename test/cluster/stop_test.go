@@ -14,7 +14,7 @@ import (
 )
 
 // wholeStopBound is how long each node of a cluster stopped as a whole may take to exit
-// after SIGTERM (issue 33: the full 30 s shutdown timeout, then a non-zero exit).
+// after SIGTERM (they used to take the full 30 s shutdown timeout, then exit non-zero).
 const wholeStopBound = 10 * time.Second
 
 // errorLines are n's log lines at ERROR (docs/operations.md: "needs a person").
@@ -34,7 +34,7 @@ func errorLines(t *testing.T, n *harness.Node) []string {
 // within wholeStopBound and logs no ERROR line, and after all restart every message a
 // client saw acknowledged is received and completed (S-DUR-1, S-DUR-3). A node handed
 // its leaderships to voters that were stopping too, which passed them back, until the
-// shutdown timeout (issue 33 item 7).
+// shutdown timeout.
 func TestWholeClusterStopUnderLoad(t *testing.T) {
 	c := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3", "--log-format", "json"))
 	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })

@@ -56,7 +56,7 @@ type partJS struct {
 
 // One dead node holding a replica of 18 partition groups is listed as a few lines, each
 // naming the node and the number of groups, not a line per group and harm (it was 37
-// lines: issue 33 item 8); a removed node that still runs is listed as such.
+// lines); a removed node that still runs is listed as such.
 func TestProblemsGroupedByCause(t *testing.T) {
 	var parts []partJS
 	for i := 0; i < 18; i++ {
