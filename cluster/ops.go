@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -396,6 +397,18 @@ func (o *Ops) TransferLeader(ctx context.Context, groupID uint32, to string) err
 		}
 		return fmt.Errorf("group %d: %w", groupID, meta.ErrNotFound)
 	}
+	// A leadership given to a node that cannot keep it would not stay: say why instead.
+	if to != "" {
+		nd, _ := o.localNode(to)
+		switch m, alive := o.n.gossip.Member(to); {
+		case !alive:
+			return fmt.Errorf("%w: node %q is not alive", admin.ErrUnavailable, to)
+		case m.Stopping:
+			return fmt.Errorf("%w: node %q is stopping", admin.ErrUnavailable, to)
+		case nd.Draining:
+			return fmt.Errorf("node %q is draining (undrain it first): %w", to, meta.ErrInvalid)
+		}
+	}
 	for id, gs := range o.groupsEverywhere(ctx) {
 		for _, g := range gs {
 			if g.Group != groupID || !g.IsLeader {
@@ -404,17 +417,26 @@ func (o *Ops) TransferLeader(ctx context.Context, groupID uint32, to string) err
 			if id == to {
 				return nil
 			}
-			if id == o.n.cfg.NodeID {
-				return o.n.transferLocal(groupID, to)
+			if to != "" && !slices.ContainsFunc(g.Servers, func(s ServerInfo) bool { return s.ID == to && s.Voter }) {
+				return fmt.Errorf("%w: node %q is not a voter of group %d yet (it is catching up)", admin.ErrUnavailable, to, groupID)
 			}
-			remote, err := o.n.peer(o.n.addrOf(id)).Transfer(ctx, groupID, to)
-			if err != nil {
-				return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
-			}
-			return remote
+			return o.transferOn(ctx, id, groupID, to)
 		}
 	}
 	return fmt.Errorf("%w: group %d has no leader now", admin.ErrUnavailable, groupID)
+}
+
+// transferOn has node leader, which leads group groupID, hand its leadership to to ("":
+// any other voter).
+func (o *Ops) transferOn(ctx context.Context, leader string, groupID uint32, to string) error {
+	if leader == o.n.cfg.NodeID {
+		return o.n.transferLocal(groupID, to)
+	}
+	remote, err := o.n.peer(o.n.addrOf(leader)).Transfer(ctx, groupID, to)
+	if err != nil {
+		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
+	}
+	return remote
 }
 
 // RemoveNode implements admin.Cluster: the node's replicas are placed on other nodes

@@ -332,7 +332,7 @@ function problems(st, parts, stats) { return Problems.problems(st, parts, stats)
 function problemsPanel(list) {
   return h('section', { class: 'panel', 'aria-labelledby': 'problems-h', id: 'problems' },
     h('h3', { id: 'problems-h' }, list.length ? `Problems (${list.length})` : 'Problems'),
-    list.length === 0 ? h('p', { class: 'note ok-note' }, 'None: every node answers, every replica is reachable and caught up, no dead-letter queue grows.') :
+    list.length === 0 ? h('p', { class: 'note ok-note' }, 'None: every node answers, every replica is reachable and caught up, leadership is spread evenly, no dead-letter queue grows.') :
       h('ul', { class: 'problems' }, list.map((p) => h('li', { class: 'problem', 'data-kind': p.kind }, p.text))));
 }
 

@@ -21,15 +21,27 @@ const Problems = (() => {
     m.get(key).push(name);
   }
 
-  // problems lists dead nodes, replicas that are unreachable or lagging (one line per
-  // node), partitions short of a leader or of reachable voters (one line per cause) and
-  // growing dead-letter queues. st is the cluster status, parts the partitions, stats
+  // problems lists dead nodes, an uneven spread of partition leadership, replicas that
+  // are unreachable or lagging (one line per node), partitions short of a leader or of
+  // reachable voters (one line per cause) and growing dead-letter queues. st is the cluster status, parts the partitions, stats
   // the node and entity counters (nodes and ents are Maps). Each item is {kind, text}.
   function problems(st, parts, stats) {
     const out = [];
     for (const m of (st && st.members) || []) {
       if (m.state === 'dead' || m.state === 'suspect' || m.state === 'left') out.push({ kind: 'dead-node', text: `Node ${m.id} is ${m.state}` });
       else if (m.state === 'removed') out.push({ kind: 'dead-node', text: `Node ${m.id} was removed from the cluster but still runs: stop it` });
+    }
+    // Partition leadership spread over the live nodes that hold replicas, with the
+    // bounds the metadata leader's balancing keeps (20 % of an even share, at least one
+    // group): past them for longer than a restart takes, something keeps it uneven.
+    const live = ((st && st.members) || []).filter((m) => m.state === 'alive' && m.replicas > 0);
+    const total = live.reduce((a, m) => a + (m.leading || 0), 0);
+    if (live.length > 1 && total > 0) {
+      const even = total / live.length;
+      const slack = Math.max(1, 0.2 * even);
+      if (live.some((m) => (m.leading || 0) > even + slack || (m.leading || 0) < even - slack)) {
+        out.push({ kind: 'leader-skew', text: `Partition leadership is uneven: ${live.map((m) => `${m.id} leads ${m.leading || 0}`).join(', ')} of ${total} groups (even share ${even.toFixed(1)})` });
+      }
     }
     if (stats) {
       for (const n of stats.nodes.values()) {
