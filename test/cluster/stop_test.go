@@ -32,7 +32,8 @@ func errorLines(t *testing.T, n *harness.Node) []string {
 // SIGTERM to every node at once (kubectl scale --replicas=0 with parallel pod
 // management, docker compose down) under SDK load: each node exits with status 0
 // within wholeStopBound and logs no ERROR line, and after all restart every message a
-// client saw acknowledged is received and completed (S-DUR-1, S-DUR-3). A node handed
+// client saw acknowledged is received and completed (S-DUR-1, S-DUR-3), and partition
+// leadership spreads over the restarted nodes again. A node handed
 // its leaderships to voters that were stopping too, which passed them back, until the
 // shutdown timeout.
 func TestWholeClusterStopUnderLoad(t *testing.T) {
@@ -81,6 +82,8 @@ func TestWholeClusterStopUnderLoad(t *testing.T) {
 	c.RestartAll(t)
 	c.WaitFor(t, 60*time.Second, func() error { return formed(t, c) })
 	c.WaitFor(t, 60*time.Second, func() error { return w.progressed(before, 10, workers...) })
+	// Back with new processes, no node is taken for stopping: leadership spreads again.
+	c.WaitFor(t, 90*time.Second, func() error { return evenSpread(leadersOf(t, c, ""), []string{"n1", "n2", "n3"}) })
 	w.stopSenders()
 	p := peeker(t, c.Nodes[0], q)
 	c.WaitFor(t, 60*time.Second, func() error { return w.drained(p) })
