@@ -171,11 +171,21 @@ type Config struct {
 	// node refuses sends with a quota error. 0: no limit. Needs BodyMemoryBudget.
 	BodyDiskBudget int64
 
+	// ServeWait bounds how long an admin change, once committed, waits for the
+	// partitions it creates or alters to serve it (Store.Apply) before it is
+	// acknowledged anyway. 0: DefaultServeWait.
+	ServeWait time.Duration
+
 	Raft  RaftTiming
 	Clock Clock // nil: real clock
 	// Logger receives the node's lines, hashicorp/raft's and memberlist's included
 	// (internal/hashilog), so they all follow its level and format. nil: slog.Default().
 	Logger *slog.Logger
+
+	// holdReplica, set by tests, keeps the replicas of an entity closed on this node
+	// while it returns true for the entity's name (lower case): partitions that are
+	// placed but not serving, as on a loaded cluster whose groups are slow to elect.
+	holdReplica func(entity string) bool
 }
 
 // DefaultReadyMaxLag is Config.ReadyMaxLag's default. An entry is a group-committed
@@ -186,6 +196,10 @@ const DefaultReadyMaxLag = 1000
 // DefaultReadyTimeout is Config.ReadyTimeout's default: well inside the 3 s the chart's
 // readiness probe waits (helm/quorumbus values.yaml probes.readiness.timeoutSeconds).
 const DefaultReadyTimeout = time.Second
+
+// DefaultServeWait is Config.ServeWait's default: most of the 30 s an admin change
+// may take, as a client waits for its answer.
+const DefaultServeWait = 20 * time.Second
 
 // DefaultConfig is a single node on loopback.
 func DefaultConfig() Config {

@@ -360,41 +360,101 @@ func (st *steward) replaceDead(ctx context.Context, deadSince map[string]time.Ti
 	}
 }
 
-// balanceLeaders moves partition leadership back to each group's preferred leader (its
-// first replica, which placement rotates over the nodes) when that node is alive, not
-// draining and a voter: after a node returns, it leads its share again. At most two
-// transfers per round.
+// balanceLeaders spreads partition leadership evenly over the nodes that can lead: a
+// voter of some group, alive and answering, neither draining nor stopping. When one of
+// them leads more than 20 % (at least one group) above an even share, or less than 20 %
+// below it, it moves one group at a time from a node leading more to one of the group's
+// voters leading at least two fewer, the largest difference first, and among equals to
+// the group's preferred leader (its first replica, which placement rotates over the
+// nodes): a node back from a restart leads its own groups again. At most two transfers
+// per round. Within those bounds nothing moves, so a leadership moved by hand (qbctl
+// partition transfer-leader) stays. Balancing toward each group's preferred leader
+// instead never gave a node removed and added back a group to lead: it is appended to
+// the replicas of the groups it rejoins, first in none.
 func (st *steward) balanceLeaders(ctx context.Context) {
 	n := st.n
 	var v placementView
 	n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
-	pref, draining := v.preferred, v.draining
-	moved := 0
 	everywhere := n.ops.groupsEverywhere(ctx)
+	canLead := func(id string) bool {
+		if _, answered := everywhere[id]; !answered || v.draining[id] {
+			return false // only to a node that just answered: raft blocks the group's writes until a transfer's TimeoutNow call returns, which a paused node never answers
+		}
+		m, ok := n.gossip.Member(id)
+		return ok && !m.Stopping // a stopping node would hand the group straight back
+	}
+	type led struct {
+		group  uint32
+		leader string
+		voters []string
+	}
+	var groups []led
+	leads := map[string]int{} // nodes that can lead -> groups they lead
 	for id, gs := range everywhere {
 		for _, g := range gs {
-			want, ok := pref[g.Group]
-			if !g.IsLeader || g.Group == metagroup.ID || !ok || want == id || draining[want] || moved >= 2 {
+			if !g.IsLeader || g.Group == metagroup.ID {
 				continue
 			}
-			// Only to a node that just answered: raft blocks the group's writes until a
-			// transfer's TimeoutNow call returns, which a paused node never answers.
-			if _, answered := everywhere[want]; !answered {
-				continue
-			}
-			isVoter := false
+			l := led{group: g.Group, leader: id}
 			for _, s := range g.Servers {
-				isVoter = isVoter || (s.ID == want && s.Voter)
+				if s.Voter && canLead(s.ID) {
+					l.voters = append(l.voters, s.ID)
+					if _, ok := leads[s.ID]; !ok {
+						leads[s.ID] = 0 // counted below
+					}
+				}
 			}
-			if !isVoter {
-				continue
-			}
-			if err := n.ops.TransferLeader(ctx, g.Group, want); err != nil {
-				n.log.Debug("balance leaders", "group", g.Group, "to", want, "err", err)
-				continue
-			}
-			moved++
+			groups = append(groups, l)
 		}
+	}
+	if len(leads) < 2 {
+		return
+	}
+	for _, g := range groups {
+		if _, ok := leads[g.leader]; ok {
+			leads[g.leader]++
+		}
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i].group < groups[j].group })
+	even := float64(len(groups)) / float64(len(leads))
+	slack := max(1, 0.2*even)
+	for moved := 0; moved < 2; moved++ {
+		lo, hi := len(groups), 0
+		for _, k := range leads {
+			lo, hi = min(lo, k), max(hi, k)
+		}
+		if float64(hi) <= even+slack && float64(lo) >= even-slack {
+			return
+		}
+		best, to, gap, pref := -1, "", 1, false
+		for i, g := range groups {
+			from, ok := leads[g.leader]
+			if !ok {
+				continue
+			}
+			for _, t := range g.voters {
+				d := from - leads[t]
+				if t == g.leader || d <= 1 {
+					continue
+				}
+				if p := v.preferred[g.group] == t; d > gap || (d == gap && p && !pref) {
+					best, to, gap, pref = i, t, d, p
+				}
+			}
+		}
+		if best < 0 {
+			return // no group can move toward an even spread
+		}
+		g := &groups[best]
+		if err := n.ops.transferOn(ctx, g.leader, g.group, to); err != nil {
+			n.log.Debug("balance leaders", "group", g.group, "from", g.leader, "to", to, "err", err)
+			return
+		}
+		n.log.Info("moved a partition leadership to even out the spread", "group", g.group, "from", g.leader, "to", to,
+			"from_leads", leads[g.leader], "to_leads", leads[to], "even_share", fmt.Sprintf("%.1f", even))
+		leads[g.leader]--
+		leads[to]++
+		g.leader = to
 	}
 }
 

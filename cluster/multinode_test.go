@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/quorumbus/quorumbus/cluster/admin"
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
@@ -378,4 +380,15 @@ func TestClusterStatusMetadataDigests(t *testing.T) {
 			t.Errorf("status without digests asked reports %+v", m)
 		}
 	}
+}
+
+// voters counts the voters of a configuration.
+func voters(servers []raft.Server) int {
+	c := 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
 }

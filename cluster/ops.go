@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -92,12 +93,21 @@ func (o *Ops) ClusterStatus(ctx context.Context) (admin.ClusterStatus, error) {
 	}
 	for _, m := range o.n.gossip.Members() {
 		mb := members[m.ID]
+		registered := mb != nil
 		if mb == nil {
 			mb = &admin.Member{ID: m.ID}
 			members[m.ID] = mb
 		}
 		mb.ClusterAddr, mb.AMQPAddr, mb.AdminAddr, mb.Zone = m.Cluster, m.AMQP, m.Admin, m.Zone
 		mb.State = m.State
+		// A node that had cluster state (Formed) but has neither a record nor a place in
+		// the metadata group was removed (RemoveNode deletes both) and still runs until
+		// its operator stops it: it is not part of the cluster, whatever gossip says. A
+		// joining node is registered before it joins the metadata group, and only then
+		// says Formed.
+		if _, inGroup := roles[m.ID]; !registered && !inGroup && m.Formed && m.ID != o.n.cfg.NodeID {
+			mb.State = "removed"
+		}
 	}
 	// A draining node that is up is "draining"; one that gossip no longer sees alive
 	// says so first ("dead, draining"): an operator must not read it as serving.
@@ -275,7 +285,13 @@ func timeLeft(ctx context.Context) time.Duration {
 }
 
 // handOver transfers leadership of every group this node leads (the metadata group
-// included) to other voters, and waits until it leads none or ctx ends.
+// included) to other voters, and waits until it leads none that another voter could
+// take, or ctx ends. A leadership goes only to a voter gossip sees alive and not
+// stopping (successor): when every node of a cluster stops at once (kubectl scale to 0,
+// docker compose down), handing a group to a node that is itself stopping made two
+// nodes pass the metadata leadership back and forth until the shutdown timeout (issue
+// 33). A group whose other voters are all stopping or gone stays led here and stops
+// with this node.
 func (o *Ops) handOver(ctx context.Context) error {
 	for {
 		o.n.mu.RLock()
@@ -286,24 +302,30 @@ func (o *Ops) handOver(ctx context.Context) error {
 			}
 		}
 		o.n.mu.RUnlock()
-		metaLeader := o.n.meta.IsLeader()
-		if len(leading) == 0 && !metaLeader {
-			return nil
-		}
+		pending := 0
 		for _, r := range leading {
-			if servers, err := r.p.Servers(); err == nil && voters(servers) < 2 {
+			servers, err := r.p.Servers()
+			if err != nil {
+				continue // no longer the leader, or closed
+			}
+			to := o.successor(servers)
+			if to == "" {
 				continue // nobody to hand it to
 			}
-			if err := r.p.TransferLeadership(); err != nil {
-				o.n.log.Debug("hand over partition leadership", "entity", r.entity, "partition", r.index, "err", err)
+			pending++
+			if err := r.p.TransferLeadershipTo(to, o.n.addrOf(to)); err != nil {
+				o.n.log.Debug("hand over partition leadership", "entity", r.entity, "partition", r.index, "to", to, "err", err)
 			}
 		}
-		if metaLeader && voters(o.n.meta.Servers()) > 1 {
-			if err := o.n.meta.TransferLeadership(); err != nil {
-				o.n.log.Debug("hand over metadata leadership", "err", err)
+		if o.n.meta.IsLeader() {
+			if to := o.successor(o.n.meta.Servers()); to != "" {
+				pending++
+				if err := o.n.meta.TransferLeadershipTo(to, o.n.addrOf(to)); err != nil {
+					o.n.log.Debug("hand over metadata leadership", "to", to, "err", err)
+				}
 			}
 		}
-		if o.leadsOnlyAlone() {
+		if pending == 0 {
 			return nil
 		}
 		t := time.NewTimer(50 * time.Millisecond)
@@ -316,31 +338,19 @@ func (o *Ops) handOver(ctx context.Context) error {
 	}
 }
 
-// leadsOnlyAlone reports whether every group this node still leads has no other voter.
-func (o *Ops) leadsOnlyAlone() bool {
-	if o.n.meta.IsLeader() && voters(o.n.meta.Servers()) > 1 {
-		return false
-	}
-	o.n.mu.RLock()
-	defer o.n.mu.RUnlock()
-	for _, r := range o.n.parts {
-		if leader, _ := r.p.Leader(); leader == o.n.cfg.NodeID {
-			if servers, err := r.p.Servers(); err != nil || voters(servers) > 1 {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func voters(servers []raft.Server) int {
-	c := 0
+// successor is the voter of servers, other than this node, that a leadership goes to:
+// the first one gossip sees alive and not stopping; "" when there is none.
+func (o *Ops) successor(servers []raft.Server) string {
 	for _, s := range servers {
-		if s.Suffrage == raft.Voter {
-			c++
+		id := string(s.ID)
+		if s.Suffrage != raft.Voter || id == o.n.cfg.NodeID {
+			continue
+		}
+		if m, ok := o.n.gossip.Member(id); ok && !m.Stopping {
+			return id
 		}
 	}
-	return c
+	return ""
 }
 
 // HandOver is DrainNode's step on the drained node.
@@ -357,6 +367,10 @@ func (s *rpcService) HandOver(req *TransferReq, resp *WireErr) error {
 // group it leads, so clients see at most retriable errors while it restarts, and leaves
 // the gossip; the caller then calls Close. A lone node has nobody to hand over to.
 func (n *Node) Shutdown(ctx context.Context) error {
+	// The others hand no leadership to a node that is stopping: said before this node
+	// hands its own over, so that nodes stopping together do not pass leaderships back
+	// and forth.
+	n.gossip.SetStopping(time.Second)
 	err := n.ops.handOverLogged(ctx, "graceful stop")
 	n.gossip.Leave(2 * time.Second)
 	return err
@@ -383,6 +397,18 @@ func (o *Ops) TransferLeader(ctx context.Context, groupID uint32, to string) err
 		}
 		return fmt.Errorf("group %d: %w", groupID, meta.ErrNotFound)
 	}
+	// A leadership given to a node that cannot keep it would not stay: say why instead.
+	if to != "" {
+		nd, _ := o.localNode(to)
+		switch m, alive := o.n.gossip.Member(to); {
+		case !alive:
+			return fmt.Errorf("%w: node %q is not alive", admin.ErrUnavailable, to)
+		case m.Stopping:
+			return fmt.Errorf("%w: node %q is stopping", admin.ErrUnavailable, to)
+		case nd.Draining:
+			return fmt.Errorf("node %q is draining (undrain it first): %w", to, meta.ErrInvalid)
+		}
+	}
 	for id, gs := range o.groupsEverywhere(ctx) {
 		for _, g := range gs {
 			if g.Group != groupID || !g.IsLeader {
@@ -391,17 +417,26 @@ func (o *Ops) TransferLeader(ctx context.Context, groupID uint32, to string) err
 			if id == to {
 				return nil
 			}
-			if id == o.n.cfg.NodeID {
-				return o.n.transferLocal(groupID, to)
+			if to != "" && !slices.ContainsFunc(g.Servers, func(s ServerInfo) bool { return s.ID == to && s.Voter }) {
+				return fmt.Errorf("%w: node %q is not a voter of group %d yet (it is catching up)", admin.ErrUnavailable, to, groupID)
 			}
-			remote, err := o.n.peer(o.n.addrOf(id)).Transfer(ctx, groupID, to)
-			if err != nil {
-				return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
-			}
-			return remote
+			return o.transferOn(ctx, id, groupID, to)
 		}
 	}
 	return fmt.Errorf("%w: group %d has no leader now", admin.ErrUnavailable, groupID)
+}
+
+// transferOn has node leader, which leads group groupID, hand its leadership to to ("":
+// any other voter).
+func (o *Ops) transferOn(ctx context.Context, leader string, groupID uint32, to string) error {
+	if leader == o.n.cfg.NodeID {
+		return o.n.transferLocal(groupID, to)
+	}
+	remote, err := o.n.peer(o.n.addrOf(leader)).Transfer(ctx, groupID, to)
+	if err != nil {
+		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
+	}
+	return remote
 }
 
 // RemoveNode implements admin.Cluster: the node's replicas are placed on other nodes

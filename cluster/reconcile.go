@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -141,8 +143,20 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 		if have {
 			continue
 		}
+		if hold := rc.n.cfg.holdReplica; hold != nil && hold(d.entity) {
+			converged = false
+			continue
+		}
 		if _, err := rc.openReplica(d); err != nil {
-			rc.n.log.Error("open partition", "entity", d.entity, "partition", d.index, "err", err)
+			// The next pass opens it again. A new group's bootstrap that finds state was
+			// raced by a peer's first campaign, whose vote request this replica recorded
+			// (hashicorp/raft refuses to bootstrap then): routine, and the next open finds
+			// that state and joins without bootstrapping.
+			level := slog.LevelWarn
+			if errors.Is(err, raft.ErrCantBootstrap) {
+				level = slog.LevelDebug
+			}
+			rc.n.log.Log(ctx, level, "open partition", "entity", d.entity, "partition", d.index, "err", err)
 			converged = false
 		}
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,6 +70,24 @@ func TestRemovedNodeGetsNoReplicaBack(t *testing.T) {
 			t.Errorf("the removed %s is registered again", victim)
 		}
 	})
+	// Cluster status, through any node, shows it removed, not alive.
+	for _, nd := range nodes {
+		if nd.cfg.NodeID == victim {
+			continue
+		}
+		waitFor(t, 10*time.Second, func() error { // a follower applies the removal soon after
+			st, err := nd.Ops().ClusterStatus(ctx)
+			if err != nil {
+				return err
+			}
+			for _, m := range st.Members {
+				if m.ID == victim && m.State != "removed" {
+					return fmt.Errorf("cluster status through %s shows the removed %s as %q, want removed", nd.cfg.NodeID, victim, m.State)
+				}
+			}
+			return nil
+		})
+	}
 }
 
 // With one of three nodes draining, a new entity's groups still get three replicas

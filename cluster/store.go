@@ -27,6 +27,9 @@ type Store struct {
 	reconcile func(ctx context.Context) bool
 	// rt runs the partition operations of counts, config syncs and purges.
 	rt *Router
+	// serveWait bounds how long Apply waits for the partitions of a committed change
+	// (Config.ServeWait).
+	serveWait time.Duration
 	// n is the node, for the peers and their addresses (Node.peer, Node.addrOf,
 	// Node.peerStatus) and a leadership transfer here (Node.transferLocal).
 	n *Node
@@ -34,7 +37,11 @@ type Store struct {
 
 // newStore is the store of n, whose metadata group is open and whose router is made.
 func newStore(n *Node) *Store {
-	return &Store{self: n.cfg.NodeID, meta: n.meta, log: n.log, reconcile: n.rec.reconcile, rt: n.router, n: n}
+	wait := n.cfg.ServeWait
+	if wait <= 0 {
+		wait = DefaultServeWait
+	}
+	return &Store{self: n.cfg.NodeID, meta: n.meta, log: n.log, reconcile: n.rec.reconcile, rt: n.router, serveWait: wait, n: n}
 }
 
 var _ admin.Store = (*Store)(nil)
@@ -44,10 +51,19 @@ func (n *Node) Store() *Store { return n.store }
 
 // Apply proposes a metadata change (admin.Store) through the metadata leader: here, or
 // forwarded to it over the cluster RPC (metagroup.Group.Commit). Creating a queue or
-// topic places its partitions on the cluster's nodes (placement.go). The call returns once the change is committed,
-// applied on this node's replica (a read here right after sees it), and, for a new
-// entity, once every partition group has a leader, so a client may use an entity as soon
-// as its creation is acknowledged, through any node.
+// topic places its partitions on the cluster's nodes (placement.go). The call returns
+// once the change is committed and applied on this node's replica (a read here right
+// after sees it), and then, for Config.ServeWait at most, until the partitions serve it:
+// for a new entity until every partition group has a leader, so a client may use an
+// entity as soon as its creation is acknowledged, through any node; for a change of an
+// existing entity until each partition has applied it.
+//
+// A committed change is acknowledged even when its partitions are not serving it within
+// ServeWait (on a loaded cluster, or while a partition elects): reporting it as a
+// retriable failure made the SDKs retry a create that had happened into 409 "already
+// exists". Sends wait for a partition that has no leader yet (the router
+// follows it until the send's deadline), and a partition's leader applies a changed
+// configuration once it has one (the reconciler, within reconcileInterval).
 func (sr *Store) Apply(ctx context.Context, cmd meta.Command) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -61,11 +77,24 @@ func (sr *Store) Apply(ctx context.Context, cmd meta.Command) error {
 	if err := sr.meta.WaitIndex(ctx, idx); err != nil {
 		return fmt.Errorf("%w: %v", admin.ErrUnavailable, err)
 	}
+	// Committed: from here on the change is acknowledged, whatever the partitions do.
+	wctx, wcancel := context.WithTimeout(ctx, sr.serveWait)
+	defer wcancel()
+	if entity, err := sr.awaitServing(wctx, cmd, idx); err != nil && ctx.Err() == nil {
+		sr.log.Warn("admin change committed and acknowledged before its partitions serve it: they will once they have a leader",
+			"change", cmd.Op().String(), "entity", entity, "waited", sr.serveWait, "err", err)
+	}
+	return nil
+}
+
+// awaitServing waits until the partitions a committed change (at metadata index idx)
+// creates or alters serve it, and returns the entity they belong to.
+func (sr *Store) awaitServing(ctx context.Context, cmd meta.Command, idx uint64) (string, error) {
 	sr.reconcile(ctx)
 	entity, creates := meta.PartitionsChanged(cmd)
 	if entity != "" && creates {
 		if err := sr.waitEntity(ctx, entity); err != nil {
-			return fmt.Errorf("%w: the change is committed but its partitions are not serving yet: %v", admin.ErrUnavailable, err)
+			return entity, fmt.Errorf("its partitions are not serving yet: %w", err)
 		}
 	}
 	if entity != "" && !creates {
@@ -73,15 +102,15 @@ func (sr *Store) Apply(ctx context.Context, cmd meta.Command) error {
 		// a single node: the next operation through any node sees it (S-ENT-3).
 		e, err := sr.rt.resolve(entity)
 		if err != nil {
-			return nil // deleted meanwhile
+			return entity, nil // deleted meanwhile
 		}
 		for _, g := range e.parts {
 			if _, err := sr.rt.on(g).do(ctx, &wire.SyncConfig{MetaIndex: idx}); err != nil {
-				return fmt.Errorf("%w: the change is committed but partition %d has not applied it yet: %v", admin.ErrUnavailable, g.index, err)
+				return entity, fmt.Errorf("partition %d has not applied it yet: %w", g.index, err)
 			}
 		}
 	}
-	return nil
+	return entity, nil
 }
 
 // applyRemote forwards cmd to the metadata leader (metagroup.Config.Forward).

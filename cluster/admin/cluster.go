@@ -42,7 +42,8 @@ type Member struct {
 	Zone        string `json:"zone,omitempty"`
 	// State: "alive", "suspect", "dead" (gossip), "left", or "draining" (alive and
 	// draining); a draining node gossip does not see alive is "suspect, draining",
-	// "dead, draining" or "left, draining".
+	// "dead, draining" or "left, draining"; "removed" for a node RemoveNode removed that
+	// still runs (gossip sees it, the cluster no longer counts it).
 	State string `json:"state"`
 	// MetadataRole: "leader", "voter" or "nonvoter" in the metadata group; "" if none.
 	MetadataRole string `json:"metadataRole"`

@@ -418,6 +418,9 @@ func (h *Handler) read(ctx context.Context, rt route) (*snapshot, error) {
 // leader yet), the response is a 503 rather than counts of zero, which a client would
 // take for the truth; x records the error for the caller to answer with.
 func (h *Handler) runtime(ctx context.Context, x *xmlWriter, e Entity) RuntimeCounts {
+	if x.created {
+		return RuntimeCounts{}
+	}
 	c, err := h.cfg.Store.Runtime(ctx, e)
 	if err != nil {
 		h.log.Warn("admin: runtime counts unavailable", "entity", e.Name, "subscription", e.Subscription, "err", err)
@@ -673,7 +676,7 @@ func (h *Handler) put(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		return err
 	}
-	x := &xmlWriter{}
+	x := &xmlWriter{created: !update}
 	switch rt.kind {
 	case routeEntity:
 		switch sn.kind {

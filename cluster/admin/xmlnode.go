@@ -127,6 +127,9 @@ type xmlWriter struct {
 	// err is the first failure met while building the body (runtime counts that could
 	// not be read); the handler answers with it instead of the body.
 	err error
+	// created: the body describes an entity just created, whose runtime counts are all
+	// zero; they are not read, since its partitions may not serve yet.
+	created bool
 }
 
 func (w *xmlWriter) raw(s string) { w.b.WriteString(s) }

@@ -1,6 +1,6 @@
 // Package gossip says which nodes are alive and what each advertises (node ID, cluster,
 // AMQP and admin addresses, zone, whether it has cluster state, the incarnation of its
-// data directory), with hashicorp/memberlist. It suggests; the metadata group decides:
+// data directory, whether it is stopping), with hashicorp/memberlist. It suggests; the metadata group decides:
 // package cluster changes placement and Raft membership only through metadata
 // commands, never straight from a gossip event.
 //

@@ -30,6 +30,9 @@ type Meta struct {
 	// A forming node never bootstraps while any member says Formed.
 	Formed bool   `json:"f,omitempty"`
 	Inc    string `json:"i,omitempty"` // incarnation of the node's data directory
+	// Stopping: the node is stopping gracefully (SIGTERM) and hands its leaderships
+	// over; no other node hands a leadership to it. Older releases ignore the field.
+	Stopping bool `json:"s,omitempty"`
 }
 
 // Member is a live node as gossip sees it.
@@ -216,6 +219,18 @@ func (g *Gossip) SetFormed() {
 	g.mu.Unlock()
 	if !was {
 		_ = g.ml.UpdateNode(5 * time.Second)
+	}
+}
+
+// SetStopping marks this node as stopping and gossips it, waiting at most timeout for
+// the news to leave this node: the others then hand no leadership to it.
+func (g *Gossip) SetStopping(timeout time.Duration) {
+	g.mu.Lock()
+	was := g.self.Stopping
+	g.self.Stopping = true
+	g.mu.Unlock()
+	if !was {
+		_ = g.ml.UpdateNode(timeout)
 	}
 }
 

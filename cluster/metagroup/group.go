@@ -440,6 +440,11 @@ func (g *Group) RemoveServer(id string, timeout time.Duration) error {
 // TransferLeadership hands leadership to another voter (on the leader).
 func (g *Group) TransferLeadership() error { return g.raft.LeadershipTransfer().Error() }
 
+// TransferLeadershipTo hands this node's leadership to voter id at addr and waits for it.
+func (g *Group) TransferLeadershipTo(id, addr string) error {
+	return g.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr)).Error()
+}
+
 // WatchLeader calls fn with each change of the group's leader as this node sees it (""
 // when it has none) and the term, until ctx ends. Raft's observer drops observations
 // when the channel is full, so a slow fn never holds up the group; the next change is

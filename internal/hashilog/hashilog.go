@@ -13,6 +13,9 @@
 //   - a failed RPC to a peer (noise, below) is logged at warn at most once per Interval
 //     for each message and peer, with the number of lines held back since; the rest go
 //     to debug;
+//   - raft's errors that every leadership change, stop and restart produce (routine,
+//     below: a leader that learns of a newer term, a connection a stopping peer closed
+//     under a request) go to debug;
 //   - every other raft error is logged at error, memberlist's warnings and errors at
 //     warn, also limited per message.
 //
@@ -24,11 +27,16 @@ package hashilog
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log"
 	"log/slog"
+	"net"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -59,6 +67,51 @@ var noise = []string{
 	"failed to make requestVote RPC",
 	"failed to send snapshot to",
 	"failed to contact",
+}
+
+// routine are raft's error lines that say nothing is wrong: hashicorp/raft v1.7
+// replication.go logs a leader's discovery that another node won a newer term (after
+// every leadership transfer and election, so on every rolling restart) at error.
+var routine = []string{
+	"peer has newer term, stopping replication",
+}
+
+// connClosed are raft's error lines about one incoming connection
+// (net_transport.go), routine when the connection was closed under them (closedConn):
+// the peer stopped or restarted, or this node is closing its transport.
+var connClosed = []string{
+	"failed to decode incoming command",
+	"failed to flush response",
+	"failed to accept connection",
+}
+
+// closedConn reports whether raft's args carry an error that a closed connection
+// gives (net.ErrClosed's text, a reset, a broken pipe, a connection cut mid-message).
+func closedConn(args []any) bool {
+	for i := 0; i+1 < len(args); i += 2 {
+		err, ok := args[i+1].(error)
+		if !ok {
+			continue
+		}
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+			errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+			return true
+		}
+		// The msgpack decoder wraps what it read from without %w.
+		for _, s := range []string{"use of closed network connection", "connection reset by peer", "broken pipe", "unexpected EOF"} {
+			if strings.Contains(err.Error(), s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isRoutine(msg string, args []any) bool {
+	if slices.Contains(routine, msg) {
+		return true
+	}
+	return slices.Contains(connClosed, msg) && closedConn(args)
 }
 
 // Bridge hands the libraries' lines to one slog.Logger.
@@ -112,7 +165,7 @@ type raftSink struct{ b *Bridge }
 
 func (s raftSink) Accept(name string, level hclog.Level, msg string, args ...any) {
 	switch {
-	case level < hclog.Error:
+	case level < hclog.Error, isRoutine(msg, args):
 		s.b.emit(slog.LevelDebug, name, msg, args)
 	case isNoise(msg):
 		s.b.limited(slog.LevelWarn, name, msg+" "+peerOf(args), msg, args)

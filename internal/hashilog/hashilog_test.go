@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -105,5 +109,31 @@ func TestMemberlistLevels(t *testing.T) {
 	ls := lines(t, &buf)
 	if len(ls) != 1 || ls[0]["level"] != "WARN" || !strings.HasPrefix(ls[0]["msg"].(string), "Failed to send ping") {
 		t.Errorf("want one warning about the failed ping, got %v", ls)
+	}
+}
+
+// What raft logs at error on every leadership change, stop and restart goes to debug
+// (ERROR is "needs a person": docs/operations.md); the same messages about a connection
+// that was not simply closed, and raft's real errors, stay at error.
+func TestRoutineRaftErrorsAtDebug(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(slog.New(slog.NewJSONHandler(&buf, nil)), nil)
+	l := b.Raft("raft.meta")
+	closed := &net.OpError{Op: "read", Net: "tcp", Err: net.ErrClosed}
+	l.Error("peer has newer term, stopping replication", "peer", "{Voter n2 127.0.0.1:5401}")
+	l.Error("failed to decode incoming command", "error", closed)
+	l.Error("failed to decode incoming command", "error", errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: use of closed network connection"))
+	l.Error("failed to flush response", "error", &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE})
+	l.Error("failed to decode incoming command", "error", io.ErrUnexpectedEOF)
+	l.Error("failed to accept connection", "error", closed)
+	l.Error("failed to decode incoming command", "error", errors.New("msgpack decode error: invalid byte"))
+	l.Error("failed to persist vote", "error", errors.New("disk full"))
+	var got []string
+	for _, m := range lines(t, &buf) {
+		got = append(got, m["level"].(string)+" "+m["msg"].(string))
+	}
+	want := []string{"ERROR failed to decode incoming command", "ERROR failed to persist vote"}
+	if !slices.Equal(got, want) {
+		t.Errorf("lines at info and above: %q, want %q", got, want)
 	}
 }

@@ -279,7 +279,7 @@ async function route() {
 // keeps each entity's dead-letter count over the last minute, so "growing" does not
 // flicker between polls.
 const samples = { hist: [], dlq: new Map() };
-const LAG_ENTRIES = 1000; // a replica this far behind is lagging (as /readyz counts it)
+const LAG_ENTRIES = Problems.LAG_ENTRIES; // a replica this far behind is lagging (problems.js)
 const RATE_WINDOW_MS = 15000;
 const DLQ_WINDOW_MS = 60000;
 
@@ -326,43 +326,13 @@ function rateCells(e) {
     h('td', { class: 'num' }, String(e.connections || 0)), h('td', { class: 'num' }, String((e.senderLinks || 0) + (e.receiverLinks || 0)))];
 }
 
-// problems lists what an operator should look at: dead nodes, replicas that are
-// unreachable or lagging, partitions short of reachable voters, growing dead-letter
-// queues. Each is {kind, text}.
-function problems(st, parts, stats) {
-  const out = [];
-  for (const m of (st && st.members) || []) {
-    if (m.state === 'dead' || m.state === 'suspect' || m.state === 'left') out.push({ kind: 'dead-node', text: `Node ${m.id} is ${m.state}` });
-  }
-  if (stats) {
-    for (const n of stats.nodes.values()) {
-      if (n.error && !out.some((p) => p.text.startsWith(`Node ${n.node} `))) out.push({ kind: 'dead-node', text: `Node ${n.node} does not answer: ${n.error}` });
-    }
-  }
-  for (const p of parts || []) {
-    const name = `${p.entity} partition ${p.index} (group ${p.groupId})`;
-    let reachable = 0;
-    for (const r of p.replicas) {
-      if (r.unreachable) out.push({ kind: 'unreachable-replica', text: `Replica on ${r.node} of ${name} is unreachable` });
-      else if (p.leader && r.node !== p.leader && r.lag >= LAG_ENTRIES) out.push({ kind: 'lagging-replica', text: `Replica on ${r.node} of ${name} lags ${r.lag} entries` });
-      if (r.voter && !r.unreachable) reachable++;
-    }
-    if (!p.leader) out.push({ kind: 'under-replicated', text: `${name} has no leader` });
-    else if (reachable < p.replicas.length) out.push({ kind: 'under-replicated', text: `${name} is under-replicated: ${reachable} of ${p.replicas.length} replicas reachable voters` });
-    else if (p.underReplicated) out.push({ kind: 'under-replicated', text: `${name} is under-replicated: ${p.replicas.length} replicas, wants ${p.wantReplicas}` });
-  }
-  if (stats) {
-    for (const e of stats.ents.values()) {
-      if (e.dlqGrowing) out.push({ kind: 'dlq-growing', text: `Dead-letter queue of ${e.subscription ? e.entity + '/' + e.subscription : e.entity} is growing (${e.deadLetter})` });
-    }
-  }
-  return out;
-}
+// problems is the overview's Problems list (problems.js).
+function problems(st, parts, stats) { return Problems.problems(st, parts, stats); }
 
 function problemsPanel(list) {
   return h('section', { class: 'panel', 'aria-labelledby': 'problems-h', id: 'problems' },
     h('h3', { id: 'problems-h' }, list.length ? `Problems (${list.length})` : 'Problems'),
-    list.length === 0 ? h('p', { class: 'note ok-note' }, 'None: every node answers, every replica is reachable and caught up, no dead-letter queue grows.') :
+    list.length === 0 ? h('p', { class: 'note ok-note' }, 'None: every node answers, every replica is reachable and caught up, leadership is spread evenly, no dead-letter queue grows.') :
       h('ul', { class: 'problems' }, list.map((p) => h('li', { class: 'problem', 'data-kind': p.kind }, p.text))));
 }
 
@@ -375,7 +345,7 @@ function nodeRatesTable(st, stats) {
     h('tbody', {}, [...ids].sort().map((id) => {
       const n = (stats && stats.nodes.get(id)) || {};
       const s = n.error ? 'unreachable' : (state.get(id) || '');
-      return h('tr', { class: n.error || s === 'dead' || s === 'suspect' ? 'problem' : null },
+      return h('tr', { class: n.error || s === 'dead' || s === 'suspect' || s === 'removed' ? 'problem' : null },
         h('th', { scope: 'row', class: 'mono' }, id), h('td', {}, stateBadge(s)),
         h('td', { class: 'num' }, fmtRate(n.inRate)), h('td', { class: 'num' }, fmtRate(n.outRate)),
         h('td', { class: 'num' }, n.error ? '–' : String(n.connections || 0)), h('td', { class: 'num' }, n.error ? '–' : String(n.links || 0)));
@@ -463,7 +433,7 @@ async function renderCluster(draw, view) {
             .map((c, i) => h('th', { scope: 'col', class: i >= 6 ? 'num' : null }, c)))),
           h('tbody', {}, st.members.map((m) => {
             const n = (stats && stats.nodes.get(m.id)) || {};
-            return h('tr', { class: m.state === 'dead' || m.state === 'suspect' || n.error ? 'problem' : null },
+            return h('tr', { class: m.state === 'dead' || m.state === 'suspect' || m.state === 'removed' || n.error ? 'problem' : null },
               h('th', { scope: 'row', class: 'mono' }, m.id), h('td', {}, badge(m.state)), h('td', {}, m.zone || ''),
               h('td', {}, m.metadataRole || ''), h('td', { class: 'mono' }, m.amqpAddr || ''), h('td', { class: 'mono' }, m.adminAddr || ''),
               h('td', { class: 'num' }, m.replicas), h('td', { class: 'num' }, m.leading),
