@@ -68,7 +68,7 @@ type RaftTiming struct {
 }
 
 // DefaultQuiesceAfter is how long a partition group stays idle before it goes quiet.
-const DefaultQuiesceAfter = 0
+const DefaultQuiesceAfter = 2 * time.Second
 
 // DefaultRaftTiming is the production timing.
 func DefaultRaftTiming() RaftTiming {

@@ -67,6 +67,11 @@ type AppendEntriesResponse struct {
 	// We may not succeed if we have a conflicting entry
 	Success bool
 
+	// Quiet answers a Quiesce mark: the follower went quiet (Quorumbus patch 4,
+	// quorumbus_quiesce.go). A server of another release never sets it, so a group with
+	// one never goes quiet.
+	Quiet bool
+
 	// There are scenarios where this request didn't succeed
 	// but there's no need to wait/back-off the next attempt.
 	NoRetryBackoff bool

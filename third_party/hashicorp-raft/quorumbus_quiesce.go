@@ -83,15 +83,17 @@ func (r *Raft) idleFor() time.Duration {
 // brings entries or a later commit index wakes it. Heartbeats and the leader's
 // commit-timeout appends that bring nothing new leave it as it is: some may still be on
 // their way when the follower took the mark, before the leader went quiet.
-func (r *Raft) followerQuiesce(a *AppendEntriesRequest, commitBefore uint64) {
+func (r *Raft) followerQuiesce(a *AppendEntriesRequest, commitBefore uint64) (quiet bool) {
 	switch {
 	case a.Quiesce:
 		if len(a.Entries) == 0 && r.getLastIndex() == a.PrevLogEntry && r.getCommitIndex() == a.PrevLogEntry {
 			r.goQuiet()
+			return true
 		}
 	case len(a.Entries) > 0 || r.getCommitIndex() != commitBefore:
 		r.Wake()
 	}
+	return false
 }
 
 // canQuiesce reports whether the leader may go quiet: nothing in flight, everything
@@ -118,7 +120,9 @@ func (r *Raft) canQuiesce(after time.Duration) bool {
 
 // sendQuiesce sends every follower the quiesce mark: an AppendEntries without entries
 // whose previous entry is the leader's last, with the commit index. It reports whether
-// every follower accepted it with a log that ends there. Not on the main thread.
+// every follower accepted it with a log that ends there and answered that it went
+// quiet (a follower of another release does not, and keeps the group awake). Not on
+// the main thread.
 func (r *Raft) sendQuiesce(peers []Server, term, last, lastTerm, commit uint64) bool {
 	type answer struct{ ok bool }
 	answers := make(chan answer, len(peers))
@@ -136,7 +140,7 @@ func (r *Raft) sendQuiesce(peers []Server, term, last, lastTerm, commit uint64) 
 			}
 			var resp AppendEntriesResponse
 			err := r.trans.AppendEntries(peer.ID, peer.Address, req, &resp)
-			answers <- answer{err == nil && resp.Success && resp.Term == term && resp.LastLog == last}
+			answers <- answer{err == nil && resp.Success && resp.Quiet && resp.Term == term && resp.LastLog == last}
 		}()
 	}
 	ok := true

@@ -1662,7 +1662,7 @@ func (r *Raft) appendEntries(rpc RPC, a *AppendEntriesRequest) {
 	// Everything went well, set success
 	resp.Success = true
 	r.setLastContact()
-	r.followerQuiesce(a, commitBefore) // Quorumbus patch 4
+	resp.Quiet = r.followerQuiesce(a, commitBefore) // Quorumbus patch 4
 }
 
 // processConfigurationLogEntry takes a log entry and updates the latest
