@@ -11,7 +11,8 @@
 # (TestRaft_LeaderLeaseExpire, TestRaft_BehindFollower, TestRaft_PreVote*, ...) and fail
 # now and then on a loaded 2-core machine, as they do on upstream's own code. A test
 # that fails is run again alone, up to twice; it must pass then, and the script names
-# every test that needed it. A test that fails three times fails the run.
+# every test that needed it. A test that fails three times fails the run (six times for
+# the known flaky ones below).
 set -euo pipefail
 cd "$(dirname "$0")/hashicorp-raft"
 go=${GO:-go}
@@ -38,10 +39,17 @@ if [ -z "$failed" ] || ! grep -q '^FAIL$' "$log"; then
   tail -200 "$log" # a panic or a time-out: no test to run again
   exit 1
 fi
+# Upstream tests that fail often on the pristine module too, measured here with
+# -count=50: TestNetworkTransport_AppendEntriesPipeline_CloseStreams 11 and 13 (-race)
+# failures in 50 (it checks, racing the stream's close, that a pipelined send fails).
+# They get five tries alone instead of two.
+flaky=" TestNetworkTransport_AppendEntriesPipeline_CloseStreams "
 echo "upstream hashicorp/raft tests failed once: $failed; running each again alone"
 for t in $failed; do
   ok=
-  for try in 1 2; do
+  tries="1 2"
+  case "$flaky" in *" $t "*) tries="1 2 3 4 5" ;; esac
+  for try in $tries; do
     if run -test.count=1 -test.timeout=5m -test.v -test.run "^${t}\$" >"$log" 2>&1; then
       echo "  $t passed on try $try"
       ok=1
@@ -49,7 +57,7 @@ for t in $failed; do
     fi
   done
   if [ -z "$ok" ]; then
-    echo "  $t failed three times:"
+    echo "  $t failed every time:"
     tail -200 "$log"
     exit 1
   fi
