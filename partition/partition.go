@@ -373,20 +373,19 @@ const campaignStagger = 500 * time.Millisecond
 // followsGone reports whether this node is a follower whose leader is addr, or which
 // knows no leader and voted for addr in the current term.
 func (p *Partition) followsGone(addr raft.ServerAddress) bool {
-	if p.raft.State() != raft.Follower {
-		return false
-	}
-	leader, _ := p.raft.LeaderWithID()
-	if leader == addr {
-		return true
-	}
-	cand, voted := p.currentVote()
-	return leader == "" && voted && cand == addr
+	return p.followerOf(addr, false)
 }
 
 // stillLeaderless reports whether this node, which followed addr, is a follower that
 // knows no other leader and has voted for no other candidate in its current term.
 func (p *Partition) stillLeaderless(addr raft.ServerAddress) bool {
+	return p.followerOf(addr, true)
+}
+
+// followerOf reports whether this node is a follower whose leader is addr, or which
+// knows no leader and voted for addr in its current term (or, with unvoted, did not
+// vote in it at all).
+func (p *Partition) followerOf(addr raft.ServerAddress, unvoted bool) bool {
 	if p.raft.State() != raft.Follower {
 		return false
 	}
@@ -395,7 +394,7 @@ func (p *Partition) stillLeaderless(addr raft.ServerAddress) bool {
 		return true
 	}
 	cand, voted := p.currentVote()
-	return leader == "" && (!voted || cand == addr)
+	return leader == "" && ((voted && cand == addr) || (unvoted && !voted))
 }
 
 func (p *Partition) campaignNow(pd peerDowner, addr raft.ServerAddress) {
