@@ -240,7 +240,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		if servers, err := r.p.Servers(); err == nil {
 			gauge(descUnderRep, b2f(liveVoters(servers, live) < want), name, part)
 		}
-		st, err := r.p.Stats(context.Background()) // a local read under the machine's lock
+		st, err := r.p.MetricStats() // a local read under the machine's lock; a quiet group stays quiet
 		if err != nil {
 			continue // lost leadership since: the new leader exports it
 		}

@@ -392,6 +392,14 @@ func (p *Partition) Stats(ctx context.Context) (fsm.Stats, error) {
 	return out, err
 }
 
+// MetricStats is Stats for a metrics scrape: a quiet leader answers from its applied
+// state without waking the group.
+func (p *Partition) MetricStats() (fsm.Stats, error) {
+	var out fsm.Stats
+	err := p.leaderReadQuiet(context.Background(), func(f *fsm.FSM) { out = f.Stats() }, false)
+	return out, err
+}
+
 // Available reports whether a Receive of req on this leader may now return a message
 // (fsm.Receivable, read under the machine's lock): false means that a proposal would
 // find nothing, so a caller need not make one. It is conservative: true also when the
@@ -441,6 +449,14 @@ func (p *Partition) nothingFor(check func(*fsm.FSM) bool) bool {
 }
 
 func (p *Partition) leaderRead(ctx context.Context, fn func(*fsm.FSM)) error {
+	return p.leaderReadQuiet(ctx, fn, true)
+}
+
+// leaderReadQuiet is leaderRead; with verify false, a quiet leader answers from its
+// applied state without waking for a quorum round, for background readers whose stale
+// answer costs nothing (metrics; transaction recovery, which acts only through
+// proposals), so that they do not keep idle groups awake.
+func (p *Partition) leaderReadQuiet(ctx context.Context, fn func(*fsm.FSM), verify bool) error {
 	if err := ctx.Err(); err != nil {
 		return ctxErr(ctx, false)
 	}
@@ -452,7 +468,7 @@ func (p *Partition) leaderRead(ctx context.Context, fn func(*fsm.FSM)) error {
 	if !p.ready.Load() || p.raft.State() != raft.Leader {
 		return p.notLeader(false)
 	}
-	if p.raft.Quiet() {
+	if verify && p.raft.Quiet() {
 		// A quiet leader holds no lease: it has not heard from its followers since it
 		// went quiet, and may have been cut off and replaced meanwhile. It wakes and
 		// asks a quorum first (raft patch 4).
@@ -626,10 +642,12 @@ func (p *Partition) TxnForget(ctx context.Context, id string) error {
 }
 
 // TxnState returns the transactions prepared here and the decisions kept here (leader
-// read).
+// read). A quiet leader answers without waking: the recovery that reads it acts only
+// through proposals, which wake the group and fail on a deposed leader, and it runs
+// every few seconds, which would keep every idle group awake.
 func (p *Partition) TxnState(ctx context.Context) ([]fsm.PreparedTxn, []fsm.TxnDecision, error) {
 	var prep []fsm.PreparedTxn
 	var dec []fsm.TxnDecision
-	err := p.leaderRead(ctx, func(f *fsm.FSM) { prep, dec = f.PreparedTxns(), f.TxnDecisions() })
+	err := p.leaderReadQuiet(ctx, func(f *fsm.FSM) { prep, dec = f.PreparedTxns(), f.TxnDecisions() }, false)
 	return prep, dec, err
 }
