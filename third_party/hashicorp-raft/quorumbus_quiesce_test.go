@@ -162,3 +162,41 @@ func TestRaft_QuiesceLeaderGoneAndWake(t *testing.T) {
 		}
 	}
 }
+
+// A voter that asks a quiet leader for a pre-vote has lost track of it (it restarted,
+// or missed the quiesce mark): the leader wakes, so that its heartbeats and appends find
+// the voter again. Without it, a restarted follower of a quiet group heard nothing until
+// the next proposal, and could not catch up.
+func TestRaft_QuiesceLeaderWakesOnPreVote(t *testing.T) {
+	c := MakeCluster(3, t, quiesceConfig(t))
+	defer c.Close()
+	leader := leaderOf(t, c)
+	if err := leader.Apply([]byte("a"), time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "every server quiet", func() bool { return allQuiet(c) })
+	var follower *Raft
+	for _, r := range c.rafts {
+		if r != leader {
+			follower = r
+			break
+		}
+	}
+	addr, tr := NewInmemTransport("")
+	c.trans[c.IndexOf(leader)].(*InmemTransport).Connect(addr, tr)
+	tr.Connect(leader.localAddr, c.trans[c.IndexOf(leader)].(*InmemTransport))
+	req := &RequestPreVoteRequest{
+		RPCHeader:    RPCHeader{ProtocolVersion: ProtocolVersionMax, ID: []byte(follower.localID), Addr: []byte(follower.localAddr)},
+		Term:         leader.CurrentTerm() + 1,
+		LastLogIndex: leader.LastIndex(),
+		LastLogTerm:  leader.CurrentTerm(),
+	}
+	var resp RequestPreVoteResponse
+	if err := tr.RequestPreVote(leader.localID, leader.localAddr, req, &resp); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the leader awake", func() bool { return !leader.Quiet() })
+	if leader.State() != Leader {
+		t.Fatalf("the leader is %v after a pre-vote request", leader.State())
+	}
+}

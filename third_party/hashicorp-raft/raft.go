@@ -752,6 +752,13 @@ func (r *Raft) leaderLoop() {
 
 		case rpc := <-r.rpcCh:
 			r.mainThreadSaturation.working()
+			// Quorumbus patch 4: a voter that asks for a (pre-)vote lost track of this
+			// leader (it restarted, or missed the quiesce mark): wake, so that the
+			// heartbeats and appends find it again.
+			switch rpc.Command.(type) {
+			case *RequestVoteRequest, *RequestPreVoteRequest:
+				r.Wake()
+			}
 			r.processRPC(rpc)
 
 		case <-r.leaderState.stepDown:
