@@ -186,6 +186,9 @@ type Config struct {
 	// while it returns true for the entity's name (lower case): partitions that are
 	// placed but not serving, as on a loaded cluster whose groups are slow to elect.
 	holdReplica func(entity string) bool
+	// olderRelease, set by tests, makes this node gossip the data level of a release
+	// before batch delete (0), as a node not yet upgraded does.
+	olderRelease bool
 }
 
 // DefaultReadyMaxLag is Config.ReadyMaxLag's default. An entry is a group-committed

@@ -279,7 +279,7 @@ func (n *Node) startGossip() (*gossip.Gossip, error) {
 	bound := n.mux.Addr().(*net.TCPAddr)
 	return gossip.Start(gossip.Config{
 		Self: gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, AMQP: n.cfg.AMQPAddr, Admin: n.cfg.AdminAddr, Zone: n.cfg.Zone,
-			Formed: n.meta.HadState(), Inc: n.inc},
+			Formed: n.meta.HadState(), Inc: n.inc, Level: n.dataLevel()},
 		Bind:    &net.UDPAddr{IP: bound.IP, Port: bound.Port},
 		Streams: gossipStreams{layer},
 		Key:     n.cfg.GossipKey, AcceptKeys: n.cfg.GossipAcceptKeys,

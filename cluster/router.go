@@ -670,6 +670,9 @@ func (rt *Router) DeleteMessages(ctx context.Context, a Address, sessionID strin
 	if sessionID != "" {
 		parts = e.parts[e.keyed(sessionID) : e.keyed(sessionID)+1]
 	}
+	if err := rt.requireLevel(parts, levelDeleteMessages, "batch delete"); err != nil {
+		return 0, err
+	}
 	total := 0
 	for _, g := range parts {
 		if total == max {

@@ -33,6 +33,11 @@ type Meta struct {
 	// Stopping: the node is stopping gracefully (SIGTERM) and hands its leaderships
 	// over; no other node hands a leadership to it. Older releases ignore the field.
 	Stopping bool `json:"s,omitempty"`
+	// Level is the newest replicated-data feature this node's release reads: a leader
+	// proposes an entry of a newer kind only when every replica's node advertises it,
+	// so that no replica of an older release (a rolling upgrade) skips it. Older
+	// releases gossip none (0).
+	Level int `json:"l,omitempty"`
 }
 
 // Member is a live node as gossip sees it.
@@ -75,11 +80,12 @@ type Gossip struct {
 	mu    sync.Mutex
 	self  Meta            // owner: mu; memberlist reads it through NodeMeta
 	alive map[string]Meta // live members by name, from memberlist's events; owner: mu
+	seen  map[string]Meta // the last meta of every member seen since Start, gone ones too; owner: mu
 }
 
 // Start starts gossiping as c.Self; Join then contacts other nodes.
 func Start(c Config) (*Gossip, error) {
-	g := &Gossip{self: c.Self, changed: c.Changed, alive: map[string]Meta{}, log: c.Events}
+	g := &Gossip{self: c.Self, changed: c.Changed, alive: map[string]Meta{}, seen: map[string]Meta{}, log: c.Events}
 	if g.changed == nil {
 		g.changed = func() {}
 	}
@@ -172,6 +178,18 @@ func (g *Gossip) Member(id string) (Member, bool) {
 	}
 	m, ok := g.alive[id]
 	return Member{Meta: m, State: "alive"}, ok
+}
+
+// LastSeen returns what member id last advertised (this node: what it advertises now),
+// alive or not, if gossip has seen it since Start.
+func (g *Gossip) LastSeen(id string) (Meta, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id == g.self.ID {
+		return g.self, true
+	}
+	m, ok := g.seen[id]
+	return m, ok
 }
 
 // KeepJoined contacts addrs() (resolved again on every try) until gossip reaches one of
@@ -272,6 +290,9 @@ func (g *Gossip) note(n *memberlist.Node, alive bool) {
 	g.mu.Lock()
 	_, had := g.alive[n.Name]
 	self := n.Name == g.self.ID
+	if ok {
+		g.seen[n.Name] = m
+	}
 	if alive && ok {
 		g.alive[n.Name] = m
 	} else {
