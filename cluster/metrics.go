@@ -126,6 +126,7 @@ var (
 	descCommitIndex = prometheus.NewDesc("quorumbus_partition_commit_index", "Index of the last entry this replica knows to be committed.", partitionLabels, nil)
 	descApplied     = prometheus.NewDesc("quorumbus_partition_applied_index", "Index of the last entry applied to this replica's state machine.", partitionLabels, nil)
 	descContact     = prometheus.NewDesc("quorumbus_partition_leader_contact_age_seconds", "On a follower, seconds since it last heard from its leader (-1 before any contact); 0 on the leader.", partitionLabels, nil)
+	descQuiet       = prometheus.NewDesc("quorumbus_partition_quiet", "1 while this replica is quiescent (an idle group: no heartbeats or election timer until the next operation, --raft-quiesce-after), else 0.", partitionLabels, nil)
 	descProposals   = prometheus.NewDesc("quorumbus_partition_proposals_total", "Commands this replica proposed as leader.", partitionLabels, nil)
 	descEntries     = prometheus.NewDesc("quorumbus_partition_entries_total", "Raft entries (group-committed batches) this replica proposed as leader.", partitionLabels, nil)
 	descSnapshots   = prometheus.NewDesc("quorumbus_partition_snapshots_total", "Snapshots this replica took.", partitionLabels, nil)
@@ -160,7 +161,7 @@ type nodeCollector struct{ n *Node }
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descActive, descLocked, descScheduled, descDeferred, descDead, descSize,
 		descOldest, descIncoming, descOutgoing, descCompleted, descAbandoned, descDLed, descExpired,
-		descIsLeader, descTerm, descLastIndex, descCommitIndex, descApplied, descContact, descProposals,
+		descIsLeader, descTerm, descLastIndex, descCommitIndex, descApplied, descContact, descQuiet, descProposals,
 		descEntries, descSnapshots, descSnapSecs, descSnapBytes, descUnderRep,
 		descMetaLeader, descMetaHas, descMetaApply, descMembers, descHealth, descReplicas, descReady,
 		descBodyMem, descBodyMemMax, descBodyLive, descBodyDiskMax, descBodyFiles, descBodySegs, descBodySpills,
@@ -228,6 +229,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		gauge(descContact, contact, name, part)
+		gauge(descQuiet, b2f(pm.Quiet), name, part)
 		counter(descProposals, float64(pm.Proposals), name, part)
 		counter(descEntries, float64(pm.Entries), name, part)
 		counter(descSnapshots, float64(pm.Snapshots), name, part)

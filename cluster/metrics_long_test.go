@@ -35,7 +35,7 @@ func TestMetricsSeriesFor1000Queues(t *testing.T) {
 	part := seriesCount(t, reg, "quorumbus_partition_")
 	t.Logf("%d queues: %d series in all (%d with none): %d quorumbus_entity_, %d quorumbus_partition_; gather took %v",
 		queues, total, empty, entity, part, took)
-	if total-empty != queues*25 {
-		t.Errorf("%d series for %d queues, want 25 each", total-empty, queues)
+	if total-empty != queues*26 {
+		t.Errorf("%d series for %d queues, want 26 each", total-empty, queues)
 	}
 }

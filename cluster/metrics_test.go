@@ -92,8 +92,8 @@ func TestMetricsPerEntityAndPartition(t *testing.T) {
 	}
 	five := seriesCount(t, reg, "quorumbus_entity_") + seriesCount(t, reg, "quorumbus_partition_")
 	per := one - base
-	if per != 25 || five-base != 5*per {
-		t.Errorf("series: %d with no queue, %d with one, %d with five: want 25 more per single-partition queue", base, one, five)
+	if per != 26 || five-base != 5*per {
+		t.Errorf("series: %d with no queue, %d with one, %d with five: want 26 more per single-partition queue", base, one, five)
 	}
 
 	for i := range 3 {

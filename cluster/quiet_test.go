@@ -39,6 +39,14 @@ func TestIdleClusterGroupsGoQuiet(t *testing.T) {
 		return nil
 	}
 	testutil.WaitFor(t, 30*time.Second, awake)
+	// Operators see it: quorumbus_partition_quiet is 1 for every replica.
+	for _, nd := range nodes {
+		for i := range 4 {
+			if v, err := sample(nd.Registry(), "quorumbus_partition_quiet", "entity", fmt.Sprintf("idle-%d", i), "partition", "0"); err != nil || v != 1 {
+				t.Errorf("%s: quorumbus_partition_quiet of idle-%d = %v, %v; want 1", nd.cfg.NodeID, i, v, err)
+			}
+		}
+	}
 	// And they stay quiet through several reconcile and balancing rounds.
 	deadline := time.Now().Add(6 * time.Second)
 	for time.Now().Before(deadline) {
