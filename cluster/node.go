@@ -283,8 +283,16 @@ func (n *Node) startGossip() (*gossip.Gossip, error) {
 		Bind:    &net.UDPAddr{IP: bound.IP, Port: bound.Port},
 		Streams: gossipStreams{layer},
 		Key:     n.cfg.GossipKey, AcceptKeys: n.cfg.GossipAcceptKeys,
-		Changed: n.rec.changed, Logger: n.libLog.Memberlist(), Events: n.log,
+		Changed: n.rec.changed, Gone: n.peerGone, Logger: n.libLog.Memberlist(), Events: n.log,
 	})
+}
+
+// peerGone is called when gossip declares a member dead or gone: the RPC connection to
+// it is dropped (rpcLayer.dropAddr), so that calls waiting on it fail over now.
+func (n *Node) peerGone(m gossip.Meta) {
+	if m.Cluster != "" {
+		go n.rpc.dropAddr(m.Cluster)
+	}
 }
 
 // gossipStreams is the cluster port's gossip route as gossip.Streams.

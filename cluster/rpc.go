@@ -216,6 +216,24 @@ func (l *rpcLayer) drop(addr string, c *peerConn) {
 	c.close()
 }
 
+// dropAddr closes the connection to the peer at addr, if there is one: calls in flight
+// on it fail at once, their outcome unknown, and the next call dials again. The node
+// calls it when gossip declares the peer dead or gone: a node cut off by the network, or
+// paused, leaves its connections open and silent, and a call forwarded to it (a send to
+// a quiet group whose leader it was, say) would otherwise wait out its whole deadline
+// before the client could retry on the new leader.
+func (l *rpcLayer) dropAddr(addr string) {
+	l.mu.Lock()
+	c, ok := l.peers[addr]
+	if ok {
+		delete(l.peers, addr)
+	}
+	l.mu.Unlock()
+	if ok {
+		c.close()
+	}
+}
+
 // invoke calls method m on the peer at addr and waits for its reply or ctx. When ctx
 // ends first, the call goes on and abandoned (if set) runs once its reply has arrived, so
 // a caller can undo what the peer did on its behalf (release locks nobody will settle).

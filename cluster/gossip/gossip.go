@@ -66,8 +66,11 @@ type Config struct {
 	// Changed is called, on memberlist's event goroutine, after a member joined, left,
 	// died or changed what it advertises; it must not block. Nil: not called.
 	Changed func()
-	Logger  *log.Logger  // memberlist's own lines; nil: discarded
-	Events  *slog.Logger // members joining, dying and leaving, at info; nil: slog.Default()
+	// Gone is called, on memberlist's event goroutine, with what a member last
+	// advertised when it dies or leaves; it must not block. Nil: not called.
+	Gone   func(Meta)
+	Logger *log.Logger  // memberlist's own lines; nil: discarded
+	Events *slog.Logger // members joining, dying and leaving, at info; nil: slog.Default()
 }
 
 // Gossip is this node's membership.
@@ -75,6 +78,7 @@ type Gossip struct {
 	ml      *memberlist.Memberlist
 	tr      *transport
 	changed func()
+	gone    func(Meta)
 	log     *slog.Logger
 
 	mu    sync.Mutex
@@ -89,6 +93,7 @@ func Start(c Config) (*Gossip, error) {
 	if g.changed == nil {
 		g.changed = func() {}
 	}
+	g.gone = c.Gone
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -288,7 +293,7 @@ func (g *Gossip) note(n *memberlist.Node, alive bool) {
 	var m Meta
 	ok := json.Unmarshal(n.Meta, &m) == nil && m.ID != ""
 	g.mu.Lock()
-	_, had := g.alive[n.Name]
+	before, had := g.alive[n.Name]
 	self := n.Name == g.self.ID
 	if ok {
 		g.seen[n.Name] = m
@@ -307,6 +312,9 @@ func (g *Gossip) note(n *memberlist.Node, alive bool) {
 		g.log.Info("member left", "node", n.Name, "addr", n.Address())
 	case !alive:
 		g.log.Info("member died", "node", n.Name, "addr", n.Address(), "why", "no answer to gossip probes")
+	}
+	if !alive && had && !self && g.gone != nil {
+		g.gone(before)
 	}
 	g.changed()
 }
