@@ -908,6 +908,35 @@ func BenchmarkClusterFailoverQuiet(b *testing.B) {
 		}
 		senders[q] = s
 	}
+	// The same sends before the kill, the groups quiet: what a send to a quiet group
+	// costs through a follower's node (it wakes the group).
+	quiet := func(awake int) {
+		harness.WaitFor(b, 2*time.Minute, func() error {
+			for _, n := range bc.Nodes {
+				if !n.Running() {
+					continue
+				}
+				s, err := raftSums(n)
+				if err != nil {
+					return err
+				}
+				if s.replicas-s.quiet > awake {
+					return fmt.Errorf("%s: %d of %d replicas awake", n.ID, s.replicas-s.quiet, s.replicas)
+				}
+			}
+			return nil
+		})
+	}
+	quiet(0)
+	pre := sendEach(b, senders, led, time.Now())
+	slices.Sort(pre)
+	if pre[0] < 0 {
+		b.Fatalf("a quiet queue accepted no send within 2 minutes before the kill")
+	}
+	b.ReportMetric(pre[len(pre)-1].Seconds(), "before-slowest-s")
+	b.ReportMetric(pre[len(pre)/2].Seconds(), "before-median-s")
+	quiet(0)
+
 	// The first queue the victim leads is kept busy (sends one after another through
 	// a surviving node) through the kill; the others are quiet.
 	busy := led[0]
@@ -933,33 +962,12 @@ func BenchmarkClusterFailoverQuiet(b *testing.B) {
 			}
 		}
 	}()
-	time.Sleep(5 * time.Second) // idle: every other group quiet before the kill
+	quiet(1) // every group but the busy one quiet before the kill
 	b.ResetTimer()
 	victim.Kill()
 	start := time.Now()
 	killed.Store(start.UnixNano())
-	took := make([]time.Duration, len(led))
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	for i, q := range led {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			for time.Since(start) < 2*time.Minute {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				err := senders[q].SendMessage(ctx, &azservicebus.Message{Body: []byte("after")}, nil)
-				cancel()
-				if err == nil {
-					took[i] = time.Since(start)
-					return
-				}
-			}
-			took[i] = -1
-		}()
-	}
-	wg.Wait()
+	took := sendEach(b, senders, led, start)
 	b.StopTimer()
 	slices.Sort(took)
 	if len(took) == 0 || took[0] < 0 {
@@ -974,6 +982,36 @@ func BenchmarkClusterFailoverQuiet(b *testing.B) {
 	case <-time.After(2 * time.Minute):
 		b.Fatalf("the busy queue %s accepted no send within 2 minutes of the kill", busy)
 	}
+}
+
+// sendEach sends one message to each queue of qs through its sender, 32 queues at a
+// time, each tried over and over (every try bounded by 2 s) for up to 2 minutes after
+// start, and returns for each the time from start to its first acknowledged send (-1:
+// none).
+func sendEach(b *testing.B, senders map[string]*azservicebus.Sender, qs []string, start time.Time) []time.Duration {
+	took := make([]time.Duration, len(qs))
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for time.Since(start) < 2*time.Minute {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := senders[q].SendMessage(ctx, &azservicebus.Message{Body: []byte("m")}, nil)
+				cancel()
+				if err == nil {
+					took[i] = time.Since(start)
+					return
+				}
+			}
+			took[i] = -1
+		}()
+	}
+	wg.Wait()
+	return took
 }
 
 // profileIdle, with QB_BENCH_PROFILE_DIR set (and the nodes started with
