@@ -287,9 +287,12 @@ func (n *Node) startGossip() (*gossip.Gossip, error) {
 	})
 }
 
-// peerGone is called when gossip declares a member dead or gone: the RPC connection to
-// it is dropped (rpcLayer.dropAddr), so that calls waiting on it fail over now.
-func (n *Node) peerGone(m gossip.Meta) {
+// peerGone is called when gossip declares a member dead or gone: the quiet replicas it
+// led wake now, not at the next reconcile pass (which may be busy opening groups), and
+// the RPC connection to it is dropped (rpcLayer.dropAddr), so that calls waiting on it
+// fail over.
+func (n *Node) peerGone(m gossip.Meta, alive map[string]bool) {
+	go n.rec.wakeOrphans(alive)
 	if m.Cluster != "" {
 		go n.rpc.dropAddr(m.Cluster)
 	}

@@ -91,7 +91,9 @@ type desired struct {
 func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	rc.wakeOrphans()
+	if rc.n.gossip != nil {
+		rc.wakeOrphans(rc.n.gossip.Alive())
+	}
 	converged = true
 	want := map[uint32]desired{}
 	groups := map[uint32]meta.Partition{}
@@ -197,16 +199,14 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 	return converged
 }
 
-// wakeOrphans wakes every quiet replica here whose leader's node gossip no longer
-// counts alive. A quiet group sends no heartbeats (RaftTiming.QuiesceAfter, raft patch
-// 4), so its followers would not notice a leader paused or cut off; a leader whose port
-// refuses connections is found at once by the transport instead. Woken, a follower's
+// wakeOrphans wakes every quiet replica here whose leader's node is not in alive (the
+// live members gossip counts). It runs at each reconcile pass and at once when gossip
+// declares a member gone (Node.peerGone). A quiet group sends no heartbeats
+// (RaftTiming.QuiesceAfter, raft patch 4), so its followers would not notice a leader
+// paused or cut off; a leader whose port refuses connections is found at once by the
+// transport instead. Woken, a follower's
 // election timer runs from its last contact, so it campaigns unless the leader speaks.
-func (rc *reconciler) wakeOrphans() {
-	if rc.n.gossip == nil {
-		return
-	}
-	alive := rc.n.gossip.Alive()
+func (rc *reconciler) wakeOrphans(alive map[string]bool) {
 	rc.n.mu.RLock()
 	defer rc.n.mu.RUnlock()
 	for _, r := range rc.n.parts {

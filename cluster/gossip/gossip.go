@@ -67,8 +67,9 @@ type Config struct {
 	// died or changed what it advertises; it must not block. Nil: not called.
 	Changed func()
 	// Gone is called, on memberlist's event goroutine, with what a member last
-	// advertised when it dies or leaves; it must not block. Nil: not called.
-	Gone   func(Meta)
+	// advertised when it dies or leaves, and the live members' IDs after; it must not
+	// block. Nil: not called.
+	Gone   func(gone Meta, alive map[string]bool)
 	Logger *log.Logger  // memberlist's own lines; nil: discarded
 	Events *slog.Logger // members joining, dying and leaving, at info; nil: slog.Default()
 }
@@ -78,7 +79,7 @@ type Gossip struct {
 	ml      *memberlist.Memberlist
 	tr      *transport
 	changed func()
-	gone    func(Meta)
+	gone    func(Meta, map[string]bool)
 	log     *slog.Logger
 
 	mu    sync.Mutex
@@ -314,7 +315,7 @@ func (g *Gossip) note(n *memberlist.Node, alive bool) {
 		g.log.Info("member died", "node", n.Name, "addr", n.Address(), "why", "no answer to gossip probes")
 	}
 	if !alive && had && !self && g.gone != nil {
-		g.gone(before)
+		g.gone(before, g.Alive())
 	}
 	g.changed()
 }
