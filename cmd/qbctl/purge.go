@@ -36,9 +36,10 @@ func (g *globals) purgeCmd(k entityKind, names string) *cobra.Command {
 	if k == kindTopic {
 		what = "each subscription of the topic and then its dead-letter queue"
 	}
-	c.Long = `Remove the messages of ` + what + ` with com.microsoft:batch-delete-messages,
-as the Service Bus SDKs' purgeMessages does: requests of up to 4,000 messages, each
-deleting only messages enqueued before the command started, until one deletes nothing.
+	c.Long = `Remove the messages of ` + what + ` with
+com.microsoft:batch-delete-messages, as the Service Bus SDKs' purgeMessages does:
+requests of up to 4,000 messages, each deleting only messages enqueued before the
+command started, until one deletes nothing.
 Messages a receiver holds locked stay (they can still be completed), and so do messages
 scheduled for later; deferred messages go (S-DEL-1..4 in docs/semantics.md).
 
