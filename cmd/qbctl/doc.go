@@ -14,9 +14,9 @@
 // which `quorumbus` writes at start-up.
 //
 //	qbctl status
-//	qbctl queue create|list|show|update|delete|purge [NAME] [property flags | --from-file F]
-//	qbctl topic create|list|show|update|delete|purge [NAME] [property flags | --from-file F]
-//	qbctl subscription create|list|show|update|delete|purge TOPIC [SUB] [property flags | --from-file F]
+//	qbctl queue create|list|show|update|delete|purge [NAME] [property flags | --from-file F] [--reset]
+//	qbctl topic create|list|show|update|delete|purge [NAME] [property flags | --from-file F] [--reset]
+//	qbctl subscription create|list|show|update|delete|purge TOPIC [SUB] [property flags | --from-file F] [--reset]
 //	qbctl rule create|list|show|delete TOPIC SUB [RULE] [--sql EXPR | --correlation-id ID ... | --from-file F] [--action SQL]
 //	qbctl peek ENTITY [--count N] [--from SEQ]
 //	qbctl dlq inspect|purge|resubmit ENTITY [--count N]

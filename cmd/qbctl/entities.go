@@ -86,18 +86,7 @@ func (g *globals) entityCmd(k entityKind) *cobra.Command {
 		func(ctx context.Context, ac *admin.Client, pos []string) error {
 			return g.listEntities(ctx, ac, k, pos)
 		})
-	purgeShort := "remove every message of a " + k.String() + " (the entity stays)"
-	if k == kindTopic {
-		purgeShort = "remove every message of every subscription of a topic"
-	}
-	purge := &cobra.Command{Use: "purge " + names, Short: purgeShort, Args: nArgs(k.names()...),
-		RunE: func(c *cobra.Command, pos []string) error {
-			path := "/" + url.PathEscape(pos[0])
-			if k == kindSubscription {
-				path += "/Subscriptions/" + url.PathEscape(pos[1])
-			}
-			return g.human(g.purge(c.Context(), path+"/$purge", strings.Join(pos, "/Subscriptions/")), k.target(pos))
-		}}
+	purge := g.purgeCmd(k, names)
 	n := len(k.names())
 	for _, v := range []*cobra.Command{create, update, show, del, purge} {
 		v.ValidArgsFunction = g.completeEntityArgs(k, n)

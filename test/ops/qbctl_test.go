@@ -274,8 +274,9 @@ func TestQbctlKeys(t *testing.T) {
 	}
 }
 
-// What users of the official emulator ask for: purge a queue (active, scheduled, deferred and
-// dead-lettered messages), a subscription, and the whole namespace; entities stay.
+// What users of the official emulator ask for: reset a queue (--reset: active, scheduled,
+// deferred and dead-lettered messages), purge a subscription, and reset the whole
+// namespace; entities stay. purge_test.go has the batch-delete purge without --reset.
 func TestQbctlPurge(t *testing.T) {
 	n := harness.Start(t)
 	qbctl(t, n, "queue", "create", "jobs")
@@ -313,7 +314,7 @@ func TestQbctlPurge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out := qbctl(t, n, "queue", "purge", "jobs"); !strings.Contains(out, "purged 6 message(s) from jobs") {
+	if out := qbctl(t, n, "queue", "purge", "jobs", "--reset"); !strings.Contains(out, "purged 6 message(s) from jobs") {
 		t.Fatalf("queue purge: %s", out)
 	}
 	ac := n.AdminClient(t)

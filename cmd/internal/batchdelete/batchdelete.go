@@ -1,7 +1,7 @@
-// Package batchdelete is what qbctl's `dlq purge` and the explorer's dead-letter purge
-// share: com.microsoft:batch-delete-messages (S-DEL-1..4), which the Go SDK has no API
-// for, sent as the .NET and JavaScript SDKs send it, over a go-amqp connection of its
-// own authorized as the SDKs are (a SAS token put on $cbs). One request deletes up to
+// Package batchdelete is what qbctl's `dlq purge` and `queue|subscription|topic purge`
+// and the explorer's purges share: com.microsoft:batch-delete-messages (S-DEL-1..4),
+// which the Go SDK has no API for, sent as the .NET and JavaScript SDKs send it, over a
+// go-amqp connection of its own authorized as the SDKs are (a SAS token put on $cbs). One request deletes up to
 // 4,000 messages in one Raft entry per partition, where a receive-and-delete loop took
 // a round trip and an entry per 100 messages and waited out a quiet round at the end.
 //

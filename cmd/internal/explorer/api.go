@@ -28,6 +28,7 @@ import (
 //	POST /$ui/api/send                  SendRequest    -> {"sent": 1, "sequenceNumber": N (scheduled only)}
 //	POST /$ui/api/deadletter/resubmit   RedriveRequest -> NDJSON Progress lines
 //	POST /$ui/api/deadletter/purge      RedriveRequest -> NDJSON Progress lines
+//	POST /$ui/api/purge                 PurgeRequest   -> NDJSON Progress lines
 //	POST /$ui/api/sessions              SessionsRequest -> {"sessions": [Session...], "total": N}
 //	POST /$ui/api/scheduled/cancel      CancelRequest  -> {"cancelled": N}
 //	POST /$ui/api/stats                 (no body)      -> StatsResponse
@@ -127,14 +128,26 @@ type RedriveRequest struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// Progress is one line of a redrive's NDJSON answer.
+// PurgeRequest purges a queue or subscription as the SDKs' purgeMessages does: batch
+// deletes (S-DEL-1..4) of the entity's messages enqueued before the purge started, then
+// of its dead-letter queue's. Locked messages and messages scheduled for later stay.
+type PurgeRequest struct {
+	Target
+}
+
+// Progress is one line of a redrive's or a purge's NDJSON answer.
 type Progress struct {
 	Done int `json:"done"`
 	// Total is how many messages the redrive means to move: Limit, or the dead-letter
-	// count when it started; 0 when unknown.
-	Total    int    `json:"total,omitempty"`
-	Finished bool   `json:"finished,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// count when it started; for an entity's purge, the messages the entity and its
+	// dead-letter queue held when it started less the scheduled ones (locked ones among
+	// them stay, so Done may end below it); 0 when unknown.
+	Total int `json:"total,omitempty"`
+	// DeadLettered, on the last line of an entity's purge, is how many of Done came from
+	// its dead-letter queue.
+	DeadLettered int    `json:"deadLettered,omitempty"`
+	Finished     bool   `json:"finished,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
@@ -146,7 +159,7 @@ func (h *Handler) api(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) apiRequest(w http.ResponseWriter, r *http.Request) error {
 	op := strings.TrimPrefix(r.URL.Path, apiPrefix)
 	switch op {
-	case "peek", "send", "deadletter/resubmit", "deadletter/purge", "sessions", "scheduled/cancel", "stats":
+	case "peek", "send", "deadletter/resubmit", "deadletter/purge", "purge", "sessions", "scheduled/cancel", "stats":
 	default:
 		return errorf(http.StatusNotFound, "unknown explorer API path %s", r.URL.Path)
 	}
@@ -189,6 +202,12 @@ func (h *Handler) apiRequest(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		return h.send(w, r, req)
+	case "purge":
+		var req PurgeRequest
+		if err := h.decode(w, r, &req); err != nil {
+			return err
+		}
+		return h.purge(w, r, req)
 	default:
 		var req RedriveRequest
 		if err := h.decode(w, r, &req); err != nil {
@@ -454,10 +473,11 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 	defer snd.Close(context.WithoutCancel(ctx))
 
 	if req.Limit == 0 {
-		n, err := h.deadLetterCount(r, req.Target)
+		dl, err := h.counts(r, req.Target, "DeadLetterMessageCount")
 		if err != nil {
 			return err
 		}
+		n := dl[0]
 		if n == 0 {
 			n = -1 // nothing to move: no round at all
 		}
@@ -522,28 +542,56 @@ func (h *Handler) redrive(w http.ResponseWriter, r *http.Request, req RedriveReq
 // progress as redrive does: at most Limit messages (by default the dead-letter count
 // when it starts), those enqueued before it started; locked ones stay (S-DEL-3).
 func (h *Handler) purgeDeadLetters(w http.ResponseWriter, r *http.Request, req RedriveRequest) error {
-	ctx := r.Context()
+	before := time.Now()
 	if req.Limit == 0 {
-		n, err := h.deadLetterCount(r, req.Target)
+		n, err := h.counts(r, req.Target, "DeadLetterMessageCount")
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			n = -1 // nothing to delete: no request at all
+		req.Limit = n[0]
+		if req.Limit == 0 {
+			req.Limit = -1 // nothing to delete: no request at all
 		}
-		req.Limit = n
 	}
-	total := max(req.Limit, 0)
+	_, err := h.batchPurge(w, r, "dead-letter purge", req.Target, []string{"/$DeadLetterQueue"}, before, req.Limit, max(req.Limit, 0), nil)
+	return err
+}
+
+// purge purges a queue or subscription as the SDKs' purgeMessages does, and as qbctl's
+// queue and subscription purge do: the entity's messages and then its dead-letter
+// queue's, those enqueued before it started, with com.microsoft:batch-delete-messages.
+// Locked messages and messages scheduled for later stay (S-DEL-3); the admin API's
+// POST .../$purge is the reset that removes them too.
+func (h *Handler) purge(w http.ResponseWriter, r *http.Request, req PurgeRequest) error {
 	before := time.Now()
-	var done int
+	n, err := h.counts(r, req.Target, "MessageCount", "ScheduledMessageCount")
+	if err != nil {
+		return err
+	}
+	_, err = h.batchPurge(w, r, "purge", req.Target, []string{"", "/$DeadLetterQueue"}, before, 0, max(n[0]-n[1], 0),
+		func(p *Progress, per []int) { p.DeadLettered = per[1] })
+	return err
+}
+
+// batchPurge deletes with com.microsoft:batch-delete-messages (cmd/internal/batchdelete)
+// the messages enqueued before before of each of t's sub-queues in turn (suffixes of
+// t's path: "" for the entity itself, "/$DeadLetterQueue"), at most limit in all (0: no
+// limit; below 0: none, without a request), streaming NDJSON Progress lines of total
+// (at most every 100 ms) and a last one that last (when not nil) may add to, given how
+// many each sub-queue gave. The answer starts with the first batch, so a missing entity
+// or a refused token is an HTTP error (returned), not a line of the stream; an error
+// after that ends the stream in the last line's "error".
+func (h *Handler) batchPurge(w http.ResponseWriter, r *http.Request, what string, t Target, parts []string,
+	before time.Time, limit, total int, last func(p *Progress, per []int)) ([]int, error) {
+	ctx := r.Context()
+	per := make([]int, len(parts))
+	done := 0
 	var err error
 	answered := false
 	var enc *json.Encoder
 	flusher, _ := w.(http.Flusher)
 	emit := func(p Progress) {
 		if !answered {
-			// The answer starts with the first batch, so that a missing entity or a
-			// refused token is an HTTP error rather than a line of the stream.
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.Header().Set("Cache-Control", "no-cache")
 			w.WriteHeader(http.StatusOK)
@@ -554,38 +602,49 @@ func (h *Handler) purgeDeadLetters(w http.ResponseWriter, r *http.Request, req R
 			flusher.Flush()
 		}
 	}
-	if req.Limit > 0 {
+	if limit >= 0 {
 		var bc *batchdelete.Conn
 		if bc, err = h.batchConn(r); err != nil {
-			return err
+			return per, err
 		}
 		defer bc.Close()
-		entity := req.Entity
-		if req.Subscription != "" {
-			entity += "/Subscriptions/" + req.Subscription
-		}
 		lastEmit := time.Time{}
-		done, err = bc.Purge(ctx, entity+"/$DeadLetterQueue", before, req.Limit, func(n int) {
-			if time.Since(lastEmit) >= 100*time.Millisecond {
-				emit(Progress{Done: n, Total: total})
-				lastEmit = time.Now()
+		for i, part := range parts {
+			want := 0
+			if limit > 0 {
+				if want = limit - done; want <= 0 {
+					break
+				}
 			}
-		})
+			per[i], err = bc.Purge(ctx, t.String()+part, before, want, func(n int) {
+				if time.Since(lastEmit) >= 100*time.Millisecond {
+					emit(Progress{Done: done + n, Total: total})
+					lastEmit = time.Now()
+				}
+			})
+			done += per[i]
+			if err != nil {
+				break
+			}
+		}
 		if err != nil && !answered {
 			if errors.Is(err, batchdelete.ErrRefused) {
-				return errorf(http.StatusBadGateway, "the node refused the purge: %v", err)
+				return per, errorf(http.StatusBadGateway, "the node refused the purge: %v", err)
 			}
-			return err
+			return per, err
 		}
 	}
 	p := Progress{Done: done, Total: total, Finished: true}
+	if last != nil {
+		last(&p, per)
+	}
 	if err != nil {
 		p.Error = err.Error()
-		h.log.Warn("explorer: dead-letter purge stopped", "entity", req.Target.String(), "done", done, "err", err)
+		h.log.Warn("explorer: "+what+" stopped", "entity", t.String(), "done", done, "err", err)
 	}
-	h.log.Info("explorer: dead-letter purge", "entity", req.Target.String(), "messages", done)
+	h.log.Info("explorer: "+what, "entity", t.String(), "messages", done)
 	emit(p)
-	return nil
+	return per, nil
 }
 
 // batchConn opens a batch-delete connection to the node as h.client does for the SDK:
@@ -632,9 +691,9 @@ func (h *Handler) exists(r *http.Request, entity string) error {
 	return nil
 }
 
-// deadLetterCount reads a queue's or subscription's dead-letter count from the admin
-// API's runtime properties.
-func (h *Handler) deadLetterCount(r *http.Request, t Target) (int, error) {
+// counts reads counts of a queue or subscription (the elements named, such as
+// "DeadLetterMessageCount" or "MessageCount") from the admin API's description of it.
+func (h *Handler) counts(r *http.Request, t Target, names ...string) ([]int, error) {
 	path := "/" + url.PathEscape(t.Entity)
 	if t.Subscription != "" {
 		path += "/Subscriptions/" + url.PathEscape(t.Subscription)
@@ -642,24 +701,41 @@ func (h *Handler) deadLetterCount(r *http.Request, t Target) (int, error) {
 	code, body := h.adminGet(r, path)
 	switch {
 	case code == http.StatusNotFound:
-		return 0, errorf(http.StatusNotFound, "there is no queue or subscription %q", t.String())
+		return nil, errorf(http.StatusNotFound, "there is no queue or subscription %q", t.String())
 	case code != http.StatusOK:
-		return 0, errorf(http.StatusServiceUnavailable, "the dead-letter count of %q is unavailable (%d)", t.String(), code)
+		return nil, errorf(http.StatusServiceUnavailable, "the message counts of %q are unavailable (%d)", t.String(), code)
 	}
+	out := make([]int, len(names))
+	found := make([]bool, len(names))
+	left := len(names)
 	dec := xml.NewDecoder(bytes.NewReader(body))
-	for {
+	for left > 0 {
 		tok, err := dec.Token()
 		if err != nil {
-			return 0, errorf(http.StatusBadGateway, "the admin API's description of %q has no dead-letter count", t.String())
-		}
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "DeadLetterMessageCount" {
-			var n int
-			if err := dec.DecodeElement(&n, &se); err != nil {
-				return 0, errorf(http.StatusBadGateway, "the dead-letter count of %q: %v", t.String(), err)
+			missing := ""
+			for i, name := range names {
+				if !found[i] {
+					missing = name
+					break
+				}
 			}
-			return n, nil
+			return nil, errorf(http.StatusBadGateway, "the admin API's description of %q has no %s", t.String(), missing)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		for i, name := range names {
+			if se.Name.Local == name && !found[i] {
+				if err := dec.DecodeElement(&out[i], &se); err != nil {
+					return nil, errorf(http.StatusBadGateway, "the %s of %q: %v", name, t.String(), err)
+				}
+				found[i], left = true, left-1
+				break
+			}
 		}
 	}
+	return out, nil
 }
 
 // recorder keeps the status and body of a response.

@@ -3,11 +3,11 @@
 // with embed, so it works offline and the build needs no node), and the small JSON API
 // under /$ui/api/ that the page uses for what the admin API does not offer: peeking
 // messages with their properties and body, sending a test message, cancelling a
-// scheduled one, resubmitting or purging dead-lettered messages with progress, and the
-// session list with each session's state. Everything else (entities, runtime counts,
-// purge, the cluster view) the page reads from the admin API itself: the ATOM
-// management API and the JSON cluster API under /$cluster/. docs/explorer.md describes
-// the pages and the API.
+// scheduled one, resubmitting or purging dead-lettered messages with progress, purging
+// a queue or subscription with progress, and the session list with each session's
+// state. Everything else (entities, runtime counts, the cluster view) the page reads
+// from the admin API itself: the ATOM management API and the JSON cluster API under
+// /$cluster/. docs/explorer.md describes the pages and the API.
 //
 // "$" cannot start an entity name, so /$ui/ never hides a queue or topic, as /$cluster/
 // does not. Every /$ui/api/ request carries the same SAS token the admin API accepts
@@ -18,8 +18,10 @@
 // AMQP listener, authenticated with the caller's token: the broker then applies its
 // usual rights, settlement and routing, and the UI shares qbctl's semantics (peek,
 // resubmit as a copy without the dead-letter properties, then complete); a dead-letter
-// purge sends com.microsoft:batch-delete-messages (cmd/internal/batchdelete), as qbctl's
-// dlq purge does, over a go-amqp connection of its own with the same token. The session
+// purge, and a queue's or subscription's purge (the entity, then its dead-letter queue),
+// send com.microsoft:batch-delete-messages (cmd/internal/batchdelete), as qbctl's dlq
+// and queue purge and the SDKs' purgeMessages do, over a go-amqp connection of its own
+// with the same token: locked messages and messages scheduled for later stay. The session
 // list reads through Config.Sessions, which cmd implements over the node: AMQP offers
 // no way to read a session's state without taking its lock from a consumer.
 //
@@ -28,7 +30,7 @@
 // Never cluster or amqp: cmd wires it.
 //
 // Goroutines: none of its own. net/http calls ServeHTTP concurrently; a long redrive
-// runs on its request's goroutine and streams its progress as NDJSON. It stops when the
-// client goes away (the request context), or at shutdown when the node closes its AMQP
-// listener after http.Server.Shutdown has waited --shutdown-timeout for it.
+// or purge runs on its request's goroutine and streams its progress as NDJSON. It stops
+// when the client goes away (the request context), or at shutdown when the node closes
+// its AMQP listener after http.Server.Shutdown has waited --shutdown-timeout for it.
 package explorer

@@ -118,6 +118,30 @@ async function json(method, path, body) {
   return t ? JSON.parse(t) : null;
 }
 
+// progressStream posts body to an explorer API path that answers with NDJSON progress
+// lines (a redrive or a purge), calls onLine with each, and returns the last.
+async function progressStream(path, body, onLine) {
+  const resp = await request('POST', path, { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  const reader = resp.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  let last = { done: 0 };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i).trim();
+      buf = buf.slice(i + 1);
+      if (!line) continue;
+      last = JSON.parse(line);
+      onLine(last);
+    }
+  }
+  return last;
+}
+
 function val(el, name) {
   const n = el.getElementsByTagNameNS('*', name)[0];
   return n ? n.textContent : '';
@@ -680,12 +704,27 @@ function propertiesPanel(t, d) {
     route();
   });
   const err = h('div');
+  // Purge as the SDKs' purgeMessages does (batch delete): the entity, then its dead
+  // letters; locked messages and messages scheduled for later stay.
+  const bar = h('progress', { id: 'purge-progress', max: 1, value: 0, 'aria-label': 'Purge progress', hidden: true });
+  const msg = h('p', { id: 'purge-status', role: 'status' });
   const purge = t.kind === 'topic' ? null : confirmButton('Purge all messages', 'Press again to purge', async () => {
+    err.replaceChildren();
+    bar.hidden = false;
+    bar.value = 0;
+    msg.textContent = 'Purging…';
     try {
-      const r = await json('POST', path + '/$purge');
-      status(`Purged ${r.purged} message(s)`);
-    } catch (e) { err.replaceChildren(errorBox(e)); }
+      const last = await progressStream('/$ui/api/purge', { entity: t.entity, subscription: t.sub || undefined }, (p) => {
+        bar.max = Math.max(p.total || 0, p.done, 1);
+        bar.value = p.done;
+        msg.textContent = `Purging… ${p.done}` + (p.total ? ` of ${Math.max(p.total, p.done)}` : '');
+      });
+      msg.textContent = `Purged ${last.done} message(s)` + (last.deadLettered ? `, ${last.deadLettered} of them dead-lettered` : '') + '.';
+      if (last.error) err.replaceChildren(errorBox(last.error));
+      status(msg.textContent);
+    } catch (e) { err.replaceChildren(errorBox(e)); msg.textContent = ''; }
   });
+  if (purge) purge.id = 'purge-all';
   const del = confirmButton(`Delete ${t.kind}`, 'Press again to delete', async () => {
     try {
       await request('DELETE', path, { query: { 'api-version': API_VERSION } });
@@ -697,7 +736,8 @@ function propertiesPanel(t, d) {
     h('section', { class: 'panel', 'aria-labelledby': 'props-h' }, h('h3', { id: 'props-h' }, 'Properties'), form,
       h('p', { class: 'note' }, `Created ${fmtTime(val(d, 'CreatedAt'))}, updated ${fmtTime(val(d, 'UpdatedAt'))}.`)),
     h('section', { class: 'panel', 'aria-labelledby': 'danger-h' }, h('h3', { id: 'danger-h' }, 'Danger zone'),
-      h('div', { class: 'actions' }, purge, del), err));
+      purge ? h('p', { class: 'note' }, 'Purge removes the messages and dead letters, as the SDKs\' purgeMessages does: messages a receiver holds locked, and messages scheduled for later, stay.') : null,
+      h('div', { class: 'actions' }, purge, del), purge ? h('div', { class: 'actions' }, bar, msg) : null, err));
 }
 
 // ---- messages
@@ -848,30 +888,13 @@ function redrivePanel(t) {
     bar.value = 0;
     const verb = purge ? 'Purged' : 'Resubmitted';
     msg.textContent = `${purge ? 'Purging' : 'Resubmitting'}… 0 of ${total}`;
-    const resp = await request('POST', purge ? '/$ui/api/deadletter/purge' : '/$ui/api/deadletter/resubmit', {
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ entity: t.entity, subscription: t.sub || undefined, to: purge ? undefined : (to.value.trim() || undefined), limit: lim }),
-    });
-    const reader = resp.body.getReader();
-    const dec = new TextDecoder();
-    let buf = '';
-    let last = { done: 0 };
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buf += dec.decode(value, { stream: true });
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i).trim();
-        buf = buf.slice(i + 1);
-        if (!line) continue;
-        last = JSON.parse(line);
-        if (last.total) total = last.total; // what the node counted when it started
-        bar.max = Math.max(total, last.done, 1);
-        bar.value = last.done;
-        msg.textContent = `${purge ? 'Purging' : 'Resubmitting'}… ${last.done} of ${Math.max(total, last.done)}`;
-      }
-    }
+    const last = await progressStream(purge ? '/$ui/api/deadletter/purge' : '/$ui/api/deadletter/resubmit',
+      { entity: t.entity, subscription: t.sub || undefined, to: purge ? undefined : (to.value.trim() || undefined), limit: lim }, (p) => {
+        if (p.total) total = p.total; // what the node counted when it started
+        bar.max = Math.max(total, p.done, 1);
+        bar.value = p.done;
+        msg.textContent = `${purge ? 'Purging' : 'Resubmitting'}… ${p.done} of ${Math.max(total, p.done)}`;
+      });
     msg.textContent = `${verb} ${last.done} message(s)` + (purge ? '' : ` to ${to.value.trim() || source}`) + '.';
     if (last.error) err.replaceChildren(errorBox(last.error));
     status(msg.textContent);
