@@ -340,7 +340,22 @@ func (r rewrite) Do(req *http.Request) (*http.Response, error) {
 
 func createEntities(t *testing.T, net *hosts.Net) {
 	t.Helper()
-	e, err := net.Host(0).Endpoints()
+	lock := "PT" + strconv.Itoa(int(lockDuration/time.Second)) + "S"
+	for _, q := range []struct {
+		name    string
+		session bool
+	}{{queue, false}, {sessionQueue, true}} {
+		createQueue(t, net.Host(0), q.name, &admin.QueueProperties{
+			LockDuration: to.Ptr(lock), MaxDeliveryCount: to.Ptr(int32(maxDelivery)), RequiresSession: to.Ptr(q.session),
+		})
+	}
+}
+
+// createQueue creates a queue through h's admin API, trying until it exists (a 409
+// counts: an earlier try's create went through).
+func createQueue(t *testing.T, h *hosts.Host, name string, props *admin.QueueProperties) {
+	t.Helper()
+	e, err := h.Endpoints()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,24 +365,16 @@ func createEntities(t *testing.T, net *hosts.Net) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock := "PT" + strconv.Itoa(int(lockDuration/time.Second)) + "S"
-	for _, q := range []struct {
-		name    string
-		session bool
-	}{{queue, false}, {sessionQueue, true}} {
-		harness.WaitFor(t, 60*time.Second, func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_, err := ac.CreateQueue(ctx, q.name, &admin.CreateQueueOptions{Properties: &admin.QueueProperties{
-				LockDuration: to.Ptr(lock), MaxDeliveryCount: to.Ptr(int32(maxDelivery)), RequiresSession: to.Ptr(q.session),
-			}})
-			var re *azcore.ResponseError
-			if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
-				return nil
-			}
-			return err
-		})
-	}
+	harness.WaitFor(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := ac.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: props})
+		var re *azcore.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
+			return nil
+		}
+		return err
+	})
 }
 
 // summary is the line appended to CHAOS_STATS per run: the figures of docs/guarantees.md.

@@ -3,7 +3,6 @@ package chaos
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/quorumbus/quorumbus/test/harness"
 	"github.com/quorumbus/quorumbus/test/hosts"
@@ -40,26 +36,9 @@ func TestChaosQuietLeaderIsolated(t *testing.T) {
 	}
 	c := &cluster{net: net, bin: harness.Binary(t), members: net.Hosts(), base: 3}
 	const queue = "idle"
-	e0, err := net.Host(0).Endpoints()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ac, err := admin.NewClientFromConnectionString(e0.ConnectionString, &admin.ClientOptions{
-		ClientOptions: azcore.ClientOptions{Transport: rewrite{e0.Admin}, Retry: policy.RetryOptions{MaxRetries: -1}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	createQueue(t, net.Host(0), queue, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	harness.WaitFor(t, 60*time.Second, func() error {
-		_, err := ac.CreateQueue(ctx, queue, nil)
-		var re *azcore.ResponseError
-		if errors.As(err, &re) && re.StatusCode == http.StatusConflict {
-			return nil
-		}
-		return err
-	})
 
 	var ids []string
 	send := func(h *hosts.Host, n int) {
