@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"html"
@@ -141,6 +142,10 @@ func (g *globals) human(err error, t target) error {
 		if errors.As(err, &ue) || errors.As(err, &oe) {
 			return withHint(fmt.Errorf("cannot reach the admin API at %s: %v", g.adminAddr, unwrapURL(err)),
 				"is the node running? Point --admin-addr (or QUORUMBUS_ADMIN_ADDR) at its admin listener")
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return withHint(fmt.Errorf("%s: the node did not answer in time", what),
+				"try again; 'qbctl status' checks the node")
 		}
 		if cond, desc := sdkCondition(err); cond != "" {
 			return fmt.Errorf("%s: the node refused it (%s): %s", what, cond, desc)

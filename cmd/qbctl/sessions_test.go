@@ -136,8 +136,8 @@ func TestSessionEntitiesFromTheCLI(t *testing.T) {
 		!strings.Contains(out, "SESSION") {
 		t.Errorf("receive without --session: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
-	_, _, err = qb("receive", "sq", "--timeout", "2s")
-	if err == nil || !strings.Contains(err.Error(), "no session of this session-enabled entity became available within 2s") {
+	_, _, err = qb("receive", "sq", "--timeout", "3s")
+	if err == nil || !strings.Contains(err.Error(), "no session of this session-enabled entity became available within 3s") {
 		t.Errorf("receive from an empty session queue: %v", err)
 	}
 
