@@ -44,6 +44,9 @@ session's lock while it peeks: it fails while a consumer holds the session.`,
 			if c.Flags().Changed("session") && session == "" {
 				return usageErr(c.CommandPath(), "--session needs a session ID")
 			}
+			if count < 1 {
+				return usageErr(c.CommandPath(), "--count must be at least 1")
+			}
 			return g.human(g.browse(c.Context(), e, nil, session, count, from), e.target())
 		}}
 	c.ValidArgsFunction = g.completeEntityPath(false)

@@ -77,7 +77,10 @@ func (t target) String() string {
 // target for queues, topics and keys).
 func (g *globals) subject(t target) (what string, parent target) {
 	if g.verb != "list" {
-		if t.name == "" && g.cmdPath != "" { // e.g. create --from-file, which takes its names from the file
+		switch {
+		case t.name == "" && (g.verb == "create" || g.verb == "update"): // --from-file without names
+			return "the " + t.kind + " the file names", target{}
+		case t.name == "" && g.cmdPath != "":
 			return "'qbctl " + g.cmdPath + "'", target{}
 		}
 		return t.String(), target{}
