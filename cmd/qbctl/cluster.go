@@ -314,6 +314,9 @@ func (g *globals) clusterAPI(ctx context.Context, method, path, what string, out
 	if err != nil {
 		return fmt.Errorf("%s: reading the answer: %v", what, err)
 	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return g.unauthorized(what, resp.StatusCode, apiMessage(body))
+	}
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s: %s", what, describeAPIError(resp.StatusCode, body, g.adminAddr))
 	}
@@ -334,8 +337,9 @@ func unwrapURL(err error) error {
 	return err
 }
 
-// describeAPIError turns an error answer into a sentence for an operator.
-func describeAPIError(code int, body []byte, addr string) string {
+// apiMessage is the message of a cluster API error body, or the start of a body that
+// is not one.
+func apiMessage(body []byte) string {
 	var e apiError
 	msg := strings.TrimSpace(string(body))
 	if json.Unmarshal(body, &e) == nil && e.Message != "" {
@@ -343,9 +347,16 @@ func describeAPIError(code int, body []byte, addr string) string {
 	} else if len(msg) > 200 {
 		msg = msg[:200] + "..."
 	}
+	return msg
+}
+
+// describeAPIError turns an error answer (but a 401, see unauthorized) into a sentence
+// for an operator.
+func describeAPIError(code int, body []byte, addr string) string {
+	var e apiError
+	_ = json.Unmarshal(body, &e)
+	msg := apiMessage(body)
 	switch {
-	case code == http.StatusUnauthorized:
-		return "not authorized (the key needs the Manage right): " + msg
 	case code == http.StatusNotFound && strings.Contains(msg, "without a cluster"):
 		return fmt.Sprintf("the node at %s runs without a cluster, so it has no cluster API", addr)
 	case code == http.StatusNotFound && e.Message == "":

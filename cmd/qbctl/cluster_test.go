@@ -346,7 +346,7 @@ func TestClusterCommandErrorsAreSentences(t *testing.T) {
 	// A key without Manage.
 	qbSend := clusterNode(t, &fakeCluster{})
 	_, err := qbSend("--connection-string", strings.Replace(strings.Replace(testConnStr, "RootManageSharedAccessKey", "sender", 1), "k3y", "s3nd", 1), "cluster", "partitions")
-	if err == nil || !strings.Contains(err.Error(), "not authorized (the key needs the Manage right)") {
+	if err == nil || !strings.Contains(err.Error(), "the key \"sender\" lacks the Manage right") {
 		t.Errorf("no Manage: %v", err)
 	}
 	// Nothing listens.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -154,4 +155,22 @@ func (e entityPath) receiver(c *azservicebus.Client, opts *azservicebus.Receiver
 		return c.NewReceiverForQueue(e.queue, opts)
 	}
 	return c.NewReceiverForSubscription(e.topic, e.sub, opts)
+}
+
+// acceptSession accepts the named session of e (S-SES-2): a session receiver holding
+// its lock.
+func (e entityPath) acceptSession(ctx context.Context, c *azservicebus.Client, id string) (*azservicebus.SessionReceiver, error) {
+	if e.queue != "" {
+		return c.AcceptSessionForQueue(ctx, e.queue, id, nil)
+	}
+	return c.AcceptSessionForSubscription(ctx, e.topic, e.sub, id, nil)
+}
+
+// acceptNextSession accepts the next available session of e, waiting for one as long
+// as ctx lets it (the SDK passes the deadline on to the node).
+func (e entityPath) acceptNextSession(ctx context.Context, c *azservicebus.Client) (*azservicebus.SessionReceiver, error) {
+	if e.queue != "" {
+		return c.AcceptNextSessionForQueue(ctx, e.queue, nil)
+	}
+	return c.AcceptNextSessionForSubscription(ctx, e.topic, e.sub, nil)
 }

@@ -27,45 +27,102 @@ const receiveRoundTimeout = 3 * time.Second
 func (g *globals) peekCmd() *cobra.Command {
 	var count int
 	var from int64
+	var session string
 	c := &cobra.Command{Use: "peek ENTITY", Short: "browse messages without locking them", Args: nArgs("ENTITY"),
-		Long: "Browse the messages of a queue or subscription (ENTITY: QUEUE or TOPIC/Subscriptions/SUB) without locking or removing them.",
+		Long: `Browse the messages of a queue or subscription (ENTITY: QUEUE or TOPIC/Subscriptions/SUB) without locking or removing them.
+
+On a session-enabled entity, peek without --session browses the messages of every
+session, in sequence-number order, without taking any session's lock (as Service Bus
+answers a peek on the entity's management node); a SESSION column shows each message's
+session. --session ID browses one session through a session receiver, which holds that
+session's lock while it peeks: it fails while a consumer holds the session.`,
 		RunE: func(c *cobra.Command, pos []string) error {
 			e, err := parseEntity(pos[0])
 			if err != nil {
 				return usageErr(c.CommandPath(), "%v", err)
 			}
-			return g.human(g.browse(c.Context(), e, nil, count, from), e.target())
+			if c.Flags().Changed("session") && session == "" {
+				return usageErr(c.CommandPath(), "--session needs a session ID")
+			}
+			if count < 1 {
+				return usageErr(c.CommandPath(), "--count must be at least 1")
+			}
+			return g.human(g.browse(c.Context(), e, nil, session, count, from), e.target())
 		}}
 	c.ValidArgsFunction = g.completeEntityPath(false)
 	c.Flags().IntVar(&count, "count", 20, "how many messages")
 	c.Flags().Int64Var(&from, "from", 0, "first sequence number (0: from the start)")
+	c.Flags().StringVar(&session, "session", "", "peek only this session of a session-enabled entity, through a session receiver (takes its lock)")
 	return c
 }
 
-func (g *globals) browse(ctx context.Context, e entityPath, opts *azservicebus.ReceiverOptions, count int, from int64) error {
+// peeker is what browse peeks through: the SDK's Receiver or SessionReceiver, or a
+// management link of qbctl's own (mgmtPeeker) on a session-enabled entity.
+type peeker func(ctx context.Context, n int, from int64) ([]*peekedMessage, error)
+
+func sdkPeeker(r interface {
+	PeekMessages(context.Context, int, *azservicebus.PeekMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+}) peeker {
+	return func(ctx context.Context, n int, from int64) ([]*peekedMessage, error) {
+		msgs, err := r.PeekMessages(ctx, n, &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+		out := make([]*peekedMessage, len(msgs))
+		for i, m := range msgs {
+			out[i] = peekedOfSDK(m)
+		}
+		return out, err
+	}
+}
+
+// browse prints up to count messages of e (its sub-queue with opts) from sequence number
+// from (0: the start). With session, only that session's, through a session receiver.
+// Without, on a session-enabled entity (whose receive link refuses a receiver without a
+// session), it peeks every session through the entity's $management node (mgmtpeek.go).
+func (g *globals) browse(ctx context.Context, e entityPath, opts *azservicebus.ReceiverOptions, session string, count int, from int64) error {
 	c, err := g.dataClient()
 	if err != nil {
 		return err
 	}
 	defer c.Close(context.Background())
-	r, err := e.receiver(c, opts)
-	if err != nil {
-		return err
+	var peek peeker
+	sessionful := session != ""
+	if sessionful {
+		sr, err := e.acceptSession(ctx, c, session)
+		if err != nil {
+			return err
+		}
+		defer sr.Close(context.Background())
+		peek = sdkPeeker(sr)
+	} else {
+		r, err := e.receiver(c, opts)
+		if err != nil {
+			return err
+		}
+		defer r.Close(context.Background())
+		peek = sdkPeeker(r)
 	}
-	defer r.Close(context.Background())
-	var popts *azservicebus.PeekMessagesOptions
-	if from > 0 {
-		popts = &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}
-	}
+	from = max(from, 1) // sequence numbers start at 1
 	dlq := opts != nil && opts.SubQueue == azservicebus.SubQueueDeadLetter
+	msgs, err := peek(ctx, min(count, 100), from)
+	if err != nil && !sessionful && !dlq && requiresSessions(err) {
+		mp, merr := g.openMgmtPeeker(ctx, e.String())
+		if merr != nil {
+			return merr
+		}
+		defer mp.Close()
+		sessionful, peek = true, mp.peek
+		msgs, err = peek(ctx, min(count, 100), from)
+	}
 	t := &table{header: []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "STATE", "DELIVERIES", "SUBJECT", "BODY"},
 		jsonKeys: []string{"SequenceNumber", "MessageID", "EnqueuedTime", "State", "DeliveryCount", "Subject", "Body"}}
 	if dlq {
 		t.header = []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "REASON", "DESCRIPTION", "SUBJECT", "BODY"}
 		t.jsonKeys = []string{"SequenceNumber", "MessageID", "EnqueuedTime", "DeadLetterReason", "DeadLetterErrorDescription", "Subject", "Body"}
 	}
-	for count > 0 {
-		msgs, err := r.PeekMessages(ctx, min(count, 100), popts)
+	if sessionful {
+		t.header = append([]string{"SEQ", "SESSION"}, t.header[1:]...)
+		t.jsonKeys = append([]string{"SequenceNumber", "SessionID"}, t.jsonKeys[1:]...)
+	}
+	for {
 		if err != nil {
 			return err
 		}
@@ -73,16 +130,23 @@ func (g *globals) browse(ctx context.Context, e entityPath, opts *azservicebus.R
 			break
 		}
 		for _, m := range msgs {
-			if dlq {
-				t.add(m.SequenceNumber, m.MessageID, derefTime(m.EnqueuedTime), m.DeadLetterReason,
-					m.DeadLetterErrorDescription, m.Subject, bodyPreview(m.Body))
-			} else {
-				t.add(m.SequenceNumber, m.MessageID, derefTime(m.EnqueuedTime), msgstate.Name(m.State),
-					m.DeliveryCount, m.Subject, bodyPreview(m.Body))
+			row := []any{m.SequenceNumber}
+			if sessionful {
+				row = append(row, m.SessionID)
 			}
+			if dlq {
+				row = append(row, m.MessageID, m.EnqueuedTime, m.DeadLetterReason, m.DeadLetterDescription, m.Subject, bodyPreview(m.Body))
+			} else {
+				row = append(row, m.MessageID, m.EnqueuedTime, msgstate.Name(m.State), m.DeliveryCount, m.Subject, bodyPreview(m.Body))
+			}
+			t.add(row...)
 		}
 		count -= len(msgs)
-		popts = nil // the receiver continues from the last peeked sequence number
+		if count <= 0 {
+			break
+		}
+		from = msgs[len(msgs)-1].SequenceNumber + 1
+		msgs, err = peek(ctx, min(count, 100), from)
 	}
 	return g.print(t)
 }
@@ -128,7 +192,7 @@ func (g *globals) dlqCmd() *cobra.Command {
 		if n == 0 {
 			n = 20
 		}
-		return g.browse(ctx, e, dlqOpts, n, 0)
+		return g.browse(ctx, e, dlqOpts, "", n, 0)
 	})
 	purge := verb("purge", "remove dead-lettered messages", func(ctx context.Context, e entityPath, limit int) error {
 		n, err := g.drainDLQ(ctx, e, limit)
@@ -212,18 +276,29 @@ func (g *globals) drainDLQ(ctx context.Context, e entityPath, limit int) (int, e
 	return c.Purge(ctx, e.String()+"/$DeadLetterQueue", before, limit, nil)
 }
 
-// batchConn opens a batch-delete connection to the node of the connection string: plain
-// AMQP (port 5672 unless given) for an emulator connection string, else AMQPS (5671
-// unless given) with the admin API's trust; authorized with a namespace token signed
-// from the string's key, or its SharedAccessSignature.
+// batchConn opens a batch-delete connection to the node of the connection string
+// (dialNode).
 func (g *globals) batchConn(ctx context.Context) (*batchdelete.Conn, error) {
-	cs, err := g.connectionString()
+	nc, host, tok, err := g.dialNode(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return batchdelete.Open(ctx, nc, host, tok)
+}
+
+// dialNode connects to the AMQP port of the node of the connection string: plain AMQP
+// (port 5672 unless given) for an emulator connection string, else AMQPS (5671 unless
+// given) with the admin API's trust. It returns the connection, the host the token's
+// audience names, and a namespace token signed from the string's key (or its
+// SharedAccessSignature), valid for an hour.
+func (g *globals) dialNode(ctx context.Context) (nc net.Conn, host, token string, err error) {
+	cs, err := g.connectionString()
+	if err != nil {
+		return nil, "", "", err
+	}
 	tok, err := sasToken(cs, time.Now().Add(time.Hour))
 	if err != nil {
-		return nil, err
+		return nil, "", "", err
 	}
 	var endpoint string
 	for _, part := range strings.Split(cs, ";") {
@@ -233,10 +308,9 @@ func (g *globals) batchConn(ctx context.Context) (*batchdelete.Conn, error) {
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Hostname() == "" {
-		return nil, fmt.Errorf("the connection string's Endpoint %q is not sb://HOST[:PORT]", endpoint)
+		return nil, "", "", fmt.Errorf("the connection string's Endpoint %q is not sb://HOST[:PORT]", endpoint)
 	}
 	host, port := u.Hostname(), u.Port()
-	var nc net.Conn
 	var d net.Dialer
 	if strings.Contains(cs, "UseDevelopmentEmulator=true") {
 		if port == "" {
@@ -257,9 +331,10 @@ func (g *globals) batchConn(ctx context.Context) (*batchdelete.Conn, error) {
 		nc, err = (&tls.Dialer{NetDialer: &d, Config: tc}).DialContext(ctx, "tcp", net.JoinHostPort(host, port))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the node's AMQP port: %w", err)
+		return nil, "", "", withHint(fmt.Errorf("cannot reach the node's AMQP port: %w", err),
+			"is the node running and its AMQP port reachable at the connection string's Endpoint? 'qbctl status' checks the node")
 	}
-	return batchdelete.Open(ctx, nc, host, tok)
+	return nc, host, tok, nil
 }
 
 // eachRound receives in rounds of up to 100 messages (fewer near limit; 0 means no

@@ -118,7 +118,7 @@ func (g *globals) keyCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			b, err := g.adminRequest(c.Context(), http.MethodGet, "/$keys", nil)
 			if err != nil {
-				return g.human(err, target{kind: "keys", name: "/$keys"})
+				return g.human(err, target{kind: "key", list: "qbctl key list"})
 			}
 			var keys []keyDescription
 			if err := json.Unmarshal(b, &keys); err != nil {

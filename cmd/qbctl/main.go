@@ -21,7 +21,9 @@ type globals struct {
 	adminTLS  *tls.Config // nil: the admin API is plain HTTP (nodeTLS)
 	data      string
 	output    string
-	digests   bool // cluster partitions --digests
+	digests   bool   // cluster partitions --digests
+	verb      string // the command being run ("list"), and its path without "qbctl "
+	cmdPath   string // ("queue list"): error sentences say what was attempted
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -95,6 +97,7 @@ func (g *globals) rootCmd() *cobra.Command {
 			if g.output != "table" && g.output != "json" {
 				return usageErr(c.CommandPath(), "--output must be table or json, not %q", g.output)
 			}
+			g.verb, g.cmdPath = c.Name(), strings.TrimPrefix(c.CommandPath(), "qbctl ")
 			g.adminFromEndpoints(c.Flags().Changed("admin-addr"))
 			var err error
 			g.adminTLS, err = g.nodeTLS()

@@ -15,26 +15,41 @@ import (
 // image's own binaries: the image has no shell and no SDK.
 
 func (g *globals) sendCmd() *cobra.Command {
-	var body, id, subject string
+	var body, id, subject, session string
 	var create bool
 	c := &cobra.Command{Use: "send QUEUE|TOPIC", Short: "send one message", Args: nArgs("QUEUE|TOPIC"),
+		Long: `Send one message. A session-enabled queue (or a topic whose subscriptions require
+sessions) takes only messages with a session ID: give it with --session.`,
 		RunE: func(c *cobra.Command, pos []string) error {
 			e, err := parseEntity(pos[0])
 			if err != nil || e.queue == "" {
 				return usageErr(c.CommandPath(), "send takes QUEUE or TOPIC, got %q", pos[0])
 			}
-			return g.human(g.send(c.Context(), e, &body, &id, &subject, create), e.target())
+			if c.Flags().Changed("session") && session == "" {
+				return usageErr(c.CommandPath(), "--session needs a session ID")
+			}
+			return g.human(g.send(c.Context(), e, &azservicebus.Message{Body: []byte(body), MessageID: nonEmpty(id),
+				Subject: nonEmpty(subject), SessionID: nonEmpty(session)}, create), e.target())
 		}}
 	c.ValidArgsFunction = g.completeEntityPath(true)
 	fs := c.Flags()
 	fs.StringVar(&body, "body", "", "message body (text)")
 	fs.StringVar(&id, "message-id", "", "message ID (default: the SDK leaves it empty)")
 	fs.StringVar(&subject, "subject", "", "message subject (label)")
+	fs.StringVar(&session, "session", "", "session ID (SessionId), required by a session-enabled entity")
 	fs.BoolVar(&create, "create", false, "create ENTITY as a queue with default properties when it does not exist")
 	return c
 }
 
-func (g *globals) send(ctx context.Context, e entityPath, body, id, subject *string, create bool) error {
+// nonEmpty is &s, or nil for "": an optional message property not given.
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func (g *globals) send(ctx context.Context, e entityPath, m *azservicebus.Message, create bool) error {
 	if create {
 		ac, err := g.adminClient()
 		if err != nil {
@@ -60,13 +75,6 @@ func (g *globals) send(ctx context.Context, e entityPath, body, id, subject *str
 		return err
 	}
 	defer s.Close(context.Background())
-	m := &azservicebus.Message{Body: []byte(*body)}
-	if *id != "" {
-		m.MessageID = id
-	}
-	if *subject != "" {
-		m.Subject = subject
-	}
 	if err := s.SendMessage(ctx, m, nil); err != nil {
 		return err
 	}
@@ -80,8 +88,14 @@ func (g *globals) send(ctx context.Context, e entityPath, body, id, subject *str
 func (g *globals) receiveCmd() *cobra.Command {
 	var count int
 	var timeout time.Duration
-	var expect string
+	var expect, session string
 	c := &cobra.Command{Use: "receive ENTITY", Short: "receive and complete messages", Args: nArgs("ENTITY"),
+		Long: `Receive messages in peek-lock mode and complete each one printed.
+
+A session-enabled entity is received through a session receiver: --session ID takes that
+session (and fails while another receiver holds it); without --session, receive takes the
+next available session, as the SDKs' AcceptNextSession does, says which on standard
+error, and receives from that session only. A SESSION column shows the session.`,
 		RunE: func(c *cobra.Command, pos []string) error {
 			if count < 1 {
 				return usageErr(c.CommandPath(), "--count must be at least 1")
@@ -90,30 +104,52 @@ func (g *globals) receiveCmd() *cobra.Command {
 			if err != nil {
 				return usageErr(c.CommandPath(), "%v", err)
 			}
-			return g.human(g.receive(c.Context(), e, count, timeout, &expect), e.target())
+			if c.Flags().Changed("session") && session == "" {
+				return usageErr(c.CommandPath(), "--session needs a session ID")
+			}
+			return g.human(g.receive(c.Context(), e, session, count, timeout, &expect), e.target())
 		}}
 	c.ValidArgsFunction = g.completeEntityPath(false)
 	fs := c.Flags()
 	fs.IntVar(&count, "count", 1, "stop after this many messages")
 	fs.DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
 	fs.StringVar(&expect, "expect", "", "keep receiving until a message with this body arrives (other messages are completed too); fail if none does within --timeout")
+	fs.StringVar(&session, "session", "", "receive from this session of a session-enabled entity (default there: the next available session)")
 	return c
 }
 
-func (g *globals) receive(ctx context.Context, e entityPath, n int, timeout time.Duration, expect *string) error {
+// msgReceiver is what receive needs of the SDK's Receiver and SessionReceiver.
+type msgReceiver interface {
+	ReceiveMessages(ctx context.Context, n int, opts *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+	CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, opts *azservicebus.CompleteMessageOptions) error
+	Close(ctx context.Context) error
+}
+
+var (
+	_ msgReceiver = (*azservicebus.Receiver)(nil)
+	_ msgReceiver = (*azservicebus.SessionReceiver)(nil)
+)
+
+func (g *globals) receive(ctx context.Context, e entityPath, session string, n int, timeout time.Duration, expect *string) error {
 	count := &n
 	c, err := g.dataClient()
 	if err != nil {
 		return err
 	}
 	defer c.Close(context.Background())
-	r, err := e.receiver(c, nil)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var r msgReceiver
+	sessionful := session != ""
+	if sessionful {
+		r, err = e.acceptSession(ctx, c, session)
+	} else {
+		r, err = e.receiver(c, nil)
+	}
 	if err != nil {
 		return err
 	}
-	defer r.Close(context.Background())
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	defer func() { r.Close(context.Background()) }()
 
 	t := &table{header: []string{"SEQ", "MESSAGE-ID", "ENQUEUED", "SUBJECT", "BODY"},
 		jsonKeys: []string{"SequenceNumber", "MessageID", "EnqueuedTime", "Subject", "Body"}}
@@ -124,28 +160,52 @@ func (g *globals) receive(ctx context.Context, e entityPath, n int, timeout time
 			want = 10
 		}
 		msgs, err := r.ReceiveMessages(ctx, want, nil)
+		if err != nil && !sessionful && requiresSessions(err) {
+			// A session-enabled entity: take the next available session (S-SES-2).
+			r.Close(context.Background())
+			sr, aerr := e.acceptNextSession(ctx, c)
+			if aerr != nil {
+				if errors.Is(aerr, context.DeadlineExceeded) || isTimeout(aerr) {
+					return fmt.Errorf("receive %s: no session of this session-enabled entity became available within %v", e, timeout)
+				}
+				return aerr
+			}
+			r, sessionful = sr, true
+			fmt.Fprintf(g.stderr, "receiving from session %q, the next available one (--session ID picks one)\n", sr.SessionID())
+			continue
+		}
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-				break // --timeout: report what arrived
+			if errors.Is(err, context.DeadlineExceeded) {
+				// --timeout, the only deadline here (go-amqp may see it pass before
+				// ctx.Err() says so): report what arrived.
+				break
 			}
 			return err
 		}
 		for _, m := range msgs {
 			// Peek-lock and complete: a message is gone only once it was printed.
 			if err := r.CompleteMessage(ctx, m, nil); err != nil {
-				return fmt.Errorf("complete message %d: %w", m.SequenceNumber, err)
+				return fmt.Errorf("complete message %d: %w", derefSeq(m.SequenceNumber), err)
 			}
 			body := m.Body
 			subject := ""
 			if m.Subject != nil {
 				subject = *m.Subject
 			}
-			t.add(m.SequenceNumber, m.MessageID, derefTime(m.EnqueuedTime), subject, string(body))
+			row := []any{m.SequenceNumber, m.MessageID, derefTime(m.EnqueuedTime), subject, string(body)}
+			if sessionful {
+				row = append([]any{m.SequenceNumber, m.SessionID}, row[1:]...)
+			}
+			t.add(row...)
 			got++
 			if *expect != "" && string(body) == *expect {
 				found = true
 			}
 		}
+	}
+	if sessionful {
+		t.header = append([]string{"SEQ", "SESSION"}, t.header[1:]...)
+		t.jsonKeys = append([]string{"SequenceNumber", "SessionID"}, t.jsonKeys[1:]...)
 	}
 	if err := g.print(t); err != nil {
 		return err
@@ -157,4 +217,11 @@ func (g *globals) receive(ctx context.Context, e entityPath, n int, timeout time
 		return fmt.Errorf("receive %s: no message within %v", e, timeout)
 	}
 	return nil
+}
+
+// isTimeout reports whether err is the SDK's timeout (CodeTimeout): no session became
+// available while the node waited.
+func isTimeout(err error) bool {
+	var sbe *azservicebus.Error
+	return errors.As(err, &sbe) && sbe.Code == azservicebus.CodeTimeout
 }

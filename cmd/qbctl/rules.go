@@ -158,7 +158,7 @@ func (g *globals) ruleCmd() *cobra.Command {
 			for pager.More() {
 				page, err := pager.NextPage(ctx)
 				if err != nil {
-					return g.human(err, kindSubscription.target(pos))
+					return g.human(err, ruleTarget(pos)) // "listing the rules of subscription ..."
 				}
 				for _, r := range page.Rules {
 					t.add(r.Name, describeFilter(r.Filter), describeAction(r.Action))
