@@ -33,7 +33,8 @@ var (
 // retries; a failed one is tried again until it succeeds), how long until every replica
 // on every node was quiet, then CPU and RSS per node over -cluster.idle starting only
 // then, and with -cluster.watch the elections (the sum of every replica's Raft term,
-// from /metrics) in that much more idle time.
+// from /metrics) in that much more idle time. With QB_BENCH_PROFILE_DIR (and
+// QUORUMBUS_PPROF=true) the first node's CPU profile over the idle window is saved there.
 //
 //	go test -run '^$' -bench ClusterQuietScale -benchtime 1x -timeout 60m ./test/bench/ -args \
 //	  -cluster.quiet-queues 625 -cluster.idle 30s      # 10,000 groups per node
@@ -129,8 +130,10 @@ func BenchmarkClusterQuietScale(b *testing.B) {
 		terms[i] = s.terms
 	}
 	w0 := time.Now()
+	profiled := profileIdle(b, bc.Nodes[0], fmt.Sprintf("quiet-%d", groups), *clusterIdle)
 	time.Sleep(*clusterIdle) // the idle window: nothing talks to the cluster
 	window := time.Since(w0)
+	<-profiled
 	var cpu, rss float64
 	for i, n := range bc.Nodes {
 		after := readProc(b, n.Pid())
