@@ -42,7 +42,7 @@ of the cluster-secret-accepted volume, comma-separated. */}}
 {{- /* REGISTRY/REPOSITORY:TAG, or @DIGEST when image.digest is set (then the tag is
 not used); REGISTRY is global.imageRegistry, for a mirror or private registry. */}}
 {{- define "quorumbus.image" -}}
-{{- $repo := .Values.image.repository }}
+{{- $repo := required "\n\nimage.repository is required: no public registry publishes a Quorumbus image, and a bare name would be pulled from docker.io/library/. Build it with `make image` (bin/quorumbus-image.tar, tagged quorumbus:<appVersion>), then either load it into the cluster's nodes (kind load image-archive, ctr images import) and set image.repository=quorumbus, or push it to your registry and set image.repository=REGISTRY/quorumbus (docs/deploy-kubernetes.md, \"The image\")." .Values.image.repository }}
 {{- with .Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" $repo .Values.image.digest }}
@@ -163,4 +163,30 @@ capabilities:
   drop: [ALL]
 seccompProfile:
   type: RuntimeDefault
+{{- end }}
+
+{{- /* Refuse, at install and upgrade, a Secret you manage that is in the cluster but
+lacks a key the pods read: they would wait in CreateContainerConfigError. A Secret not
+found may be on its way (External Secrets, sealed-secrets), and a render without the
+cluster (helm template) finds none: both pass. */}}
+{{- define "quorumbus.checkSecretKeys" -}}
+{{- $need := list }}
+{{- with .Values.auth.existingSecret }}
+{{- $need = append $need (list . $.Values.auth.secretKey "auth.secretKey (the namespace key)") }}
+{{- end }}
+{{- if and .Values.clusterAuth.enabled (or .Values.clusterAuth.existingSecret .Values.auth.existingSecret) }}
+{{- $name := include "quorumbus.clusterSecretName" . }}
+{{- $need = append $need (list $name .Values.clusterAuth.secretKey "clusterAuth.secretKey (the cluster secret, clusterAuth.enabled)") }}
+{{- range .Values.clusterAuth.acceptedSecretKeys }}
+{{- $need = append $need (list $name . "clusterAuth.acceptedSecretKeys") }}
+{{- end }}
+{{- end }}
+{{- range $need }}
+{{- $name := index . 0 }}{{- $key := index . 1 }}{{- $why := index . 2 }}
+{{- with lookup "v1" "Secret" $.Release.Namespace $name }}
+{{- if not (hasKey (.data | default dict) $key) }}
+{{- fail (printf "\n\nSecret %q (namespace %s) has no key %q, which the pods read for %s: they could not start. Add the key to the Secret, or create the Secret with every key the chart reads (docs/deploy-kubernetes.md, \"The key\")." $name $.Release.Namespace $key $why) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}

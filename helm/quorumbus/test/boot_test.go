@@ -504,6 +504,21 @@ func bootStatefulSet(t *testing.T, vals map[string]any, o *objects, nw bootNet) 
 	// Config.json declares, receive through pod 2.
 	roundTrip(t, b.client(pods[0], vals), b.client(pods[2], vals), "queue.1", "through the cluster")
 
+	// kubectl port-forward connects to localhost inside the pod's network namespace
+	// (IPv4 or IPv6): the listeners must take the loopback addresses too, as the
+	// default listenAddress does. (On loopback, where pods share one network, each
+	// binds its own address instead.)
+	if pods[0].host != nil {
+		for _, local := range []string{"127.0.0.1", "[::1]"} {
+			for _, port := range []string{"5300", "5672"} {
+				out, err := pods[0].run(t, 30*time.Second, "/usr/local/bin/qbctl", "--admin-addr="+local+":"+port, "cluster", "status")
+				if err != nil || !strings.Contains(out, pods[1].facts.name) {
+					t.Errorf("port-forward to %s:%s in pod 0: qbctl cluster status: %v\n%s", local, port, err, out)
+				}
+			}
+		}
+	}
+
 	// helm test: the test pod's init container, then its container, each to success.
 	b.runTestPod(o, o.pods[sts.Name+"-test"])
 

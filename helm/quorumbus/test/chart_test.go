@@ -149,6 +149,9 @@ func TestRenderedObjects(t *testing.T) {
 
 			// Ports: the Services target ports the container declares, with the right protocol.
 			for _, svc := range o.services {
+				if unrouted(o, svc) {
+					continue
+				}
 				for _, sp := range svc.Spec.Ports {
 					cp := containerPort(t, c, sp.TargetPort.String())
 					if cp.ContainerPort != sp.Port || cp.Protocol != protocolOrTCP(sp.Protocol) {
@@ -483,9 +486,9 @@ func TestProbesHitPathsTheNodeServes(t *testing.T) {
 	}
 }
 
-// Pods roll when what they start with changes (the checksum annotations follow the
-// Config.json, key and TLS settings), and not when nothing did; scaling from 3 to 5
-// nodes leaves the pod template alone, so it restarts no pod.
+// Pods roll when what they start with changes (the checksum annotations follow the key
+// and TLS settings, and Config.json when no Job applies it), and not when nothing did;
+// scaling from 3 to 5 nodes leaves the pod template alone, so it restarts no pod.
 func TestPodsRollOnlyWhenTheirConfigChanges(t *testing.T) {
 	template := func(vals map[string]any) corev1.PodTemplateSpec {
 		t.Helper()
@@ -498,15 +501,41 @@ func TestPodsRollOnlyWhenTheirConfigChanges(t *testing.T) {
 	if five := template(readValues(t, "five")); !reflect.DeepEqual(base, five) {
 		t.Error("scaling from 3 to 5 nodes changes the pod template, restarting every pod")
 	}
+	// Editing Config.json restarts no broker: the configApply Job applies it to the
+	// running cluster (TestConfigApplyJob and the booted StatefulSet check that it does),
+	// and a node that restarts later loads the new file, which only creates what is
+	// missing. Only with configApply off, when the pods' start-up load is all that
+	// applies it, do they roll.
 	cfg := readValues(t, "config-json")
-	withConfig := template(cfg)
-	if withConfig.Annotations["checksum/config"] == base.Annotations["checksum/config"] {
-		t.Error("adding Config.json leaves checksum/config unchanged")
+	rename := func(vals map[string]any) {
+		q := vals["emulatorConfig"].(map[string]any)["UserConfig"].(map[string]any)["Namespaces"].([]any)[0].(map[string]any)["Queues"].([]any)[0].(map[string]any)
+		q["Name"] = "queue.renamed"
 	}
-	q := cfg["emulatorConfig"].(map[string]any)["UserConfig"].(map[string]any)["Namespaces"].([]any)[0].(map[string]any)["Queues"].([]any)[0].(map[string]any)
-	q["Name"] = "queue.renamed"
-	if template(cfg).Annotations["checksum/config"] == withConfig.Annotations["checksum/config"] {
-		t.Error("editing Config.json leaves checksum/config unchanged: pods would keep the old entities")
+	withConfig := decode(t, render(t, cfg))
+	rename(cfg)
+	edited := decode(t, render(t, cfg))
+	if !reflect.DeepEqual(withConfig.sts.Spec.Template, edited.sts.Spec.Template) {
+		t.Error("editing Config.json changes the pod template: every broker restarts, although the configApply Job applies it")
+	}
+	jobChecksum := func(o *objects) string {
+		for _, j := range o.jobs {
+			return j.Spec.Template.Annotations["checksum/config"]
+		}
+		t.Fatal("no configApply Job rendered")
+		return ""
+	}
+	if jobChecksum(withConfig) == jobChecksum(edited) {
+		t.Error("editing Config.json leaves the configApply Job's checksum/config unchanged")
+	}
+	noApply := readValues(t, "config-json")
+	noApply["configApply"] = map[string]any{"enabled": false}
+	before := template(noApply)
+	if before.Annotations["checksum/config"] == "" {
+		t.Error("with configApply off, the pods carry no checksum/config: editing Config.json would never reach them")
+	}
+	rename(noApply)
+	if template(noApply).Annotations["checksum/config"] == before.Annotations["checksum/config"] {
+		t.Error("configApply off: editing Config.json leaves checksum/config unchanged: pods would keep the old entities")
 	}
 	for _, tc := range []struct {
 		name, annotation string
@@ -537,9 +566,20 @@ func TestBadValuesAreRefused(t *testing.T) {
 		{"TLS without a Secret", map[string]any{"tls": map[string]any{"enabled": true}}, "tls.existingSecret"},
 		{"bad duration", map[string]any{"cluster": map[string]any{"deadNodeGrace": "ten minutes"}}, "deadNodeGrace"},
 		{"bad log level", map[string]any{"logLevel": "loud"}, "logLevel"},
+		// Pulled from docker.io/library/quorumbus, which nobody publishes.
+		{"no image repository", map[string]any{"image": map[string]any{"repository": ""}}, "image.repository is required"},
+		// "fd00::1:5672" is no address: an IPv6 listen address needs brackets.
+		{"IPv6 without brackets", map[string]any{"listenAddress": "fd00::1"}, "listenAddress"},
+		// The admin port speaks HTTPS only: a Gateway must know whom to trust.
+		{"HTTPRoute to TLS without a CA", map[string]any{"tls": map[string]any{"enabled": true, "existingSecret": "quorumbus-tls"},
+			"httpRoute": map[string]any{"enabled": true, "parentRefs": []any{map[string]any{"name": "gateway"}}}}, "httpRoute.backendTLS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := renderErr(tc.vals)
+			vals := tc.vals
+			if _, ok := vals["image"]; !ok {
+				vals["image"] = map[string]any{"repository": "quorumbus"}
+			}
+			_, err := renderErr(vals)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want mention of %q", err, tc.want)
 			}
@@ -575,4 +615,10 @@ func TestNotesTellHowToConnect(t *testing.T) {
 			}
 		}
 	}
+}
+
+// unrouted reports whether svc is the Service an Ingress sends /metrics to: no selector
+// (no endpoints), not a way to the nodes.
+func unrouted(o *objects, svc *corev1.Service) bool {
+	return svc.Name == o.sts.Name+"-unrouted" && len(svc.Spec.Selector) == 0
 }

@@ -210,6 +210,7 @@ type objects struct {
 	account    *corev1.ServiceAccount
 	ingress    *networkingv1.Ingress
 	route      *unstructured.Unstructured
+	backendTLS *unstructured.Unstructured // Gateway API BackendTLSPolicy (httpRoute with TLS)
 	count      int
 }
 
@@ -291,6 +292,12 @@ func decode(t *testing.T, manifest string) *objects {
 			// Not in k8s.io/api: a CRD of the Gateway API; checked by hand.
 			o.route = &unstructured.Unstructured{}
 			if err := yaml.Unmarshal(doc, &o.route.Object); err != nil {
+				t.Fatal(err)
+			}
+		case "gateway.networking.k8s.io/v1 BackendTLSPolicy":
+			// A Gateway API object too; checked by hand.
+			o.backendTLS = &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &o.backendTLS.Object); err != nil {
 				t.Fatal(err)
 			}
 		case "monitoring.coreos.com/v1 ServiceMonitor":

@@ -211,7 +211,7 @@ func TestGeneratedSecretKeepsKeysThroughARotation(t *testing.T) {
 // no Secret has: refused at render time, naming the value, rather than a pod that cannot
 // mount its volume.
 func TestEmptyAcceptedSecretKeyIsRefused(t *testing.T) {
-	_, err := renderErr(map[string]any{"clusterAuth": map[string]any{"acceptedSecretKeys": []any{""}}})
+	_, err := renderErr(map[string]any{"clusterAuth": map[string]any{"acceptedSecretKeys": []any{""}}, "image": map[string]any{"repository": "quorumbus"}})
 	if err == nil || !strings.Contains(err.Error(), "acceptedSecretKeys") {
 		t.Fatalf("err = %v, want mention of acceptedSecretKeys", err)
 	}

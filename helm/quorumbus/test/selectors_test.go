@@ -78,6 +78,9 @@ func TestSelectorsSelectOnlyTheNodePods(t *testing.T) {
 				sels = append(sels, selector{"spread over " + tsc.TopologyKey, tsc.LabelSelector})
 			}
 			for _, svc := range o.services {
+				if unrouted(o, svc) {
+					continue
+				}
 				sels = append(sels, selector{"Service " + svc.Name, metav1.SetAsLabelSelector(labels.Set(svc.Spec.Selector))})
 			}
 			if o.netpol != nil {
