@@ -193,7 +193,7 @@ clean:
 # The container image as a `docker save` tarball (docker load, podman load, kind load
 # image-archive, ctr images import), built without Docker by deploy/image, its own module.
 # deploy/Dockerfile builds the same image with Docker.
-# Tagged as the chart's default image (helm/quorumbus: repository quorumbus, tag appVersion).
+# Tagged as what the chart names with image.repository=quorumbus (the tag defaults to appVersion).
 IMAGE_VERSION ?= $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' helm/quorumbus/Chart.yaml)
 IMAGE_TAG ?= quorumbus:$(IMAGE_VERSION)
 IMAGE_TAR ?= $(BIN)/quorumbus-image.tar
