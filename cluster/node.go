@@ -46,6 +46,7 @@ type Node struct {
 	meta   *metagroup.Group
 	gossip *gossip.Gossip
 	rpc    *rpcLayer
+	gone   chan goneEvent    // members gossip declared gone, for goneLoop
 	adv    string            // advertised cluster address
 	inc    string            // incarnation of the data directory
 	bodies *partition.Bodies // nil: every body in memory (Config.BodyMemoryBudget)
@@ -131,6 +132,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		parts: map[uint32]*replica{},
 	}
 	n.rec = newReconciler(n)
+	n.gone = make(chan goneEvent, 16)
 	n.logs = newLogEngine(cfg)
 	n.ops = &Ops{n: n}
 	n.steward = newSteward(n)
@@ -215,6 +217,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if n.gossip, err = n.startGossip(); err != nil {
 		return fail(err)
 	}
+	n.goFunc("gone", n.goneLoop)
 	if len(cfg.Join) > 0 {
 		n.goFunc("join", func(ctx context.Context) { n.gossip.KeepJoined(ctx, n.otherJoinAddrs) })
 	}
@@ -287,14 +290,37 @@ func (n *Node) startGossip() (*gossip.Gossip, error) {
 	})
 }
 
-// peerGone is called when gossip declares a member dead or gone: the quiet replicas it
-// led wake now, not at the next reconcile pass (which may be busy opening groups), and
-// the RPC connection to it is dropped (rpcLayer.dropAddr), so that calls waiting on it
-// fail over.
+// peerGone is called when gossip declares a member dead or gone. It hands the event to
+// goneLoop without blocking memberlist (a full queue drops it: the reconcile pass that
+// gossip's change kicks wakes the replicas too, only later).
 func (n *Node) peerGone(m gossip.Meta, alive map[string]bool) {
-	go n.rec.wakeOrphans(alive)
-	if m.Cluster != "" {
-		go n.rpc.dropAddr(m.Cluster)
+	select {
+	case n.gone <- goneEvent{m, alive}:
+	default:
+	}
+}
+
+// goneEvent is a member gossip declared dead or gone, and the live members after.
+type goneEvent struct {
+	m     gossip.Meta
+	alive map[string]bool
+}
+
+// goneLoop acts on members gossip declares gone, until ctx (the node's lifetime) ends:
+// the quiet replicas they led wake now, not at the next reconcile pass (which may be busy
+// opening groups), and the RPC connection to them is dropped (rpcLayer.dropAddr), so
+// that calls waiting on it fail over.
+func (n *Node) goneLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-n.gone:
+			n.rec.wakeOrphans(ev.alive)
+			if ev.m.Cluster != "" {
+				n.rpc.dropAddr(ev.m.Cluster)
+			}
+		}
 	}
 }
 

@@ -67,6 +67,10 @@ type Config struct {
 	Logger hclog.Logger // nil: warnings and errors to stderr
 	// Observer, when set, receives batch sizes and commit latencies (metrics.go).
 	Observer Observer
+	// LeadershipChanged, when set, is called after this replica became or stopped being
+	// the group's leader, and again once a new leader serves (IsLeader turns true). It
+	// runs on a goroutine of the process's and must not block.
+	LeadershipChanged func()
 
 	// Raft timing (hashicorp/raft semantics; docs/design-notes.md §4).
 	HeartbeatTimeout   time.Duration

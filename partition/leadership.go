@@ -58,8 +58,16 @@ func (p *Partition) leadershipChanged() {
 	p.disarmLocked()
 	ls.mu.Unlock()
 	p.avail.broadcast() // waiters re-propose: on a follower they fail with ErrNotLeader
+	p.notifyLeadership()
 	if l {
 		p.goTracked(func() { p.awaitBarrier(g) })
+	}
+}
+
+// notifyLeadership calls Config.LeadershipChanged, if set.
+func (p *Partition) notifyLeadership() {
+	if f := p.cfg.LeadershipChanged; f != nil {
+		f()
 	}
 }
 
@@ -79,6 +87,7 @@ func (p *Partition) awaitBarrier(g uint64) {
 	p.armLocked()
 	ls.mu.Unlock()
 	p.avail.broadcast()
+	p.notifyLeadership()
 }
 
 // deadlineMoved re-arms the timer after an apply moved the fsm's next deadline (raft's
