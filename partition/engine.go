@@ -382,7 +382,7 @@ type engineStore struct {
 	e  *Engine
 	id uint64
 
-	mu          sync.Mutex // guards first, last, closed (a leaf)
+	mu          sync.Mutex // guards first, last, closed, and is held by stable reads (a leaf)
 	first, last uint64     // bounds of the log, 0, 0 when empty
 	closed      bool
 }
@@ -517,7 +517,17 @@ func (s *engineStore) Set(key, val []byte) error {
 	return nil
 }
 
+// Get reads a stable key. Besides raft, the group's own failover reads its vote through
+// it (Partition.currentVote, on a transport goroutine) and may do so while the group
+// closes: a closed store answers ErrClosed, and Close waits for a read under way, so the
+// engine (closed after its stores) is never read once closed, which pebble answers with a
+// panic.
 func (s *engineStore) Get(key []byte) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
 	v, closer, err := s.e.db.Get(s.stableKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, errKeyNotFound

@@ -616,3 +616,27 @@ func tableBytes(e *Engine) int64 {
 	}
 	return n
 }
+
+// A group's vote read after the group and the engine closed (its failover runs on a
+// transport goroutine and may race the node's shutdown) answers ErrClosed; pebble
+// panics on a read of a closed database.
+func TestEngineStoreReadAfterClose(t *testing.T) {
+	data := t.TempDir()
+	e := openTestEngine(t, data)
+	s := openEngineStore(t, e, Dir(data, "a", 0))
+	if err := s.Set([]byte("LastVoteCand"), []byte("n2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get([]byte("LastVoteCand")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after close: %v, want ErrClosed", err)
+	}
+	if _, err := s.GetUint64([]byte("LastVoteTerm")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("GetUint64 after close: %v, want ErrClosed", err)
+	}
+}
