@@ -249,6 +249,10 @@ func (f *FSM) PreparedTxns() []PreparedTxn {
 }
 
 // TxnDecisions returns the decision records kept here (as a coordinator), by ID.
+// TxnRecords is how many prepared transactions and decisions this partition holds (what
+// PreparedTxns and TxnDecisions would list), without copying them.
+func (f *FSM) TxnRecords() int { return len(f.prepared) + len(f.decided) }
+
 func (f *FSM) TxnDecisions() []TxnDecision {
 	out := make([]TxnDecision, 0, len(f.decided))
 	for _, id := range sortedKeys(f.decided) {

@@ -646,6 +646,14 @@ func (p *Partition) TxnForget(ctx context.Context, id string) error {
 // through proposals, which wake the group and fail on a deposed leader, and it runs
 // every few seconds, which would keep every idle group awake.
 func (p *Partition) TxnState(ctx context.Context) ([]fsm.PreparedTxn, []fsm.TxnDecision, error) {
+	if p.m.txns.Load() == 0 {
+		// Nothing held (as of the last apply, which is all a leader's read would see
+		// too): no read, so that the recovery pass over every group led here stays cheap.
+		if !p.IsLeader() {
+			return nil, nil, p.notLeader(false)
+		}
+		return nil, nil, nil
+	}
 	var prep []fsm.PreparedTxn
 	var dec []fsm.TxnDecision
 	err := p.leaderReadQuiet(ctx, func(f *fsm.FSM) { prep, dec = f.PreparedTxns(), f.TxnDecisions() }, false)

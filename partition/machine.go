@@ -26,6 +26,7 @@ type machine struct {
 
 	now  atomic.Int64 // f.Now() after the last apply: the proposer's time floor
 	next atomic.Int64 // f.NextDeadline() after the last apply: the leader timer's target
+	txns atomic.Int64 // f.TxnRecords() after the last apply: whether TxnState has anything
 
 	// applied is called after every batch, outside mu, on raft's FSM goroutine: wake says
 	// a receive or session waiter may now succeed.
@@ -43,6 +44,7 @@ func newMachine(cfg fsm.Config, applied func(bool)) *machine {
 	m := &machine{f: fsm.New(cfg), applied: applied}
 	m.now.Store(m.f.Now())
 	m.next.Store(m.f.NextDeadline())
+	m.txns.Store(int64(m.f.TxnRecords()))
 	return m
 }
 
@@ -72,6 +74,7 @@ func (m *machine) ApplyBatch(logs []*raft.Log) []any {
 	}
 	m.now.Store(m.f.Now())
 	m.next.Store(m.f.NextDeadline())
+	m.txns.Store(int64(m.f.TxnRecords()))
 	m.syncBodies()
 	m.mu.Unlock()
 	if m.applied != nil {
@@ -116,6 +119,7 @@ func (m *machine) Restore(rc io.ReadCloser) error {
 	if err == nil {
 		m.now.Store(m.f.Now())
 		m.next.Store(m.f.NextDeadline())
+		m.txns.Store(int64(m.f.TxnRecords()))
 	}
 	m.syncBodies()
 	m.mu.Unlock()
