@@ -331,7 +331,7 @@ func (st *steward) replaceDead(ctx context.Context, deadSince map[string]time.Ti
 	hosts := map[string]bool{}
 	n.meta.Read(func(s *meta.State) {
 		nodes = s.Nodes()
-		for _, pl := range s.Placements() {
+		for _, pl := range s.PlacementsView() {
 			for _, p := range pl.Partitions {
 				for _, r := range p.Replicas {
 					hosts[r] = true
@@ -470,7 +470,7 @@ func placementViewOf(s *meta.State) placementView {
 	for _, nd := range s.Nodes() {
 		v.draining[nd.ID] = nd.Draining
 	}
-	for _, pl := range s.Placements() {
+	for _, pl := range s.PlacementsView() {
 		for _, p := range pl.Partitions {
 			for i, r := range p.Replicas {
 				v.load[r]++

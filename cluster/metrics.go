@@ -189,7 +189,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	names := map[uint32]string{}
 	var registered []meta.Node
 	n.meta.Read(func(s *meta.State) {
-		for _, pl := range s.Placements() {
+		for _, pl := range s.PlacementsView() {
 			for _, p := range pl.Partitions {
 				names[p.GroupID] = pl.Entity
 			}

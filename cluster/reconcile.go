@@ -117,7 +117,7 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 	want := map[uint32]desired{}
 	groups := map[uint32]meta.Partition{}
 	rc.n.meta.Read(func(s *meta.State) {
-		for _, pl := range s.Placements() {
+		for _, pl := range s.PlacementsView() {
 			for i, part := range pl.Partitions {
 				groups[part.GroupID] = part
 				if !containsNode(part.Replicas, rc.n.cfg.NodeID) {
@@ -385,7 +385,7 @@ func (rc *reconciler) desiredConfig(id uint32) (fsm.Config, bool) {
 	var cfg fsm.Config
 	var ok bool
 	rc.n.meta.Read(func(s *meta.State) {
-		for _, pl := range s.Placements() {
+		for _, pl := range s.PlacementsView() {
 			for i, p := range pl.Partitions {
 				if p.GroupID == id {
 					c, err := s.PartitionConfig(pl.Entity, i)

@@ -92,25 +92,30 @@ func (st *steward) raiseReplicas(ctx context.Context) {
 	var pls []meta.Placement
 	zones := map[string]string{}
 	n.meta.Read(func(s *meta.State) {
-		pls = s.Placements()
+		pls = s.PlacementsView() // only each partition's Replicas kept
 		for _, nd := range s.Nodes() {
 			zones[nd.ID] = nd.Zone
 		}
 	})
 	for _, pl := range pls {
-		changed := false
-		reps := make([][]string, len(pl.Partitions))
+		var reps [][]string // copied only for an entity that changes
 		for i, p := range pl.Partitions {
-			reps[i] = slices.Clone(p.Replicas)
 			if len(p.Replicas) == 0 || len(p.Replicas) >= want {
 				continue
 			}
-			if add := placement.Add(p.Replicas, zones, cands, want); len(add) > 0 {
-				reps[i] = append(reps[i], add...)
-				changed = true
+			add := placement.Add(p.Replicas, zones, cands, want)
+			if len(add) == 0 {
+				continue
 			}
+			if reps == nil {
+				reps = make([][]string, len(pl.Partitions))
+				for j, q := range pl.Partitions {
+					reps[j] = slices.Clone(q.Replicas)
+				}
+			}
+			reps[i] = append(reps[i], add...)
 		}
-		if !changed {
+		if reps == nil {
 			continue
 		}
 		if _, err := n.meta.ProposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {

@@ -142,7 +142,7 @@ func (l locator) groupExists(id uint32) bool {
 			found = true
 			return
 		}
-		for _, pl := range s.Placements() {
+		for _, pl := range s.PlacementsView() {
 			for _, p := range pl.Partitions {
 				found = found || p.GroupID == id
 			}
@@ -156,7 +156,7 @@ func (l locator) groupByID(id uint32) (group, bool) {
 	var g group
 	found := false
 	l.n.meta.Read(func(s *meta.State) {
-		for _, pl := range s.Placements() {
+		for _, pl := range s.PlacementsView() {
 			for i, p := range pl.Partitions {
 				if p.GroupID == id {
 					g, found = group{id: id, index: i, replicas: p.Replicas}, true

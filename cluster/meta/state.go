@@ -615,6 +615,20 @@ func (s *State) Placements() []Placement {
 	return out
 }
 
+// PlacementsView is Placements without the copies, for passes over every placement
+// inside Read: the partitions are the stored ones. Callers must not modify them, and may
+// keep a partition's Replicas (never changed in place: SetPlacement installs new lists)
+// but nothing else past Read.
+func (s *State) PlacementsView() []Placement {
+	keys := s.sortedKeys()
+	out := make([]Placement, 0, len(keys))
+	for _, k := range keys {
+		e := s.entities[k]
+		out = append(out, Placement{Entity: e.name(), Partitions: e.placement})
+	}
+	return out
+}
+
 // ---- copies
 
 func clonePartitions(ps []Partition) []Partition {
