@@ -38,7 +38,7 @@ func (st *steward) candidates() placement.View {
 				c.Draining = nd.Draining
 			}
 		}
-		for _, pl := range s.Placements() {
+		for _, pl := range s.PlacementsView() {
 			for _, p := range pl.Partitions {
 				for i, r := range p.Replicas {
 					if c, ok := byID[r]; ok {

@@ -164,7 +164,7 @@ func (rc *reconciler) replicasPendingHere() string {
 	mine := map[uint32]string{}
 	rc.n.meta.Read(func(s *meta.State) {
 		want := placement.Want(rc.n.cfg.Replicas, len(s.Nodes()))
-		for _, pl := range s.Placements() {
+		for _, pl := range s.PlacementsView() {
 			for i, p := range pl.Partitions {
 				name := fmt.Sprintf("partition %d of %s", i, pl.Entity)
 				switch {
