@@ -296,8 +296,11 @@ func runChaos(t *testing.T, seed uint64, dur time.Duration) {
 func drain(t *testing.T, wl *workload, limit time.Duration) {
 	wl.stop = make(chan struct{})
 	wl.last.Store(time.Now().UnixNano())
+	// Idle: nothing delivered for 3 lock durations, and every lock delivered so far has
+	// run out (with a clock jump a lock outlasts the first).
 	idle := func() bool {
-		return time.Since(time.Unix(0, wl.last.Load())) > 3*lockDuration
+		return time.Since(time.Unix(0, wl.last.Load())) > 3*lockDuration &&
+			time.Since(time.Unix(0, wl.lockedUntil.Load())) > 2*lockDuration
 	}
 	deadline := time.Now().Add(limit)
 	done := func() bool { return idle() || time.Now().After(deadline) }

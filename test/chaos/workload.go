@@ -126,6 +126,25 @@ type workload struct {
 	// last is when any client last got a message (UnixNano): the drain stops once
 	// nothing has come for a while.
 	last atomic.Int64
+	// lockedUntil is the latest LockedUntil of a delivered message (UnixNano): the drain
+	// does not stop before it. A lock taken from a leader whose clock jumped ahead lasts
+	// that much longer in real time (up to 30 s past lockDuration), so a message whose
+	// lock was left to run out comes back only then.
+	lockedUntil atomic.Int64
+}
+
+// noteLock records m's lock expiry in wl.lockedUntil.
+func (wl *workload) noteLock(m *azservicebus.ReceivedMessage) {
+	if m.LockedUntil == nil {
+		return
+	}
+	until := m.LockedUntil.UnixNano()
+	for {
+		cur := wl.lockedUntil.Load()
+		if until <= cur || wl.lockedUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
 }
 
 func (wl *workload) rng(i uint64) *rand.Rand {
@@ -246,6 +265,7 @@ func (wl *workload) receive(name string, w *conn, rng *rand.Rand, chaos, dlq boo
 		}
 		refs := make([]int, len(msgs))
 		for i, m := range msgs {
+			wl.noteLock(m)
 			refs[i] = wl.h.Add(Op{T: t, Worker: name, Node: node, Kind: "deliver", ID: m.MessageID, Seq: seqOf(m),
 				DC: m.DeliveryCount, Epoch: epoch, DLQ: dlq, Value: lockValue(m)})
 		}
