@@ -61,7 +61,7 @@ type Node struct {
 	parts map[uint32]*replica // by group ID
 
 	hints    sync.Map // group ID -> node ID that last served it as leader
-	inflight sync.Map // CallReq.ID -> context.CancelFunc of a long-poll served for a peer
+	inflight sync.Map // CallReq.ID -> *inflightCall: a long-poll served for a peer
 
 	// router is the data plane (router.go), ops the operator surface (ops.go), store
 	// the admin API's store (store.go); set by Start before anything serves.
@@ -420,41 +420,19 @@ func (n *Node) bootstrap(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		var nsName string
-		var key meta.SASKey
 		var haveKey bool
 		n.meta.Read(func(s *meta.State) {
 			nsName = s.Namespace().Name
-			key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
+			_, haveKey = s.SASKey(n.cfg.DefaultKeyName)
 		})
 		if n.meta.IsLeader() {
-			if err := n.meta.Barrier(10 * time.Second); err != nil {
-				return fmt.Errorf("cluster: metadata barrier: %w", err)
+			err := n.bootstrapAsLeader(ctx)
+			if err == nil || n.meta.IsLeader() {
+				return err
 			}
-			n.meta.Read(func(s *meta.State) {
-				nsName = s.Namespace().Name
-				key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
-			})
-			if nsName == "" {
-				if err := n.meta.Propose(ctx, &meta.SetNamespace{Name: n.cfg.Namespace}); err != nil {
-					return fmt.Errorf("cluster: name the namespace: %w", err)
-				}
-			}
-			want := n.cfg.DefaultKey
-			if !haveKey || (want != "" && want != key.PrimaryKey) {
-				if want == "" {
-					b := make([]byte, 32)
-					if _, err := rand.Read(b); err != nil {
-						return err
-					}
-					want = base64.StdEncoding.EncodeToString(b)
-				}
-				k := meta.SASKey{Name: n.cfg.DefaultKeyName, PrimaryKey: want, SecondaryKey: key.SecondaryKey,
-					Rights: meta.RightManage | meta.RightSend | meta.RightListen}
-				if err := n.meta.Propose(ctx, &meta.PutSASKey{Key: k}); err != nil {
-					return fmt.Errorf("cluster: create the default key: %w", err)
-				}
-			}
-			return register(ctx, n.meta, gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, Zone: n.cfg.Zone, Inc: n.inc})
+			// The leadership moved while this node bootstrapped (an election at
+			// formation on a loaded machine): the new leader does it; wait for it.
+			n.log.Debug("metadata leadership moved during bootstrap; waiting for the new leader", "err", err)
 		}
 		if nsName != "" && haveKey {
 			return nil
@@ -467,6 +445,42 @@ func (n *Node) bootstrap(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// bootstrapAsLeader is bootstrap on the metadata leader: it names the namespace, creates
+// or updates the default key and registers this node.
+func (n *Node) bootstrapAsLeader(ctx context.Context) error {
+	var nsName string
+	var key meta.SASKey
+	var haveKey bool
+	if err := n.meta.Barrier(10 * time.Second); err != nil {
+		return fmt.Errorf("cluster: metadata barrier: %w", err)
+	}
+	n.meta.Read(func(s *meta.State) {
+		nsName = s.Namespace().Name
+		key, haveKey = s.SASKey(n.cfg.DefaultKeyName)
+	})
+	if nsName == "" {
+		if err := n.meta.Propose(ctx, &meta.SetNamespace{Name: n.cfg.Namespace}); err != nil {
+			return fmt.Errorf("cluster: name the namespace: %w", err)
+		}
+	}
+	want := n.cfg.DefaultKey
+	if !haveKey || (want != "" && want != key.PrimaryKey) {
+		if want == "" {
+			b := make([]byte, 32)
+			if _, err := rand.Read(b); err != nil {
+				return err
+			}
+			want = base64.StdEncoding.EncodeToString(b)
+		}
+		k := meta.SASKey{Name: n.cfg.DefaultKeyName, PrimaryKey: want, SecondaryKey: key.SecondaryKey,
+			Rights: meta.RightManage | meta.RightSend | meta.RightListen}
+		if err := n.meta.Propose(ctx, &meta.PutSASKey{Key: k}); err != nil {
+			return fmt.Errorf("cluster: create the default key: %w", err)
+		}
+	}
+	return register(ctx, n.meta, gossip.Meta{ID: n.cfg.NodeID, Cluster: n.adv, Zone: n.cfg.Zone, Inc: n.inc})
 }
 
 // DefaultKey returns the default key's name and primary key (for the printed

@@ -137,6 +137,17 @@ func (rt *Router) remote(ctx context.Context, id string, group uint32, req wire.
 	}
 	r, err := rt.n.peer(addr).Call(ctx, c, abandon)
 	if err != nil {
+		if c.ID != 0 && ctx.Err() == nil && errors.Is(err, partition.ErrOutcomeUnknown) {
+			// The connection broke under the call (the peer restarted, or gossip
+			// declared it dead and dropRPC closed it): the peer may still be serving
+			// it, and a long-poll there would lock what arrives next for an answer that
+			// cannot come back. Cancel it on a new connection, and return only once
+			// the peer says it ended (having given back what it locked), so that the
+			// caller's next receive, and its release by salt, come after it.
+			cctx, cancel := context.WithTimeout(context.Background(), cancelPatience)
+			_ = rt.n.peer(addr).Cancel(cctx, c.ID)
+			cancel()
+		}
 		return wire.Result{}, err
 	}
 	return r.Result, r.Err
@@ -148,8 +159,9 @@ func (s *rpcService) serveCall(c *wire.Call) wire.Reply {
 	ctx, cancel := n.rpc.callContext(c.Timeout)
 	defer cancel()
 	if c.ID != 0 {
-		n.inflight.Store(c.ID, cancel)
-		defer n.inflight.Delete(c.ID)
+		f := &inflightCall{cancel: cancel, done: make(chan struct{})}
+		n.inflight.Store(c.ID, f)
+		defer func() { n.inflight.Delete(c.ID); close(f.done) }()
 	}
 	switch r := n.routes().hosted(c.Group); {
 	case r != nil:
@@ -162,15 +174,35 @@ func (s *rpcService) serveCall(c *wire.Call) wire.Reply {
 	}
 }
 
-// cancelInflight cancels a long-polling call whose caller gave up.
+// inflightCall is a long-polling call served for a peer (a receive): its context's
+// cancel, and done, closed once the call has returned.
+type inflightCall struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// cancelInflight cancels a long-polling call whose caller gave up, and answers once the
+// call has returned (at most cancelPatience later): a receive cancelled there gave back
+// what it had locked (partition.Receive), so the caller's next receive finds it.
 func (s *rpcService) cancelInflight(id uint64) bool {
 	n := s.n
-	if c, ok := n.inflight.LoadAndDelete(id); ok {
-		c.(context.CancelFunc)()
-		return true
+	v, ok := n.inflight.LoadAndDelete(id)
+	if !ok {
+		return false
 	}
-	return false
+	c := v.(*inflightCall)
+	c.cancel()
+	t := time.NewTimer(cancelPatience)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	}
+	return true
 }
+
+// cancelPatience bounds how long a cancel waits for the call it cancelled to return.
+const cancelPatience = 10 * time.Second
 
 // callContext is the context of a call served for a peer: its deadline, and the node's
 // shutdown (through the RPC layer's context, so a served call starts no goroutine of

@@ -80,7 +80,7 @@ func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Dura
 		if w != nil {
 			if pr := p.unpark(w); pr != nil { // our receive went into an entry with a send
 				var err error
-				if msgs, err = p.parkedResult(ctx, pr); err != nil || len(msgs) > 0 {
+				if msgs, err = p.receiveResult(ctx, req, pr); err != nil || len(msgs) > 0 {
 					return true, err
 				}
 			}
@@ -106,22 +106,18 @@ func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Dura
 		}
 		first = false
 		r := req // each proposal gets its own command value
-		res, err := p.propose(ctx, &r)
+		pr, err := p.submit(ctx, &r)
 		if err != nil {
 			return true, err
 		}
-		if res.Err != nil {
-			return true, resultErr("receive", res.Err)
-		}
-		msgs = res.Messages
-		return len(msgs) > 0, nil
+		msgs, err = p.receiveResult(ctx, req, pr)
+		return err != nil || len(msgs) > 0, err
 	})
 	if w != nil && len(msgs) == 0 {
 		if pr := p.unpark(w); pr != nil {
 			// The proposer took our receive after the last round: what it locks is ours
-			// (after a cancelled ctx the outcome is unknown, and the caller releases the
-			// locks by the receive's salt, as for any receive in flight).
-			msgs, err = p.parkedResult(ctx, pr)
+			// (after a cancelled ctx, receiveResult gives it back).
+			msgs, err = p.receiveResult(ctx, req, pr)
 		}
 	}
 	if err == nil {
@@ -129,6 +125,52 @@ func (p *Partition) Receive(ctx context.Context, req fsm.Receive, wait time.Dura
 	}
 	return msgs, err
 }
+
+// receiveResult waits for a submitted peek-lock or receive-and-delete proposal of req
+// and returns what it took. When ctx ends while the proposal is in the log (its caller
+// gave up, or a forwarding node cancelled it because the connection the answer would
+// have gone back on broke), nobody will see those messages: it waits for the entry
+// anyway (at most abandonedWait) and releases what it locked, so that a session's
+// holder gets them first on its next receive (S-SES-3) and other receivers need not
+// wait out the locks. Only if that fails is the outcome unknown; the caller then still
+// releases by the receive's salt.
+func (p *Partition) receiveResult(ctx context.Context, req fsm.Receive, pr *proposal) ([]*fsm.Message, error) {
+	res, err := p.await(ctx, pr)
+	if err == nil {
+		if res.Err != nil {
+			return nil, resultErr("receive", res.Err)
+		}
+		return res.Messages, nil
+	}
+	if ctx.Err() == nil || !errors.Is(err, ErrOutcomeUnknown) {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), abandonedWait)
+	defer cancel()
+	res, werr := p.await(wctx, pr)
+	if werr != nil {
+		return nil, err
+	}
+	if res.Err != nil || len(res.Messages) == 0 || req.Mode != fsm.PeekLock {
+		// Nothing locked; a receive-and-delete took its messages for good (the
+		// caller chose that mode: at most once).
+		return nil, ctxErr(ctx, false)
+	}
+	toks := make([]fsm.LockToken, len(res.Messages))
+	for i, m := range res.Messages {
+		toks[i] = m.LockToken
+	}
+	rel, rerr := p.propose(wctx, &fsm.Settle{Target: req.Target, Tokens: toks, Disposition: fsm.Release,
+		SessionID: req.SessionID, Owner: req.Owner})
+	if rerr != nil || rel.Err != nil {
+		return nil, err
+	}
+	return nil, ctxErr(ctx, false)
+}
+
+// abandonedWait bounds how long a receive whose caller went away waits for its own
+// entry, to give back what it locked.
+const abandonedWait = 10 * time.Second
 
 // ReceiveDeferred locks (or removes) deferred messages by sequence number (S-LOCK-7).
 func (p *Partition) ReceiveDeferred(ctx context.Context, req fsm.ReceiveDeferred) ([]*fsm.Message, error) {

@@ -1,8 +1,6 @@
 package partition
 
 import (
-	"context"
-
 	"github.com/quorumbus/quorumbus/fsm"
 )
 
@@ -57,19 +55,6 @@ func (p *Partition) unpark(w *parked) *proposal {
 	default:
 		return nil
 	}
-}
-
-// parkedResult awaits the result of a receive the proposer put into an entry for a
-// parked waiter.
-func (p *Partition) parkedResult(ctx context.Context, pr *proposal) ([]*fsm.Message, error) {
-	res, err := p.await(ctx, pr)
-	if err != nil {
-		return nil, err
-	}
-	if res.Err != nil {
-		return nil, resultErr("receive", res.Err)
-	}
-	return res.Messages, nil
 }
 
 // piggyback appends a receive proposal for every parked waiter to live when live stores

@@ -135,3 +135,66 @@ func TestParkedReceiveWaitEnds(t *testing.T) {
 		t.Fatalf("stats %+v, %v: want one active message, unlocked", st.Targets, err)
 	}
 }
+
+// A receive whose caller goes away while its lock is in a Raft entry not yet committed
+// (a forwarding node cancelled it because its connection broke, or the AMQP link went)
+// waits for that entry and releases what it locked before it returns: nobody will see
+// those messages, and a session's holder must get them first on its next receive
+// (S-SES-3). Before, they stayed locked until the lock expired.
+func TestCancelledReceiveReleasesWhatItsEntryLocked(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	const g = 54
+	c.addGroup(testQueue(g, time.Minute))
+	li, lp := c.leader(g, 20*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan recvResult, 1)
+	go func() {
+		msgs, err := lp.Receive(ctx, fsm.Receive{Max: 1}, time.Minute)
+		out <- recvResult{msgs, err}
+	}()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if n := lp.parkedCount(); n != 1 {
+			return errParked(n)
+		}
+		return nil
+	})
+	// The followers stop hearing the leader (for less than its lease): the send's entry,
+	// which carries the parked receive, cannot commit yet.
+	for i := range c.nodes {
+		if i != li {
+			c.isolate(g, i, true)
+		}
+	}
+	sent := make(chan error, 1)
+	go func() {
+		_, err := lp.Enqueue(ctxT(t, 30*time.Second), []*fsm.Message{{Payload: []byte("x")}})
+		sent <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, func() error { // the proposer took the receive
+		if n := lp.parkedCount(); n != 0 {
+			return errParked(n)
+		}
+		return nil
+	})
+	cancel()
+	for i := range c.nodes {
+		if i != li {
+			c.isolate(g, i, false)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	r := <-out
+	if r.err == nil || len(r.msgs) != 0 {
+		t.Fatalf("cancelled receive: %d messages, %v; want none and its context's error", len(r.msgs), r.err)
+	}
+	if !lp.IsLeader() {
+		t.Fatal("the leader lost its leadership during the test: the scenario did not happen")
+	}
+	msgs, err := lp.Receive(ctxT(t, 10*time.Second), fsm.Receive{Max: 1}, 0)
+	if err != nil || len(msgs) != 1 || string(msgs[0].Payload) != "x" {
+		t.Fatalf("next receive: %d messages, %v; want x, released by the cancelled receive", len(msgs), err)
+	}
+}
