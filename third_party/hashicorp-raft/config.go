@@ -207,6 +207,16 @@ type Config struct {
 	// leader's lease (VerifyLeader wakes it). Zero: never quiet.
 	QuiesceAfter time.Duration
 
+	// ReplicationMaxEntries and ReplicationMaxBytes, when ReplicationMaxEntries is
+	// above MaxAppendEntries, let one AppendEntries RPC carry up to
+	// ReplicationMaxEntries entries as long as their data stays within
+	// ReplicationMaxBytes (the first entry always goes): a follower catching up on many
+	// small entries gets them in few round trips, while MaxAppendEntries keeps bounding
+	// the leader's group commit and the replay batches (Quorumbus patch 5,
+	// quorumbus_batch.go). Zero: MaxAppendEntries entries, as upstream.
+	ReplicationMaxEntries int
+	ReplicationMaxBytes   int
+
 	// LeaderLeaseTimeout is used to control how long the "lease" lasts
 	// for being the leader without being able to contact a quorum
 	// of nodes. If we reach this interval without contact, we will
@@ -368,6 +378,9 @@ func ValidateConfig(config *Config) error {
 	}
 	if config.MaxAppendEntries > 1024 {
 		return fmt.Errorf("MaxAppendEntries is too large")
+	}
+	if config.ReplicationMaxEntries < 0 || config.ReplicationMaxEntries > 4096 || config.ReplicationMaxBytes < 0 {
+		return fmt.Errorf("ReplicationMaxEntries must be 0..4096 and ReplicationMaxBytes not negative") // Quorumbus patch 5
 	}
 	if config.SnapshotInterval < 5*time.Millisecond {
 		return fmt.Errorf("SnapshotInterval is too low")

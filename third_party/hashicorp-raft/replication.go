@@ -652,14 +652,19 @@ func (r *Raft) setNewLogs(req *AppendEntriesRequest, nextIndex, lastIndex uint64
 	// Append up to MaxAppendEntries or up to the lastIndex. we need to use a
 	// consistent value for maxAppendEntries in the lines below in case it ever
 	// becomes reloadable.
-	maxAppendEntries := r.config().MaxAppendEntries
-	req.Entries = make([]*Log, 0, maxAppendEntries)
+	maxAppendEntries, maxBytes := r.replicationBatch() // Quorumbus patch 5
+	req.Entries = make([]*Log, 0, int(min(uint64(maxAppendEntries), 64)))
 	maxIndex := min(nextIndex+uint64(maxAppendEntries)-1, lastIndex)
+	size := 0
 	for i := nextIndex; i <= maxIndex; i++ {
 		oldLog := new(Log)
 		if err := r.getLogForReplication(i, oldLog); err != nil { // Quorumbus patch 3
 			r.logger.Error("failed to get log", "index", i, "error", err)
 			return err
+		}
+		size += len(oldLog.Data) + len(oldLog.Extensions)
+		if maxBytes > 0 && size > maxBytes && len(req.Entries) > 0 {
+			break
 		}
 		req.Entries = append(req.Entries, oldLog)
 	}
