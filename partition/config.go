@@ -83,6 +83,14 @@ type Config struct {
 	// held in memory (16: about 1.8 GB less at the peak of a restart with 2 M messages
 	// in the log; docs/benchmarks.md, "Backlogs larger than memory"). 1..1024.
 	MaxAppendEntries int
+	// ReplicationMaxEntries and ReplicationMaxBytes: a follower that is behind (a new or
+	// moved replica, a restarted node) gets up to ReplicationMaxEntries entries per
+	// AppendEntries as long as their data stays within ReplicationMaxBytes (raft patch
+	// 5, docs/raft-patches.md), instead of MaxAppendEntries: under a load of small
+	// entries, catching up took one round trip per 16 entries. 0..4096; 0 (or a value
+	// not above MaxAppendEntries) turns it off.
+	ReplicationMaxEntries int
+	ReplicationMaxBytes   int
 	// Snapshots: counted in log entries (batches), not bytes; see docs/partition.md.
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
@@ -158,27 +166,29 @@ const DefaultPipeline = 8
 // DefaultConfig returns production defaults; the identity fields are left empty.
 func DefaultConfig() *Config {
 	return &Config{
-		HeartbeatTimeout:   time.Second,
-		ElectionTimeout:    time.Second,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
-		CommitTimeout:      50 * time.Millisecond,
-		MaxAppendEntries:   16,
-		SnapshotThreshold:  2048,
-		SnapshotInterval:   2 * time.Minute,
-		TrailingLogs:       1024,
-		SnapshotRetain:     2,
-		LogCache:           32,
-		NetTimeout:         10 * time.Second,
-		NetMaxPool:         3,
-		Pipeline:           DefaultPipeline,
-		MaxBatchCmds:       1024,
-		MaxBatchBytes:      1 << 20,
-		MaxInflight:        4,
-		QueueLen:           4096,
-		ChunkBytes:         512 << 10,
-		ChunkWindow:        2,
-		UploadTimeout:      2 * time.Minute,
-		TickMinInterval:    5 * time.Millisecond,
+		HeartbeatTimeout:      time.Second,
+		ElectionTimeout:       time.Second,
+		LeaderLeaseTimeout:    500 * time.Millisecond,
+		CommitTimeout:         50 * time.Millisecond,
+		MaxAppendEntries:      16,
+		ReplicationMaxEntries: 512,
+		ReplicationMaxBytes:   1 << 20,
+		SnapshotThreshold:     2048,
+		SnapshotInterval:      2 * time.Minute,
+		TrailingLogs:          1024,
+		SnapshotRetain:        2,
+		LogCache:              32,
+		NetTimeout:            10 * time.Second,
+		NetMaxPool:            3,
+		Pipeline:              DefaultPipeline,
+		MaxBatchCmds:          1024,
+		MaxBatchBytes:         1 << 20,
+		MaxInflight:           4,
+		QueueLen:              4096,
+		ChunkBytes:            512 << 10,
+		ChunkWindow:           2,
+		UploadTimeout:         2 * time.Minute,
+		TickMinInterval:       5 * time.Millisecond,
 	}
 }
 
@@ -215,6 +225,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxAppendEntries < 1 || c.MaxAppendEntries > 1024 {
 		bad("MaxAppendEntries %d not in 1..1024", c.MaxAppendEntries)
+	}
+	if c.ReplicationMaxEntries < 0 || c.ReplicationMaxEntries > 4096 || c.ReplicationMaxBytes < 0 {
+		bad("ReplicationMaxEntries %d not in 0..4096, or ReplicationMaxBytes %d below 0", c.ReplicationMaxEntries, c.ReplicationMaxBytes)
 	}
 	if c.SnapshotThreshold == 0 || c.SnapshotInterval <= 0 || c.SnapshotRetain < 1 {
 		bad("SnapshotThreshold, SnapshotInterval and SnapshotRetain must be > 0")
@@ -280,6 +293,7 @@ func (c *Config) raftConfig(logger hclog.Logger) *raft.Config {
 	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
 	rc.CommitTimeout = c.CommitTimeout
 	rc.MaxAppendEntries = c.MaxAppendEntries
+	rc.ReplicationMaxEntries, rc.ReplicationMaxBytes = c.ReplicationMaxEntries, c.ReplicationMaxBytes
 	// A buffered applyCh lets raft take up to MaxAppendEntries entries per disk write
 	// (docs/design-notes.md §2: 15-20x the write throughput).
 	rc.BatchApplyCh = true

@@ -24,7 +24,8 @@
 // calls raft.Apply without waiting. Up to Config.MaxInflight entries are in raft at once;
 // while they are, new commands accumulate, so batches grow with load and one fsync
 // carries many messages. raft runs with BatchApplyCh and MaxAppendEntries=16, so
-// several entries also share one disk write and one AppendEntries RPC. The completer
+// several entries also share one disk write and one AppendEntries RPC (a follower that
+// is behind gets up to ReplicationMaxEntries per RPC, raft patch 5). The completer
 // waits on each raft ApplyFuture in log order and answers each caller with its own
 // fsm.Result only after the entry is committed on a quorum and applied here.
 //

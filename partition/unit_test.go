@@ -29,6 +29,7 @@ func TestConfigValidate(t *testing.T) {
 		"election<heartbeat": func(c *Config) { c.ElectionTimeout = c.HeartbeatTimeout / 2 },
 		"lease>heartbeat":    func(c *Config) { c.LeaderLeaseTimeout = 2 * c.HeartbeatTimeout },
 		"maxappend":          func(c *Config) { c.MaxAppendEntries = 2000 },
+		"replmax":            func(c *Config) { c.ReplicationMaxEntries = 5000 },
 		"group0":             func(c *Config) { c.FSM.GroupID = 0 },
 		"batch":              func(c *Config) { c.MaxBatchCmds = 0 },
 		"inflight":           func(c *Config) { c.MaxInflight = 0 },
