@@ -46,7 +46,7 @@ func register(ctx context.Context, g *metagroup.Group, m gossip.Meta) error {
 // the metadata group's leader as it proposes their creation): it registers live nodes,
 // grows the metadata group (non-voters first, promoted once caught up) up to
 // maxMetaVoters voters, re-places the replicas of nodes dead past their grace period,
-// raises under-replicated groups (replication.go), deletes entities idle for their
+// raises under-replicated groups (replication.go), spreads groups over zones (zones.go), deletes entities idle for their
 // AutoDeleteOnIdle (idle.go) and balances partition leadership.
 type steward struct {
 	n *Node
@@ -66,6 +66,7 @@ func (st *steward) run(ctx context.Context) {
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
 	deadSince := map[string]time.Time{} // registered nodes gossip does not see, since when
+	moving := map[uint32]zoneMove{}     // groups spreadZones moves (zones.go)
 	round := 0
 	for {
 		select {
@@ -80,6 +81,7 @@ func (st *steward) run(ctx context.Context) {
 		st.reconcileMeta(pass)
 		st.replaceDead(pass, deadSince)
 		st.raiseReplicas(pass)
+		st.spreadZones(pass, moving)
 		st.deleteIdle(pass)
 		if round++; round%5 == 0 {
 			st.balanceLeaders(pass)

@@ -134,3 +134,52 @@ func TestSpreadVoters(t *testing.T) {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }
+
+// Spread moves one replica of a group out of a zone holding two of them into a live
+// zone the group lacks: not onto a draining node, not while a replica is down, not out
+// of the only replica of a zone, and the preferred leader last.
+func TestSpread(t *testing.T) {
+	zones := map[string]string{"n1": "a", "n2": "a", "n3": "a", "n4": "b", "n5": "c", "n6": "c", "x1": "", "x2": "", "n7": "d"}
+	for _, tc := range []struct {
+		name      string
+		have      []string
+		nodes     []string
+		drop, add string // "" when no move
+	}{
+		{"zone b joined late", []string{"n1", "n2", "n3"}, []string{"n1 a", "n2 a", "n3 a", "n4 b"}, "n3", "n4"},
+		{"leader moved last", []string{"n1", "n4", "n2"}, []string{"n1 a", "n2 a", "n4 b", "n5 c"}, "n2", "n5"},
+		{"the fuller zone first", []string{"n4", "n1", "n2", "n3", "n5"}, []string{"n1 a", "n2 a", "n3 a", "n4 b", "n5 c", "x1 -", "n6 c", "n7 d"}, "n3", "n7"},
+		{"spread already", []string{"n1", "n4", "n5"}, []string{"n1 a", "n2 a", "n4 b", "n5 c", "n6 c"}, "", ""},
+		{"only a draining node in the missing zone", []string{"n1", "n2", "n4"}, []string{"n1 a", "n2 a", "n4 b", "n5 c draining"}, "", ""},
+		{"a replica is down", []string{"n1", "n2", "n4"}, []string{"n1 a", "n4 b", "n5 c"}, "", ""},
+		{"no zones", []string{"x1", "x2"}, []string{"x1 -", "x2 -", "n4 b"}, "", ""},
+		{"least loaded target", []string{"n1", "n2", "n4"}, []string{"n1 a", "n2 a", "n4 b", "n5 c load", "n6 c"}, "n2", "n6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := view(tc.nodes...)
+			for _, c := range v {
+				if c.Zone == "-" {
+					c.Zone = ""
+				}
+			}
+			// "load" in the flags column marks a node with one replica placed.
+			for i, s := range tc.nodes {
+				var id, z, flags string
+				fmt.Sscanf(s, "%s %s %s", &id, &z, &flags) //nolint:errcheck // flags is optional
+				if flags == "load" {
+					v[i].Load = 1
+				}
+			}
+			drop, add, ok := Spread(tc.have, zones, v)
+			if ok != (tc.drop != "") {
+				t.Fatalf("Spread = %q, %q, %v; want a move %v", drop, add, ok, tc.drop != "")
+			}
+			if tc.drop == "" {
+				return
+			}
+			if drop != tc.drop || (tc.add != "" && add != tc.add) {
+				t.Errorf("Spread moves %s to %s, want %s to %s", drop, add, tc.drop, tc.add)
+			}
+		})
+	}
+}
