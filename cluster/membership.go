@@ -136,9 +136,6 @@ func (st *steward) reconcileMeta(ctx context.Context) {
 	if target%2 == 0 {
 		target--
 	}
-	if voters >= target {
-		return
-	}
 	last, _ := n.meta.Indexes()
 	var cands []string
 	for _, s := range servers {
@@ -160,10 +157,17 @@ func (st *steward) reconcileMeta(ctx context.Context) {
 			voterIDs = append(voterIDs, string(s.ID))
 		}
 	}
+	caughtUp := func(id string) bool {
+		gs, err := n.peerStatus(ctx, id, metagroup.ID)
+		return err == nil && gs.Applied+catchUpSlack >= last
+	}
+	if voters >= target {
+		st.swapMetaVoter(voterIDs, cands, zoneOf, alive, caughtUp)
+		return
+	}
 	cands = placement.SpreadVoters(cands, voterIDs, zoneOf)
 	for _, id := range cands {
-		st, err := n.peerStatus(ctx, id, metagroup.ID)
-		if err != nil || st.Applied+catchUpSlack < last {
+		if !caughtUp(id) {
 			continue
 		}
 		if err := n.meta.AddVoter(id, alive[id].Cluster, 5*time.Second); err != nil {
@@ -173,6 +177,44 @@ func (st *steward) reconcileMeta(ctx context.Context) {
 		}
 		return
 	}
+}
+
+// swapMetaVoter spreads the metadata voters over zones once the group has as many as it
+// should: when every voter is alive and a zone holds two voters more than a caught-up
+// live non-voter's zone, it promotes that non-voter and then demotes a voter of the
+// fuller zone (placement.SwapVoters), so that losing one zone leaves a quorum wherever
+// the nodes allow. The group has one voter more between the two steps, never one fewer.
+// One swap per round.
+func (st *steward) swapMetaVoter(voters, cands []string, zoneOf map[string]string, alive map[string]gossip.Member, caughtUp func(string) bool) {
+	n := st.n
+	for _, v := range voters {
+		if _, ok := alive[v]; !ok {
+			return // a voter is down: no membership change that is not needed
+		}
+	}
+	if _, _, ok := placement.SwapVoters(voters, cands, n.cfg.NodeID, zoneOf); !ok {
+		return // nothing to gain: ask no node how far it is
+	}
+	var ready []string
+	for _, c := range cands {
+		if caughtUp(c) {
+			ready = append(ready, c)
+		}
+	}
+	promote, demote, ok := placement.SwapVoters(voters, ready, n.cfg.NodeID, zoneOf)
+	if !ok {
+		return
+	}
+	if err := n.meta.AddVoter(promote, alive[promote].Cluster, 5*time.Second); err != nil {
+		n.log.Warn("promote metadata voter", "node", promote, "err", err)
+		return
+	}
+	if err := n.meta.DemoteVoter(demote, 5*time.Second); err != nil {
+		n.log.Warn("demote metadata voter", "node", demote, "err", err)
+		return
+	}
+	n.log.Info("metadata group: moved a voter to spread the zones", "promoted", promote, "zone", zoneOf[promote],
+		"demoted", demote, "from_zone", zoneOf[demote])
 }
 
 // peerStatus asks node id about one group it hosts.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/fsm"
 )
@@ -94,4 +96,37 @@ func TestZoneSpreadRepairedWhenZonesJoin(t *testing.T) {
 		}
 	}
 	waitFor(t, 20*time.Second, func() error { return converged(nodes) })
+}
+
+// A cluster formed in one zone whose later nodes come from two others ends with its
+// five metadata voters spread so that no zone holds three (a majority): growing the
+// group promotes the new zones first, and a swap (promote a caught-up non-voter, then
+// demote a voter of the fullest zone) moves a voter out of the zone that kept too many.
+func TestMetadataVotersSpreadOverZones(t *testing.T) {
+	first := startNodes(t, 3, 3, 3, nil, []string{"a", "a", "a"})
+	more := startNodesFrom(t, 4, 3, 1, 3, []string{first[0].adv}, []string{"b", "c", "b"}, nil)
+	nodes := append(first, more...)
+	zone := map[string]string{"n1": "a", "n2": "a", "n3": "a", "n4": "b", "n5": "c", "n6": "b"}
+	waitFor(t, 60*time.Second, func() error {
+		var leader *Node
+		for _, nd := range nodes {
+			if nd.meta.IsLeader() {
+				leader = nd
+			}
+		}
+		if leader == nil {
+			return fmt.Errorf("no metadata leader")
+		}
+		servers := leader.meta.Servers()
+		perZone := map[string]int{}
+		for _, s := range servers {
+			if s.Suffrage == raft.Voter {
+				perZone[zone[string(s.ID)]]++
+			}
+		}
+		if voters(servers) != 5 || len(servers) != 6 || perZone["a"] > 2 || perZone["b"] > 2 {
+			return fmt.Errorf("metadata group %v: want 5 voters of 6 servers, at most 2 per zone (voters per zone %v)", servers, perZone)
+		}
+		return nil
+	})
 }

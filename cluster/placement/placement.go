@@ -194,3 +194,47 @@ func Spread(have []string, zones map[string]string, view View) (drop, add string
 	live[have[from]].Load--
 	return have[from], to.ID, true
 }
+
+// SwapVoters chooses, for a metadata group whose voters (all alive) are as many as it
+// should have, a non-voter to promote and a voter to demote so that the voters spread
+// over zones: promote is a candidate (cands, in order of preference) in a zone holding
+// at least two voters fewer than the zone holding the most, among the zones with the
+// fewest; demote a voter of that fullest zone other than leader (the last of them in
+// voters). ok is false when no zone holds two voters more than a candidate's. Nodes
+// with no zone ("") are no failure domain: never promoted, never demoted for a zone.
+// Each swap lowers the imbalance, so repeated swaps end.
+func SwapVoters(voters, cands []string, leader string, zoneOf map[string]string) (promote, demote string, ok bool) {
+	count := map[string]int{}
+	for _, v := range voters {
+		if z := zoneOf[v]; z != "" {
+			count[z]++
+		}
+	}
+	full := ""
+	for _, v := range voters { // the fullest zone, the first in voters among equals
+		if z := zoneOf[v]; z != "" && (full == "" || count[z] > count[full]) {
+			full = z
+		}
+	}
+	if full == "" {
+		return "", "", false
+	}
+	for _, c := range cands {
+		z := zoneOf[c]
+		if z == "" || contains(voters, c) || count[z]+2 > count[full] {
+			continue
+		}
+		if promote == "" || count[z] < count[zoneOf[promote]] {
+			promote = c
+		}
+	}
+	if promote == "" {
+		return "", "", false
+	}
+	for _, v := range voters {
+		if zoneOf[v] == full && v != leader {
+			demote = v
+		}
+	}
+	return promote, demote, demote != ""
+}

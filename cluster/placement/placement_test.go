@@ -183,3 +183,29 @@ func TestSpread(t *testing.T) {
 		})
 	}
 }
+
+// SwapVoters moves a metadata voter out of a zone holding two more voters than a
+// non-voter's zone, never the leader's, and nothing when the zones are within one.
+func TestSwapVoters(t *testing.T) {
+	zoneOf := map[string]string{"a1": "a", "a2": "a", "a3": "a", "b1": "b", "b2": "b", "c1": "c", "c2": "c", "x": ""}
+	for _, tc := range []struct {
+		name            string
+		voters, cands   []string
+		leader          string
+		promote, demote string // "" when no swap
+	}{
+		{"three in one zone", []string{"a1", "a2", "a3", "b1", "c1"}, []string{"b2", "c2"}, "a1", "b2", "a3"},
+		{"not the leader", []string{"a1", "a2", "a3", "b1", "c1"}, []string{"c2"}, "a3", "c2", "a2"},
+		{"the emptiest zone first", []string{"a1", "a2", "a3", "b1"}, []string{"b2", "c1"}, "b1", "c1", "a3"},
+		{"within one", []string{"a1", "a2", "b1", "b2", "c1"}, []string{"c2", "a3"}, "a1", "", ""},
+		{"no candidate", []string{"a1", "a2", "a3"}, nil, "a1", "", ""},
+		{"no zones", []string{"x", "a1", "a2"}, []string{"x"}, "a1", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, d, ok := SwapVoters(tc.voters, tc.cands, tc.leader, zoneOf)
+			if ok != (tc.promote != "") || p != tc.promote || d != tc.demote {
+				t.Errorf("SwapVoters = %q, %q, %v; want %q, %q", p, d, ok, tc.promote, tc.demote)
+			}
+		})
+	}
+}
