@@ -56,6 +56,15 @@ func (st *steward) spreadZones(ctx context.Context, moving map[uint32]zoneMove) 
 		return
 	}
 	cands := st.candidates()
+	liveZones := map[string]bool{}
+	for _, c := range cands {
+		if c.Zone != "" {
+			liveZones[c.Zone] = true
+		}
+	}
+	if len(liveZones) < 2 {
+		return // nothing to spread over: a cluster without zones reads no placement here
+	}
 	var pls []meta.Placement
 	zones := map[string]string{}
 	want := 1
