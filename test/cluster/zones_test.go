@@ -74,14 +74,11 @@ func TestZoneLossKeepsEveryQuorum(t *testing.T) {
 	t.Logf("will kill zone %s (%s, %s; %s leads the metadata); clients on the other zones", lost, victims[0].ID, victims[1].ID, st.MetadataLeader)
 
 	var ws []*workload
-	var senders []string
 	for qi, q := range queues {
 		w := newWorkload(t, q)
 		ws = append(ws, w)
 		for i := range 2 {
-			s := fmt.Sprintf("%s-s%d", q, i)
-			w.startSender(s, alive[(qi+i)%len(alive)], 400, 25*time.Millisecond)
-			senders = append(senders, s)
+			w.startSender(fmt.Sprintf("%s-s%d", q, i), alive[(qi+i)%len(alive)], 400, 25*time.Millisecond)
 		}
 		w.startReceiver(q+"-r", alive[(qi+2)%len(alive)])
 	}
