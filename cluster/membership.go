@@ -45,9 +45,10 @@ func register(ctx context.Context, g *metagroup.Group, m gossip.Meta) error {
 // metadata group (run), and places the partitions of new entities (place, called by
 // the metadata group's leader as it proposes their creation): it registers live nodes,
 // grows the metadata group (non-voters first, promoted once caught up) up to
-// maxMetaVoters voters, re-places the replicas of nodes dead past their grace period,
-// raises under-replicated groups (replication.go), spreads groups over zones (zones.go), deletes entities idle for their
-// AutoDeleteOnIdle (idle.go) and balances partition leadership.
+// maxMetaVoters voters (spread over zones: swapMetaVoter), re-places the replicas of
+// nodes dead past their grace period, raises under-replicated groups (replication.go),
+// moves replicas into zones their groups lack (zones.go), deletes entities idle for
+// their AutoDeleteOnIdle (idle.go) and balances partition leadership.
 type steward struct {
 	n *Node
 	// removed holds the nodes RemoveNode removed on this node (as metadata leader), by
