@@ -14,8 +14,8 @@ import (
 
 // Groups placed while only one zone had nodes move a replica into each zone whose nodes
 // join later, one add-then-remove at a time: every group ends with three voters in
-// three zones, none ever has fewer than three voters while it moves, and no message is
-// lost.
+// three zones, none is seen with fewer than three voters while it moves (its leader's
+// configuration, sampled every poll), and no message is lost.
 func TestZoneSpreadRepairedWhenZonesJoin(t *testing.T) {
 	first := startNodes(t, 3, 3, 3, nil, []string{"a", "a", "a"})
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
