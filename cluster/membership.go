@@ -45,9 +45,10 @@ func register(ctx context.Context, g *metagroup.Group, m gossip.Meta) error {
 // metadata group (run), and places the partitions of new entities (place, called by
 // the metadata group's leader as it proposes their creation): it registers live nodes,
 // grows the metadata group (non-voters first, promoted once caught up) up to
-// maxMetaVoters voters, re-places the replicas of nodes dead past their grace period,
-// raises under-replicated groups (replication.go), deletes entities idle for their
-// AutoDeleteOnIdle (idle.go) and balances partition leadership.
+// maxMetaVoters voters (spread over zones: swapMetaVoter), re-places the replicas of
+// nodes dead past their grace period, raises under-replicated groups (replication.go),
+// moves replicas into zones their groups lack (zones.go), deletes entities idle for
+// their AutoDeleteOnIdle (idle.go) and balances partition leadership.
 type steward struct {
 	n *Node
 	// removed holds the nodes RemoveNode removed on this node (as metadata leader), by
@@ -66,6 +67,7 @@ func (st *steward) run(ctx context.Context) {
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
 	deadSince := map[string]time.Time{} // registered nodes gossip does not see, since when
+	moving := map[uint32]zoneMove{}     // groups spreadZones moves (zones.go)
 	round := 0
 	for {
 		select {
@@ -80,6 +82,7 @@ func (st *steward) run(ctx context.Context) {
 		st.reconcileMeta(pass)
 		st.replaceDead(pass, deadSince)
 		st.raiseReplicas(pass)
+		st.spreadZones(pass, moving)
 		st.deleteIdle(pass)
 		if round++; round%5 == 0 {
 			st.balanceLeaders(pass)
@@ -134,9 +137,6 @@ func (st *steward) reconcileMeta(ctx context.Context) {
 	if target%2 == 0 {
 		target--
 	}
-	if voters >= target {
-		return
-	}
 	last, _ := n.meta.Indexes()
 	var cands []string
 	for _, s := range servers {
@@ -158,10 +158,17 @@ func (st *steward) reconcileMeta(ctx context.Context) {
 			voterIDs = append(voterIDs, string(s.ID))
 		}
 	}
+	caughtUp := func(id string) bool {
+		gs, err := n.peerStatus(ctx, id, metagroup.ID)
+		return err == nil && gs.Applied+catchUpSlack >= last
+	}
+	if voters >= target {
+		st.swapMetaVoter(voterIDs, cands, zoneOf, alive, caughtUp)
+		return
+	}
 	cands = placement.SpreadVoters(cands, voterIDs, zoneOf)
 	for _, id := range cands {
-		st, err := n.peerStatus(ctx, id, metagroup.ID)
-		if err != nil || st.Applied+catchUpSlack < last {
+		if !caughtUp(id) {
 			continue
 		}
 		if err := n.meta.AddVoter(id, alive[id].Cluster, 5*time.Second); err != nil {
@@ -171,6 +178,44 @@ func (st *steward) reconcileMeta(ctx context.Context) {
 		}
 		return
 	}
+}
+
+// swapMetaVoter spreads the metadata voters over zones once the group has as many as it
+// should: when every voter is alive and a zone holds two voters more than a caught-up
+// live non-voter's zone, it promotes that non-voter and then demotes a voter of the
+// fuller zone (placement.SwapVoters), so that losing one zone leaves a quorum wherever
+// the nodes allow. The group has one voter more between the two steps, never one fewer.
+// One swap per round.
+func (st *steward) swapMetaVoter(voters, cands []string, zoneOf map[string]string, alive map[string]gossip.Member, caughtUp func(string) bool) {
+	n := st.n
+	for _, v := range voters {
+		if _, ok := alive[v]; !ok {
+			return // a voter is down: no membership change that is not needed
+		}
+	}
+	if _, _, ok := placement.SwapVoters(voters, cands, n.cfg.NodeID, zoneOf); !ok {
+		return // nothing to gain: ask no node how far it is
+	}
+	var ready []string
+	for _, c := range cands {
+		if caughtUp(c) {
+			ready = append(ready, c)
+		}
+	}
+	promote, demote, ok := placement.SwapVoters(voters, ready, n.cfg.NodeID, zoneOf)
+	if !ok {
+		return
+	}
+	if err := n.meta.AddVoter(promote, alive[promote].Cluster, 5*time.Second); err != nil {
+		n.log.Warn("promote metadata voter", "node", promote, "err", err)
+		return
+	}
+	if err := n.meta.DemoteVoter(demote, 5*time.Second); err != nil {
+		n.log.Warn("demote metadata voter", "node", demote, "err", err)
+		return
+	}
+	n.log.Info("metadata group: moved a voter to spread the zones", "promoted", promote, "zone", zoneOf[promote],
+		"demoted", demote, "from_zone", zoneOf[demote])
 }
 
 // peerStatus asks node id about one group it hosts.

@@ -313,6 +313,11 @@ func TestPlacementSpreadsZonesAndLeaders(t *testing.T) {
 			t.Fatalf("preferred leaders %v: %s comes first in %d of 8 partitions", firsts, id, n)
 		}
 	}
+	// The substitute for a dead node's replica comes from a zone the group lacks (n3, b,
+	// in all 8 groups) before a less loaded node of a zone it has (n2, a, in 4).
+	if got := nodes[0].Ops().substitute([]string{"n1"}, "n4"); got != "n3" {
+		t.Errorf("substitute for n4 beside n1 (zone a): %q, want n3 (zone b)", got)
+	}
 }
 
 // ClusterStatus with digests reports every member's metadata digest and applied index,

@@ -554,19 +554,28 @@ func (o *Ops) replaceNode(ctx context.Context, id string) error {
 	return nil
 }
 
-// substitute picks a live, not draining node outside have (and not gone), the least
-// loaded; "" when there is none.
+// substitute picks a live, not draining node outside have (and not gone): one in a zone
+// none of have is in first, then the least loaded; "" when there is none.
 func (o *Ops) substitute(have []string, gone string) string {
 	var v placementView
-	o.n.meta.Read(func(s *meta.State) { v = placementViewOf(s) })
+	used := map[string]bool{}
+	o.n.meta.Read(func(s *meta.State) {
+		v = placementViewOf(s)
+		for _, id := range have {
+			if nd, ok := s.Node(id); ok && nd.Zone != "" {
+				used[nd.Zone] = true
+			}
+		}
+	})
 	load, draining := v.load, v.draining
-	best, bestLoad := "", 0
+	best, bestLoad, bestNew := "", 0, false
 	for _, m := range o.n.gossip.Members() {
 		if m.ID == gone || draining[m.ID] || containsNode(have, m.ID) || m.State != "alive" {
 			continue
 		}
-		if best == "" || load[m.ID] < bestLoad || (load[m.ID] == bestLoad && m.ID < best) {
-			best, bestLoad = m.ID, load[m.ID]
+		isNew := m.Zone != "" && !used[m.Zone]
+		if best == "" || (isNew && !bestNew) || (isNew == bestNew && (load[m.ID] < bestLoad || (load[m.ID] == bestLoad && m.ID < best))) {
+			best, bestLoad, bestNew = m.ID, load[m.ID], isNew
 		}
 	}
 	return best

@@ -432,6 +432,12 @@ func (g *Group) AddVoter(id, addr string, timeout time.Duration) error {
 	return g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout).Error()
 }
 
+// DemoteVoter makes voter id a non-voter, which still receives every entry (on the
+// leader).
+func (g *Group) DemoteVoter(id string, timeout time.Duration) error {
+	return g.raft.DemoteVoter(raft.ServerID(id), 0, timeout).Error()
+}
+
 // RemoveServer removes node id from the group (on the leader).
 func (g *Group) RemoveServer(id string, timeout time.Duration) error {
 	return g.raft.RemoveServer(raft.ServerID(id), 0, timeout).Error()

@@ -127,3 +127,114 @@ func SpreadVoters(cands, voters []string, zoneOf map[string]string) []string {
 	sort.SliceStable(cands, func(i, j int) bool { return count[zoneOf[cands[i]]] < count[zoneOf[cands[j]]] })
 	return cands
 }
+
+// Spread chooses one move that puts the replicas of a group (have, zones: the zone of
+// each, "" when unknown) in one more distinct zone: drop is a replica in a zone that
+// holds two or more of them, add a live node of view, not draining, in a zone that
+// holds none. It reports ok false when there is no such move, or when a replica of the
+// group is not in view (a node down: re-placing it is replaceDead's business, and a
+// group that is already short of a live replica is not moved). Nodes with no zone ("")
+// are no failure domain: such a replica is never dropped, such a node never added.
+//
+// drop is taken from the zone holding the most replicas, the preferred leader (have[0])
+// last, then the most loaded node (then the last in have); add is the least loaded node
+// (then by ID). Each move raises the number of distinct zones, so repeated moves end.
+// The caller replaces drop by add in the placement: the group's leader then adds add as
+// a non-voter, promotes it once caught up, and only then removes drop.
+func Spread(have []string, zones map[string]string, view View) (drop, add string, ok bool) {
+	live := map[string]*Node{}
+	for _, c := range view {
+		live[c.ID] = c
+	}
+	count := map[string]int{}
+	for _, id := range have {
+		if live[id] == nil {
+			return "", "", false
+		}
+		count[zones[id]]++
+	}
+	var to *Node
+	for _, c := range view {
+		if c.Zone == "" || c.Draining || count[c.Zone] > 0 || contains(have, c.ID) {
+			continue
+		}
+		if to == nil || c.Load < to.Load || (c.Load == to.Load && c.ID < to.ID) {
+			to = c
+		}
+	}
+	if to == nil {
+		return "", "", false
+	}
+	from := -1
+	better := func(i, j int) bool { // is have[i] a better replica to drop than have[j]?
+		zi, zj := zones[have[i]], zones[have[j]]
+		if count[zi] != count[zj] {
+			return count[zi] > count[zj]
+		}
+		if (i == 0) != (j == 0) {
+			return j == 0
+		}
+		if li, lj := live[have[i]].Load, live[have[j]].Load; li != lj {
+			return li > lj
+		}
+		return i > j
+	}
+	for i, id := range have {
+		if z := zones[id]; z == "" || count[z] < 2 {
+			continue
+		}
+		if from < 0 || better(i, from) {
+			from = i
+		}
+	}
+	if from < 0 {
+		return "", "", false
+	}
+	to.Load++
+	live[have[from]].Load--
+	return have[from], to.ID, true
+}
+
+// SwapVoters chooses, for a metadata group whose voters (all alive) are as many as it
+// should have, a non-voter to promote and a voter to demote so that the voters spread
+// over zones: promote is a candidate (cands, in order of preference) in a zone holding
+// at least two voters fewer than the zone holding the most, among the zones with the
+// fewest; demote a voter of that fullest zone other than leader (the last of them in
+// voters). ok is false when no zone holds two voters more than a candidate's. Nodes
+// with no zone ("") are no failure domain: never promoted, never demoted for a zone.
+// Each swap lowers the imbalance, so repeated swaps end.
+func SwapVoters(voters, cands []string, leader string, zoneOf map[string]string) (promote, demote string, ok bool) {
+	count := map[string]int{}
+	for _, v := range voters {
+		if z := zoneOf[v]; z != "" {
+			count[z]++
+		}
+	}
+	full := ""
+	for _, v := range voters { // the fullest zone, the first in voters among equals
+		if z := zoneOf[v]; z != "" && (full == "" || count[z] > count[full]) {
+			full = z
+		}
+	}
+	if full == "" {
+		return "", "", false
+	}
+	for _, c := range cands {
+		z := zoneOf[c]
+		if z == "" || contains(voters, c) || count[z]+2 > count[full] {
+			continue
+		}
+		if promote == "" || count[z] < count[zoneOf[promote]] {
+			promote = c
+		}
+	}
+	if promote == "" {
+		return "", "", false
+	}
+	for _, v := range voters {
+		if zoneOf[v] == full && v != leader {
+			demote = v
+		}
+	}
+	return promote, demote, demote != ""
+}

@@ -134,3 +134,78 @@ func TestSpreadVoters(t *testing.T) {
 		t.Errorf("order %v, want %v", got, want)
 	}
 }
+
+// Spread moves one replica of a group out of a zone holding two of them into a live
+// zone the group lacks: not onto a draining node, not while a replica is down, not out
+// of the only replica of a zone, and the preferred leader last.
+func TestSpread(t *testing.T) {
+	zones := map[string]string{"n1": "a", "n2": "a", "n3": "a", "n4": "b", "n5": "c", "n6": "c", "x1": "", "x2": "", "n7": "d"}
+	for _, tc := range []struct {
+		name      string
+		have      []string
+		nodes     []string
+		drop, add string // "" when no move
+	}{
+		{"zone b joined late", []string{"n1", "n2", "n3"}, []string{"n1 a", "n2 a", "n3 a", "n4 b"}, "n3", "n4"},
+		{"leader moved last", []string{"n1", "n4", "n2"}, []string{"n1 a", "n2 a", "n4 b", "n5 c"}, "n2", "n5"},
+		{"the fuller zone first", []string{"n4", "n1", "n2", "n3", "n5"}, []string{"n1 a", "n2 a", "n3 a", "n4 b", "n5 c", "x1 -", "n6 c", "n7 d"}, "n3", "n7"},
+		{"spread already", []string{"n1", "n4", "n5"}, []string{"n1 a", "n2 a", "n4 b", "n5 c", "n6 c"}, "", ""},
+		{"only a draining node in the missing zone", []string{"n1", "n2", "n4"}, []string{"n1 a", "n2 a", "n4 b", "n5 c draining"}, "", ""},
+		{"a replica is down", []string{"n1", "n2", "n4"}, []string{"n1 a", "n4 b", "n5 c"}, "", ""},
+		{"no zones", []string{"x1", "x2"}, []string{"x1 -", "x2 -", "n4 b"}, "", ""},
+		{"least loaded target", []string{"n1", "n2", "n4"}, []string{"n1 a", "n2 a", "n4 b", "n5 c load", "n6 c"}, "n2", "n6"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := view(tc.nodes...)
+			for _, c := range v {
+				if c.Zone == "-" {
+					c.Zone = ""
+				}
+			}
+			// "load" in the flags column marks a node with one replica placed.
+			for i, s := range tc.nodes {
+				var id, z, flags string
+				fmt.Sscanf(s, "%s %s %s", &id, &z, &flags) //nolint:errcheck // flags is optional
+				if flags == "load" {
+					v[i].Load = 1
+				}
+			}
+			drop, add, ok := Spread(tc.have, zones, v)
+			if ok != (tc.drop != "") {
+				t.Fatalf("Spread = %q, %q, %v; want a move %v", drop, add, ok, tc.drop != "")
+			}
+			if tc.drop == "" {
+				return
+			}
+			if drop != tc.drop || (tc.add != "" && add != tc.add) {
+				t.Errorf("Spread moves %s to %s, want %s to %s", drop, add, tc.drop, tc.add)
+			}
+		})
+	}
+}
+
+// SwapVoters moves a metadata voter out of a zone holding two more voters than a
+// non-voter's zone, never the leader's, and nothing when the zones are within one.
+func TestSwapVoters(t *testing.T) {
+	zoneOf := map[string]string{"a1": "a", "a2": "a", "a3": "a", "b1": "b", "b2": "b", "c1": "c", "c2": "c", "x": ""}
+	for _, tc := range []struct {
+		name            string
+		voters, cands   []string
+		leader          string
+		promote, demote string // "" when no swap
+	}{
+		{"three in one zone", []string{"a1", "a2", "a3", "b1", "c1"}, []string{"b2", "c2"}, "a1", "b2", "a3"},
+		{"not the leader", []string{"a1", "a2", "a3", "b1", "c1"}, []string{"c2"}, "a3", "c2", "a2"},
+		{"the emptiest zone first", []string{"a1", "a2", "a3", "b1"}, []string{"b2", "c1"}, "b1", "c1", "a3"},
+		{"within one", []string{"a1", "a2", "b1", "b2", "c1"}, []string{"c2", "a3"}, "a1", "", ""},
+		{"no candidate", []string{"a1", "a2", "a3"}, nil, "a1", "", ""},
+		{"no zones", []string{"x", "a1", "a2"}, []string{"x"}, "a1", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, d, ok := SwapVoters(tc.voters, tc.cands, tc.leader, zoneOf)
+			if ok != (tc.promote != "") || p != tc.promote || d != tc.demote {
+				t.Errorf("SwapVoters = %q, %q, %v; want %q, %q", p, d, ok, tc.promote, tc.demote)
+			}
+		})
+	}
+}

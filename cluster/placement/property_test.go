@@ -223,3 +223,73 @@ func dump(v View) string {
 	}
 	return fmt.Sprint(s)
 }
+
+// Over many random views and groups, moving replicas by Spread until it has no move
+// left keeps the group's size and distinct nodes, never adds a draining node, makes
+// every move gain a zone, and ends with the group in as many distinct zones as the
+// nodes that are not draining allow (the zones the group holds plus the others').
+func TestSpreadProperties(t *testing.T) {
+	for seed := int64(0); seed < 3000; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		v, _ := randomView(rng, true)
+		zones := map[string]string{}
+		var have []string
+		for _, c := range v {
+			zones[c.ID] = c.Zone
+			if len(have) < 5 && rng.Intn(2) == 0 {
+				have = append(have, c.ID)
+			}
+		}
+		if len(have) == 0 {
+			continue
+		}
+		start := slices.Clone(have)
+		distinct := func() int {
+			zs := map[string]bool{}
+			for _, id := range have {
+				zs[zones[id]] = true
+			}
+			return len(zs)
+		}
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("seed %d: from %v, view %v, now %v: %s", seed, start, dump(v), have, fmt.Sprintf(format, args...))
+		}
+		for moves := 0; ; moves++ {
+			if moves > len(v) {
+				fail("no end after %d moves", moves)
+			}
+			before := distinct()
+			drop, add, ok := Spread(have, zones, v)
+			if !ok {
+				break
+			}
+			i := slices.Index(have, drop)
+			if i < 0 || slices.Contains(have, add) {
+				fail("move %s -> %s", drop, add)
+			}
+			for _, c := range v {
+				if c.ID == add && c.Draining {
+					fail("added draining %s", add)
+				}
+			}
+			have = append(slices.Delete(have, i, i+1), add)
+			if distinct() != before+1 {
+				fail("move %s -> %s gained no zone", drop, add)
+			}
+		}
+		if len(have) != len(start) {
+			fail("size %d, want %d", len(have), len(start))
+		}
+		possible := map[string]bool{}
+		for _, id := range have {
+			possible[zones[id]] = true
+		}
+		for z := range zonesOf(v, false) {
+			possible[z] = true
+		}
+		if want := min(len(have), len(possible)); distinct() != want {
+			fail("%d distinct zones at the end, want %d", distinct(), want)
+		}
+	}
+}

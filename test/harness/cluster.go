@@ -23,10 +23,11 @@ type Cluster struct {
 type ClusterOption func(*clusterOptions)
 
 type clusterOptions struct {
-	args    []string
-	timeout time.Duration
-	binDir  string
-	dirs    []string
+	args     []string
+	nodeArgs func(i int) []string
+	timeout  time.Duration
+	binDir   string
+	dirs     []string
 }
 
 // WithBinary starts every node with the quorumbus build in dir instead of this
@@ -44,6 +45,12 @@ func WithDirs(dirs ...string) ClusterOption {
 // WithArgs adds flags to every node's command line, e.g. WithArgs("--replicas", "2").
 func WithArgs(extra ...string) ClusterOption {
 	return func(o *clusterOptions) { o.args = append(o.args, extra...) }
+}
+
+// WithNodeArgs adds flags to the command line of each node of StartCluster, after
+// WithArgs': f(i) for the node n<i+1>, e.g. a --zone each.
+func WithNodeArgs(f func(i int) []string) ClusterOption {
+	return func(o *clusterOptions) { o.nodeArgs = f }
 }
 
 // WithStartTimeout bounds how long the nodes may take to serve (default 90 s).
@@ -81,7 +88,7 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 		}
 		c.Nodes = append(c.Nodes, &Node{ID: "n" + strconv.Itoa(i+1), Dir: dir, t: t, fixed: p, BinDir: o.binDir})
 	}
-	for _, nd := range c.Nodes {
+	for i, nd := range c.Nodes {
 		var join []string
 		for _, other := range c.Nodes {
 			if other != nd {
@@ -90,6 +97,9 @@ func StartCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 		}
 		nd.Args = append([]string{"--node-id", nd.ID, "--advertise-addr", nd.fixed.cluster,
 			"--bootstrap-expect", strconv.Itoa(n)}, o.args...)
+		if o.nodeArgs != nil {
+			nd.Args = append(nd.Args, o.nodeArgs(i)...)
+		}
 		if len(join) > 0 {
 			nd.Args = append(nd.Args, "--join", strings.Join(join, ","))
 		}

@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
+	"github.com/quorumbus/quorumbus/cluster/placement"
+)
+
+// Failure domains. Placement puts a new group's replicas in distinct zones where live
+// nodes allow (placement.Place, placement.Add). A group placed while some zone had no
+// live node (its nodes joined later, or were down) is repaired toward that spread by
+// spreadZones, on the metadata leader: it replaces one replica in a zone holding two of
+// them by a node of a zone holding none (placement.Spread), through the same
+// add-then-remove steps as any placement change (reconcileMembers: the new replica
+// joins as a non-voter, is promoted once caught up, and only then is the dropped one
+// removed), so the group never has fewer voters than before. At most maxZoneMoves
+// groups move at a time.
+
+// maxZoneMoves bounds how many groups spreadZones moves at once: each move copies the
+// group's state to a new node.
+const maxZoneMoves = 2
+
+// zoneMoveTimeout is how long spreadZones counts a move as under way when it does not
+// finish (the new node went down, say); past it, another group may move.
+const zoneMoveTimeout = 2 * time.Minute
+
+// zoneMove is a replica spreadZones moves: the group's replica on drop is replaced by
+// one on add.
+type zoneMove struct {
+	drop, add string
+	since     time.Time
+}
+
+// spreadZones (on the metadata leader, each steward round) forgets the moves that
+// finished (the new node votes in the group and the dropped one is gone from it, as the
+// new node sees the group) or ran out of time, then starts moves for as many groups as
+// maxZoneMoves leaves room for: only groups with all their replicas placed and alive,
+// one SetPlacement per entity. moving is the run loop's record of the moves under way.
+func (st *steward) spreadZones(ctx context.Context, moving map[uint32]zoneMove) {
+	n := st.n
+	for g, m := range moving {
+		if time.Since(m.since) > zoneMoveTimeout {
+			n.log.Warn("zone spread: a move did not finish in time", "group", g, "from", m.drop, "to", m.add)
+			delete(moving, g)
+			continue
+		}
+		if zoneMoveDone(ctx, n, g, m) {
+			n.log.Info("zone spread: moved a replica", "group", g, "from", m.drop, "to", m.add)
+			delete(moving, g)
+		}
+	}
+	if len(moving) >= maxZoneMoves {
+		return
+	}
+	cands := st.candidates()
+	liveZones := map[string]bool{}
+	for _, c := range cands {
+		if c.Zone != "" {
+			liveZones[c.Zone] = true
+		}
+	}
+	if len(liveZones) < 2 {
+		return // nothing to spread over: a cluster without zones reads no placement here
+	}
+	var pls []meta.Placement
+	zones := map[string]string{}
+	want := 1
+	n.meta.Read(func(s *meta.State) {
+		pls = s.PlacementsView()
+		for _, nd := range s.Nodes() {
+			zones[nd.ID] = nd.Zone
+		}
+		want = placement.Want(n.cfg.Replicas, len(s.Nodes()))
+	})
+	for _, pl := range pls {
+		var reps [][]string // copied only for an entity that changes
+		var started []uint32
+		for i, p := range pl.Partitions {
+			if len(moving)+len(started) >= maxZoneMoves {
+				break
+			}
+			if _, busy := moving[p.GroupID]; busy || p.GroupID == 0 || len(p.Replicas) < want {
+				continue // under-replicated groups are raiseReplicas'
+			}
+			drop, add, ok := placement.Spread(p.Replicas, zones, cands)
+			if !ok {
+				continue
+			}
+			if reps == nil {
+				reps = make([][]string, len(pl.Partitions))
+				for j, q := range pl.Partitions {
+					reps[j] = slices.Clone(q.Replicas)
+				}
+			}
+			k := slices.Index(reps[i], drop)
+			reps[i] = append(slices.Delete(reps[i], k, k+1), add)
+			moving[p.GroupID] = zoneMove{drop: drop, add: add, since: time.Now()}
+			started = append(started, p.GroupID)
+		}
+		if reps == nil {
+			continue
+		}
+		if _, err := n.meta.ProposeIndex(ctx, &meta.SetPlacement{Entity: pl.Entity, Replicas: reps}); err != nil {
+			n.log.Warn("zone spread", "entity", pl.Entity, "err", err)
+			for _, g := range started {
+				delete(moving, g)
+			}
+			return
+		}
+		n.log.Info("zone spread: moving replicas into zones their groups lack", "entity", pl.Entity, "replicas", reps)
+		if len(moving) >= maxZoneMoves {
+			return
+		}
+	}
+}
+
+// zoneMoveDone reports whether group g, as node m.add sees it, counts m.add as a voter
+// and m.drop no more.
+func zoneMoveDone(ctx context.Context, n *Node, g uint32, m zoneMove) bool {
+	st, err := n.peerStatus(ctx, m.add, g)
+	if err != nil {
+		return false
+	}
+	added := false
+	for _, s := range st.Servers {
+		if s.ID == m.drop {
+			return false
+		}
+		added = added || (s.ID == m.add && s.Voter)
+	}
+	return added
+}
