@@ -1,13 +1,10 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -176,37 +173,16 @@ type sums struct {
 
 func raftSums(n *harness.Node) (sums, error) {
 	var s sums
-	hc := &http.Client{Timeout: 30 * time.Second}
-	resp, err := hc.Get("http://" + n.Admin + "/metrics")
+	m, err := harness.ScrapeMetrics(n.Admin, 30*time.Second)
 	if err != nil {
 		return s, err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok {
-			continue
+	m.Each("quorumbus_partition_quiet", func(_ map[string]string, v float64) {
+		s.replicas++
+		if v == 1 {
+			s.quiet++
 		}
-		i := strings.LastIndexByte(rest, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(rest[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		switch name {
-		case "quorumbus_partition_quiet":
-			s.replicas++
-			if v == 1 {
-				s.quiet++
-			}
-		case "quorumbus_partition_term":
-			s.terms += v
-		}
-	}
-	return s, sc.Err()
+	})
+	m.Each("quorumbus_partition_term", func(_ map[string]string, v float64) { s.terms += v })
+	return s, nil
 }

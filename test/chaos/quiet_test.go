@@ -1,10 +1,8 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -165,19 +163,10 @@ func quiet(h *hosts.Host, entity string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	hc := &http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + e.Admin + "/metrics")
+	m, err := harness.ScrapeMetrics(e.Admin, 5*time.Second)
 	if err != nil {
 		return false, err
 	}
-	defer resp.Body.Close()
-	want := fmt.Sprintf(`quorumbus_partition_quiet{entity=%q,partition="0"} `, entity)
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), want); ok {
-			return v == "1", nil
-		}
-	}
-	return false, fmt.Errorf("no %s… on %s's /metrics (status %d)", want, h.Name, resp.StatusCode)
+	v, err := m.Sum("quorumbus_partition_quiet", "entity", entity, "partition", "0")
+	return v == 1, err
 }

@@ -12,69 +12,18 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/quorumbus/quorumbus/test/harness"
 	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
-// scrape reads a node's /metrics and parses the Prometheus text format.
-func scrape(t *testing.T, n *harness.Node) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, n *harness.Node) harness.Metrics {
 	t.Helper()
-	resp, err := http.Get("http://" + n.Admin + "/metrics")
+	m, err := harness.ScrapeMetrics(n.Admin, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
-	}
-	return mfs
-}
-
-// value is the gauge or counter value of name{labels...}, summed over the series that
-// match (a queue's partitions), or an error when none does.
-func value(mfs map[string]*dto.MetricFamily, name string, labels ...string) (float64, error) {
-	mf := mfs[name]
-	if mf == nil {
-		return 0, fmt.Errorf("no metric %s", name)
-	}
-	sum, found := 0.0, false
-next:
-	for _, m := range mf.GetMetric() {
-		got := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			got[lp.GetName()] = lp.GetValue()
-		}
-		for i := 0; i+1 < len(labels); i += 2 {
-			if got[labels[i]] != labels[i+1] {
-				continue next
-			}
-		}
-		found = true
-		switch {
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
-		case m.Untyped != nil:
-			sum += m.GetUntyped().GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	if !found {
-		return 0, fmt.Errorf("no series %s%v", name, labels)
-	}
-	return sum, nil
+	return m
 }
 
 // TestMetricsAfterKnownWorkload: a real node, a known
@@ -152,7 +101,7 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		mfs := scrape(t, n)
 		var errs []error
 		for _, w := range want {
-			if v, err := value(mfs, w.name, "entity", q); err != nil || v != w.want {
+			if v, err := mfs.Sum(w.name, "entity", q); err != nil || v != w.want {
 				errs = append(errs, fmt.Errorf("%s{entity=%q} = %v (%v), want %v", w.name, q, v, err, w.want))
 			}
 		}
@@ -178,7 +127,7 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		{"go_goroutines", nil, 1},
 		{"quorumbus_process_resident_memory_bytes", nil, 1},
 	} {
-		v, err := value(mfs, strings.TrimSuffix(c.name, "_count"), c.labels...)
+		v, err := mfs.Sum(strings.TrimSuffix(c.name, "_count"), c.labels...)
 		if err != nil || v < c.min {
 			t.Errorf("%s%v = %v (%v), want at least %v", c.name, c.labels, v, err, c.min)
 		}
