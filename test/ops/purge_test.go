@@ -10,23 +10,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/quorumbus/quorumbus/test/harness"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
-
-// receiveN receives n messages with a PeekLock receiver (ReceiveMessages may hand
-// over fewer than asked at a time).
-func receiveN(t *testing.T, r *azservicebus.Receiver, n int) []*azservicebus.ReceivedMessage {
-	t.Helper()
-	ctx := ctxT(t, 60*time.Second)
-	var got []*azservicebus.ReceivedMessage
-	for len(got) < n {
-		ms, err := r.ReceiveMessages(ctx, n-len(got), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ms...)
-	}
-	return got
-}
 
 // qbctl queue purge does what the SDKs' purgeMessages does (batch delete, S-DEL-3), on
 // the queue and then its dead-letter queue: active, deferred and dead-lettered messages
@@ -56,14 +41,7 @@ func TestQbctlQueuePurgeIsBatchDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	ms := receiveN(t, r, 3)
-	if err := r.DeadLetterMessage(ctx, ms[0], nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.DeferMessage(ctx, ms[1], nil); err != nil {
-		t.Fatal(err)
-	}
-	locked := ms[2]
+	locked := testutil.DeadLetterDeferLock(t, r, 60*time.Second)
 
 	// 2 active and 1 deferred from the queue, 1 from its dead-letter queue.
 	if out := qbctl(t, n, "queue", "purge", "jobs"); !strings.Contains(out, "purged 4 message(s) from jobs (1 from its dead-letter queue)") {
@@ -93,7 +71,7 @@ func TestQbctlQueuePurgeIsBatchDelete(t *testing.T) {
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("b")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.DeadLetterMessage(ctx, receiveN(t, r, 1)[0], nil); err != nil {
+	if err := r.DeadLetterMessage(ctx, testutil.ReceiveN(t, r, 1, 60*time.Second)[0], nil); err != nil {
 		t.Fatal(err)
 	}
 	var res struct {
@@ -110,7 +88,7 @@ func TestQbctlQueuePurgeIsBatchDelete(t *testing.T) {
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("c")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	locked = receiveN(t, r, 1)[0]
+	locked = testutil.ReceiveN(t, r, 1, 60*time.Second)[0]
 	if out := qbctl(t, n, "queue", "purge", "jobs", "--reset"); !strings.Contains(out, "purged 2 message(s) from jobs (reset") {
 		t.Fatalf("queue purge --reset: %s", out)
 	}
@@ -142,7 +120,7 @@ func TestQbctlSubscriptionAndTopicPurgeAreBatchDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ra.Close(context.Background())
-	ms := receiveN(t, ra, 2)
+	ms := testutil.ReceiveN(t, ra, 2, 60*time.Second)
 	if err := ra.DeadLetterMessage(ctx, ms[0], nil); err != nil {
 		t.Fatal(err)
 	}

@@ -9,27 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
+	"github.com/quorumbus/quorumbus/test/testutil"
 )
-
-// receiveN receives n messages of r with PeekLock.
-func receiveN(t *testing.T, r *azservicebus.Receiver, n int) []*azservicebus.ReceivedMessage {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var got []*azservicebus.ReceivedMessage
-	for len(got) < n {
-		ms, err := r.ReceiveMessages(ctx, n-len(got), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ms...)
-	}
-	return got
-}
 
 // The page's "Purge all messages" (POST /$ui/api/purge) purges as the SDKs'
 // purgeMessages does, with progress: the queue's active and deferred messages and then
@@ -51,14 +34,7 @@ func TestPurgeEntity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rcv.Close(ctx)
-	ms := receiveN(t, rcv, 3)
-	if err := rcv.DeadLetterMessage(ctx, ms[0], nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := rcv.DeferMessage(ctx, ms[1], nil); err != nil {
-		t.Fatal(err)
-	}
-	locked := ms[2]
+	locked := testutil.DeadLetterDeferLock(t, rcv, 20*time.Second)
 
 	// 1 active and 1 deferred from the queue, 1 from its dead-letter queue; the total is
 	// what it held less the scheduled message.
@@ -96,7 +72,7 @@ func TestPurgeEntity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sr.Close(ctx)
-	if err := sr.DeadLetterMessage(ctx, receiveN(t, sr, 1)[0], nil); err != nil {
+	if err := sr.DeadLetterMessage(ctx, testutil.ReceiveN(t, sr, 1, 20*time.Second)[0], nil); err != nil {
 		t.Fatal(err)
 	}
 	lines = e.redrive("/$ui/api/purge", explorer.RedriveRequest{Target: explorer.Target{Entity: "events", Subscription: "a"}})
