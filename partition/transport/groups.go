@@ -183,9 +183,8 @@ func NewGroups(m *Mux, local raft.ServerAddress, cfg GroupsConfig) (*Groups, err
 		done:   make(chan struct{}),
 	}
 	m.setFallback(TypeRaft, g.legacyLayer)
-	g.wg.Add(2)
-	go g.acceptLoop(layer, g.serveConn)
-	go g.acceptLoop(snaps, g.serveSnapshot)
+	g.wg.Go(func() { g.acceptLoop(layer, g.serveConn) })
+	g.wg.Go(func() { g.acceptLoop(snaps, g.serveSnapshot) })
 	return g, nil
 }
 
@@ -249,16 +248,11 @@ func (g *Groups) goTracked(f func()) bool {
 	if g.closed {
 		return false
 	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		f()
-	}()
+	g.wg.Go(f)
 	return true
 }
 
 func (g *Groups) acceptLoop(l *Layer, serve func(net.Conn)) {
-	defer g.wg.Done()
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -406,12 +400,8 @@ func (g *Groups) newConn(nc net.Conn, br *bufio.Reader) *conn {
 		return nil
 	}
 	g.conns[c] = struct{}{}
-	g.wg.Add(1)
+	g.wg.Go(c.writeLoop)
 	g.mu.Unlock()
-	go func() {
-		defer g.wg.Done()
-		c.writeLoop()
-	}()
 	return c
 }
 
