@@ -56,7 +56,7 @@ type node struct {
 	mux    *transport.Mux
 	addr   string
 	layers map[uint32]*faultLayer
-	engine *Engine // the node's shared log engine, opened by the first LogStoreShared replica
+	engine *Engine        // the node's shared log engine, opened by the first LogStoreShared replica
 	hub    *LeadershipHub // shared by the node's replicas, as cluster does; closed after them
 }
 
