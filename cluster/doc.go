@@ -92,11 +92,11 @@
 // partition.Observer, by the partitions. CaughtUp (GET /readyz) asks leading nodes
 // for their log index over the RPC.
 //
-// Imports: partition, partition/transport, fsm, cluster/wire, cluster/meta,
+// Imports: partition, partition/transport, fsm, fsm/rule, cluster/wire, cluster/meta,
 // cluster/gossip, cluster/metagroup, cluster/placement, cluster/admin (for its Store and
-// Cluster types), hashicorp raft, prometheus/client_golang.
-// Never amqp:
-// cmd/internal/bridge adapts the router to amqp.Backend.
+// Cluster types), internal/durable, internal/hashilog, hashicorp/raft and go-hclog,
+// prometheus/client_golang. Never amqp (test/deps_test.go): cmd/internal/bridge adapts
+// the Router to amqp.Backend.
 //
 // Goroutines. Node.life is the node-lifetime context; Close cancels it (Node.closing
 // is its Done channel) and waits on Node.wg. The node's own loops start through

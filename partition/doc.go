@@ -13,8 +13,10 @@
 // counters (commands, entries, snapshots); Config.Observer receives each entry's batch
 // size and commit latency. No metrics library is imported here.
 //
-// Imports: fsm, hashicorp/raft, raft-boltdb/v2 (and bbolt for its open options), and
-// partition/transport in tests. Never amqp or cluster.
+// Imports: fsm, internal/durable, hashicorp/raft and go-hclog, the log stores (pebble
+// for the Engine, raft-boltdb/v2 with bbolt for its open options, raft-wal), and
+// partition/transport in tests. Never amqp or cluster (test/deps_test.go): dependencies
+// point one way, fsm <- partition <- cluster.
 //
 // # Write path and group commit
 //

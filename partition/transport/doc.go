@@ -26,8 +26,10 @@
 // a probe tells a gone peer (refused, or no transport behind its port) from a slow one,
 // and the groups it led elect at once (GroupTransport.SetPeerDown).
 //
-// Imports: stdlib and hashicorp/raft (for the StreamLayer and ServerAddress types only).
-// It must not import fsm, partition, cluster or amqp.
+// Imports: the standard library, hashicorp/raft (the StreamLayer and Transport
+// interfaces and the RPC types Groups carries), go-msgpack (NetworkTransport's codec,
+// which Groups' frames use too) and go-hclog. It must not import fsm, partition,
+// cluster or amqp (test/deps_test.go).
 //
 // Goroutines: Mux runs one accept loop, plus one short-lived goroutine per incoming
 // connection while its header is read (bounded by Config.HandshakeTimeout). All are
