@@ -32,6 +32,16 @@
 // cluster or amqp (test/deps_test.go).
 //
 // Goroutines: Mux runs one accept loop, plus one short-lived goroutine per incoming
-// connection while its header is read (bounded by Config.HandshakeTimeout). All are
-// tracked by a WaitGroup; Mux.Close stops the loop, closes every Layer and waits for them.
+// connection while its header is read (bounded by Config.HandshakeTimeout), all on
+// Mux.wg; Mux.Close stops the loop, closes every Layer and waits for them. Groups runs
+// two accept loops (connections, snapshots), per connection a reader, a writer and a
+// heartbeat loop, per pipeline its answer reader, one goroutine per incoming snapshot,
+// per incoming RPC that is not a heartbeat, and per probe of a failed peer, all on
+// Groups.wg through Groups.goTracked (or its Go), which Groups.Close waits for after
+// closing every group and connection. No raw go statement (test/walls_test.go) and no
+// package-level state: the frames' encoders are each Groups' own.
+//
+// Locks: Groups.mu guards the maps of groups, peers and connections; GroupTransport.mu
+// and conn.mu guard their own fields. Each is held for short sections, never while
+// waiting for a peer or a group's raft.
 package transport
