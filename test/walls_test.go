@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// The walls of issue 37: no process-wide state, and every goroutine started under an
+// Walls: no process-wide state, and every goroutine started under an
 // owner that waits for it (docs/principles.md P4, P5, P10).
 
 // untrackedFree lists the packages with no raw go statement at all: each goroutine
