@@ -2,22 +2,32 @@ package partition
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
-// hubGoroutines counts the goroutines delivering raft's state changes for hub h.
+// hubGoroutines counts the goroutines delivering raft's state changes for hub h,
+// whether they wait for one or run a replica's leadershipChanged.
 func hubGoroutines(h *LeadershipHub) int {
-	n := 0
-	for _, g := range testutil.Blocked("github.com/quorumbus/quorumbus/partition.(*LeadershipHub).deliver") {
-		if strings.Contains(g, fmt.Sprintf("(%p,", h)) {
-			n++
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	frame := fmt.Sprintf("partition.(*LeadershipHub).deliver(%p,", h)
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, frame) {
+			count++
 		}
 	}
-	return n
+	return count
 }
 
 // The replicas of a node share the hub the node built (Config.Leadership): one
