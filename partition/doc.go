@@ -55,21 +55,23 @@
 //     its state changes through an observer on the channel of the node's LeadershipHub
 //     (Config.Leadership; without one, a hub of the replica's own), read by one
 //     goroutine for every replica of the node, which runs while one of them is open;
-//     on gaining leadership a short-lived tracked goroutine
-//     runs a Barrier, then a timer (Config.Clock) is armed at fsm.NextDeadline(); when it
-//     fires a short-lived goroutine proposes fsm.Tick and re-arms after its answer, and
-//     every apply that moves the deadline re-arms it; on losing leadership the timer is
-//     disarmed and receive waiters are woken.
+//     on gaining leadership a short-lived tracked goroutine runs a Barrier, then a
+//     timer (Config.Clock) is armed at fsm.NextDeadline(); when it fires a short-lived
+//     goroutine proposes fsm.Tick and re-arms after its answer, and every apply that
+//     moves the deadline re-arms it; on losing leadership the timer is disarmed and
+//     receive waiters are woken.
 //
-// All are tracked by one WaitGroup (started with its Go, TestNoRawGoStatements in
-// test/), so an idle group runs no goroutine of the partition's. Beside the replicas:
-// the Engine's compactor (Engine.Close waits for it), the garbage collections Bodies
-// asks for to reclaim disk (Bodies.Close waits for them) and the LeadershipHub's
-// goroutine (the last replica to close ends it; its owner's Close waits for it). The
-// package keeps no state outside these values. Close
-// stops the proposer (none starts after it began; what is still queued is answered
-// ErrClosed), lets the completer answer every entry already in raft (each one commits
-// or fails when leadership is lost), then shuts raft, the transport and the store down. Callers blocked in Receive or
+// All are tracked by one WaitGroup (started with its Go; TestNoRawGoStatements in
+// test/ allows no raw go statement), so an idle group runs no goroutine of the
+// partition's. Beside the replicas: the Engine's compactor (Engine.Close waits for it),
+// the garbage collections Bodies asks for to reclaim disk (Bodies.Close waits for
+// them) and the LeadershipHub's goroutine (the last replica to close ends it; its
+// owner's Close waits for it). The package keeps no state outside these values.
+//
+// Close stops the proposer (none starts after it began; what is still queued is
+// answered ErrClosed), lets the completer answer every entry already in raft (each one
+// commits or fails when leadership is lost), then shuts raft, the transport and the
+// store down. Callers blocked in Receive or
 // AcceptSession long-polls wait on a broadcast that every apply which may make messages
 // or sessions available (and every leadership change) fires. Each try first asks the
 // leader's fsm, under the machine's lock, whether anything is available
