@@ -39,4 +39,9 @@
 // client passes through conn.refused, which counts it by condition and logs it with its
 // TrackingId. cmd/quorumbus exports Stats to Prometheus; this package imports no metrics
 // library.
+//
+// Imports: the standard library, its own internal/encoding and internal/frames (the
+// codec and the performatives, on no AMQP library) and internal/sas. Never fsm,
+// partition, cluster or hashicorp/* (test/deps_test.go): it knows nothing of Raft and
+// defines the Backend interface it needs; cmd wires the cluster to it.
 package amqp

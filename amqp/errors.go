@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/quorumbus/quorumbus/amqp/internal/frames"
@@ -118,12 +117,11 @@ var errContextDone = errors.New("amqp: context done")
 // errNotImplemented answers an operation the Backend has no capability for.
 var errNotImplemented = ErrNotImplemented
 
-var trackingGen atomic.Uint64
-
 // trackingID returns a Service Bus style suffix for error descriptions:
-// "TrackingId:<uuid>_G<n>, SystemTracker:<tracker>, Timestamp:<utc>".
+// "TrackingId:<uuid>_G<n>, SystemTracker:<tracker>, Timestamp:<utc>", n (a gateway
+// number in Service Bus, 0..31) random like the uuid.
 func trackingID(tracker string, now time.Time) string {
-	var u [16]byte
+	var u [17]byte
 	_, _ = rand.Read(u[:])
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
@@ -131,7 +129,7 @@ func trackingID(tracker string, now time.Time) string {
 		tracker = "quorumbus"
 	}
 	return fmt.Sprintf("TrackingId:%s_G%d, SystemTracker:%s, Timestamp:%s",
-		formatUUID(u), trackingGen.Add(1)%32, tracker, now.UTC().Format("2006-01-02T15:04:05"))
+		formatUUID([16]byte(u[:16])), u[16]%32, tracker, now.UTC().Format("2006-01-02T15:04:05"))
 }
 
 // lockLostText is Service Bus's description of a lost message lock; SDK tests match it.

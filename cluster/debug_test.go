@@ -1,13 +1,25 @@
 package cluster
 
 import (
-	"fmt"
+	"log/slog"
 	"os"
 	"time"
 )
 
-func debugDump(nodes []*Node, stop chan struct{}) {
+// debugLogger is the nodes' logger in tests: nil (the default logger) unless QB_DEBUG is
+// set, then every line down to Debug (the router's retried calls among them) to stderr.
+func debugLogger() *slog.Logger {
 	if os.Getenv("QB_DEBUG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// debugDump logs every replica's raft state every 3 s until stop is closed, when
+// QB_DEBUG is set.
+func debugDump(nodes []*Node, stop chan struct{}) {
+	log := debugLogger()
+	if log == nil {
 		return
 	}
 	go func() {
@@ -22,7 +34,8 @@ func debugDump(nodes []*Node, stop chan struct{}) {
 				for id, r := range nd.parts {
 					l, _ := r.p.Leader()
 					sv, _ := r.p.Servers()
-					fmt.Printf("DBG %s group %d leader=%s isLeader=%v last=%d applied=%d servers=%v\n", nd.cfg.NodeID, id, l, r.p.IsLeader(), r.p.LastIndex(), r.p.AppliedIndex(), sv)
+					log.Debug("replica", "node", nd.cfg.NodeID, "group", id, "leader", l, "isLeader", r.p.IsLeader(),
+						"last", r.p.LastIndex(), "applied", r.p.AppliedIndex(), "servers", sv)
 				}
 				nd.mu.RUnlock()
 			}

@@ -20,7 +20,8 @@
 // cmd/internal/bridge adapts to amqp.Backend and the explorer reads sessions through;
 // Store (Node.Store) is admin.Store and admin.Purger, Ops (Node.Ops) admin.Cluster,
 // both wired into cluster/admin by cmd; the reconciler, the steward and the log engine
-// are the node's own, unexported. Each owns its own state (the router its batchers,
+// are the node's own, unexported. Each owns its own state (the router its batchers and
+// its round-robin counter,
 // the reconciler its lock, forwarders and under-replication marks, the log engine the
 // engine); Router, Store and logEngine copy the narrow fields they read, and the
 // others (Router and Store for the peers) keep a pointer back to the node for the
@@ -30,56 +31,8 @@
 //	   ┌────────┬───────┬─┴──────┬───────────┬───────────┐
 //	Router    Store    Ops    reconciler    steward    logEngine
 //
-// The files each do one job:
-//
-//   - node.go: start-up (join or form the cluster, catch up, register, serve), goFunc,
-//     and Close; reconcile.go: the reconciler, which opens, configures (the entity
-//     configuration a metadata change pushes, wire.SyncConfig) and deletes the
-//     partition replicas placed on this node.
-//   - membership.go: membership changes. The metadata leader's steward (one type, its
-//     loop on the node's lifetime) records live nodes and grows the metadata group
-//     (non-voters first, promoted once caught up, up to five voters spread over zones),
-//     re-places the replicas of nodes dead past their grace period, raises
-//     under-replicated groups, deletes idle entities, places new entities and balances
-//     partition leadership; each partition group's leader moves its
-//     group toward the placement one safe step at a time (add a non-voter, promote it
-//     once caught up, then remove a dropped voter).
-//   - placement.go: the View placement chooses from (gossip's live nodes, the
-//     metadata's draining marks and load), and the nodes RemoveNode removed.
-//   - replication.go: the replication factor kept: the metadata leader raises groups
-//     placed on fewer than --replicas nodes once enough are alive, each group's leader
-//     reports (gauge, log) whether its group is under-replicated, and a returning
-//     node's Start waits until the groups that lack it have taken it.
-//   - router.go, seam.go: the data-plane front door, Router. Every operation names an entity;
-//     the router picks the partition (SessionId, PartitionKey, MessageId under duplicate detection, or round-robin for sends,
-//     the group ID inside lock tokens for settlements, the partition index in the top
-//     bits of sequence numbers) and runs the operation's request (a cluster/wire type)
-//     on it; seam.go keeps the operations that do more than one request (receives that
-//     release what an abandoned caller locked, the change signal).
-//   - route.go: the one owner of "where does group G run and who leads it" (group:
-//     hosted here or not, leading here or not, the leader a local follower hears from,
-//     hints from earlier calls); silent.go: a leader gone silent past its lease.
-//   - remote.go, batch.go: the seam. A request runs on the local replica when it leads
-//     its group, otherwise on the leader's node (peer.Call; sends to one peer batched,
-//     peer.Multi), following leader changes until the caller's deadline, retrying only
-//     what certainly did not apply or is idempotent (wire.Request.Idempotent).
-//   - rpc.go: the node-to-node calls. peer is the typed client of one node (Call, Multi,
-//     WaitChange, MetaApply, GroupStatus, Transfer, HandOver, RemoveNode, Digests,
-//     MetaDigest, Cancel), serveWire the server. The protocol is cluster/wire: per
-//     connection, the two nodes negotiate a version on route wire.RouteID of the
-//     cluster port's RPC stream type (version 2: hand-written binary codec); a peer
-//     of an older release closes that route, and the caller falls back to version 1,
-//     net/rpc with gob on route 0 (wirev1.go, rpccodec.go), which this node also
-//     serves to older callers. Typed errors cross the network as a bit per sentinel
-//     of wireSentinels (append only) plus the details errors.As extracts.
-//   - store.go: the admin API's store, Store (metadata writes through metagroup.Commit,
-//     read-your-writes, runtime counts; purge.go its purge); ops.go: the operator
-//     surface, Ops (admin.Cluster), and the graceful stop; logengine.go: the shared Raft
-//     log engine (logEngine), opened by Start and handed to every replica; forward.go: auto-forwarding (S-FWD-1); idle.go: auto-delete on
-//     idle (S-IDLE-1), run by the metadata leader; txn.go: Router.Commit, a transaction's sends
-//     and settlements applied in one fsm.Txn entry when they fall on one partition
-//     group, by two-phase commit over the groups otherwise, with its recovery loop
-//     (docs/guarantees.md § Transactions).
+// docs/architecture.md ("A tour of cluster/'s files") says what each file of the package
+// does; this doc keeps to what the package owns, its invariants, goroutines and locks.
 //
 // Gossip suggests, the metadata group decides: placement and Raft membership change
 // only through metadata commands proposed by the metadata leader, never straight from a
@@ -92,11 +45,11 @@
 // partition.Observer, by the partitions. CaughtUp (GET /readyz) asks leading nodes
 // for their log index over the RPC.
 //
-// Imports: partition, partition/transport, fsm, cluster/wire, cluster/meta,
+// Imports: partition, partition/transport, fsm, fsm/rule, cluster/wire, cluster/meta,
 // cluster/gossip, cluster/metagroup, cluster/placement, cluster/admin (for its Store and
-// Cluster types), hashicorp raft, prometheus/client_golang.
-// Never amqp:
-// cmd/internal/bridge adapts the router to amqp.Backend.
+// Cluster types), internal/durable, internal/hashilog, hashicorp/raft and go-hclog,
+// prometheus/client_golang. Never amqp (test/deps_test.go): cmd/internal/bridge adapts
+// the Router to amqp.Backend.
 //
 // Goroutines. Node.life is the node-lifetime context; Close cancels it (Node.closing
 // is its Done channel) and waits on Node.wg. The node's own loops start through
@@ -114,7 +67,11 @@
 // cancel, waitAny's watchers), each ending with its call or within seconds of Close.
 // Outside the package: memberlist's and the gossip transport's (stopped by
 // gossip.Close), the partition groups' Raft transport (partition/transport.Groups, closed
-// by Close), raft's and each partition's (see partition's doc). The package's TestMain
+// by Close), raft's and each partition's (see partition's doc), and the one goroutine of
+// the node's partition.LeadershipHub (Node.leaders), which tells every replica here of
+// its leadership and which Close closes after the replicas. The package keeps no state
+// outside a Node: two nodes in one process share nothing
+// (test/walls_test.go, TestNoPackageLevelMutableState). The package's TestMain
 // fails a run when any goroutine outlives the tests (go.uber.org/goleak), and
 // TestNoUntrackedGoStatements when a file has more raw go statements than the ones listed
 // above still use.

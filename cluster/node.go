@@ -51,6 +51,9 @@ type Node struct {
 	inc    string            // incarnation of the data directory
 	bodies *partition.Bodies // nil: every body in memory (Config.BodyMemoryBudget)
 	logs   *logEngine        // shared Raft log engine (logengine.go)
+	// leaders tells every replica here of its raft's state changes, on one goroutine
+	// (partition.LeadershipHub); closed after the replicas.
+	leaders *partition.LeadershipHub
 	// metrics: the node's Prometheus registry and histograms (metrics.go); set by Start
 	// before anything that records into it starts.
 	metrics *metrics
@@ -134,6 +137,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.rec = newReconciler(n)
 	n.gone = make(chan goneEvent, 16)
 	n.logs = newLogEngine(cfg)
+	n.leaders = partition.NewLeadershipHub()
 	n.ops = &Ops{n: n}
 	n.steward = newSteward(n)
 	n.life, n.stop = context.WithCancel(context.Background())
@@ -628,6 +632,10 @@ func (n *Node) Close() error {
 		n.mu.Unlock()
 		for _, r := range parts {
 			err = errors.Join(err, r.p.Close())
+		}
+		n.leaders.Close()
+		if n.bodies != nil {
+			n.bodies.Close()
 		}
 		err = errors.Join(err, n.logs.close())
 		if n.groups != nil {

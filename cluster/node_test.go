@@ -19,6 +19,7 @@ func testConfig(dir string) Config {
 	c := DefaultConfig()
 	c.DataDir = dir
 	c.ClusterAddr = "127.0.0.1:0"
+	c.Logger = debugLogger() // QB_DEBUG: debug lines to stderr
 	// Fast failover, but not so fast that a leader loses its lease whenever the race
 	// detector and a loaded 2-core machine delay it by 100 ms (at 100/100/50 ms the
 	// metadata leader changed during test setup often enough to fail make test).

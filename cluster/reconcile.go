@@ -336,6 +336,7 @@ func (rc *reconciler) openReplica(d desired) (*replica, error) {
 	pc.Bodies = rc.n.bodies
 	pc.LogStore = rc.n.logs.logStore()
 	pc.Engine = rc.n.logs.engine
+	pc.Leadership = rc.n.leaders
 	if rc.n.cfg.Raft.WholeBodies {
 		pc.ChunkBytes = 0
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/quorumbus/quorumbus/cluster/meta"
@@ -74,9 +73,8 @@ func (rt *Router) call(ctx context.Context, g group, req wire.Request, abandon f
 		if !rt.loc.groupExists(g.id) {
 			return wire.Result{}, fmt.Errorf("%w: partition group %d no longer exists (its entity was deleted)", fsm.ErrNotFound, g.id)
 		}
-		if debugCalls {
-			fmt.Printf("DBG call from %s group %d op %v target %s local=%v: %v\n", rt.self, g.id, req.Op(), target, g.isHosted(), err)
-		}
+		rt.log.Debug("partition call to retry", "node", rt.self, "group", g.id, "op", req.Op(), "target", target,
+			"local", g.isHosted(), "err", err)
 		var nl *partition.NotLeaderError
 		switch {
 		case errors.Is(err, errLeaderSilent):
@@ -275,8 +273,6 @@ type ServerInfo struct {
 	ID    string
 	Voter bool
 }
-
-var debugCalls = os.Getenv("QB_DEBUG") != ""
 
 // execLocal runs req on a replica hosted here: the partition API, or a configuration
 // sync, which needs the node's metadata.

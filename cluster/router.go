@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 // is reached through Node.Router and lives as long as its node.
 type Router struct {
 	self             string           // this node's ID
+	log              *slog.Logger     // the node's
 	meta             *metagroup.Group // entities, keys and placements: the local replica
 	loc              locator          // where each group runs and who leads it (route.go)
 	clock            Clock            // transaction deadlines
@@ -41,6 +43,10 @@ type Router struct {
 	// and their addresses (Node.peer, Node.addrOf, Node.peerStatus) and a configuration
 	// sync on a replica led here (reconciler.syncConfig).
 	n *Node
+
+	// rr turns the round-robin of sends without a key (entity.pick) and of receives over
+	// partitions (waitAny).
+	rr atomic.Uint64
 
 	batchMu  sync.Mutex
 	batchers map[string]*sendBatcher // forwarded sends by peer address; owner: batchMu
@@ -53,7 +59,7 @@ type Router struct {
 
 // newRouter is the router of n, whose metadata group is open.
 func newRouter(n *Node) *Router {
-	return &Router{self: n.cfg.NodeID, meta: n.meta, loc: n.routes(), clock: n.clock, closing: n.closing,
+	return &Router{self: n.cfg.NodeID, log: n.log, meta: n.meta, loc: n.routes(), clock: n.clock, closing: n.closing,
 		prepareWindow: n.cfg.TxnPrepareWindow, recoveryInterval: n.cfg.TxnRecoveryInterval,
 		n: n, batchers: map[string]*sendBatcher{}}
 }
@@ -240,13 +246,12 @@ func (rt *Router) target(a Address) (*entity, fsm.Target, error) {
 	return e, t, nil
 }
 
-var rr atomic.Uint64
-
 // pick chooses the partition for a send: SessionId, else PartitionKey, else, when the
 // entity requires duplicate detection, MessageId (as Service Bus does: each partition
 // detects duplicates alone, so copies of one MessageId must meet in one partition;
-// S-DUP-1), else round-robin over the partitions whose leader is here (S-SES-8).
-func (e *entity) pick(sessionID, partitionKey, messageID string) int {
+// S-DUP-1), else round-robin over the partitions whose leader is here (S-SES-8), turned
+// by rr.
+func (e *entity) pick(rr *atomic.Uint64, sessionID, partitionKey, messageID string) int {
 	if len(e.parts) == 1 {
 		return 0
 	}
@@ -324,7 +329,7 @@ func (rt *Router) enqueue(ctx context.Context, entityName string, msgs []*fsm.Me
 	if err != nil {
 		return nil, err
 	}
-	idx := e.pick(msgs[0].SessionID, msgs[0].PartitionKey, msgs[0].MessageID)
+	idx := e.pick(&rt.rr, msgs[0].SessionID, msgs[0].PartitionKey, msgs[0].MessageID)
 	var req wire.Request = &wire.Enqueue{Msgs: msgs}
 	if schedule {
 		req = &wire.Schedule{Msgs: msgs}
@@ -431,7 +436,7 @@ func (rt *Router) waitAny(ctx context.Context, e *entity, req fsm.Receive, accep
 				}
 			}(i, rt.on(r).Changed(req, accept))
 		}
-		start := int(rr.Add(1) % uint64(len(e.parts)))
+		start := int(rt.rr.Add(1) % uint64(len(e.parts)))
 		for i := range e.parts {
 			if done, err := try((start + i) % len(e.parts)); done || err != nil {
 				return err

@@ -9,10 +9,12 @@
 // The fsm is pure (P1 in docs/principles.md): every replica that applies the same entries
 // reaches the same state, byte for byte (Digest). It reads no clock, disk, network,
 // environment or randomness; time enters only as Entry.Now, and the fsm clock is the
-// largest Now applied so far. It never depends on map iteration order. It must not import
-// os, net, time, math/rand, crypto/rand, sync, syscall or anything outside the standard
-// library except fsm/rule and internal/binenc, the field encoding its codecs share with
-// cluster/wire (purity_test.go enforces this, on those two as well).
+// largest Now applied so far. It never depends on map iteration order.
+//
+// Imports: the standard library but os, net, time, math/rand, crypto/rand, sync and
+// syscall (purity_test.go checks the same of fsm/rule and internal/binenc), and those
+// two: fsm/rule, and internal/binenc, the field encoding its codecs share with
+// cluster/wire. Never partition, cluster, amqp or hashicorp/* (test/deps_test.go).
 //
 // Goroutines: none. An FSM is owned by one goroutine (the partition's raft apply loop);
 // queries run on that goroutine or under the caller's lock.

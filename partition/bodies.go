@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,17 +38,18 @@ type Bodies struct {
 	segBytes   int64
 	logger     hclog.Logger
 
-	mem     atomic.Int64  // bytes of bodies the node's fsms hold in memory (fsm.MemoryBodyBytes)
-	disk    atomic.Int64  // bytes in segment files not yet deleted
-	live    atomic.Int64  // bytes of spilled bodies still referenced
-	segs    atomic.Int64  // segment files not yet deleted
-	spills  atomic.Int64  // bodies written, ever
-	reads   atomic.Int64  // bodies read back, ever
-	refused atomic.Int64  // sends refused because both budgets were full
-	next    atomic.Uint64 // the last segment number handed out
-	gcAt    atomic.Int64  // UnixNano of the last collection asked for to reclaim disk
-	miss    atomic.Int64  // the size of the last body that did not fit in the memory budget
-	warned  atomic.Bool   // a write error was logged
+	mem     atomic.Int64   // bytes of bodies the node's fsms hold in memory (fsm.MemoryBodyBytes)
+	disk    atomic.Int64   // bytes in segment files not yet deleted
+	live    atomic.Int64   // bytes of spilled bodies still referenced
+	segs    atomic.Int64   // segment files not yet deleted
+	spills  atomic.Int64   // bodies written, ever
+	reads   atomic.Int64   // bodies read back, ever
+	refused atomic.Int64   // sends refused because both budgets were full
+	next    atomic.Uint64  // the last segment number handed out
+	gcAt    atomic.Int64   // UnixNano of the last collection asked for to reclaim disk
+	miss    atomic.Int64   // the size of the last body that did not fit in the memory budget
+	warned  atomic.Bool    // a write error was logged
+	gcs     sync.WaitGroup // the collections reclaim asked for; Close waits for them
 }
 
 // BodiesConfig configures a node's Bodies.
@@ -130,7 +132,13 @@ func (b *Bodies) reclaim() {
 	if now-last < int64(5*time.Second) || !b.gcAt.CompareAndSwap(last, now) {
 		return
 	}
-	go runtime.GC()
+	b.gcs.Go(runtime.GC)
+}
+
+// Close waits for the garbage collections the store asked for. The partitions using it
+// close first; the files stay (the next OpenBodies empties the directory).
+func (b *Bodies) Close() {
+	b.gcs.Wait()
 }
 
 // spiller is one partition's side of Bodies: fsm.Bodies for its fsm. Spill runs on

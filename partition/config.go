@@ -69,8 +69,12 @@ type Config struct {
 	Observer Observer
 	// LeadershipChanged, when set, is called after this replica became or stopped being
 	// the group's leader, and again once a new leader serves (IsLeader turns true). It
-	// runs on a goroutine of the process's and must not block.
+	// runs on the goroutine of the replica's LeadershipHub and must not block.
 	LeadershipChanged func()
+	// Leadership is the hub that tells the replica of raft's state changes, shared by
+	// every replica of the node (NewLeadershipHub; its creator closes it after them).
+	// Nil: the replica uses a hub of its own, with a goroutine while it is open.
+	Leadership *LeadershipHub
 
 	// Raft timing (hashicorp/raft semantics; docs/design-notes.md §4).
 	HeartbeatTimeout   time.Duration

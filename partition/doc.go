@@ -13,8 +13,10 @@
 // counters (commands, entries, snapshots); Config.Observer receives each entry's batch
 // size and commit latency. No metrics library is imported here.
 //
-// Imports: fsm, hashicorp/raft, raft-boltdb/v2 (and bbolt for its open options), and
-// partition/transport in tests. Never amqp or cluster.
+// Imports: fsm, internal/durable, hashicorp/raft and go-hclog, the log stores (pebble
+// for the Engine, raft-boltdb/v2 with bbolt for its open options, raft-wal), and
+// partition/transport in tests. Never amqp or cluster (test/deps_test.go): dependencies
+// point one way, fsm <- partition <- cluster.
 //
 // # Write path and group commit
 //
@@ -51,23 +53,39 @@
 //   - completer: waits on submitted entries in order and answers their callers; it runs
 //     only while entries are in flight (the proposer starts it);
 //   - no goroutine of its own for leadership and deadlines (leadership.go): raft reports
-//     its state changes through an observer on one channel per process, read by one
-//     goroutine for every replica; on gaining leadership a short-lived tracked goroutine
-//     runs a Barrier, then a timer (Config.Clock) is armed at fsm.NextDeadline(); when it
-//     fires a short-lived goroutine proposes fsm.Tick and re-arms after its answer, and
-//     every apply that moves the deadline re-arms it; on losing leadership the timer is
-//     disarmed and receive waiters are woken.
+//     its state changes through an observer on the channel of the node's LeadershipHub
+//     (Config.Leadership; without one, a hub of the replica's own), read by one
+//     goroutine for every replica of the node, which runs while one of them is open;
+//     on gaining leadership a short-lived tracked goroutine runs a Barrier, then a
+//     timer (Config.Clock) is armed at fsm.NextDeadline(); when it fires a short-lived
+//     goroutine proposes fsm.Tick and re-arms after its answer, and every apply that
+//     moves the deadline re-arms it; on losing leadership the timer is disarmed and
+//     receive waiters are woken.
 //
-// All are tracked by one WaitGroup, so an idle group runs no goroutine of the
-// partition's. Close
-// stops the proposer (none starts after it began; what is still queued is answered
-// ErrClosed), lets the completer answer every entry already in raft (each one commits
-// or fails when leadership is lost), then shuts raft, the transport and the store down. Callers blocked in Receive or
+// All are tracked by one WaitGroup (started with its Go; TestNoRawGoStatements in
+// test/ allows no raw go statement), so an idle group runs no goroutine of the
+// partition's. Beside the replicas: the Engine's compactor (Engine.Close waits for it),
+// the garbage collections Bodies asks for to reclaim disk (Bodies.Close waits for
+// them) and the LeadershipHub's goroutine (the last replica to close ends it; its
+// owner's Close waits for it). The package keeps no state outside these values.
+//
+// Close stops the proposer (none starts after it began; what is still queued is
+// answered ErrClosed), lets the completer answer every entry already in raft (each one
+// commits or fails when leadership is lost), then shuts raft, the transport and the
+// store down. Callers blocked in Receive or
 // AcceptSession long-polls wait on a broadcast that every apply which may make messages
 // or sessions available (and every leadership change) fires. Each try first asks the
 // leader's fsm, under the machine's lock, whether anything is available
 // (fsm.Receivable, fsm.SessionAvailable) and proposes only if so: an empty poll costs no
 // Raft entry. Available and SessionAvailable expose that question to remote waiters.
+//
+// # Lock order
+//
+// leaderState.mu (leadership.go) before the Clock's own locks (AfterFunc) and before
+// startMu (a test clock may fire a timer inside AfterFunc, whose callback starts a
+// tracked goroutine); nothing that waits for raft or the fsm runs under it. The
+// machine's lock (machine.go), parkMu, startMu, the signal's lock and LeadershipHub.mu
+// are leaves: the hub calls a replica only after releasing its lock.
 //
 // # Failover and locks (S-LOCK-10)
 //

@@ -116,8 +116,7 @@ func OpenEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	e.wg.Add(1)
-	go e.runCompactor(ctx)
+	e.wg.Go(func() { e.runCompactor(ctx) })
 	if v, closer, err := db.Get(keySeq); err == nil {
 		if len(v) == 8 {
 			e.seq = binary.BigEndian.Uint64(v)
@@ -257,7 +256,6 @@ func (e *Engine) drop(id uint64) error {
 // leave them for long (BenchmarkEngineDiskAfterDeletes). Drops that arrive while it
 // compacts are merged into its next run.
 func (e *Engine) runCompactor(ctx context.Context) {
-	defer e.wg.Done()
 	for {
 		select {
 		case <-ctx.Done():

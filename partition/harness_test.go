@@ -56,7 +56,8 @@ type node struct {
 	mux    *transport.Mux
 	addr   string
 	layers map[uint32]*faultLayer
-	engine *Engine // the node's shared log engine, opened by the first LogStoreShared replica
+	engine *Engine        // the node's shared log engine, opened by the first LogStoreShared replica
+	hub    *LeadershipHub // shared by the node's replicas, as cluster does; closed after them
 }
 
 // engineOf returns node i's Engine, opening it on first use.
@@ -130,7 +131,7 @@ func newCluster(t testing.TB, n int, tune func(*Config)) *cluster {
 	c := &cluster{t: t, tune: tune, parts: map[uint32][]*Partition{}, cfgs: map[uint32]fsm.Config{}}
 	root := t.TempDir()
 	for i := range n {
-		nd := &node{id: raft.ServerID(fmt.Sprintf("n%d", i+1)), dir: fmt.Sprintf("%s/n%d", root, i+1)}
+		nd := &node{id: raft.ServerID(fmt.Sprintf("n%d", i+1)), dir: fmt.Sprintf("%s/n%d", root, i+1), hub: NewLeadershipHub()}
 		c.nodes = append(c.nodes, nd)
 		c.startMux(nd)
 	}
@@ -195,6 +196,7 @@ func (c *cluster) open(g uint32, i int, peers []raft.Server) *Partition {
 	cfg.FSM = fc
 	cfg.Peers = peers
 	cfg.Logger = testLogger()
+	cfg.Leadership = nd.hub
 	cfg.LogStore = os.Getenv("QB_LOG_STORE") // "": bolt; wal or shared runs every test on it
 	fastConfig(cfg)
 	if c.tune != nil {
@@ -270,6 +272,7 @@ func (c *cluster) closeAll() {
 	}
 	wg.Wait()
 	for i, nd := range c.nodes {
+		nd.hub.Close()
 		nd.mux.Close()
 		c.closeEngine(i)
 	}

@@ -12,7 +12,7 @@ import (
 // Leadership and the leader's deadline timer, without a goroutine per group.
 //
 // raft tells a replica of its state changes through an observer on one channel shared by
-// every replica in the process (leaderHub), read by one goroutine; the replica's own
+// every replica of the node (LeadershipHub, Config.Leadership), read by one goroutine; the replica's own
 // duties then run on the goroutine that has cause for them: the hub's on a leadership
 // change, raft's FSM goroutine when an apply moves the next deadline, a short-lived
 // goroutine when the timer fires (it proposes fsm.Tick and waits for the answer) or
@@ -39,7 +39,7 @@ type leaderState struct {
 }
 
 // leadershipChanged reads raft's state and acts on a change of leadership: it runs for
-// every state change raft reports (leaderHub) and once after Open, so the state it reads
+// every state change raft reports (LeadershipHub) and once after Open, so the state it reads
 // last is raft's latest. A new term as leader counts as a change, even if no
 // observation in between said this replica was not leader.
 func (p *Partition) leadershipChanged() {
@@ -198,44 +198,60 @@ func (p *Partition) goTracked(f func()) {
 		p.startMu.Unlock()
 		return
 	}
-	p.wg.Add(1)
+	p.wg.Go(f)
 	p.startMu.Unlock()
-	go func() {
-		defer p.wg.Done()
-		f()
-	}()
 }
 
-// leaderHub delivers raft's state changes of every replica in the process on one
-// goroutine. Its observers block raft until the hub has read the observation (a
-// dropped one would leave a replica unaware it leads); the hub only calls
-// leadershipChanged, which never waits for raft. The goroutine runs while replicas are
-// registered.
-type leaderHub struct {
-	mu   sync.Mutex
-	by   map[*raft.Raft]*Partition // owner: mu
-	ch   chan raft.Observation
-	done chan struct{} // closed when the goroutine has ended
+// LeadershipHub delivers raft's state changes of the replicas that share it on one
+// goroutine: the node builds one and hands it to every replica it opens
+// (Config.Leadership), so a node's idle groups need no goroutine of their own. Its
+// observers block raft until the hub has read the observation (a dropped one would
+// leave a replica unaware it leads); the hub only calls leadershipChanged, which never
+// waits for raft.
+//
+// Goroutines: one, running while a replica is registered: the first replica to open
+// starts it, the last to close ends it and waits for it. Lock order: mu is a leaf
+// (leadershipChanged runs after it is released).
+type LeadershipHub struct {
+	mu  sync.Mutex
+	by  map[*raft.Raft]*Partition // owner: mu
+	ch  chan raft.Observation     // nil while no replica is registered (owner: mu)
+	run *sync.WaitGroup           // the running goroutine's (owner: mu)
 }
 
-var hub leaderHub
+// NewLeadershipHub returns a hub with no replica; its creator closes it after the
+// replicas it handed it to.
+func NewLeadershipHub() *LeadershipHub { return &LeadershipHub{} }
 
-// watchLeadership registers p's raft with the hub and reads its state once, for a change
+// Close waits for the hub's goroutine, which ends when the last replica using the hub
+// has closed: close them first.
+func (h *LeadershipHub) Close() {
+	h.mu.Lock()
+	wg := h.run
+	h.mu.Unlock()
+	if wg != nil {
+		wg.Wait()
+	}
+}
+
+// watchLeadership registers p's raft with its hub and reads its state once, for a change
 // before the observer was in place.
 func (p *Partition) watchLeadership() {
-	hub.mu.Lock()
-	if hub.by == nil {
-		hub.by = make(map[*raft.Raft]*Partition)
-		hub.ch = make(chan raft.Observation, 256)
-		hub.done = make(chan struct{})
-		go hub.run(hub.ch, hub.done)
+	h := p.hub
+	h.mu.Lock()
+	if h.by == nil {
+		h.by = make(map[*raft.Raft]*Partition)
+		h.ch = make(chan raft.Observation, 256)
+		h.run = new(sync.WaitGroup)
+		ch := h.ch
+		h.run.Go(func() { h.deliver(ch) })
 	}
-	hub.by[p.raft] = p
-	p.observer = raft.NewObserver(hub.ch, true, func(o *raft.Observation) bool {
+	h.by[p.raft] = p
+	p.observer = raft.NewObserver(h.ch, true, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.RaftState)
 		return ok
 	})
-	hub.mu.Unlock()
+	h.mu.Unlock()
 	p.raft.RegisterObserver(p.observer)
 	p.leadershipChanged()
 }
@@ -243,23 +259,23 @@ func (p *Partition) watchLeadership() {
 // unwatchLeadership ends what watchLeadership began, once p's raft has shut down.
 func (p *Partition) unwatchLeadership() {
 	p.raft.DeregisterObserver(p.observer)
-	hub.mu.Lock()
-	delete(hub.by, p.raft)
+	h := p.hub
+	h.mu.Lock()
+	delete(h.by, p.raft)
 	var ch chan raft.Observation
-	var done chan struct{}
-	if len(hub.by) == 0 && hub.ch != nil {
-		ch, done = hub.ch, hub.done
-		hub.by, hub.ch, hub.done = nil, nil, nil
+	var wg *sync.WaitGroup
+	if len(h.by) == 0 && h.ch != nil {
+		ch, wg = h.ch, h.run
+		h.by, h.ch, h.run = nil, nil, nil
 	}
-	hub.mu.Unlock()
+	h.mu.Unlock()
 	if ch != nil {
 		close(ch) // no registered raft is left to send on it
-		<-done
+		wg.Wait()
 	}
 }
 
-func (h *leaderHub) run(ch <-chan raft.Observation, done chan<- struct{}) {
-	defer close(done)
+func (h *LeadershipHub) deliver(ch <-chan raft.Observation) {
 	for o := range ch {
 		h.mu.Lock()
 		p := h.by[o.Raft]

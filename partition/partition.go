@@ -37,7 +37,8 @@ type Partition struct {
 	stopped     bool           // Close began: no proposer starts (owner: startMu)
 	lastNow     atomic.Int64   // the last time stamp the proposer put on an entry
 	ls          leaderState    // leadership and the deadline timer (leadership.go)
-	observer    *raft.Observer // raft's state changes, to the process's leaderHub
+	hub         *LeadershipHub // Config.Leadership, or one of the replica's own
+	observer    *raft.Observer // raft's state changes, to hub
 
 	ctr   counters    // for Metrics
 	avail signal      // woken after entries that may make messages or sessions available
@@ -158,9 +159,12 @@ func Open(cfg *Config) (*Partition, error) {
 			return fail(fmt.Errorf("partition: bootstrap: %w", err))
 		}
 		if pd, ok := p.trans.(peerDowner); ok && cfg.Peers[0].ID == cfg.NodeID && len(cfg.Peers) > 1 {
-			p.wg.Add(1)
-			go p.firstCampaign(pd)
+			p.wg.Go(func() { p.firstCampaign(pd) })
 		}
+	}
+	p.hub = cfg.Leadership
+	if p.hub == nil {
+		p.hub = NewLeadershipHub() // its goroutine ends in Close (unwatchLeadership)
 	}
 	p.watchLeadership()
 	return p, nil
@@ -250,7 +254,6 @@ type peerDowner interface {
 // the group's history on some replicas and not others. Peers that have not opened the
 // group yet are asked again a few times; then the heartbeat timeouts elect.
 func (p *Partition) firstCampaign(pd peerDowner) {
-	defer p.wg.Done()
 	pv, ok := p.trans.(raft.WithPreVote)
 	if !ok {
 		return

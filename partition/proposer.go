@@ -138,9 +138,8 @@ func (p *Partition) kickProposer() {
 		p.propRunning.Store(false)
 		return
 	}
-	p.wg.Add(1)
+	p.wg.Go(p.runProposer)
 	p.startMu.Unlock()
-	go p.runProposer()
 }
 
 // idle reports whether a worker whose flag is running may end: it clears the flag,
@@ -158,7 +157,6 @@ func idle(running *atomic.Bool, more func() bool) bool {
 // without waiting for the commit: the completer answers it. While MaxInflight entries
 // are in flight, proposals accumulate, so batches grow with load.
 func (p *Partition) runProposer() {
-	defer p.wg.Done()
 	var pending *proposal
 	for {
 		first := pending
@@ -267,8 +265,7 @@ func (p *Partition) runProposer() {
 		f := p.raft.Apply(data, 0)
 		p.inflightCh <- inflight{f: f, props: live, start: start}
 		if p.compRunning.CompareAndSwap(false, true) {
-			p.wg.Add(1) // the proposer's own count keeps the group's above zero
-			go p.runCompleter()
+			p.wg.Go(p.runCompleter) // the proposer's own count keeps the group's above zero
 		}
 	}
 }
@@ -276,7 +273,6 @@ func (p *Partition) runProposer() {
 // runCompleter answers submitted entries in log order, running while entries are in
 // flight (the proposer starts it).
 func (p *Partition) runCompleter() {
-	defer p.wg.Done()
 	for {
 		var in inflight
 		select {

@@ -3,7 +3,12 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -32,12 +37,20 @@ var depRules = append([]depRule{
 		"amqp knows nothing of Raft; it defines the Backend interface it needs (P9)"},
 	{"partition", []string{module + "/cluster", module + "/amqp"},
 		"dependencies point one way: fsm <- partition <- cluster"},
+	{"partition/transport", []string{module + "/fsm", exactly(module + "/partition"), module + "/cluster", module + "/amqp"},
+		"the transport carries bytes and raft's RPCs; it knows no entity, fsm or partition (P8)"},
 	{"cluster", []string{module + "/amqp"},
 		"cluster implements amqp.Backend structurally; cmd wires the two together"},
 	{"cluster/placement", []string{"os", "net", "time", "math/rand", "crypto/rand", "sync", "syscall"},
 		"placement is a pure choice over a View: no clock, I/O, randomness or goroutine (P8)"},
 	{"cluster/gossip", []string{module + "/fsm", module + "/partition", module + "/cluster/meta", "github.com/hashicorp/raft"},
 		"gossip only says who is alive and what they advertise; it knows no Raft group (P8)"},
+	{"cluster/meta", []string{"os", "net", module + "/partition", "github.com/hashicorp/"},
+		"the metadata state machine is pure like the fsm: its Raft group, disk and network are cluster/metagroup's (P1, P8)"},
+	{"cluster/admin", []string{module + "/partition", "github.com/hashicorp/"},
+		"the admin API speaks to the node through its Store and Cluster interfaces, never to Raft or a partition (P9)"},
+	{"cmd/internal/explorer", []string{module + "/amqp"},
+		"the explorer is a client of the broker (the SDK and go-amqp), never its AMQP server"},
 	{"cluster/metagroup", []string{module + "/partition", module + "/cluster/gossip", "github.com/hashicorp/memberlist"},
 		"the metadata group replicates cluster/meta over Raft; it knows neither the partition groups nor gossip (P8)"},
 	{"cluster/wire", []string{"reflect", "encoding/gob", "encoding/json", "net/rpc", module + "/amqp", module + "/cluster/meta",
@@ -99,9 +112,16 @@ func TestDependencyDirection(t *testing.T) {
 	}
 }
 
+// exactly makes a forbidden entry match that package alone, not those under it (a
+// parent may not forbid its own sub-packages).
+func exactly(path string) string { return path + "$" }
+
 // violates reports whether dependency dep breaks the forbidden entry f. A standard
 // library entry (no dot in its first element) counts only as a direct import.
 func violates(dep, f string, isDirect bool) bool {
+	if p, ok := strings.CutSuffix(f, "$"); ok {
+		return dep == p
+	}
 	if isStd(f) && !isDirect {
 		return false
 	}
@@ -137,6 +157,8 @@ func TestDependencyRuleCatchesViolation(t *testing.T) {
 		{module + "/clusterx", module + "/cluster", false, false},
 		{module + "/test/testutil", module + "/test/", false, true},
 		{"strings", "time", true, false},
+		{module + "/partition", exactly(module + "/partition"), false, true},
+		{module + "/partition/transport", exactly(module + "/partition"), false, false},
 	}
 	for path, std := range map[string]bool{"sort": true, "math/rand/v2": true, module + "/fsm": false, "github.com/hashicorp/raft": false} {
 		if isStd(path) != std {
@@ -168,4 +190,160 @@ func goList(t *testing.T, args ...string) []string {
 		}
 	}
 	return pkgs
+}
+
+// TestPackageDocsQuoteTheirRule keeps each package doc's "Imports:" paragraph and the
+// rule table in step (docs/principles.md P8):
+//   - a package whose doc.go has the paragraph has a row of its own (depRules or
+//     stdOnly), and a package with a row of its own has the paragraph;
+//   - the paragraph cites test/deps_test.go, says "standard library only" for a
+//     stdOnly package, and names every package of the module its own row forbids;
+//   - every package of the module it says is never imported ("never", "must not") is
+//     forbidden by a row that applies to it, or imports it (a cycle forbids it then).
+func TestPackageDocsQuoteTheirRule(t *testing.T) {
+	var rels []string
+	for _, pkg := range goList(t, "./...") {
+		rels = append(rels, strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/"))
+	}
+	own := map[string]bool{}
+	for _, r := range depRules {
+		if !isTestOnlyRule(r) {
+			own[r.pkgPrefix] = true
+		}
+	}
+	for p := range stdOnly {
+		own[p] = true
+	}
+	checked := 0
+	for _, rel := range rels {
+		para, hasDoc := importsParagraph(t, rel)
+		switch {
+		case !hasDoc && own[rel]:
+			t.Errorf("%s has a row in test/deps_test.go but its doc.go has no \"Imports:\" paragraph quoting it", rel)
+			continue
+		case !hasDoc:
+			continue
+		case !own[rel]:
+			t.Errorf("%s/doc.go says what it imports, but test/deps_test.go has no row of its own for it: add one", rel)
+			continue
+		}
+		checked++
+		if !strings.Contains(para, "test/deps_test.go") {
+			t.Errorf("%s/doc.go: the Imports paragraph does not cite test/deps_test.go: %q", rel, para)
+		}
+		if _, ok := stdOnly[rel]; ok && !strings.Contains(para, "standard library only") {
+			t.Errorf("%s/doc.go: the Imports paragraph does not say \"standard library only\", as stdOnly does: %q", rel, para)
+		}
+		words := docWords(para)
+		for _, r := range depRules {
+			if r.pkgPrefix != rel || isTestOnlyRule(r) {
+				continue
+			}
+			for _, f := range r.forbidden {
+				name, inModule := strings.CutPrefix(strings.TrimSuffix(f, "$"), module+"/")
+				if inModule && !words[name] {
+					t.Errorf("%s/doc.go: the Imports paragraph does not name %s, which its row forbids: %q", rel, name, para)
+				}
+			}
+		}
+		for _, never := range neverImported(para, rels) {
+			if forbiddenFor(rel, module+"/"+never) {
+				continue
+			}
+			if strings.HasPrefix(rel, never+"/") && contains(goList(t, "-deps", module+"/"+never), module+"/"+rel) {
+				continue // never imports rel: importing it would be a cycle
+			}
+			t.Errorf("%s/doc.go says it never imports %s, but no row of test/deps_test.go forbids it", rel, never)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no doc.go has an Imports paragraph: the check is stale")
+	}
+}
+
+func isTestOnlyRule(r depRule) bool {
+	return len(r.forbidden) == 1 && r.forbidden[0] == module+"/test/"
+}
+
+// forbiddenFor reports whether a row that applies to package rel forbids dep.
+func forbiddenFor(rel, dep string) bool {
+	for _, r := range depRules {
+		if rel != r.pkgPrefix && !strings.HasPrefix(rel, r.pkgPrefix+"/") {
+			continue
+		}
+		for _, f := range r.forbidden {
+			if violates(dep, f, true) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// importsParagraph returns the "Imports:" paragraph of rel's doc.go as one line, and
+// whether there is one.
+func importsParagraph(t *testing.T, rel string) (string, bool) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", rel, "doc.go"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var para []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		text, isComment := strings.CutPrefix(line, "//")
+		text = strings.TrimSpace(text)
+		if !in && isComment && strings.HasPrefix(text, "Imports:") {
+			in = true
+		}
+		if in {
+			if !isComment || text == "" {
+				break
+			}
+			para = append(para, text)
+		}
+	}
+	return strings.Join(para, " "), in
+}
+
+var docWordRE = regexp.MustCompile(`[a-z][a-z0-9_]*(?:/[a-z0-9_]+)*`)
+
+// docWords returns the path-like words of a paragraph.
+func docWords(para string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range docWordRE.FindAllString(para, -1) {
+		out[w] = true
+	}
+	return out
+}
+
+// neverImported returns the packages of the module (rels) named in the clause that
+// begins at the first "never" or "must not" of a paragraph and ends at a colon or at
+// the end of its sentence.
+func neverImported(para string, rels []string) []string {
+	low := strings.ToLower(para)
+	i := strings.Index(low, "never")
+	if j := strings.Index(low, "must not"); j >= 0 && (i < 0 || j < i) {
+		i = j
+	}
+	if i < 0 {
+		return nil
+	}
+	clause := para[i:]
+	if j := strings.IndexAny(clause, ":"); j >= 0 {
+		clause = clause[:j]
+	}
+	if j := strings.Index(clause, ". "); j >= 0 {
+		clause = clause[:j]
+	}
+	words := docWords(clause)
+	var out []string
+	for _, rel := range rels {
+		if words[rel] {
+			out = append(out, rel)
+		}
+	}
+	return out
 }

@@ -12,7 +12,9 @@
 // cluster/meta State under a mutex. Every request is authenticated with a Service Bus SAS
 // token (Authorization header) signed by a key with the Manage right.
 //
-// Imports: the standard library, cluster/meta and fsm/rule. Never amqp or partition.
+// Imports: the standard library, cluster/meta, fsm/rule and internal/sas. Never amqp,
+// partition or hashicorp/* (test/deps_test.go): it reaches the node only through its
+// Store and Cluster interfaces, which package cluster implements.
 //
 // Goroutines: none of its own; net/http calls ServeHTTP concurrently, and the handler
 // only reads its immutable Config, so it is safe for concurrent use as long as the Store

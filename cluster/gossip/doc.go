@@ -15,6 +15,6 @@
 //
 // Lock order: Gossip.mu is a leaf, never held while calling out.
 //
-// Imports: hashicorp/memberlist and the standard library; never a Raft group, fsm or
-// partition (test/deps_test.go).
+// Imports: hashicorp/memberlist and the standard library; never a Raft group
+// (hashicorp/raft), fsm, partition or cluster/meta (test/deps_test.go).
 package gossip

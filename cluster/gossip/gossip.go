@@ -355,9 +355,8 @@ func newTransport(bind *net.UDPAddr, layer Streams, advertise string) (*transpor
 	t := &transport{udp: udp, layer: layer, advIP: ip, advPort: port,
 		packetCh: make(chan *memberlist.Packet, 64), streamCh: make(chan net.Conn, 16),
 		closing: make(chan struct{})}
-	t.wg.Add(2)
-	go t.readPackets()
-	go t.acceptStreams()
+	t.wg.Go(t.readPackets)
+	t.wg.Go(t.acceptStreams)
 	return t, nil
 }
 
@@ -382,7 +381,6 @@ func resolveIP(host string) (net.IP, error) {
 }
 
 func (t *transport) readPackets() {
-	defer t.wg.Done()
 	buf := make([]byte, 65536)
 	for {
 		n, from, err := t.udp.ReadFrom(buf)
@@ -410,7 +408,6 @@ func (t *transport) readPackets() {
 }
 
 func (t *transport) acceptStreams() {
-	defer t.wg.Done()
 	for {
 		c, err := t.layer.Accept()
 		if err != nil {

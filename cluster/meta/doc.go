@@ -18,8 +18,9 @@
 // runs with (PartitionConfig), parses and formats the ISO 8601 durations Service Bus uses,
 // and loads the official emulator's Config.json (LoadEmulatorConfig).
 //
-// Imports: the standard library, fsm and fsm/rule value types. Never amqp, partition,
-// hashicorp/* or net/os: the Raft group wrapping State lives in package cluster.
+// Imports: the standard library but os and net, the value types of fsm and fsm/rule,
+// and internal/sas. Never amqp, partition or hashicorp/* (test/deps_test.go): the Raft
+// group wrapping State is cluster/metagroup's.
 //
 // Goroutines: none. State is not safe for concurrent use; its owner (the Raft apply loop)
 // serialises Apply and reads, or readers hold the owner's lock.

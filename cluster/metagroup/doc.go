@@ -20,5 +20,5 @@
 // call back into the group.
 //
 // Imports: cluster/meta (and through it fsm's value types), hashicorp/raft and
-// raft-boltdb; never partition or gossip (test/deps_test.go).
+// raft-boltdb; never partition or cluster/gossip (test/deps_test.go).
 package metagroup

@@ -206,8 +206,8 @@ func NewClient(conn net.Conn, ec ErrorCodec, wg *sync.WaitGroup, maxFrame int) *
 		maxFrame = DefaultMaxFrame
 	}
 	c := &Client{w: NewBatchWriter(conn, wg), maxFrame: maxFrame, ec: ec, pending: map[uint64]chan Response{}}
-	wg.Add(1)
-	go c.read(bufio.NewReaderSize(conn, 64<<10), wg)
+	r := bufio.NewReaderSize(conn, 64<<10)
+	wg.Go(func() { c.read(r) })
 	return c
 }
 
@@ -270,8 +270,7 @@ func (c *Client) fail(err error) {
 	}
 }
 
-func (c *Client) read(r *bufio.Reader, wg *sync.WaitGroup) {
-	defer wg.Done()
+func (c *Client) read(r *bufio.Reader) {
 	for {
 		kind, seq, code, body, err := readFrame(r, c.maxFrame)
 		if err == nil && kind != kindResponse {
@@ -319,9 +318,7 @@ func Serve(conn net.Conn, h Handler, ec ErrorCodec, wg *sync.WaitGroup, maxFrame
 		if kind != kindRequest {
 			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			out, err := h(Method(code), body)
 			_ = w.Append(func(b []byte) []byte { // a failed write closed conn
 				if err == nil {
@@ -332,7 +329,7 @@ func Serve(conn net.Conn, h Handler, ec ErrorCodec, wg *sync.WaitGroup, maxFrame
 				}
 				return b
 			})
-		}()
+		})
 	}
 }
 
@@ -354,8 +351,7 @@ type BatchWriter struct {
 // NewBatchWriter starts the connection's writing goroutine, tracked by wg; Close ends it.
 func NewBatchWriter(conn io.WriteCloser, wg *sync.WaitGroup) *BatchWriter {
 	w := &BatchWriter{conn: conn, wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	wg.Add(1)
-	go w.loop(wg)
+	wg.Go(w.loop)
 	return w
 }
 
@@ -397,8 +393,7 @@ func (w *BatchWriter) Flush() error {
 	return err
 }
 
-func (w *BatchWriter) loop(wg *sync.WaitGroup) {
-	defer wg.Done()
+func (w *BatchWriter) loop() {
 	var spare []byte
 	for {
 		select {

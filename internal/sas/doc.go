@@ -11,7 +11,9 @@
 // case-insensitively, and a token for a path covers every path below it on a
 // segment boundary ("q1" covers "q1/$management" but not "q10").
 //
-// The package is pure: stdlib only, no clock (callers pass now), no I/O, and
-// no goroutines. It imports nothing of the module, so amqp and cluster may both
-// use it (test/deps_test.go).
+// The package is pure: no clock (callers pass now), no I/O, and no goroutines.
+//
+// Imports: the standard library, without os or net/http. Never amqp, cluster, fsm or
+// partition (test/deps_test.go): it imports nothing of the module, so amqp and
+// cluster/admin may both use it.
 package sas

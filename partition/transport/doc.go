@@ -26,10 +26,22 @@
 // a probe tells a gone peer (refused, or no transport behind its port) from a slow one,
 // and the groups it led elect at once (GroupTransport.SetPeerDown).
 //
-// Imports: stdlib and hashicorp/raft (for the StreamLayer and ServerAddress types only).
-// It must not import fsm, partition, cluster or amqp.
+// Imports: the standard library, hashicorp/raft (the StreamLayer and Transport
+// interfaces and the RPC types Groups carries), go-msgpack (NetworkTransport's codec,
+// which Groups' frames use too) and go-hclog. It must not import fsm, partition,
+// cluster or amqp (test/deps_test.go).
 //
 // Goroutines: Mux runs one accept loop, plus one short-lived goroutine per incoming
-// connection while its header is read (bounded by Config.HandshakeTimeout). All are
-// tracked by a WaitGroup; Mux.Close stops the loop, closes every Layer and waits for them.
+// connection while its header is read (bounded by Config.HandshakeTimeout), all on
+// Mux.wg; Mux.Close stops the loop, closes every Layer and waits for them. Groups runs
+// two accept loops (connections, snapshots), per connection a reader, a writer and a
+// heartbeat loop, per pipeline its answer reader, one goroutine per incoming snapshot,
+// per incoming RPC that is not a heartbeat, and per probe of a failed peer, all on
+// Groups.wg through Groups.goTracked (or its Go), which Groups.Close waits for after
+// closing every group and connection. No raw go statement (test/walls_test.go) and no
+// package-level state: the frames' encoders are each Groups' own.
+//
+// Locks: Groups.mu guards the maps of groups, peers and connections; GroupTransport.mu
+// and conn.mu guard their own fields. Each is held for short sections, never while
+// waiting for a peer or a group's raft.
 package transport

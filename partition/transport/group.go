@@ -176,7 +176,7 @@ func (t *GroupTransport) sendSnapshot(addr raft.ServerAddress, args *raft.Instal
 	}
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(snapshotTimeout(t.g.cfg.Timeout, args.Size)))
-	f, err := requestFrame(0, t.id, rpcInstallSnapshot, args)
+	f, err := t.g.codec.requestFrame(0, t.id, rpcInstallSnapshot, args)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func (t *GroupTransport) sendSnapshot(addr raft.ServerAddress, args *raft.Instal
 	if h.kind != kindResponse {
 		return fmt.Errorf("transport: unexpected frame kind %d", h.kind)
 	}
-	return decodeResponse(h.typ, body, resp)
+	return t.g.codec.decodeResponse(h.typ, body, resp)
 }
 
 // EncodePeer implements raft.Transport as NetworkTransport does.

@@ -52,6 +52,7 @@ type Groups struct {
 	layer  *Layer // route 0: multiplexed connections
 	snaps  *Layer // route 1: one snapshot each
 	logger hclog.Logger
+	codec  *codecs // the frames' encoders and decoders, for reuse
 
 	mu     sync.Mutex
 	groups map[uint32]*GroupTransport       // owner: mu
@@ -175,7 +176,7 @@ func NewGroups(m *Mux, local raft.ServerAddress, cfg GroupsConfig) (*Groups, err
 		return nil, err
 	}
 	g := &Groups{
-		m: m, cfg: cfg, local: local, layer: layer, snaps: snaps, logger: cfg.Logger,
+		m: m, cfg: cfg, local: local, layer: layer, snaps: snaps, logger: cfg.Logger, codec: newCodecs(),
 		groups: map[uint32]*GroupTransport{},
 		peers:  map[raft.ServerAddress]*peer{},
 		legacy: map[raft.ServerAddress]time.Time{},
@@ -183,9 +184,8 @@ func NewGroups(m *Mux, local raft.ServerAddress, cfg GroupsConfig) (*Groups, err
 		done:   make(chan struct{}),
 	}
 	m.setFallback(TypeRaft, g.legacyLayer)
-	g.wg.Add(2)
-	go g.acceptLoop(layer, g.serveConn)
-	go g.acceptLoop(snaps, g.serveSnapshot)
+	g.wg.Go(func() { g.acceptLoop(layer, g.serveConn) })
+	g.wg.Go(func() { g.acceptLoop(snaps, g.serveSnapshot) })
 	return g, nil
 }
 
@@ -249,16 +249,11 @@ func (g *Groups) goTracked(f func()) bool {
 	if g.closed {
 		return false
 	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		f()
-	}()
+	g.wg.Go(f)
 	return true
 }
 
 func (g *Groups) acceptLoop(l *Layer, serve func(net.Conn)) {
-	defer g.wg.Done()
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -406,12 +401,8 @@ func (g *Groups) newConn(nc net.Conn, br *bufio.Reader) *conn {
 		return nil
 	}
 	g.conns[c] = struct{}{}
-	g.wg.Add(1)
+	g.wg.Go(c.writeLoop)
 	g.mu.Unlock()
-	go func() {
-		defer g.wg.Done()
-		c.writeLoop()
-	}()
 	return c
 }
 
@@ -458,14 +449,14 @@ func (g *Groups) serveConn(nc net.Conn) {
 			c.fail(fmt.Errorf("transport: unexpected frame kind %d", h.kind))
 			return
 		}
-		rpc, respCh, err := decodeRequest(h.typ, body, nil)
+		rpc, respCh, err := g.codec.decodeRequest(h.typ, body, nil)
 		if err != nil {
 			c.fail(err)
 			return
 		}
 		t := g.group(h.group)
 		if t == nil {
-			c.send(responseFrame(h.seq, h.group, nil, fmt.Errorf("%w %d", ErrUnknownGroup, h.group)), false)
+			c.send(g.codec.responseFrame(h.seq, h.group, nil, fmt.Errorf("%w %d", ErrUnknownGroup, h.group)), false)
 			continue
 		}
 		heartbeat := isHeartbeat(rpc.Command)
@@ -493,7 +484,7 @@ func (g *Groups) serveConn(nc net.Conn) {
 			if ok {
 				c.send(respond(h, t, respCh), heartbeat || isEmptyAppend(rpc.Command))
 			} else {
-				c.send(responseFrame(h.seq, h.group, nil, ErrClosed), false)
+				c.send(g.codec.responseFrame(h.seq, h.group, nil, ErrClosed), false)
 			}
 		}) {
 			return
@@ -505,9 +496,9 @@ func (g *Groups) serveConn(nc net.Conn) {
 func respond(h frameHead, t *GroupTransport, respCh chan raft.RPCResponse) []byte {
 	select {
 	case r := <-respCh:
-		return responseFrame(h.seq, h.group, r.Response, r.Error)
+		return t.g.codec.responseFrame(h.seq, h.group, r.Response, r.Error)
 	case <-t.closed:
-		return responseFrame(h.seq, h.group, nil, ErrClosed)
+		return t.g.codec.responseFrame(h.seq, h.group, nil, ErrClosed)
 	}
 }
 
@@ -521,7 +512,7 @@ func (g *Groups) serveSnapshot(nc net.Conn) {
 		return
 	}
 	req := new(raft.InstallSnapshotRequest)
-	if err := decode(body, req); err != nil {
+	if err := g.codec.decode(body, req); err != nil {
 		return
 	}
 	_ = nc.SetReadDeadline(time.Now().Add(snapshotTimeout(g.cfg.Timeout, req.Size)))
@@ -529,9 +520,9 @@ func (g *Groups) serveSnapshot(nc net.Conn) {
 	rpc := raft.RPC{Command: req, Reader: io.LimitReader(br, req.Size), RespChan: respCh}
 	var out []byte
 	if t := g.group(h.group); t == nil {
-		out = responseFrame(h.seq, h.group, nil, fmt.Errorf("%w %d", ErrUnknownGroup, h.group))
+		out = g.codec.responseFrame(h.seq, h.group, nil, fmt.Errorf("%w %d", ErrUnknownGroup, h.group))
 	} else if !t.deliver(rpc) {
-		out = responseFrame(h.seq, h.group, nil, ErrClosed)
+		out = g.codec.responseFrame(h.seq, h.group, nil, ErrClosed)
 	} else {
 		out = respond(h, t, respCh)
 	}
@@ -740,7 +731,7 @@ func (c *conn) readResponses() {
 		if cl == nil {
 			continue // its caller gave up
 		}
-		cl.err = decodeResponse(h.typ, body, cl.resp)
+		cl.err = c.g.codec.decodeResponse(h.typ, body, cl.resp)
 		close(cl.done)
 	}
 }
@@ -767,7 +758,7 @@ func (c *conn) start(group uint32, typ uint8, args, resp any) (*call, uint64, er
 	seq := c.seq
 	c.pending[seq] = cl
 	c.mu.Unlock()
-	f, err := requestFrame(seq, group, typ, args)
+	f, err := c.g.codec.requestFrame(seq, group, typ, args)
 	if err != nil {
 		c.forget(seq)
 		return nil, 0, err
@@ -866,19 +857,26 @@ type encoder struct {
 	enc *codec.Encoder
 }
 
-var (
-	encoders = sync.Pool{New: func() any {
-		e := &encoder{}
-		e.enc = codec.NewEncoder(&e.buf, encHandle)
-		return e
-	}}
-	decoders = sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, decHandle) }}
-)
+// codecs keeps the msgpack encoders and decoders of a Groups for reuse.
+type codecs struct {
+	encoders, decoders sync.Pool
+}
+
+func newCodecs() *codecs {
+	return &codecs{
+		encoders: sync.Pool{New: func() any {
+			e := &encoder{}
+			e.enc = codec.NewEncoder(&e.buf, encHandle)
+			return e
+		}},
+		decoders: sync.Pool{New: func() any { return codec.NewDecoderBytes(nil, decHandle) }},
+	}
+}
 
 // encodeFrame frames v, msgpack-encoded.
-func encodeFrame(kind byte, seq uint64, group uint32, typ uint8, v any) ([]byte, error) {
-	e := encoders.Get().(*encoder)
-	defer encoders.Put(e)
+func (cs *codecs) encodeFrame(kind byte, seq uint64, group uint32, typ uint8, v any) ([]byte, error) {
+	e := cs.encoders.Get().(*encoder)
+	defer cs.encoders.Put(e)
 	e.buf.Reset()
 	e.buf.Write(make([]byte, frameHeader))
 	e.enc.Reset(&e.buf)
@@ -890,21 +888,21 @@ func encodeFrame(kind byte, seq uint64, group uint32, typ uint8, v any) ([]byte,
 	return f, nil
 }
 
-func decode(body []byte, v any) error {
-	d := decoders.Get().(*codec.Decoder)
-	defer decoders.Put(d)
+func (cs *codecs) decode(body []byte, v any) error {
+	d := cs.decoders.Get().(*codec.Decoder)
+	defer cs.decoders.Put(d)
 	d.ResetBytes(body)
 	return d.Decode(v)
 }
 
-func requestFrame(seq uint64, group uint32, typ uint8, args any) ([]byte, error) {
-	return encodeFrame(kindRequest, seq, group, typ, args)
+func (cs *codecs) requestFrame(seq uint64, group uint32, typ uint8, args any) ([]byte, error) {
+	return cs.encodeFrame(kindRequest, seq, group, typ, args)
 }
 
 // responseFrame frames a group's answer: its error text, or the encoded response.
-func responseFrame(seq uint64, group uint32, resp any, rerr error) []byte {
+func (cs *codecs) responseFrame(seq uint64, group uint32, resp any, rerr error) []byte {
 	if rerr == nil {
-		f, err := encodeFrame(kindResponse, seq, group, 0, resp)
+		f, err := cs.encodeFrame(kindResponse, seq, group, 0, resp)
 		if err == nil {
 			return f
 		}
@@ -913,15 +911,15 @@ func responseFrame(seq uint64, group uint32, resp any, rerr error) []byte {
 	return frame(kindResponse, seq, group, 1, []byte(rerr.Error()))
 }
 
-func decodeResponse(status uint8, body []byte, resp any) error {
+func (cs *codecs) decodeResponse(status uint8, body []byte, resp any) error {
 	if status != 0 {
 		return errors.New(string(body))
 	}
-	return decode(body, resp)
+	return cs.decode(body, resp)
 }
 
 // decodeRequest makes the raft.RPC a request frame carries.
-func decodeRequest(typ uint8, body []byte, r io.Reader) (raft.RPC, chan raft.RPCResponse, error) {
+func (cs *codecs) decodeRequest(typ uint8, body []byte, r io.Reader) (raft.RPC, chan raft.RPCResponse, error) {
 	var cmd any
 	switch typ {
 	case rpcAppendEntries:
@@ -935,7 +933,7 @@ func decodeRequest(typ uint8, body []byte, r io.Reader) (raft.RPC, chan raft.RPC
 	default:
 		return raft.RPC{}, nil, fmt.Errorf("transport: unknown rpc type %d", typ)
 	}
-	if err := decode(body, cmd); err != nil {
+	if err := cs.decode(body, cmd); err != nil {
 		return raft.RPC{}, nil, err
 	}
 	respCh := make(chan raft.RPCResponse, 1)

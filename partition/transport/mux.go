@@ -109,8 +109,7 @@ func New(ln net.Listener, cfg *Config) (*Mux, error) {
 		return nil, err
 	}
 	m := &Mux{ln: ln, cfg: *c, layers: make(map[route]*Layer), fallback: map[Type]func(uint32) *Layer{}, done: make(chan struct{})}
-	m.wg.Add(1)
-	go m.acceptLoop()
+	m.wg.Go(m.acceptLoop)
 	return m, nil
 }
 
@@ -182,7 +181,6 @@ func (m *Mux) Close() error {
 }
 
 func (m *Mux) acceptLoop() {
-	defer m.wg.Done()
 	var delay time.Duration
 	for {
 		c, err := m.ln.Accept()
@@ -205,14 +203,12 @@ func (m *Mux) acceptLoop() {
 			continue
 		}
 		delay = 0
-		m.wg.Add(1)
-		go m.handshake(c)
+		m.wg.Go(func() { m.handshake(c) })
 	}
 }
 
 // handshake reads the header of one incoming connection and hands it to its Layer.
 func (m *Mux) handshake(c net.Conn) {
-	defer m.wg.Done()
 	var hdr [headerLen]byte
 	_ = c.SetReadDeadline(time.Now().Add(m.cfg.HandshakeTimeout))
 	if m.cfg.TLS != nil {

@@ -21,4 +21,7 @@
 //
 // Goroutines: none. Each call writes one command and reads its answer, with a deadline,
 // under the FS's lock.
+//
+// Imports: the standard library only (test/deps_test.go): it runs test/lazyfs, a module
+// of its own, as a process, so that go-fuse stays out of the product's go.mod.
 package lazyfsctl

@@ -25,9 +25,12 @@
 // list reads through Config.Sessions, which cmd implements over the node: AMQP offers
 // no way to read a session's state without taking its lock from a consumer.
 //
-// Imports: the standard library, azservicebus and go-amqp (for error conditions), and
-// Prometheus's metric types (client_model) for the rates view, which Config.Metrics gathers.
-// Never cluster or amqp: cmd wires it.
+// Imports: the standard library, azservicebus and go-amqp (for error conditions),
+// Prometheus's metric types (client_model) for the rates view, which Config.Metrics
+// gathers, its siblings cmd/internal/batchdelete, msgstate and redrive, and, in
+// NodeSessions alone (the Config.Sessions cmd hands it), cluster's Router, with
+// cluster/meta and fsm for their errors. Never amqp (test/deps_test.go): it is a client
+// of the broker, and cmd wires it.
 //
 // Goroutines: none of its own. net/http calls ServeHTTP concurrently; a long redrive
 // or purge runs on its request's goroutine and streams its progress as NDJSON. It stops
