@@ -86,8 +86,9 @@ func evenShares(t *testing.T, via *harness.Node, nodes []string, replicas int) e
 // Scale out and in under SDK load. Three nodes (--replicas 3) hold a partitioned queue
 // (four groups) and two queues; two nodes join: replicas move onto them (each copied as
 // a non-voter, promoted, and only then the old one removed) and leaderships follow,
-// until every node holds within 20 % of an even share of both, as the partitions and
-// `qbctl cluster rebalance status` show. Then two nodes are drained and removed: `qbctl
+// two groups at a time (quorumbus_rebalance_moves_in_progress), until every node holds
+// within 20 % of an even share of both, as the partitions and `qbctl cluster rebalance
+// status` show. Then two nodes are drained and removed: `qbctl
 // node remove` returns only once no group counts the node, so stopping it at once keeps
 // every group whole. Every send the SDK acknowledged, in both phases, is received and
 // completed.
@@ -143,6 +144,9 @@ func TestScaleOutAndInUnderLoad(t *testing.T) {
 	began := time.Now()
 	c.AddNode(t)
 	c.AddNode(t)
+	// The metadata leader moves --rebalance-moves (2 by default) groups at a time, and
+	// says so.
+	c.WaitFor(t, 30*time.Second, func() error { return gauge(c.Nodes, "quorumbus_rebalance_moves_in_progress", "2") })
 	five := []string{"n1", "n2", "n3", "n4", "n5"}
 	c.WaitFor(t, 90*time.Second, func() error { return evenShares(t, c.Nodes[0], five, 3) })
 	t.Logf("3 -> 5: replicas and leaders even %v after the nodes joined", time.Since(began).Round(time.Millisecond))
