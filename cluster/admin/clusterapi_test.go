@@ -350,7 +350,7 @@ func (f *rebalancingCluster) RebalanceStatus(context.Context) (admin.RebalanceSt
 		return admin.RebalanceStatus{}, err
 	}
 	return admin.RebalanceStatus{NodeID: "n2", MaxMoves: 2, Moves: []admin.RebalanceMove{},
-		Nodes: []admin.RebalanceNode{{ID: "n1", State: "up", Replicas: 3, Leading: 1, ReplicasEven: true, LeadingEven: true}},
+		Nodes:        []admin.RebalanceNode{{ID: "n1", State: "up", Replicas: 3, Leading: 1, ReplicasEven: true, LeadingEven: true}},
 		EvenReplicas: 3, EvenLeading: 1, Balanced: true, Done: true}, nil
 }
 
