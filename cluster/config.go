@@ -124,6 +124,12 @@ type Config struct {
 	// re-places its replicas on other nodes. The node itself is never removed
 	// automatically (qbctl node remove does it).
 	DeadNodeGrace time.Duration
+	// RebalanceMoves bounds how many partition groups the metadata leader moves a
+	// replica of at once, to spread the replicas evenly over the nodes (rebalance.go)
+	// or over zones (zones.go): each move copies a group's state to a new node. 0 turns
+	// these automatic moves off; re-placing a dead or removed node's replicas and
+	// raising under-replicated groups are not bounded by it.
+	RebalanceMoves int
 
 	// DefaultKeyName and DefaultKey create the namespace's first shared access key
 	// (rights Manage, Send, Listen) when the namespace has none. An empty DefaultKey is
@@ -204,6 +210,9 @@ const DefaultReadyTimeout = time.Second
 // may take, as a client waits for its answer.
 const DefaultServeWait = 20 * time.Second
 
+// DefaultRebalanceMoves is Config.RebalanceMoves by default.
+const DefaultRebalanceMoves = 2
+
 // DefaultConfig is a single node on loopback.
 func DefaultConfig() Config {
 	return Config{
@@ -214,6 +223,7 @@ func DefaultConfig() Config {
 		BootstrapExpect: 1,
 		Replicas:        3,
 		DeadNodeGrace:   10 * time.Minute,
+		RebalanceMoves:  DefaultRebalanceMoves,
 		Raft:            DefaultRaftTiming(),
 	}
 }
@@ -223,6 +233,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("cluster: NodeID is empty"))
+	}
+	if c.RebalanceMoves < 0 {
+		errs = append(errs, fmt.Errorf("cluster: RebalanceMoves %d: want 0 (off) or more", c.RebalanceMoves))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("cluster: DataDir is empty"))

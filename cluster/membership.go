@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -47,7 +48,8 @@ func register(ctx context.Context, g *metagroup.Group, m gossip.Meta) error {
 // grows the metadata group (non-voters first, promoted once caught up) up to
 // maxMetaVoters voters (spread over zones: swapMetaVoter), re-places the replicas of
 // nodes dead past their grace period, raises under-replicated groups (replication.go),
-// moves replicas into zones their groups lack (zones.go), deletes entities idle for
+// moves replicas into zones their groups lack (zones.go) and onto nodes holding fewer
+// than an even share (rebalance.go), deletes entities idle for
 // their AutoDeleteOnIdle (idle.go) and balances partition leadership.
 type steward struct {
 	n *Node
@@ -56,6 +58,10 @@ type steward struct {
 	// gossip, and placement must not put replicas back on it; owner: removedMu.
 	removedMu sync.Mutex
 	removed   map[string]string
+	// moves is how many groups spreadZones and rebalance are moving a replica of, as of
+	// the last round (0 off the metadata leader), for quorumbus_rebalance_moves_in_progress;
+	// written by run only.
+	moves atomic.Int64
 }
 
 func newSteward(n *Node) *steward { return &steward{n: n, removed: map[string]string{}} }
@@ -67,7 +73,7 @@ func (st *steward) run(ctx context.Context) {
 	t := time.NewTicker(reconcileInterval)
 	defer t.Stop()
 	deadSince := map[string]time.Time{} // registered nodes gossip does not see, since when
-	moving := map[uint32]zoneMove{}     // groups spreadZones moves (zones.go)
+	moving := map[uint32]replicaMove{}  // groups spreadZones and rebalance move (rebalance.go)
 	round := 0
 	for {
 		select {
@@ -76,13 +82,18 @@ func (st *steward) run(ctx context.Context) {
 		case <-t.C:
 		}
 		if !n.meta.IsLeader() {
+			clear(moving) // the new leader keeps its own record
+			st.moves.Store(0)
 			continue
 		}
 		pass, cancel := context.WithTimeout(ctx, 10*time.Second)
 		st.reconcileMeta(pass)
 		st.replaceDead(pass, deadSince)
 		st.raiseReplicas(pass)
+		st.finishMoves(pass, moving)
 		st.spreadZones(pass, moving)
+		st.rebalance(pass, moving)
+		st.moves.Store(int64(len(moving)))
 		st.deleteIdle(pass)
 		if round++; round%5 == 0 {
 			st.balanceLeaders(pass)

@@ -149,6 +149,7 @@ var (
 	descBodySpills  = prometheus.NewDesc("quorumbus_bodies_spilled_total", "Message bodies written to disk.", nil, nil)
 	descBodyReads   = prometheus.NewDesc("quorumbus_bodies_read_total", "Message bodies read back from disk (deliveries, peeks, snapshots).", nil, nil)
 	descBodyRefused = prometheus.NewDesc("quorumbus_bodies_refused_sends_total", "Sends refused with a quota error because both body budgets were full.", nil, nil)
+	descMoves       = prometheus.NewDesc("quorumbus_rebalance_moves_in_progress", "On the metadata leader, partition groups it is moving a replica of (toward an even share of replicas per node, or into a zone the group lacks), at most --rebalance-moves; 0 on other nodes.", nil, nil)
 	descReady       = prometheus.NewDesc("quorumbus_node_ready", "1 when /readyz answers 200 (Node.CaughtUp, docs/operations.md § What readiness means).", nil, nil)
 )
 
@@ -163,7 +164,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		descOldest, descIncoming, descOutgoing, descCompleted, descAbandoned, descDLed, descExpired,
 		descIsLeader, descTerm, descLastIndex, descCommitIndex, descApplied, descContact, descQuiet, descProposals,
 		descEntries, descSnapshots, descSnapSecs, descSnapBytes, descUnderRep,
-		descMetaLeader, descMetaHas, descMetaApply, descMembers, descHealth, descReplicas, descReady,
+		descMetaLeader, descMetaHas, descMetaApply, descMembers, descHealth, descReplicas, descReady, descMoves,
 		descBodyMem, descBodyMemMax, descBodyLive, descBodyDiskMax, descBodyFiles, descBodySegs, descBodySpills,
 		descBodyReads, descBodyRefused} {
 		ch <- d
@@ -292,6 +293,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	gauge(descReady, b2f(n.CaughtUp(ctx) == nil))
+	gauge(descMoves, float64(n.steward.moves.Load()))
 	if n.bodies != nil {
 		st := n.bodies.Stats()
 		gauge(descBodyMem, float64(st.MemoryBytes))

@@ -124,6 +124,9 @@ func TestMetricsPerEntityAndPartition(t *testing.T) {
 	if v, err := sample(reg, "quorumbus_node_ready"); err != nil || v != 1 {
 		t.Errorf("ready %v (%v)", v, err)
 	}
+	if v, err := sample(reg, "quorumbus_rebalance_moves_in_progress"); err != nil || v != 0 {
+		t.Errorf("rebalance moves %v (%v), want 0 on a single node", v, err)
+	}
 	if v, err := sample(reg, "quorumbus_cluster_members", "state", "alive"); err != nil || v != 1 {
 		t.Errorf("alive members %v (%v)", v, err)
 	}

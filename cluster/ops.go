@@ -441,8 +441,10 @@ func (o *Ops) transferOn(ctx context.Context, leader string, groupID uint32, to 
 
 // RemoveNode implements admin.Cluster: the node's replicas are placed on other nodes
 // (each group's leader then adds the new replica, promotes it once caught up and only
-// then removes the old one), and the node leaves the metadata group and its record is
-// deleted. It runs on the metadata leader.
+// then removes the old one), RemoveNode waits until no group counts the node any more
+// (awaitMovedOff), and the node leaves the metadata group and its record is deleted. It
+// runs on the metadata leader. It refuses a node holding the last replica of a group
+// that no other node can take (replaceNode).
 func (o *Ops) RemoveNode(ctx context.Context, id string) error {
 	if _, err := o.knownNode(ctx, id); err != nil {
 		return err
@@ -466,6 +468,11 @@ func (o *Ops) RemoveNode(ctx context.Context, id string) error {
 		o.n.steward.unmarkRemoved(id)
 		return err
 	}
+	// Still marked removed when this fails: placement leaves the node alone, and the
+	// operator runs the command again.
+	if err := o.awaitMovedOff(ctx, id); err != nil {
+		return err
+	}
 	o.waitApplied(ctx, id, o.n.meta.AppliedIndex())
 	if err := o.n.meta.RemoveServer(id, timeLeft(ctx)); err != nil {
 		o.n.steward.unmarkRemoved(id)
@@ -475,6 +482,50 @@ func (o *Ops) RemoveNode(ctx context.Context, id string) error {
 		return err
 	}
 	return nil
+}
+
+// removeMoveWait bounds how long RemoveNode waits for the groups of the node it removes
+// to have their replicas elsewhere: below the admin API's default write timeout
+// (--http-write-timeout, 1m), so that the answer reaches the operator. A call forwarded
+// from another node waits at most as long as its own deadline (30 s when it has none).
+const removeMoveWait = 40 * time.Second
+
+// awaitMovedOff waits until no partition group, as its leader reports its membership,
+// still counts node id (its replicas were re-placed: each group's leader adds the new
+// replica, promotes it once caught up, and only then removes id), so that stopping the
+// node afterwards loses nothing and costs no group its quorum. A node gossip does not
+// see alive is not waited for: its groups drop it as they can (a group whose only
+// replica it held has lost its data already). It fails with admin.ErrUnavailable, naming
+// the groups, when ctx or removeMoveWait ends first.
+func (o *Ops) awaitMovedOff(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, removeMoveWait)
+	defer cancel()
+	for {
+		if m, ok := o.n.gossip.Member(id); !ok || m.State != "alive" {
+			return nil
+		}
+		var held []uint32
+		for _, gs := range o.groupsEverywhere(ctx) {
+			for _, g := range gs {
+				if g.IsLeader && g.Group != metagroup.ID &&
+					slices.ContainsFunc(g.Servers, func(s ServerInfo) bool { return s.ID == id }) {
+					held = append(held, g.Group)
+				}
+			}
+		}
+		if len(held) == 0 {
+			return nil
+		}
+		slices.Sort(held)
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: node %q still holds replicas of %d partition group(s) %v while they are copied to other nodes; "+
+				"run the remove again (it goes on where it stopped) and stop the node only once it succeeded", admin.ErrUnavailable, id, len(held), held)
+		case <-t.C: // polling the groups' membership: nothing signals it
+		}
+	}
 }
 
 // removedCatchUp bounds how long RemoveNode waits for the removed node to apply its

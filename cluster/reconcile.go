@@ -147,9 +147,13 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 	rc.n.mu.RLock()
 	var gone []*replica
 	var lead []*replica
+	var leaving []*replica // groups led here that are placed elsewhere now
 	for id, r := range rc.n.parts {
 		if _, ok := want[id]; !ok {
 			gone = append(gone, r)
+			if _, placed := groups[id]; placed && r.p.IsLeader() {
+				leaving = append(leaving, r)
+			}
 			continue
 		}
 		if r.p.IsLeader() {
@@ -190,6 +194,16 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 				continue
 			}
 		}
+		if !rc.reconcileMembers(ctx, r, groups[r.cfg.GroupID]) {
+			converged = false
+		}
+	}
+	// A group whose placement dropped this node while it leads (a replica moved away by
+	// qbctl node remove, rebalancing or a zone move): this leader moves the group on
+	// like any other, adding and promoting the new replica, and hands its leadership
+	// over last (reconcileMembers, step 3); nothing else would, since no other replica
+	// leads it.
+	for _, r := range leaving {
 		if !rc.reconcileMembers(ctx, r, groups[r.cfg.GroupID]) {
 			converged = false
 		}

@@ -16,43 +16,18 @@ import (
 // them by a node of a zone holding none (placement.Spread), through the same
 // add-then-remove steps as any placement change (reconcileMembers: the new replica
 // joins as a non-voter, is promoted once caught up, and only then is the dropped one
-// removed), so the group never has fewer voters than before. At most maxZoneMoves
-// groups move at a time.
+// removed), so the group never has fewer voters than before. At most
+// Config.RebalanceMoves groups move at a time, these moves and rebalance's together
+// (rebalance.go).
 
-// maxZoneMoves bounds how many groups spreadZones moves at once: each move copies the
-// group's state to a new node.
-const maxZoneMoves = 2
-
-// zoneMoveTimeout is how long spreadZones counts a move as under way when it does not
-// finish (the new node went down, say); past it, another group may move.
-const zoneMoveTimeout = 2 * time.Minute
-
-// zoneMove is a replica spreadZones moves: the group's replica on drop is replaced by
-// one on add.
-type zoneMove struct {
-	drop, add string
-	since     time.Time
-}
-
-// spreadZones (on the metadata leader, each steward round) forgets the moves that
-// finished (the new node votes in the group and the dropped one is gone from it, as the
-// new node sees the group) or ran out of time, then starts moves for as many groups as
-// maxZoneMoves leaves room for: only groups with all their replicas placed and alive,
-// one SetPlacement per entity. moving is the run loop's record of the moves under way.
-func (st *steward) spreadZones(ctx context.Context, moving map[uint32]zoneMove) {
+// spreadZones (on the metadata leader, each steward round) starts moves for as many
+// groups as the moves under way (moving, the run loop's record, rebalance.go) leave
+// room for under Config.RebalanceMoves: only groups with all their replicas placed and
+// alive, one SetPlacement per entity.
+func (st *steward) spreadZones(ctx context.Context, moving map[uint32]replicaMove) {
 	n := st.n
-	for g, m := range moving {
-		if time.Since(m.since) > zoneMoveTimeout {
-			n.log.Warn("zone spread: a move did not finish in time", "group", g, "from", m.drop, "to", m.add)
-			delete(moving, g)
-			continue
-		}
-		if zoneMoveDone(ctx, n, g, m) {
-			n.log.Info("zone spread: moved a replica", "group", g, "from", m.drop, "to", m.add)
-			delete(moving, g)
-		}
-	}
-	if len(moving) >= maxZoneMoves {
+	limit := n.cfg.RebalanceMoves
+	if len(moving) >= limit {
 		return
 	}
 	cands := st.candidates()
@@ -79,7 +54,7 @@ func (st *steward) spreadZones(ctx context.Context, moving map[uint32]zoneMove) 
 		var reps [][]string // copied only for an entity that changes
 		var started []uint32
 		for i, p := range pl.Partitions {
-			if len(moving)+len(started) >= maxZoneMoves {
+			if len(moving)+len(started) >= limit {
 				break
 			}
 			if _, busy := moving[p.GroupID]; busy || p.GroupID == 0 || len(p.Replicas) < want {
@@ -97,7 +72,7 @@ func (st *steward) spreadZones(ctx context.Context, moving map[uint32]zoneMove) 
 			}
 			k := slices.Index(reps[i], drop)
 			reps[i] = append(slices.Delete(reps[i], k, k+1), add)
-			moving[p.GroupID] = zoneMove{drop: drop, add: add, since: time.Now()}
+			moving[p.GroupID] = replicaMove{drop: drop, add: add, why: "zone spread", since: time.Now()}
 			started = append(started, p.GroupID)
 		}
 		if reps == nil {
@@ -111,25 +86,8 @@ func (st *steward) spreadZones(ctx context.Context, moving map[uint32]zoneMove) 
 			return
 		}
 		n.log.Info("zone spread: moving replicas into zones their groups lack", "entity", pl.Entity, "replicas", reps)
-		if len(moving) >= maxZoneMoves {
+		if len(moving) >= limit {
 			return
 		}
 	}
-}
-
-// zoneMoveDone reports whether group g, as node m.add sees it, counts m.add as a voter
-// and m.drop no more.
-func zoneMoveDone(ctx context.Context, n *Node, g uint32, m zoneMove) bool {
-	st, err := n.peerStatus(ctx, m.add, g)
-	if err != nil {
-		return false
-	}
-	added := false
-	for _, s := range st.Servers {
-		if s.ID == m.drop {
-			return false
-		}
-		added = added || (s.ID == m.add && s.Voter)
-	}
-	return added
 }

@@ -98,3 +98,55 @@ func WantDigests(ctx context.Context) bool {
 	v, _ := ctx.Value(digestsKey{}).(bool)
 	return v
 }
+
+// Rebalancer is the optional part of Cluster that reports replica rebalancing, served
+// as GET /$cluster/rebalance (qbctl cluster rebalance status).
+type Rebalancer interface {
+	RebalanceStatus(ctx context.Context) (RebalanceStatus, error)
+}
+
+// RebalanceStatus is GET /$cluster/rebalance: the replica moves under way and how far
+// each node is from an even share of the replicas and of the leaderships.
+type RebalanceStatus struct {
+	NodeID string `json:"nodeId"` // the node that answered
+	// MaxMoves is --rebalance-moves on the node that answered: how many groups the
+	// metadata leader moves a replica of at once (0: no automatic moves).
+	MaxMoves int `json:"maxMoves"`
+	// Moves are the groups whose membership (as their leader reports it) differs from
+	// their placement: a replica joining, catching up as a non-voter, or leaving.
+	Moves []RebalanceMove `json:"moves"`
+	Nodes []RebalanceNode `json:"nodes"`
+	// EvenReplicas and EvenLeading are the even shares: the replicas placed on, and the
+	// groups led by, the nodes that are up and not draining, over their number.
+	EvenReplicas float64 `json:"evenReplicas"`
+	EvenLeading  float64 `json:"evenLeading"`
+	// Balanced: every node up and not draining holds replicas and leads groups within
+	// 20 % (at least one) of the even shares. Done: balanced and no move under way.
+	Balanced bool `json:"balanced"`
+	Done     bool `json:"done"`
+}
+
+// RebalanceMove is a partition group whose membership is changing.
+type RebalanceMove struct {
+	Entity     string   `json:"entity"`
+	Index      int      `json:"index"`
+	GroupID    uint32   `json:"groupId"`
+	Joining    []string `json:"joining,omitempty"`    // placed, not in the group yet
+	CatchingUp []string `json:"catchingUp,omitempty"` // placed, in the group as a non-voter
+	Leaving    []string `json:"leaving,omitempty"`    // in the group, no longer placed
+}
+
+// RebalanceNode is one registered node's share.
+type RebalanceNode struct {
+	ID   string `json:"id"`
+	Zone string `json:"zone,omitempty"`
+	// State: "up", "draining" or "down" (gossip does not see it alive, or it did not
+	// answer); only nodes that are up count toward the even shares.
+	State    string `json:"state"`
+	Replicas int    `json:"replicas"` // partition replicas placed on it
+	Leading  int    `json:"leading"`  // partition groups it leads
+	// ReplicasEven and LeadingEven: within 20 % (at least one) of the even share; set
+	// only for a node that is up.
+	ReplicasEven bool `json:"replicasEven"`
+	LeadingEven  bool `json:"leadingEven"`
+}

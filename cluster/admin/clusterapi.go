@@ -21,6 +21,7 @@ import (
 //	POST   /$cluster/nodes/{id}/undrain                      204
 //	DELETE /$cluster/nodes/{id}                              204
 //	POST   /$cluster/partitions/{groupId}/transfer-leader    204 (?to=NODE, optional)
+//	GET    /$cluster/rebalance                               RebalanceStatus
 //
 // It is authorized like the rest of the API (a SAS token with the Manage right), and
 // answers errors as a JSON ClusterError rather than Service Bus XML: its only clients
@@ -127,6 +128,20 @@ func (h *Handler) clusterRequest(w http.ResponseWriter, r *http.Request) error {
 			ps = []PartitionStatus{}
 		}
 		writeJSON(w, http.StatusOK, ps)
+		return nil
+	case len(segs) == 1 && segs[0] == "rebalance":
+		if err := allow(http.MethodGet); err != nil {
+			return err
+		}
+		rb, ok := c.(Rebalancer)
+		if !ok {
+			return errorf(http.StatusNotFound, "this node does not report rebalancing")
+		}
+		st, err := rb.RebalanceStatus(ctx)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, st)
 		return nil
 	case len(segs) == 3 && segs[0] == "nodes" && segs[1] != "" && segs[2] == "drain":
 		if err := allow(http.MethodPost); err != nil {

@@ -341,3 +341,41 @@ func TestClusterAPIErrorsAndNoCluster(t *testing.T) {
 		t.Fatalf("$namespaceinfo: %d", resp.StatusCode)
 	}
 }
+
+// rebalancingCluster is fakeCluster reporting replica rebalancing.
+type rebalancingCluster struct{ fakeCluster }
+
+func (f *rebalancingCluster) RebalanceStatus(context.Context) (admin.RebalanceStatus, error) {
+	if err := f.record("rebalance"); err != nil {
+		return admin.RebalanceStatus{}, err
+	}
+	return admin.RebalanceStatus{NodeID: "n2", MaxMoves: 2, Moves: []admin.RebalanceMove{},
+		Nodes:        []admin.RebalanceNode{{ID: "n1", State: "up", Replicas: 3, Leading: 1, ReplicasEven: true, LeadingEven: true}},
+		EvenReplicas: 3, EvenLeading: 1, Balanced: true, Done: true}, nil
+}
+
+// GET /$cluster/rebalance answers the Rebalancer's status as JSON (moves an array even
+// when nothing moves); another method is 405 naming GET, and a cluster that does not
+// report rebalancing is 404 with a sentence.
+func TestClusterRebalanceJSON(t *testing.T) {
+	srv := newClusterServer(t, &rebalancingCluster{})
+	r := clusterDo(t, srv, http.MethodGet, "/$cluster/rebalance", rootName, rootKey)
+	if r.code != 200 {
+		t.Fatalf("rebalance: %d %s", r.code, r.body)
+	}
+	for _, k := range []string{`"nodeId": "n2"`, `"maxMoves": 2`, `"moves": []`, `"replicasEven": true`, `"evenReplicas": 3`, `"done": true`} {
+		if !strings.Contains(r.body, k) {
+			t.Errorf("rebalance body lacks %s:\n%s", k, r.body)
+		}
+	}
+	if r := clusterDo(t, srv, http.MethodPost, "/$cluster/rebalance", rootName, rootKey); r.code != 405 || r.header.Get("Allow") != "GET" {
+		t.Errorf("POST rebalance: %d Allow %q %s", r.code, r.header.Get("Allow"), r.body)
+	}
+	if r := clusterDo(t, srv, http.MethodGet, "/$cluster/rebalance", "listener", "listen-key"); r.code != 401 {
+		t.Errorf("rebalance with a Listen key: %d %s", r.code, r.body)
+	}
+	plain := newClusterServer(t, &fakeCluster{})
+	if r := clusterDo(t, plain, http.MethodGet, "/$cluster/rebalance", rootName, rootKey); r.code != 404 || !strings.Contains(r.body, "does not report rebalancing") {
+		t.Errorf("rebalance on a cluster without it: %d %s", r.code, r.body)
+	}
+}

@@ -18,8 +18,10 @@
 // Spread chooses the move that repairs a group placed in fewer zones than the live nodes
 // allow (one replica of a zone holding two replaced by a node of a zone holding none);
 // SwapVoters the metadata voter to promote and the one to demote so that the metadata
-// voters spread over zones. Package cluster applies both through its add-then-remove
-// membership steps.
+// voters spread over zones. Rebalance chooses a replica move from the most loaded node
+// to the least loaded one while some node holds a share of the replicas more than 20 %
+// (Slack) off even (Balanced), as when nodes join a running cluster. Package cluster
+// applies them through its add-then-remove membership steps.
 //
 // Imports: the standard library only (test/deps_test.go).
 package placement

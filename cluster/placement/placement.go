@@ -1,6 +1,9 @@
 package placement
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // Node is a live node a replica may be placed on.
 type Node struct {
@@ -237,4 +240,120 @@ func SwapVoters(voters, cands []string, leader string, zoneOf map[string]string)
 		}
 	}
 	return promote, demote, demote != ""
+}
+
+// Group is one partition group as Rebalance sees it: its ID and replicas (the first
+// the preferred leader).
+type Group struct {
+	ID       uint32
+	Replicas []string
+}
+
+// Balanced reports whether every node of view that is not draining holds a share of
+// the replicas within slack of even, Slack(even): the replicas on those nodes (their
+// Load) over their number. A view with fewer than two such nodes is balanced.
+func Balanced(view View) bool {
+	up, total := 0, 0
+	for _, c := range view {
+		if !c.Draining {
+			up++
+			total += c.Load
+		}
+	}
+	if up < 2 {
+		return true
+	}
+	even := float64(total) / float64(up)
+	slack := Slack(even)
+	for _, c := range view {
+		if !c.Draining && (float64(c.Load) > even+slack || float64(c.Load) < even-slack) {
+			return false
+		}
+	}
+	return true
+}
+
+// Slack is how far from an even share (of replicas or of leaderships) a node may be
+// and still count as balanced: 20 % of it, at least one.
+func Slack(even float64) float64 { return max(1, 0.2*even) }
+
+// Rebalance chooses one replica move toward an even spread of replicas over the nodes
+// of view (their Load, which the caller counts over every placed group): while the view
+// is not Balanced, a replica of group groups[g] on the most loaded node (drop) is
+// replaced by the least loaded node outside the group (add), their loads differing by
+// at least two, so each move lowers the sum of the squared loads and repeated moves
+// end. It reports ok false when the view is Balanced or no group can move.
+//
+// Only a group whose replicas (at least want of them) are all in view is moved: an
+// under-replicated group, or one with a replica down, is not. A move never lowers the
+// number of distinct zones of a group (nodes with no zone, "", count as one). While a
+// node of view is draining nothing moves (the node's replicas leave when it is removed,
+// and until then it is no target). Among the groups that can move, one whose preferred
+// leader is not drop is taken first (then the first in groups), so a move disturbs no
+// leadership where it can. Rebalance counts the move into the nodes' Load, so one View
+// serves several moves in a row (the caller drops g from groups).
+func Rebalance(groups []Group, zones map[string]string, view View, want int) (g int, drop, add string, ok bool) {
+	live := map[string]*Node{}
+	for _, c := range view {
+		if c.Draining {
+			return -1, "", "", false
+		}
+		live[c.ID] = c
+	}
+	if Balanced(view) {
+		return -1, "", "", false
+	}
+	// Pairs (from, to) by load difference, largest first.
+	byLoad := slices.Clone(view)
+	sort.SliceStable(byLoad, func(a, b int) bool {
+		if byLoad[a].Load != byLoad[b].Load {
+			return byLoad[a].Load > byLoad[b].Load
+		}
+		return byLoad[a].ID < byLoad[b].ID
+	})
+	type pair struct{ from, to *Node }
+	var pairs []pair
+	for i, f := range byLoad {
+		for j := len(byLoad) - 1; j > i; j-- {
+			if t := byLoad[j]; f.Load-t.Load >= 2 {
+				pairs = append(pairs, pair{f, t})
+			}
+		}
+	}
+	sort.SliceStable(pairs, func(a, b int) bool {
+		return pairs[a].from.Load-pairs[a].to.Load > pairs[b].from.Load-pairs[b].to.Load
+	})
+	movable := func(gr Group, from, to string) bool {
+		if len(gr.Replicas) < want || contains(gr.Replicas, to) || !contains(gr.Replicas, from) {
+			return false
+		}
+		before, after := map[string]bool{}, map[string]bool{zones[to]: true}
+		for _, r := range gr.Replicas {
+			if live[r] == nil {
+				return false
+			}
+			before[zones[r]] = true
+			if r != from {
+				after[zones[r]] = true
+			}
+		}
+		return len(after) >= len(before)
+	}
+	for _, p := range pairs {
+		best := -1
+		for i, gr := range groups {
+			if !movable(gr, p.from.ID, p.to.ID) {
+				continue
+			}
+			if best < 0 || (groups[best].Replicas[0] == p.from.ID && gr.Replicas[0] != p.from.ID) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			p.from.Load--
+			p.to.Load++
+			return best, p.from.ID, p.to.ID, true
+		}
+	}
+	return -1, "", "", false
 }

@@ -66,6 +66,36 @@ type replicaStatus struct {
 	Unreachable bool `json:"unreachable,omitempty"`
 }
 
+type rebalanceStatus struct {
+	NodeID       string          `json:"nodeId"`
+	MaxMoves     int             `json:"maxMoves"`
+	Moves        []rebalanceMove `json:"moves"`
+	Nodes        []rebalanceNode `json:"nodes"`
+	EvenReplicas float64         `json:"evenReplicas"`
+	EvenLeading  float64         `json:"evenLeading"`
+	Balanced     bool            `json:"balanced"`
+	Done         bool            `json:"done"`
+}
+
+type rebalanceMove struct {
+	Entity     string   `json:"entity"`
+	Index      int      `json:"index"`
+	GroupID    uint32   `json:"groupId"`
+	Joining    []string `json:"joining,omitempty"`
+	CatchingUp []string `json:"catchingUp,omitempty"`
+	Leaving    []string `json:"leaving,omitempty"`
+}
+
+type rebalanceNode struct {
+	ID           string `json:"id"`
+	Zone         string `json:"zone,omitempty"`
+	State        string `json:"state"`
+	Replicas     int    `json:"replicas"`
+	Leading      int    `json:"leading"`
+	ReplicasEven bool   `json:"replicasEven"`
+	LeadingEven  bool   `json:"leadingEven"`
+}
+
 // apiError is the cluster API's error body.
 type apiError struct {
 	Code    int    `json:"code"`
@@ -79,7 +109,72 @@ func (g *globals) clusterCmd() *cobra.Command {
 	partitions := &cobra.Command{Use: "partitions", Short: "every partition group: leader, replicas and their lag", Args: nArgs(),
 		RunE: func(c *cobra.Command, _ []string) error { return g.clusterPartitions(c.Context()) }}
 	partitions.Flags().BoolVar(&g.digests, "digests", false, "also show each replica's state digest (equal digests: converged replicas)")
-	return group("cluster", "members and partition groups of the cluster: status, partitions", nil, status, partitions)
+	rebalance := group("rebalance", "replicas and leaderships moving toward an even share per node: status", nil,
+		&cobra.Command{Use: "status", Short: "moves under way, and each node's replicas and leaderships against an even share", Args: nArgs(),
+			RunE: func(c *cobra.Command, _ []string) error { return g.rebalanceStatus(c.Context()) }})
+	return group("cluster", "members and partition groups of the cluster: status, partitions, rebalance", nil, status, partitions, rebalance)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (g *globals) rebalanceStatus(ctx context.Context) error {
+	var st rebalanceStatus
+	if err := g.clusterAPI(ctx, http.MethodGet, "/$cluster/rebalance", "rebalance status", &st); err != nil {
+		return err
+	}
+	if g.output == "json" {
+		nodes := make([]map[string]any, 0, len(st.Nodes))
+		for _, n := range st.Nodes {
+			nodes = append(nodes, map[string]any{"ID": n.ID, "Zone": n.Zone, "State": n.State, "Replicas": n.Replicas,
+				"Leading": n.Leading, "ReplicasEven": n.ReplicasEven, "LeadingEven": n.LeadingEven})
+		}
+		moves := make([]map[string]any, 0, len(st.Moves))
+		for _, m := range st.Moves {
+			moves = append(moves, map[string]any{"Entity": m.Entity, "Partition": m.Index, "GroupID": m.GroupID,
+				"Joining": nonNil(m.Joining), "CatchingUp": nonNil(m.CatchingUp), "Leaving": nonNil(m.Leaving)})
+		}
+		return g.printJSON(map[string]any{"NodeID": st.NodeID, "MaxMoves": st.MaxMoves, "EvenReplicas": st.EvenReplicas,
+			"EvenLeading": st.EvenLeading, "Balanced": st.Balanced, "Done": st.Done, "Nodes": nodes, "Moves": moves})
+	}
+	state := "done: every node holds an even share (within 20 %) and nothing moves"
+	switch {
+	case len(st.Moves) > 0:
+		state = fmt.Sprintf("in progress: %d group(s) changing membership", len(st.Moves))
+	case !st.Balanced:
+		state = "not balanced, no move under way (a node draining or down, a group under-replicated, zones, or --rebalance-moves 0)"
+	}
+	fmt.Fprintf(g.stdout, "rebalance: %s (as seen by %s; --rebalance-moves %d)\n", state, st.NodeID, st.MaxMoves)
+	fmt.Fprintf(g.stdout, "even share: %.1f replicas, %.1f leaderships per node\n\n", st.EvenReplicas, st.EvenLeading)
+	mark := func(ok bool, state string) string {
+		switch {
+		case state != "up":
+			return "-"
+		case ok:
+			return "yes"
+		}
+		return "NO"
+	}
+	nodes := &table{header: []string{"NODE", "STATE", "ZONE", "REPLICAS", "EVEN", "LEADING", "EVEN"}}
+	for _, n := range st.Nodes {
+		nodes.add(n.ID, n.State, n.Zone, n.Replicas, mark(n.ReplicasEven, n.State), n.Leading, mark(n.LeadingEven, n.State))
+	}
+	if err := g.print(nodes); err != nil {
+		return err
+	}
+	if len(st.Moves) == 0 {
+		return nil
+	}
+	fmt.Fprintln(g.stdout)
+	moves := &table{header: []string{"ENTITY", "PARTITION", "GROUP", "JOINING", "CATCHING UP", "LEAVING"}}
+	for _, m := range st.Moves {
+		moves.add(m.Entity, m.Index, m.GroupID, strings.Join(m.Joining, ","), strings.Join(m.CatchingUp, ","), strings.Join(m.Leaving, ","))
+	}
+	return g.print(moves)
 }
 
 func (g *globals) clusterStatus(ctx context.Context) error {

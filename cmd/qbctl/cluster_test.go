@@ -386,6 +386,10 @@ func TestClusterTypesMatchTheAPI(t *testing.T) {
 		{[]admin.PartitionStatus{{Entity: "a", Index: 1, GroupID: 2, Leader: "b", Replicas: []admin.ReplicaStatus{
 			{Node: "c", Voter: true, LastIndex: 3, Lag: 4}}, WantReplicas: 3, UnderReplicated: true}}, &[]partitionStatus{}},
 		{admin.ClusterError{Code: 404, Message: "m"}, &apiError{}},
+		{admin.RebalanceStatus{NodeID: "a", MaxMoves: 2, Moves: []admin.RebalanceMove{{Entity: "b", Index: 1, GroupID: 2,
+			Joining: []string{"c"}, CatchingUp: []string{"d"}, Leaving: []string{"e"}}}, Nodes: []admin.RebalanceNode{{ID: "f",
+			Zone: "g", State: "up", Replicas: 3, Leading: 4, ReplicasEven: true, LeadingEven: true}}, EvenReplicas: 1.5,
+			EvenLeading: 2.5, Balanced: true, Done: true}, &rebalanceStatus{}},
 	} {
 		want, _ := json.Marshal(tc.api)
 		if err := json.Unmarshal(want, tc.local); err != nil {
@@ -398,5 +402,63 @@ func TestClusterTypesMatchTheAPI(t *testing.T) {
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%T: qbctl reads %s as %s", tc.api, want, got)
 		}
+	}
+}
+
+func (f *fakeCluster) RebalanceStatus(context.Context) (admin.RebalanceStatus, error) {
+	if err := f.call("rebalance"); err != nil {
+		return admin.RebalanceStatus{}, err
+	}
+	return admin.RebalanceStatus{NodeID: "n2", MaxMoves: 2, EvenReplicas: 7.2, EvenLeading: 2.4,
+		Moves: []admin.RebalanceMove{{Entity: "orders", Index: 3, GroupID: 9, CatchingUp: []string{"n4"}, Leaving: []string{"n1"}}},
+		Nodes: []admin.RebalanceNode{
+			{ID: "n1", Zone: "a", State: "up", Replicas: 9, Leading: 3, LeadingEven: true},
+			{ID: "n4", State: "up", Replicas: 5, Leading: 2, ReplicasEven: true, LeadingEven: true},
+			{ID: "n5", State: "down", Replicas: 1},
+		}}, nil
+}
+
+// qbctl cluster rebalance status shows the moves under way and each node's share
+// against the even one, as a table and as JSON.
+func TestClusterRebalanceStatus(t *testing.T) {
+	qb := clusterNode(t, &fakeCluster{})
+	out, err := qb("cluster", "rebalance", "status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"rebalance: in progress: 1 group(s) changing membership (as seen by n2; --rebalance-moves 2)",
+		"even share: 7.2 replicas, 2.4 leaderships per node",
+		"NODE STATE ZONE REPLICAS EVEN LEADING EVEN",
+		"n1 up a 9 NO 3 yes",
+		"n5 down - 1 - 0 -",
+		"ENTITY PARTITION GROUP JOINING CATCHING UP LEAVING",
+		"orders 3 9 - n4 n1",
+	} {
+		found := false
+		for _, l := range strings.Split(out, "\n") {
+			found = found || strings.Join(strings.Fields(l), " ") == want
+		}
+		if !found {
+			t.Errorf("no line %q in:\n%s", want, out)
+		}
+	}
+	out, err = qb("cluster", "rebalance", "status", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		NodeID   string
+		MaxMoves int
+		Done     bool
+		Nodes    []map[string]any
+		Moves    []map[string]any
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if got.NodeID != "n2" || got.MaxMoves != 2 || got.Done || len(got.Nodes) != 3 || len(got.Moves) != 1 ||
+		got.Nodes[0]["Replicas"] != 9.0 || got.Nodes[0]["ReplicasEven"] != false || got.Moves[0]["GroupID"] != 9.0 {
+		t.Fatalf("JSON:\n%s", out)
 	}
 }

@@ -69,6 +69,7 @@ type Config struct {
 	Zone            string        `json:"zone"`
 	Replicas        int           `json:"replicas"`
 	DeadNodeGrace   time.Duration `json:"dead-node-grace"`
+	RebalanceMoves  int           `json:"rebalance-moves"`
 	// PartitionCount is how many partitions an entity created with EnablePartitioning
 	// gets (Service Bus Standard: 16); its MaxSizeInMegabytes holds for each of them.
 	PartitionCount int `json:"partition-count"`
@@ -141,6 +142,7 @@ func DefaultConfig() Config {
 		BootstrapExpect:  cc.BootstrapExpect,
 		Replicas:         cc.Replicas,
 		DeadNodeGrace:    cc.DeadNodeGrace,
+		RebalanceMoves:   cc.RebalanceMoves,
 		PartitionCount:   meta.DefaultPartitionCount,
 		RaftLogStore:     partition.LogStoreShared,
 		RaftTransport:    "groups",
@@ -382,6 +384,8 @@ func (c *Config) validateCluster() error {
 		return fmt.Errorf("--partition-count %d: want 1 to %d (Service Bus Standard uses 16)", c.PartitionCount, meta.MaxPartitionCount)
 	case c.DeadNodeGrace <= 0:
 		return fmt.Errorf("--dead-node-grace %v: must be positive", c.DeadNodeGrace)
+	case c.RebalanceMoves < 0:
+		return fmt.Errorf("--rebalance-moves %d: must be 0 (no automatic moves) or more", c.RebalanceMoves)
 	case c.RaftLogStore != "shared" && c.RaftLogStore != "bolt" && c.RaftLogStore != "wal":
 		return fmt.Errorf("--raft-log-store %q: want shared, bolt or wal", c.RaftLogStore)
 	case c.RaftQuiesceAfter < 0:
@@ -529,6 +533,7 @@ func settings(c *Config) []setting {
 		{name: "replicas", usage: "replicas of each partition, fewer only while fewer nodes are alive (default 3)", num: &c.Replicas},
 		{name: "partition-count", usage: "partitions of an entity created with EnablePartitioning, each holding MaxSizeInMegabytes (default 16, as Service Bus Standard)", num: &c.PartitionCount},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},
+		{name: "rebalance-moves", usage: "partition groups the metadata leader moves a replica of at once, onto nodes holding less than an even share (nodes that joined) or into zones a group lacks; 0 turns these automatic moves off (default 2)", num: &c.RebalanceMoves},
 		{name: "raft-log-store", usage: "Raft log store of the partition replicas this node creates: shared (one log engine per node in <data-dir>/raft-log, whose concurrent appends of all groups share one fsync; the default), bolt (a raft.db per replica, two fsyncs per append) or wal (raft-wal segment files per replica, one fsync per append); a replica keeps the store it was created with (docs/configuration.md)", str: &c.RaftLogStore},
 		{name: "raft-quiesce-after", usage: "how long a partition group stays idle before it goes quiet: no heartbeats or timers until the next operation, failure detection by gossip and the transport (0: never) (default 2s)", dur: &c.RaftQuiesceAfter},
 		{name: "raft-pipeline", usage: "how many AppendEntries a partition group's leader keeps in flight to each follower (pipelined replication; 1: one at a time, as earlier releases) (default 8)", num: &c.RaftPipeline},

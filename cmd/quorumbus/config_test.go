@@ -98,7 +98,7 @@ func TestClusterSettingsDefaults(t *testing.T) {
 		t.Error("node-id not marked defaulted")
 	}
 	if c.BootstrapExpect != 1 || c.Replicas != 3 || c.DeadNodeGrace != 10*time.Minute || c.RaftLogStore != "shared" ||
-		c.AdvertiseAddr != "" || c.Join != nil || c.Zone != "" {
+		c.AdvertiseAddr != "" || c.Join != nil || c.Zone != "" || c.RebalanceMoves != 2 {
 		t.Fatalf("cluster defaults: %+v", c)
 	}
 }
@@ -108,7 +108,7 @@ func TestClusterSettingsDefaults(t *testing.T) {
 func TestClusterSettingsFromEverySource(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "qb.json")
 	if err := os.WriteFile(file, []byte(`{"join": ["qb-0.qb:5400", "qb-1.qb:5400"], "bootstrap-expect": 3,
-		"replicas": "2", "zone": "file-zone", "dead-node-grace": 90, "raft-log-store": "wal"}`), 0o600); err != nil {
+		"replicas": "2", "zone": "file-zone", "dead-node-grace": 90, "raft-log-store": "wal", "rebalance-moves": 4}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, err := loadConfig([]string{"--config", file, "--node-id", "qb-2", "--advertise-addr", "qb-2.qb:5400",
@@ -119,17 +119,18 @@ func TestClusterSettingsFromEverySource(t *testing.T) {
 	}
 	if c.NodeID != "qb-2" || c.AdvertiseAddr != "qb-2.qb:5400" || c.Zone != "eu-1a" || c.Replicas != 5 ||
 		c.BootstrapExpect != 3 || c.DeadNodeGrace != 90*time.Second || c.RaftLogStore != "wal" ||
-		strings.Join(c.Join, ",") != "qb-0.qb:5400,qb-1.qb:5400" {
+		strings.Join(c.Join, ",") != "qb-0.qb:5400,qb-1.qb:5400" || c.RebalanceMoves != 4 {
 		t.Fatalf("config: %+v", c)
 	}
 
 	c, err = loadConfig([]string{"--join", "a:1, b:2", "--bootstrap-expect", "2", "--dead-node-grace", "1m"},
 		env(map[string]string{"QUORUMBUS_JOIN": "x:9", "QUORUMBUS_BOOTSTRAP_EXPECT": "7", "QUORUMBUS_ZONE": "z",
-			"QUORUMBUS_RAFT_LOG_STORE": "wal"}), io.Discard)
+			"QUORUMBUS_RAFT_LOG_STORE": "wal", "QUORUMBUS_REBALANCE_MOVES": "0"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(c.Join, ",") != "a:1,b:2" || c.BootstrapExpect != 2 || c.Zone != "z" || c.DeadNodeGrace != time.Minute {
+	if strings.Join(c.Join, ",") != "a:1,b:2" || c.BootstrapExpect != 2 || c.Zone != "z" || c.DeadNodeGrace != time.Minute ||
+		c.RebalanceMoves != 0 {
 		t.Fatalf("flags over env: %+v", c)
 	}
 
@@ -140,7 +141,7 @@ func TestClusterSettingsFromEverySource(t *testing.T) {
 	if cc.AdvertiseAddr != "qb-2.qb:5400" || cc.AMQPAddr != "qb-2.qb:5672" || cc.AdminAddr != "10.0.0.7:5300" ||
 		strings.Join(cc.Join, ",") != "a:1,b:2" || cc.BootstrapExpect != 2 || cc.Zone != "z" ||
 		cc.Replicas != c.Replicas || cc.DeadNodeGrace != time.Minute || cc.NodeID != c.NodeID ||
-		cc.Raft.LogStore != "wal" {
+		cc.Raft.LogStore != "wal" || cc.RebalanceMoves != 0 {
 		t.Fatalf("cluster.Config: %+v", cc)
 	}
 	if cc.AMQPAddr = advertised(amqpAddr, ""); cc.AMQPAddr != "0.0.0.0:5672" {
@@ -168,6 +169,7 @@ func TestClusterSettingsRejectedWithTheReason(t *testing.T) {
 		{nil, map[string]string{"QUORUMBUS_BOOTSTRAP_EXPECT": "three"}, `QUORUMBUS_BOOTSTRAP_EXPECT="three": "three" is not a whole number`},
 		{[]string{"--replicas", "0"}, nil, "--replicas 0: must be at least 1"},
 		{[]string{"--dead-node-grace", "0s"}, nil, "--dead-node-grace 0s: must be positive"},
+		{[]string{"--rebalance-moves", "-1"}, nil, "--rebalance-moves -1: must be 0 (no automatic moves) or more"},
 		{[]string{"--raft-log-store", "rocksdb"}, nil, `--raft-log-store "rocksdb": want shared, bolt or wal`},
 		{nil, map[string]string{"QUORUMBUS_RAFT_LOG_STORE": "WAL"}, `--raft-log-store "WAL": want shared, bolt or wal`},
 	} {

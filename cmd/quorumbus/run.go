@@ -529,6 +529,7 @@ func clusterConfig(cfg Config, amqpAddr, adminAddr net.Addr) cluster.Config {
 	cc.Zone = cfg.Zone
 	cc.Replicas = cfg.Replicas
 	cc.DeadNodeGrace = cfg.DeadNodeGrace
+	cc.RebalanceMoves = cfg.RebalanceMoves
 	cc.BodyMemoryBudget = int64(cfg.BodyMemoryBudgetMB) << 20
 	cc.BodyDiskBudget = int64(cfg.BodyDiskBudgetMB) << 20
 	cc.Raft.LogStore = cfg.RaftLogStore
