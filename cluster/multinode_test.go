@@ -67,6 +67,29 @@ func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Fatalf("condition not met within %v: %v", timeout, err)
 }
 
+// leaderOf waits until a node hosts the leading replica of the entity's partition 0
+// (a single-partition entity) and returns it.
+func leaderOf(t testing.TB, nodes []*Node, entity string) *Node {
+	t.Helper()
+	var leader *Node
+	waitFor(t, 20*time.Second, func() error {
+		for _, nd := range nodes {
+			nd.mu.RLock()
+			for _, r := range nd.parts {
+				if r.entity == entity && r.index == 0 && r.p.IsLeader() {
+					leader = nd
+				}
+			}
+			nd.mu.RUnlock()
+		}
+		if leader == nil {
+			return fmt.Errorf("%s/0 has no leader yet", entity)
+		}
+		return nil
+	})
+	return leader
+}
+
 // Three nodes form one cluster; an entity created through one node is usable through
 // every node, including one that hosts no replica of it: send there, receive through
 // another, settle through the third (S-LOCK-10), and every replica converges.

@@ -28,28 +28,13 @@ func TestBrokenForwardedReceiveLocksNothingLater(t *testing.T) {
 	if err := nodes[0].Store().Apply(ctx, &meta.CreateQueue{Name: "sq", Properties: p}); err != nil {
 		t.Fatal(err)
 	}
-	var leader, fwd *Node
-	waitFor(t, 20*time.Second, func() error {
-		leader, fwd = nil, nil
-		for _, nd := range nodes {
-			nd.mu.RLock()
-			for _, r := range nd.parts {
-				if r.entity == "sq" && r.p.IsLeader() {
-					leader = nd
-				}
-			}
-			nd.mu.RUnlock()
+	leader := leaderOf(t, nodes, "sq")
+	var fwd *Node
+	for _, nd := range nodes {
+		if nd != leader {
+			fwd = nd
 		}
-		if leader == nil {
-			return errors.New("sq/0 has no leader yet")
-		}
-		for _, nd := range nodes {
-			if nd != leader {
-				fwd = nd
-			}
-		}
-		return nil
-	})
+	}
 	a := Address{Entity: "sq"}
 	rt := fwd.Router()
 	if _, _, err := rt.AcceptSession(ctx, a, "s", "holder", 5*time.Second); err != nil {

@@ -90,16 +90,7 @@ func (st *steward) rebalance(ctx context.Context, moving map[uint32]replicaMove)
 		return
 	}
 	view := st.candidates()
-	var pls []meta.Placement
-	zones := map[string]string{}
-	want := 1
-	n.meta.Read(func(s *meta.State) {
-		pls = s.PlacementsView()
-		for _, nd := range s.Nodes() {
-			zones[nd.ID] = nd.Zone
-		}
-		want = placement.Want(n.cfg.Replicas, len(s.Nodes()))
-	})
+	pls, zones, want := st.placements()
 	type loc struct{ entity, part int }
 	where := map[uint32]loc{}
 	var groups []placement.Group

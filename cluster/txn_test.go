@@ -124,22 +124,7 @@ func TestTxnCommitLeaderFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := Address{Entity: "tq"}
-	var leader *Node
-	waitFor(t, 20*time.Second, func() error {
-		for _, nd := range nodes {
-			nd.mu.RLock()
-			for _, r := range nd.parts {
-				if r.entity == "tq" && r.p.IsLeader() {
-					leader = nd
-				}
-			}
-			nd.mu.RUnlock()
-		}
-		if leader == nil {
-			return errors.New("no leader for tq")
-		}
-		return nil
-	})
+	leader := leaderOf(t, nodes, "tq")
 	var via *Node
 	var survivors []*Node
 	for _, nd := range nodes {

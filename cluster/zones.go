@@ -40,16 +40,7 @@ func (st *steward) spreadZones(ctx context.Context, moving map[uint32]replicaMov
 	if len(liveZones) < 2 {
 		return // nothing to spread over: a cluster without zones reads no placement here
 	}
-	var pls []meta.Placement
-	zones := map[string]string{}
-	want := 1
-	n.meta.Read(func(s *meta.State) {
-		pls = s.PlacementsView()
-		for _, nd := range s.Nodes() {
-			zones[nd.ID] = nd.Zone
-		}
-		want = placement.Want(n.cfg.Replicas, len(s.Nodes()))
-	})
+	pls, zones, want := st.placements()
 	for _, pl := range pls {
 		var reps [][]string // copied only for an entity that changes
 		var started []uint32
@@ -90,4 +81,20 @@ func (st *steward) spreadZones(ctx context.Context, moving map[uint32]replicaMov
 			return
 		}
 	}
+}
+
+// placements reads, for the moves of spreadZones and rebalance, every entity's
+// placement (a view: not to be changed), each registered node's zone and how many
+// replicas a group should have.
+func (st *steward) placements() (pls []meta.Placement, zones map[string]string, want int) {
+	n := st.n
+	zones, want = map[string]string{}, 1
+	n.meta.Read(func(s *meta.State) {
+		pls = s.PlacementsView()
+		for _, nd := range s.Nodes() {
+			zones[nd.ID] = nd.Zone
+		}
+		want = placement.Want(n.cfg.Replicas, len(s.Nodes()))
+	})
+	return pls, zones, want
 }
