@@ -90,6 +90,9 @@ func (st *steward) rebalance(ctx context.Context, moving map[uint32]replicaMove)
 		return
 	}
 	view := st.candidates()
+	if placement.Balanced(view) || slices.ContainsFunc(view, func(c *placement.Node) bool { return c.Draining }) {
+		return // placement.Rebalance would choose nothing: read and index no placement
+	}
 	pls, zones, want := st.placements()
 	type loc struct{ entity, part int }
 	where := map[uint32]loc{}
