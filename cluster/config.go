@@ -192,6 +192,9 @@ type Config struct {
 	// while it returns true for the entity's name (lower case): partitions that are
 	// placed but not serving, as on a loaded cluster whose groups are slow to elect.
 	holdReplica func(entity string) bool
+	// afterConfigRead, set by tests, runs in each reconcile pass right after the pass
+	// has read the metadata: a slow pass, whose reading a later change overtakes.
+	afterConfigRead func()
 	// olderRelease, set by tests, makes this node gossip the data level of a release
 	// before batch delete (0), as a node not yet upgraded does.
 	olderRelease bool

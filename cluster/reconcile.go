@@ -39,6 +39,10 @@ type reconciler struct {
 	// own change). Lock order: mu before Node.mu.
 	mu  sync.Mutex
 	fwd map[string]context.CancelFunc // running forwarders by spec key; owner: mu
+	// cfgMu serialises the entity configuration pushes of the groups led here
+	// (pushConfig): each computes what it proposes under it. Lock order: mu before
+	// cfgMu.
+	cfgMu sync.Mutex
 	// underRep: the groups led here last seen under-replicated (replication.go); owner:
 	// mu.
 	underRep underReplicated
@@ -144,6 +148,9 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 			}
 		}
 	})
+	if hook := rc.n.cfg.afterConfigRead; hook != nil {
+		hook()
+	}
 	rc.n.mu.RLock()
 	var gone []*replica
 	var lead []*replica
@@ -188,7 +195,9 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 	for _, r := range lead {
 		d := want[r.cfg.GroupID]
 		if !reflect.DeepEqual(r.p.EntityConfig(), d.cfg) {
-			if err := r.p.UpdateEntity(ctx, d.cfg); err != nil {
+			// d.cfg is what the metadata said when this pass began; pushConfig reads
+			// it again, so a change pushed meanwhile is never undone.
+			if err := rc.pushConfig(ctx, r, true); err != nil {
 				rc.n.log.Warn("update partition config", "entity", r.entity, "partition", r.index, "err", err)
 				converged = false
 				continue
@@ -383,6 +392,36 @@ func (rc *reconciler) syncConfig(ctx context.Context, r *replica, index uint64) 
 	}
 	if err := rc.n.meta.WaitIndex(ctx, index); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return rc.pushConfig(ctx, r, false)
+}
+
+// pushConfig makes the group r leads run the entity configuration of this node's
+// metadata as it is now, if the group runs another one.
+//
+// A configuration is proposed whole, so one computed from older metadata than the
+// group's current one undoes a change: a subscription created meanwhile vanished from
+// its topic's partitions until the next pass, and messages sent in between were not
+// copied to it (nor could it be received from: "subscription not found"). So pushes
+// are serialised on the node and each reads the metadata under the lock: one node's
+// pushes only move forward. A push nobody asked for at a given index (catchUp: the
+// reconcile pass) first catches this node's metadata up with the metadata leader's
+// (SyncMeta): a new leader of the group whose metadata replica lags would otherwise
+// push what the previous leader had already replaced. syncConfig waits for its index
+// instead.
+func (rc *reconciler) pushConfig(ctx context.Context, r *replica, catchUp bool) error {
+	rc.cfgMu.Lock()
+	defer rc.cfgMu.Unlock()
+	if !r.p.IsLeader() {
+		return r.p.NotLeader()
+	}
+	if catchUp {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := rc.n.store.SyncMeta(sctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("catching the metadata up before pushing a configuration: %w", err)
+		}
 	}
 	want, ok := rc.desiredConfig(r.cfg.GroupID)
 	if !ok {
