@@ -21,8 +21,8 @@
 // Store (Node.Store) is admin.Store and admin.Purger, Ops (Node.Ops) admin.Cluster,
 // both wired into cluster/admin by cmd; the reconciler, the steward and the log engine
 // are the node's own, unexported. Each owns its own state (the router its batchers and
-// its round-robin counter,
-// the reconciler its lock, forwarders and under-replication marks, the log engine the
+// its per-entity round-robin counters,
+// the reconciler its locks, forwarders and under-replication marks, the log engine the
 // engine); Router, Store and logEngine copy the narrow fields they read, and the
 // others (Router and Store for the peers) keep a pointer back to the node for the
 // shared state.

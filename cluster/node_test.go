@@ -320,3 +320,48 @@ func TestAutoForwarding(t *testing.T) {
 		t.Fatalf("forwarded dead letter: %+v %v", got, err)
 	}
 }
+
+// Keyless sends go round-robin over an entity's partitions, each entity on its own
+// turn: with one turn for the node, a sender whose messages alternated with another
+// entity's landed on every other partition only, and the first of them to fill
+// refused sends while the entity held a fraction of its size (an E2E_CLUSTER run
+// accepted 10 MB into 16 partitions of 1 MB while other tests sent through the node).
+func TestKeylessSendsSpreadPerEntity(t *testing.T) {
+	nd := startNode(t, t.TempDir())
+	defer closeNode(t, nd)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for name, parts := range map[string]int32{"spread-a": 4, "spread-b": 3} {
+		if err := nd.Store().Apply(ctx, &meta.CreateQueue{Name: name, Properties: queueProps(parts)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rounds = 12
+	for range rounds {
+		for _, q := range []string{"spread-a", "spread-b"} {
+			if err := nd.Router().Send(ctx, q, []*fsm.Message{{}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for q, parts := range map[string]int{"spread-a": 4, "spread-b": 3} {
+		e, err := nd.router.resolve(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var counts []int64
+		for _, g := range e.parts {
+			st, err := nd.router.on(g).Stats(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts = append(counts, st.Targets[0].Active)
+		}
+		for i, c := range counts {
+			if c != int64(rounds/parts) {
+				t.Errorf("%s: messages per partition %v, want %d each (partition %d)", q, counts, rounds/parts, i)
+				break
+			}
+		}
+	}
+}

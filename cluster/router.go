@@ -44,9 +44,14 @@ type Router struct {
 	// sync on a replica led here (reconciler.syncConfig).
 	n *Node
 
-	// rr turns the round-robin of sends without a key (entity.pick) and of receives over
-	// partitions (waitAny).
-	rr atomic.Uint64
+	// rrs turns, per partitioned entity (keyed by its first partition's group ID, never
+	// reused), the round-robin of sends without a key (entity.pick) and of receives over
+	// its partitions (waitAny). One counter per entity: with one for the node, other
+	// entities' traffic skipped positions, so one sender's messages piled up on some
+	// partitions and the first of them to fill refused sends while the entity was far
+	// from its size (16 partitions held 10 MB of 16). An entry stays after its entity
+	// is deleted (8 bytes and a key).
+	rrs sync.Map // uint32 -> *atomic.Uint64
 
 	batchMu  sync.Mutex
 	batchers map[string]*sendBatcher // forwarded sends by peer address; owner: batchMu
@@ -246,12 +251,22 @@ func (rt *Router) target(a Address) (*entity, fsm.Target, error) {
 	return e, t, nil
 }
 
+// turn is the round-robin counter of e's partitions (Router.rrs).
+func (rt *Router) turn(e *entity) *atomic.Uint64 {
+	id := e.parts[0].id
+	if v, ok := rt.rrs.Load(id); ok {
+		return v.(*atomic.Uint64)
+	}
+	v, _ := rt.rrs.LoadOrStore(id, new(atomic.Uint64))
+	return v.(*atomic.Uint64)
+}
+
 // pick chooses the partition for a send: SessionId, else PartitionKey, else, when the
 // entity requires duplicate detection, MessageId (as Service Bus does: each partition
 // detects duplicates alone, so copies of one MessageId must meet in one partition;
 // S-DUP-1), else round-robin over the partitions whose leader is here (S-SES-8), turned
-// by rr.
-func (e *entity) pick(rr *atomic.Uint64, sessionID, partitionKey, messageID string) int {
+// by the entity's counter (Router.turn).
+func (e *entity) pick(rt *Router, sessionID, partitionKey, messageID string) int {
 	if len(e.parts) == 1 {
 		return 0
 	}
@@ -263,7 +278,7 @@ func (e *entity) pick(rr *atomic.Uint64, sessionID, partitionKey, messageID stri
 	case e.dedupe && messageID != "":
 		return e.keyed(messageID)
 	}
-	start := int(rr.Add(1) % uint64(len(e.parts)))
+	start := int(rt.turn(e).Add(1) % uint64(len(e.parts)))
 	for i := range e.parts {
 		j := (start + i) % len(e.parts)
 		if e.parts[j].leadsHere() {
@@ -329,7 +344,7 @@ func (rt *Router) enqueue(ctx context.Context, entityName string, msgs []*fsm.Me
 	if err != nil {
 		return nil, err
 	}
-	idx := e.pick(&rt.rr, msgs[0].SessionID, msgs[0].PartitionKey, msgs[0].MessageID)
+	idx := e.pick(rt, msgs[0].SessionID, msgs[0].PartitionKey, msgs[0].MessageID)
 	var req wire.Request = &wire.Enqueue{Msgs: msgs}
 	if schedule {
 		req = &wire.Schedule{Msgs: msgs}
@@ -436,7 +451,7 @@ func (rt *Router) waitAny(ctx context.Context, e *entity, req fsm.Receive, accep
 				}
 			}(i, rt.on(r).Changed(req, accept))
 		}
-		start := int(rt.rr.Add(1) % uint64(len(e.parts)))
+		start := int(rt.turn(e).Add(1) % uint64(len(e.parts)))
 		for i := range e.parts {
 			if done, err := try((start + i) % len(e.parts)); done || err != nil {
 				return err

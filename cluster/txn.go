@@ -124,7 +124,7 @@ func (rt *Router) Commit(ctx context.Context, t Txn) error {
 			return err
 		}
 		keyed := s.Msgs[0].SessionID != "" || s.Msgs[0].PartitionKey != ""
-		h := e.parts[e.pick(&rt.rr, s.Msgs[0].SessionID, s.Msgs[0].PartitionKey, s.Msgs[0].MessageID)]
+		h := e.parts[e.pick(rt, s.Msgs[0].SessionID, s.Msgs[0].PartitionKey, s.Msgs[0].MessageID)]
 		if !keyed {
 			// Unkeyed messages to a partitioned entity the transaction already uses stay
 			// on its partition (as on Service Bus, a transaction stays on one partition
