@@ -25,9 +25,12 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
-// RaftTiming holds the Raft settings shared by every group the node runs. Tests shorten
-// them; production keeps the defaults.
-type RaftTiming struct {
+// RaftConfig holds the Raft settings shared by every group the node runs: its timings,
+// how long an idle partition group waits before it goes quiet, and how many appends its
+// leader pipelines. Tests shorten the timings; production keeps the defaults. Where the
+// log is kept is StorageConfig's; the switches that only benchmarks flip are
+// BenchConfig's.
+type RaftConfig struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -38,17 +41,6 @@ type RaftTiming struct {
 	// for an idle group it is the largest periodic cost after heartbeats. The metadata
 	// group keeps CommitTimeout: every node reads its state.
 	PartitionCommitTimeout time.Duration
-	// NoSync skips fsync of Raft logs. Unsafe (S-DUR-1 no longer holds); tests only.
-	NoSync bool
-	// WholeBodies sends every message body as one Raft entry of its partition, as
-	// releases before chunked bodies did (partition.Config.ChunkBytes 0), instead of
-	// chunking the large ones; for benchmarks that compare the two.
-	WholeBodies bool
-	// LogStore is the Raft log store of the partition replicas this node creates
-	// (partition.Config.LogStore): partition.LogStoreShared ("" too: the node's one log
-	// engine, logengine.go), LogStoreBolt or LogStoreWAL; a replica keeps the store it
-	// was created with. The metadata group is on bolt.
-	LogStore string
 	// QuiesceAfter lets an idle partition group go quiet after this long without a
 	// proposal (partition.Config.QuiesceAfter, raft patch 4): no heartbeats or timers
 	// until the next one; the node wakes the quiet followers of a leader gossip
@@ -57,22 +49,41 @@ type RaftTiming struct {
 	QuiesceAfter time.Duration
 	// Pipeline is how many AppendEntries a partition group's leader keeps in flight to
 	// each follower (raft's pipelined replication; transport.GroupsConfig.Pipeline,
-	// partition.Config.Pipeline); under 2, one at a time, as earlier releases. Not a
-	// timing either; the metadata group replicates one at a time.
+	// partition.Config.Pipeline); under 2, one at a time, as earlier releases. The
+	// metadata group replicates one at a time.
 	Pipeline int
+}
+
+// StorageConfig is where and how the node's partition replicas keep their Raft logs.
+type StorageConfig struct {
+	// LogStore is the Raft log store of the partition replicas this node creates
+	// (partition.Config.LogStore): partition.LogStoreShared ("" too: the node's one log
+	// engine, logengine.go), LogStoreBolt or LogStoreWAL; a replica keeps the store it
+	// was created with. The metadata group is on bolt.
+	LogStore string
+	// NoSync skips fsync of Raft logs. Unsafe (S-DUR-1 no longer holds); tests only.
+	NoSync bool
+}
+
+// BenchConfig holds switches that bring back how earlier releases worked, for benchmarks
+// that compare the two; production leaves them off.
+type BenchConfig struct {
+	// WholeBodies sends every message body as one Raft entry of its partition, as
+	// releases before chunked bodies did (partition.Config.ChunkBytes 0), instead of
+	// chunking the large ones.
+	WholeBodies bool
 	// PerGroupTransport gives every partition group a raft.NetworkTransport of its own
 	// (pooled connections per group, as releases before transport.Groups), instead of
-	// the node's one connection per peer for all groups; for benchmarks that compare
-	// the two.
+	// the node's one connection per peer for all groups.
 	PerGroupTransport bool
 }
 
 // DefaultQuiesceAfter is how long a partition group stays idle before it goes quiet.
 const DefaultQuiesceAfter = 2 * time.Second
 
-// DefaultRaftTiming is the production timing.
-func DefaultRaftTiming() RaftTiming {
-	return RaftTiming{
+// DefaultRaftConfig is the production Raft configuration.
+func DefaultRaftConfig() RaftConfig {
+	return RaftConfig{
 		HeartbeatTimeout:   time.Second,
 		ElectionTimeout:    time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
@@ -86,7 +97,7 @@ func DefaultRaftTiming() RaftTiming {
 	}
 }
 
-func (t RaftTiming) apply(rc *raft.Config) {
+func (t RaftConfig) apply(rc *raft.Config) {
 	rc.HeartbeatTimeout = t.HeartbeatTimeout
 	rc.ElectionTimeout = t.ElectionTimeout
 	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
@@ -182,7 +193,11 @@ type Config struct {
 	// acknowledged anyway. 0: DefaultServeWait.
 	ServeWait time.Duration
 
-	Raft  RaftTiming
+	Raft RaftConfig
+	// Storage is where the partition replicas keep their Raft logs.
+	Storage StorageConfig
+	// Bench brings back earlier releases' ways, for benchmarks only.
+	Bench BenchConfig
 	Clock Clock // nil: real clock
 	// Logger receives the node's lines, hashicorp/raft's and memberlist's included
 	// (internal/hashilog), so they all follow its level and format. nil: slog.Default().
@@ -224,7 +239,7 @@ func DefaultConfig() Config {
 		Replicas:        3,
 		DeadNodeGrace:   10 * time.Minute,
 		RebalanceMoves:  DefaultRebalanceMoves,
-		Raft:            DefaultRaftTiming(),
+		Raft:            DefaultRaftConfig(),
 	}
 }
 
@@ -267,10 +282,10 @@ func (c *Config) Validate() error {
 		c.Raft.LeaderLeaseTimeout <= 0 || c.Raft.LeaderLeaseTimeout > c.Raft.HeartbeatTimeout || c.Raft.CommitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("cluster: Raft timing %+v cannot work", c.Raft))
 	}
-	switch l := c.Raft.LogStore; l {
+	switch l := c.Storage.LogStore; l {
 	case "", partition.LogStoreShared, partition.LogStoreBolt, partition.LogStoreWAL:
 	default:
-		errs = append(errs, fmt.Errorf("cluster: Raft.LogStore %q: want %q, %q or %q", l,
+		errs = append(errs, fmt.Errorf("cluster: Storage.LogStore %q: want %q, %q or %q", l,
 			partition.LogStoreShared, partition.LogStoreBolt, partition.LogStoreWAL))
 	}
 	return errors.Join(errs...)

@@ -42,7 +42,7 @@ type Node struct {
 	libLog *hashilog.Bridge // raft's and memberlist's lines into log (docs/operations.md § What is logged)
 	clock  Clock
 	mux    *transport.Mux
-	groups *transport.Groups // every partition group's Raft transport; nil with Raft.PerGroupTransport
+	groups *transport.Groups // every partition group's Raft transport; nil with Bench.PerGroupTransport
 	meta   *metagroup.Group
 	gossip *gossip.Gossip
 	rpc    *rpcLayer
@@ -187,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.meta, err = metagroup.Open(metagroup.Config{
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: raft.ServerID(cfg.NodeID), Stream: layer,
-		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.rec.changed,
+		Tune: cfg.Raft.apply, NoSync: cfg.Storage.NoSync, Logger: n.raftLogger("meta"), Changed: n.rec.changed,
 		Clock: n.clock, Addrs: addrProvider{n}, Advertise: raft.ServerAddress(n.adv), BootstrapSelf: n.lone(),
 		Place: n.steward.place,
 		// Only Commit forwards, and nothing commits before the store is made below.
@@ -206,7 +206,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.logs.open(n.raftLogger("raft-log")); err != nil {
 		return fail(err)
 	}
-	if !cfg.Raft.PerGroupTransport {
+	if !cfg.Bench.PerGroupTransport {
 		n.groups, err = transport.NewGroups(mux, raft.ServerAddress(n.adv), transport.GroupsConfig{
 			Timeout: partition.DefaultConfig().NetTimeout, AddressProvider: addrProvider{n},
 			Logger: n.raftLogger("raft-groups"), Pipeline: cfg.Raft.Pipeline,

@@ -30,14 +30,14 @@ func (l locator) contactWindow() time.Duration {
 	if d := l.n.cfg.Raft.LeaderLeaseTimeout; d > 0 {
 		return d
 	}
-	return DefaultRaftTiming().LeaderLeaseTimeout
+	return DefaultRaftConfig().LeaderLeaseTimeout
 }
 
 // silentPatience bounds how long a call waits for an election because the leader is
 // silent: twice the election timeout after the heartbeat timeout.
 func (l locator) silentPatience() time.Duration {
 	t := l.n.cfg.Raft
-	def := DefaultRaftTiming()
+	def := DefaultRaftConfig()
 	if t.HeartbeatTimeout <= 0 {
 		t.HeartbeatTimeout = def.HeartbeatTimeout
 	}
