@@ -123,17 +123,19 @@ type Config struct {
 	// to join; retried with backoff until one answers.
 	Join []string
 	// BootstrapExpect is how many nodes form a new cluster: once this many see each
-	// other and none has cluster state, they form it, exactly once. 1 is a single node.
+	// other and none has cluster state, they form it, exactly once. 1 is a single node;
+	// at least 1.
 	BootstrapExpect int
 	// Zone is the failure domain (Kubernetes topology zone); replicas of a partition and
 	// metadata voters are spread over zones where possible.
 	Zone string
 	// Replicas is the replication factor of each partition: a new group gets as many
-	// live nodes, up to Replicas, and is raised to Replicas once enough are alive.
+	// live nodes, up to Replicas, and is raised to Replicas once enough are alive. At
+	// least 1.
 	Replicas int
 	// DeadNodeGrace is how long a node may be unreachable before the metadata leader
 	// re-places its replicas on other nodes. The node itself is never removed
-	// automatically (qbctl node remove does it).
+	// automatically (qbctl node remove does it). Above zero.
 	DeadNodeGrace time.Duration
 	// RebalanceMoves bounds how many partition groups the metadata leader moves a
 	// replica of at once, to spread the replicas evenly over the nodes (rebalance.go)
@@ -149,12 +151,12 @@ type Config struct {
 	DefaultKey     string
 
 	// ReadyMaxLag is how many log entries a replica on this node may be behind its
-	// leader's log for CaughtUp (GET /readyz) to still count it as caught up. 0 means
-	// DefaultReadyMaxLag.
+	// leader's log for CaughtUp (GET /readyz) to still count it as caught up
+	// (DefaultReadyMaxLag); 0: none at all.
 	ReadyMaxLag uint64
 	// ReadyTimeout bounds the questions CaughtUp asks other nodes (asked together, not
 	// one after another), so that /readyz answers within a probe's timeout even when a
-	// peer is paused or slow. 0 means DefaultReadyTimeout.
+	// peer is paused or slow (DefaultReadyTimeout). Above zero.
 	ReadyTimeout time.Duration
 	// TLS, when set, is mutual TLS on every connection of the cluster port (Raft,
 	// forwarding RPC, gossip streams): peers without a certificate this config accepts
@@ -173,11 +175,11 @@ type Config struct {
 	// TxnPrepareWindow bounds a transaction that spans partition groups (two-phase
 	// commit, txn.go): its commit must be decided within this time after its prepare
 	// began, and a participant still prepared after it asks the coordinator and presumes
-	// abort. 0: DefaultTxnPrepareWindow.
+	// abort (DefaultTxnPrepareWindow). Above zero.
 	TxnPrepareWindow time.Duration
 	// TxnRecoveryInterval is how often each partition leader completes decided
-	// transactions and resolves prepared ones past their window. 0:
-	// DefaultTxnRecoveryInterval.
+	// transactions and resolves prepared ones past their window
+	// (DefaultTxnRecoveryInterval). Above zero.
 	TxnRecoveryInterval time.Duration
 
 	// BodyMemoryBudget is the bytes of message bodies the node's partition replicas may
@@ -190,7 +192,7 @@ type Config struct {
 
 	// ServeWait bounds how long an admin change, once committed, waits for the
 	// partitions it creates or alters to serve it (Store.Apply) before it is
-	// acknowledged anyway. 0: DefaultServeWait.
+	// acknowledged anyway (DefaultServeWait). Above zero.
 	ServeWait time.Duration
 
 	Raft RaftConfig
@@ -228,26 +230,53 @@ const DefaultServeWait = 20 * time.Second
 // DefaultRebalanceMoves is Config.RebalanceMoves by default.
 const DefaultRebalanceMoves = 2
 
-// DefaultConfig is a single node on loopback.
+// DefaultDeadNodeGrace is Config.DeadNodeGrace by default.
+const DefaultDeadNodeGrace = 10 * time.Minute
+
+// DefaultConfig is a single node on loopback, and the one place the node's defaults
+// live: Start fills in nothing. DataDir is left empty.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:          "node-1",
-		ClusterAddr:     "127.0.0.1:5400",
-		Namespace:       "quorumbus",
-		DefaultKeyName:  "RootManageSharedAccessKey",
-		BootstrapExpect: 1,
-		Replicas:        3,
-		DeadNodeGrace:   10 * time.Minute,
-		RebalanceMoves:  DefaultRebalanceMoves,
-		Raft:            DefaultRaftConfig(),
+		NodeID:              "node-1",
+		ClusterAddr:         "127.0.0.1:5400",
+		Namespace:           "quorumbus",
+		DefaultKeyName:      "RootManageSharedAccessKey",
+		BootstrapExpect:     1,
+		Replicas:            3,
+		DeadNodeGrace:       DefaultDeadNodeGrace,
+		RebalanceMoves:      DefaultRebalanceMoves,
+		ReadyMaxLag:         DefaultReadyMaxLag,
+		ReadyTimeout:        DefaultReadyTimeout,
+		TxnPrepareWindow:    DefaultTxnPrepareWindow,
+		TxnRecoveryInterval: DefaultTxnRecoveryInterval,
+		ServeWait:           DefaultServeWait,
+		Raft:                DefaultRaftConfig(),
+		Storage:             StorageConfig{LogStore: partition.LogStoreShared},
 	}
 }
 
-// Validate reports the settings that cannot work.
+// Validate reports the settings that cannot work, each by its field name.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("cluster: NodeID is empty"))
+	}
+	if c.BootstrapExpect < 1 {
+		errs = append(errs, fmt.Errorf("cluster: BootstrapExpect %d: want 1 (a single node) or more", c.BootstrapExpect))
+	}
+	if c.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("cluster: Replicas %d: want 1 or more", c.Replicas))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"DeadNodeGrace", c.DeadNodeGrace}, {"ReadyTimeout", c.ReadyTimeout}, {"TxnPrepareWindow", c.TxnPrepareWindow},
+		{"TxnRecoveryInterval", c.TxnRecoveryInterval}, {"ServeWait", c.ServeWait},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("cluster: %s %v: must be above zero (DefaultConfig sets it)", d.name, d.v))
+		}
 	}
 	if c.RebalanceMoves < 0 {
 		errs = append(errs, fmt.Errorf("cluster: RebalanceMoves %d: want 0 (off) or more", c.RebalanceMoves))
@@ -281,6 +310,13 @@ func (c *Config) Validate() error {
 	if c.Raft.HeartbeatTimeout <= 0 || c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout ||
 		c.Raft.LeaderLeaseTimeout <= 0 || c.Raft.LeaderLeaseTimeout > c.Raft.HeartbeatTimeout || c.Raft.CommitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("cluster: Raft timing %+v cannot work", c.Raft))
+	}
+	if c.Raft.PartitionCommitTimeout < 0 || c.Raft.QuiesceAfter < 0 {
+		errs = append(errs, fmt.Errorf("cluster: Raft.PartitionCommitTimeout %v, Raft.QuiesceAfter %v: want 0 or more",
+			c.Raft.PartitionCommitTimeout, c.Raft.QuiesceAfter))
+	}
+	if c.Raft.Pipeline < 0 || c.Raft.Pipeline > 256 {
+		errs = append(errs, fmt.Errorf("cluster: Raft.Pipeline %d: want 0..256 (under 2: one at a time)", c.Raft.Pipeline))
 	}
 	switch l := c.Storage.LogStore; l {
 	case "", partition.LogStoreShared, partition.LogStoreBolt, partition.LogStoreWAL:

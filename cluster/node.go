@@ -102,29 +102,9 @@ type replica struct {
 // cluster, and returns once the metadata group has a leader, this node has caught up
 // with it, and every partition placed here is open. A lone node (BootstrapExpect 1, no
 // Join) bootstraps a one-voter metadata group, names the namespace and creates the
-// default key.
+// default key. cfg is DefaultConfig's, changed where needed: Start fills in nothing, and
+// a value that cannot work is an error (Config.Validate).
 func Start(ctx context.Context, cfg Config) (*Node, error) {
-	if cfg.BootstrapExpect == 0 {
-		cfg.BootstrapExpect = 1
-	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = 3
-	}
-	if cfg.DeadNodeGrace == 0 {
-		cfg.DeadNodeGrace = 10 * time.Minute
-	}
-	if cfg.ReadyMaxLag == 0 {
-		cfg.ReadyMaxLag = DefaultReadyMaxLag
-	}
-	if cfg.ReadyTimeout <= 0 {
-		cfg.ReadyTimeout = DefaultReadyTimeout
-	}
-	if cfg.TxnPrepareWindow <= 0 {
-		cfg.TxnPrepareWindow = DefaultTxnPrepareWindow
-	}
-	if cfg.TxnRecoveryInterval <= 0 {
-		cfg.TxnRecoveryInterval = DefaultTxnRecoveryInterval
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -207,10 +187,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	if !cfg.Bench.PerGroupTransport {
-		n.groups, err = transport.NewGroups(mux, raft.ServerAddress(n.adv), transport.GroupsConfig{
-			Timeout: partition.DefaultConfig().NetTimeout, AddressProvider: addrProvider{n},
-			Logger: n.raftLogger("raft-groups"), Pipeline: cfg.Raft.Pipeline,
-		})
+		gc := transport.DefaultGroupsConfig()
+		gc.AddressProvider, gc.Logger, gc.Pipeline = addrProvider{n}, n.raftLogger("raft-groups"), cfg.Raft.Pipeline
+		n.groups, err = transport.NewGroups(mux, raft.ServerAddress(n.adv), gc)
 		if err != nil {
 			return fail(err)
 		}

@@ -20,7 +20,6 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/httplimit"
 	"github.com/quorumbus/quorumbus/internal/durable"
-	"github.com/quorumbus/quorumbus/partition"
 )
 
 // Config is everything a node is started with. Every field is a flag (--data), an
@@ -144,10 +143,10 @@ func DefaultConfig() Config {
 		DeadNodeGrace:    cc.DeadNodeGrace,
 		RebalanceMoves:   cc.RebalanceMoves,
 		PartitionCount:   meta.DefaultPartitionCount,
-		RaftLogStore:     partition.LogStoreShared,
+		RaftLogStore:     cc.Storage.LogStore,
 		RaftTransport:    "groups",
-		RaftPipeline:     partition.DefaultPipeline,
-		RaftQuiesceAfter: cluster.DefaultQuiesceAfter,
+		RaftPipeline:     cc.Raft.Pipeline,
+		RaftQuiesceAfter: cc.Raft.QuiesceAfter,
 		AMQPLimits:       defaultAMQPLimits(),
 		HTTPLimits:       httplimit.DefaultConfig(),
 	}
