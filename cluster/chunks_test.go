@@ -24,9 +24,7 @@ func TestLargeSendSurvivesLeaderChange(t *testing.T) {
 	// time while 24 MB go through three replicas on two shared cores under -race, and
 	// the test needs the one leader change it makes.
 	nodes := startClusterWith(t, 3, 3, func(c *Config) {
-		nosync := c.Raft.NoSync
-		c.Raft = DefaultRaftTiming()
-		c.Raft.NoSync = nosync
+		c.Raft = DefaultRaftConfig()
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -25,9 +25,12 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
-// RaftTiming holds the Raft settings shared by every group the node runs. Tests shorten
-// them; production keeps the defaults.
-type RaftTiming struct {
+// RaftConfig holds the Raft settings shared by every group the node runs: its timings,
+// how long an idle partition group waits before it goes quiet, and how many appends its
+// leader pipelines. Tests shorten the timings; production keeps the defaults. Where the
+// log is kept is StorageConfig's; the switches that only benchmarks flip are
+// BenchConfig's.
+type RaftConfig struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -38,17 +41,6 @@ type RaftTiming struct {
 	// for an idle group it is the largest periodic cost after heartbeats. The metadata
 	// group keeps CommitTimeout: every node reads its state.
 	PartitionCommitTimeout time.Duration
-	// NoSync skips fsync of Raft logs. Unsafe (S-DUR-1 no longer holds); tests only.
-	NoSync bool
-	// WholeBodies sends every message body as one Raft entry of its partition, as
-	// releases before chunked bodies did (partition.Config.ChunkBytes 0), instead of
-	// chunking the large ones; for benchmarks that compare the two.
-	WholeBodies bool
-	// LogStore is the Raft log store of the partition replicas this node creates
-	// (partition.Config.LogStore): partition.LogStoreShared ("" too: the node's one log
-	// engine, logengine.go), LogStoreBolt or LogStoreWAL; a replica keeps the store it
-	// was created with. The metadata group is on bolt.
-	LogStore string
 	// QuiesceAfter lets an idle partition group go quiet after this long without a
 	// proposal (partition.Config.QuiesceAfter, raft patch 4): no heartbeats or timers
 	// until the next one; the node wakes the quiet followers of a leader gossip
@@ -57,22 +49,41 @@ type RaftTiming struct {
 	QuiesceAfter time.Duration
 	// Pipeline is how many AppendEntries a partition group's leader keeps in flight to
 	// each follower (raft's pipelined replication; transport.GroupsConfig.Pipeline,
-	// partition.Config.Pipeline); under 2, one at a time, as earlier releases. Not a
-	// timing either; the metadata group replicates one at a time.
+	// partition.Config.Pipeline); under 2, one at a time, as earlier releases. The
+	// metadata group replicates one at a time.
 	Pipeline int
+}
+
+// StorageConfig is where and how the node's partition replicas keep their Raft logs.
+type StorageConfig struct {
+	// LogStore is the Raft log store of the partition replicas this node creates
+	// (partition.Config.LogStore): partition.LogStoreShared ("" too: the node's one log
+	// engine, logengine.go), LogStoreBolt or LogStoreWAL; a replica keeps the store it
+	// was created with. The metadata group is on bolt.
+	LogStore string
+	// NoSync skips fsync of Raft logs. Unsafe (S-DUR-1 no longer holds); tests only.
+	NoSync bool
+}
+
+// BenchConfig holds switches that bring back how earlier releases worked, for benchmarks
+// that compare the two; production leaves them off.
+type BenchConfig struct {
+	// WholeBodies sends every message body as one Raft entry of its partition, as
+	// releases before chunked bodies did (partition.Config.ChunkBytes 0), instead of
+	// chunking the large ones.
+	WholeBodies bool
 	// PerGroupTransport gives every partition group a raft.NetworkTransport of its own
 	// (pooled connections per group, as releases before transport.Groups), instead of
-	// the node's one connection per peer for all groups; for benchmarks that compare
-	// the two.
+	// the node's one connection per peer for all groups.
 	PerGroupTransport bool
 }
 
 // DefaultQuiesceAfter is how long a partition group stays idle before it goes quiet.
 const DefaultQuiesceAfter = 2 * time.Second
 
-// DefaultRaftTiming is the production timing.
-func DefaultRaftTiming() RaftTiming {
-	return RaftTiming{
+// DefaultRaftConfig is the production Raft configuration.
+func DefaultRaftConfig() RaftConfig {
+	return RaftConfig{
 		HeartbeatTimeout:   time.Second,
 		ElectionTimeout:    time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
@@ -86,7 +97,7 @@ func DefaultRaftTiming() RaftTiming {
 	}
 }
 
-func (t RaftTiming) apply(rc *raft.Config) {
+func (t RaftConfig) apply(rc *raft.Config) {
 	rc.HeartbeatTimeout = t.HeartbeatTimeout
 	rc.ElectionTimeout = t.ElectionTimeout
 	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
@@ -112,17 +123,19 @@ type Config struct {
 	// to join; retried with backoff until one answers.
 	Join []string
 	// BootstrapExpect is how many nodes form a new cluster: once this many see each
-	// other and none has cluster state, they form it, exactly once. 1 is a single node.
+	// other and none has cluster state, they form it, exactly once. 1 is a single node;
+	// at least 1.
 	BootstrapExpect int
 	// Zone is the failure domain (Kubernetes topology zone); replicas of a partition and
 	// metadata voters are spread over zones where possible.
 	Zone string
 	// Replicas is the replication factor of each partition: a new group gets as many
-	// live nodes, up to Replicas, and is raised to Replicas once enough are alive.
+	// live nodes, up to Replicas, and is raised to Replicas once enough are alive. At
+	// least 1.
 	Replicas int
 	// DeadNodeGrace is how long a node may be unreachable before the metadata leader
 	// re-places its replicas on other nodes. The node itself is never removed
-	// automatically (qbctl node remove does it).
+	// automatically (qbctl node remove does it). Above zero.
 	DeadNodeGrace time.Duration
 	// RebalanceMoves bounds how many partition groups the metadata leader moves a
 	// replica of at once, to spread the replicas evenly over the nodes (rebalance.go)
@@ -138,12 +151,12 @@ type Config struct {
 	DefaultKey     string
 
 	// ReadyMaxLag is how many log entries a replica on this node may be behind its
-	// leader's log for CaughtUp (GET /readyz) to still count it as caught up. 0 means
-	// DefaultReadyMaxLag.
+	// leader's log for CaughtUp (GET /readyz) to still count it as caught up
+	// (DefaultReadyMaxLag); 0: none at all.
 	ReadyMaxLag uint64
 	// ReadyTimeout bounds the questions CaughtUp asks other nodes (asked together, not
 	// one after another), so that /readyz answers within a probe's timeout even when a
-	// peer is paused or slow. 0 means DefaultReadyTimeout.
+	// peer is paused or slow (DefaultReadyTimeout). Above zero.
 	ReadyTimeout time.Duration
 	// TLS, when set, is mutual TLS on every connection of the cluster port (Raft,
 	// forwarding RPC, gossip streams): peers without a certificate this config accepts
@@ -162,11 +175,11 @@ type Config struct {
 	// TxnPrepareWindow bounds a transaction that spans partition groups (two-phase
 	// commit, txn.go): its commit must be decided within this time after its prepare
 	// began, and a participant still prepared after it asks the coordinator and presumes
-	// abort. 0: DefaultTxnPrepareWindow.
+	// abort (DefaultTxnPrepareWindow). Above zero.
 	TxnPrepareWindow time.Duration
 	// TxnRecoveryInterval is how often each partition leader completes decided
-	// transactions and resolves prepared ones past their window. 0:
-	// DefaultTxnRecoveryInterval.
+	// transactions and resolves prepared ones past their window
+	// (DefaultTxnRecoveryInterval). Above zero.
 	TxnRecoveryInterval time.Duration
 
 	// BodyMemoryBudget is the bytes of message bodies the node's partition replicas may
@@ -179,10 +192,14 @@ type Config struct {
 
 	// ServeWait bounds how long an admin change, once committed, waits for the
 	// partitions it creates or alters to serve it (Store.Apply) before it is
-	// acknowledged anyway. 0: DefaultServeWait.
+	// acknowledged anyway (DefaultServeWait). Above zero.
 	ServeWait time.Duration
 
-	Raft  RaftTiming
+	Raft RaftConfig
+	// Storage is where the partition replicas keep their Raft logs.
+	Storage StorageConfig
+	// Bench brings back earlier releases' ways, for benchmarks only.
+	Bench BenchConfig
 	Clock Clock // nil: real clock
 	// Logger receives the node's lines, hashicorp/raft's and memberlist's included
 	// (internal/hashilog), so they all follow its level and format. nil: slog.Default().
@@ -216,26 +233,53 @@ const DefaultServeWait = 20 * time.Second
 // DefaultRebalanceMoves is Config.RebalanceMoves by default.
 const DefaultRebalanceMoves = 2
 
-// DefaultConfig is a single node on loopback.
+// DefaultDeadNodeGrace is Config.DeadNodeGrace by default.
+const DefaultDeadNodeGrace = 10 * time.Minute
+
+// DefaultConfig is a single node on loopback, and the one place the node's defaults
+// live: Start fills in nothing. DataDir is left empty.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:          "node-1",
-		ClusterAddr:     "127.0.0.1:5400",
-		Namespace:       "quorumbus",
-		DefaultKeyName:  "RootManageSharedAccessKey",
-		BootstrapExpect: 1,
-		Replicas:        3,
-		DeadNodeGrace:   10 * time.Minute,
-		RebalanceMoves:  DefaultRebalanceMoves,
-		Raft:            DefaultRaftTiming(),
+		NodeID:              "node-1",
+		ClusterAddr:         "127.0.0.1:5400",
+		Namespace:           "quorumbus",
+		DefaultKeyName:      "RootManageSharedAccessKey",
+		BootstrapExpect:     1,
+		Replicas:            3,
+		DeadNodeGrace:       DefaultDeadNodeGrace,
+		RebalanceMoves:      DefaultRebalanceMoves,
+		ReadyMaxLag:         DefaultReadyMaxLag,
+		ReadyTimeout:        DefaultReadyTimeout,
+		TxnPrepareWindow:    DefaultTxnPrepareWindow,
+		TxnRecoveryInterval: DefaultTxnRecoveryInterval,
+		ServeWait:           DefaultServeWait,
+		Raft:                DefaultRaftConfig(),
+		Storage:             StorageConfig{LogStore: partition.LogStoreShared},
 	}
 }
 
-// Validate reports the settings that cannot work.
+// Validate reports the settings that cannot work, each by its field name.
 func (c *Config) Validate() error {
 	var errs []error
 	if c.NodeID == "" {
 		errs = append(errs, errors.New("cluster: NodeID is empty"))
+	}
+	if c.BootstrapExpect < 1 {
+		errs = append(errs, fmt.Errorf("cluster: BootstrapExpect %d: want 1 (a single node) or more", c.BootstrapExpect))
+	}
+	if c.Replicas < 1 {
+		errs = append(errs, fmt.Errorf("cluster: Replicas %d: want 1 or more", c.Replicas))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"DeadNodeGrace", c.DeadNodeGrace}, {"ReadyTimeout", c.ReadyTimeout}, {"TxnPrepareWindow", c.TxnPrepareWindow},
+		{"TxnRecoveryInterval", c.TxnRecoveryInterval}, {"ServeWait", c.ServeWait},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("cluster: %s %v: must be above zero (DefaultConfig sets it)", d.name, d.v))
+		}
 	}
 	if c.RebalanceMoves < 0 {
 		errs = append(errs, fmt.Errorf("cluster: RebalanceMoves %d: want 0 (off) or more", c.RebalanceMoves))
@@ -270,10 +314,17 @@ func (c *Config) Validate() error {
 		c.Raft.LeaderLeaseTimeout <= 0 || c.Raft.LeaderLeaseTimeout > c.Raft.HeartbeatTimeout || c.Raft.CommitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("cluster: Raft timing %+v cannot work", c.Raft))
 	}
-	switch l := c.Raft.LogStore; l {
+	if c.Raft.PartitionCommitTimeout < 0 || c.Raft.QuiesceAfter < 0 {
+		errs = append(errs, fmt.Errorf("cluster: Raft.PartitionCommitTimeout %v, Raft.QuiesceAfter %v: want 0 or more",
+			c.Raft.PartitionCommitTimeout, c.Raft.QuiesceAfter))
+	}
+	if c.Raft.Pipeline < 0 || c.Raft.Pipeline > 256 {
+		errs = append(errs, fmt.Errorf("cluster: Raft.Pipeline %d: want 0..256 (under 2: one at a time)", c.Raft.Pipeline))
+	}
+	switch l := c.Storage.LogStore; l {
 	case "", partition.LogStoreShared, partition.LogStoreBolt, partition.LogStoreWAL:
 	default:
-		errs = append(errs, fmt.Errorf("cluster: Raft.LogStore %q: want %q, %q or %q", l,
+		errs = append(errs, fmt.Errorf("cluster: Storage.LogStore %q: want %q, %q or %q", l,
 			partition.LogStoreShared, partition.LogStoreBolt, partition.LogStoreWAL))
 	}
 	return errors.Join(errs...)

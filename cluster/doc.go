@@ -38,6 +38,13 @@
 // only through metadata commands proposed by the metadata leader, never straight from a
 // gossip event, and a node is never removed automatically.
 //
+// Configuration (config.go): DefaultConfig is the one place the node's defaults live,
+// the Raft ones (DefaultRaftConfig) and the log store (StorageConfig) included; a caller
+// changes what it needs on a copy. Start fills in nothing: Config.Validate names every
+// setting that cannot work, a zero left where a positive value is needed included. Only
+// a nil Logger (slog.Default) and a nil Clock (the real clock) mean defaults. BenchConfig
+// holds what benchmarks alone switch on.
+//
 // Metrics (metrics.go): Node.Registry is a Prometheus registry of the node's own. Its
 // collector runs on the scraping goroutine and reads, one at a time, the metadata
 // (metagroup.Group.Read), a copy of the parts map (Node.mu, released at once) and each

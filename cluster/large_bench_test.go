@@ -16,7 +16,7 @@ import (
 // one queue of one partition, 1 KiB sends one after the other, alone and while another
 // goroutine keeps sending 10 MB messages to the same queue (and taking them out again,
 // receive-and-delete, so the queue stays small). It runs twice: "whole" sends each body
-// as one Raft entry (RaftTiming.WholeBodies, as before chunked bodies), "chunked" with
+// as one Raft entry (BenchConfig.WholeBodies, as before chunked bodies), "chunked" with
 // the partition's default chunking, so one run gives both on the same machine load.
 // Besides ns/op it reports the 99th percentile of the small sends' latency (p99-ms),
 // the large messages moved per small send (large/op) and per second (large/s):
@@ -36,7 +36,7 @@ func benchSmallBesideLarge(b *testing.B, whole bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cfg := testConfig(b.TempDir())
-	cfg.Raft.WholeBodies = whole
+	cfg.Bench.WholeBodies = whole
 	n, err := Start(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"github.com/quorumbus/quorumbus/partition"
 )
 
-// logEngine is the node's shared Raft log engine (partition.Engine, Config.Raft.LogStore
+// logEngine is the node's shared Raft log engine (partition.Engine, Config.Storage.LogStore
 // "shared", the default): opened once in Start, handed to every partition replica,
 // closed after them. A node configured for bolt or wal still opens it when one exists on
 // disk, so that replicas created on it before the change keep their logs. It holds only
@@ -18,7 +18,7 @@ import (
 // replicas, Close to close it.
 type logEngine struct {
 	dataDir string
-	store   string // Config.Raft.LogStore; "" is shared
+	store   string // Config.Storage.LogStore; "" is shared
 	noSync  bool
 	// engine is nil when not open; set by open in Start, cleared by close in Close,
 	// read by the reconciler in between.
@@ -26,7 +26,7 @@ type logEngine struct {
 }
 
 func newLogEngine(cfg Config) *logEngine {
-	return &logEngine{dataDir: cfg.DataDir, store: cfg.Raft.LogStore, noSync: cfg.Raft.NoSync}
+	return &logEngine{dataDir: cfg.DataDir, store: cfg.Storage.LogStore, noSync: cfg.Storage.NoSync}
 }
 
 // logStore is the log store new replicas of this node are created on.

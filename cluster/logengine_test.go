@@ -23,7 +23,7 @@ func TestLogEngineUpgradeFromBolt(t *testing.T) {
 	start := func(store string) *Node {
 		t.Helper()
 		c := testConfig(dir)
-		c.Raft.LogStore = store
+		c.Storage.LogStore = store
 		n, err := Start(ctx, c)
 		if err != nil {
 			t.Fatal(err)

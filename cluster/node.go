@@ -42,7 +42,7 @@ type Node struct {
 	libLog *hashilog.Bridge // raft's and memberlist's lines into log (docs/operations.md § What is logged)
 	clock  Clock
 	mux    *transport.Mux
-	groups *transport.Groups // every partition group's Raft transport; nil with Raft.PerGroupTransport
+	groups *transport.Groups // every partition group's Raft transport; nil with Bench.PerGroupTransport
 	meta   *metagroup.Group
 	gossip *gossip.Gossip
 	rpc    *rpcLayer
@@ -102,29 +102,9 @@ type replica struct {
 // cluster, and returns once the metadata group has a leader, this node has caught up
 // with it, and every partition placed here is open. A lone node (BootstrapExpect 1, no
 // Join) bootstraps a one-voter metadata group, names the namespace and creates the
-// default key.
+// default key. cfg is DefaultConfig's, changed where needed: Start fills in nothing, and
+// a value that cannot work is an error (Config.Validate).
 func Start(ctx context.Context, cfg Config) (*Node, error) {
-	if cfg.BootstrapExpect == 0 {
-		cfg.BootstrapExpect = 1
-	}
-	if cfg.Replicas == 0 {
-		cfg.Replicas = 3
-	}
-	if cfg.DeadNodeGrace == 0 {
-		cfg.DeadNodeGrace = 10 * time.Minute
-	}
-	if cfg.ReadyMaxLag == 0 {
-		cfg.ReadyMaxLag = DefaultReadyMaxLag
-	}
-	if cfg.ReadyTimeout <= 0 {
-		cfg.ReadyTimeout = DefaultReadyTimeout
-	}
-	if cfg.TxnPrepareWindow <= 0 {
-		cfg.TxnPrepareWindow = DefaultTxnPrepareWindow
-	}
-	if cfg.TxnRecoveryInterval <= 0 {
-		cfg.TxnRecoveryInterval = DefaultTxnRecoveryInterval
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -187,7 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.meta, err = metagroup.Open(metagroup.Config{
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: raft.ServerID(cfg.NodeID), Stream: layer,
-		Tune: cfg.Raft.apply, NoSync: cfg.Raft.NoSync, Logger: n.raftLogger("meta"), Changed: n.rec.changed,
+		Tune: cfg.Raft.apply, NoSync: cfg.Storage.NoSync, Logger: n.raftLogger("meta"), Changed: n.rec.changed,
 		Clock: n.clock, Addrs: addrProvider{n}, Advertise: raft.ServerAddress(n.adv), BootstrapSelf: n.lone(),
 		Place: n.steward.place,
 		// Only Commit forwards, and nothing commits before the store is made below.
@@ -206,11 +186,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.logs.open(n.raftLogger("raft-log")); err != nil {
 		return fail(err)
 	}
-	if !cfg.Raft.PerGroupTransport {
-		n.groups, err = transport.NewGroups(mux, raft.ServerAddress(n.adv), transport.GroupsConfig{
-			Timeout: partition.DefaultConfig().NetTimeout, AddressProvider: addrProvider{n},
-			Logger: n.raftLogger("raft-groups"), Pipeline: cfg.Raft.Pipeline,
-		})
+	if !cfg.Bench.PerGroupTransport {
+		gc := transport.DefaultGroupsConfig()
+		gc.AddressProvider, gc.Logger, gc.Pipeline = addrProvider{n}, n.raftLogger("raft-groups"), cfg.Raft.Pipeline
+		n.groups, err = transport.NewGroups(mux, raft.ServerAddress(n.adv), gc)
 		if err != nil {
 			return fail(err)
 		}

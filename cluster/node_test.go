@@ -23,7 +23,7 @@ func testConfig(dir string) Config {
 	// Fast failover, but not so fast that a leader loses its lease whenever the race
 	// detector and a loaded 2-core machine delay it by 100 ms (at 100/100/50 ms the
 	// metadata leader changed during test setup often enough to fail make test).
-	c.Raft = RaftTiming{HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
+	c.Raft = RaftConfig{HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
 		LeaderLeaseTimeout: 125 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		Pipeline: partition.DefaultPipeline, QuiesceAfter: 2 * time.Second}
 	return c

@@ -10,7 +10,7 @@ import (
 	"github.com/quorumbus/quorumbus/test/testutil"
 )
 
-// Idle entities' partition groups go quiet on every node of a cluster (RaftTiming.
+// Idle entities' partition groups go quiet on every node of a cluster (RaftConfig.
 // QuiesceAfter): nothing the node does by itself in the background (reconciling,
 // leader balancing, metrics, transaction recovery) keeps waking them.
 func TestIdleClusterGroupsGoQuiet(t *testing.T) {

@@ -244,7 +244,7 @@ func (rc *reconciler) reconcile(ctx context.Context) (converged bool) {
 // wakeOrphans wakes every quiet replica here whose leader's node is not in alive (the
 // live members gossip counts). It runs at each reconcile pass and at once when gossip
 // declares a member gone (Node.peerGone). A quiet group sends no heartbeats
-// (RaftTiming.QuiesceAfter, raft patch 4), so its followers would not notice a leader
+// (RaftConfig.QuiesceAfter, raft patch 4), so its followers would not notice a leader
 // paused or cut off; a leader whose port refuses connections is found at once by the
 // transport instead. Woken, a follower's
 // election timer runs from its last contact, so it campaigns unless the leader speaks.
@@ -353,14 +353,14 @@ func (rc *reconciler) openReplica(d desired) (*replica, error) {
 	if d := rc.n.cfg.Raft.PartitionCommitTimeout; d > 0 {
 		pc.CommitTimeout = d
 	}
-	pc.NoSync = rc.n.cfg.Raft.NoSync
+	pc.NoSync = rc.n.cfg.Storage.NoSync
 	pc.Pipeline = rc.n.cfg.Raft.Pipeline
 	pc.QuiesceAfter = rc.n.cfg.Raft.QuiesceAfter
 	pc.Bodies = rc.n.bodies
 	pc.LogStore = rc.n.logs.logStore()
 	pc.Engine = rc.n.logs.engine
 	pc.Leadership = rc.n.leaders
-	if rc.n.cfg.Raft.WholeBodies {
+	if rc.n.cfg.Bench.WholeBodies {
 		pc.ChunkBytes = 0
 	}
 	pc.Logger = rc.n.raftLogger(fmt.Sprintf("%s.%d", d.entity, d.index))

@@ -26,24 +26,12 @@ var errLeaderSilent = errors.New("cluster: the partition's leader has been silen
 // contactWindow is how long a follower may go without hearing from its leader before
 // the leader counts as silent: the leader lease, after which a leader that hears from no
 // quorum steps down by itself.
-func (l locator) contactWindow() time.Duration {
-	if d := l.n.cfg.Raft.LeaderLeaseTimeout; d > 0 {
-		return d
-	}
-	return DefaultRaftTiming().LeaderLeaseTimeout
-}
+func (l locator) contactWindow() time.Duration { return l.n.cfg.Raft.LeaderLeaseTimeout }
 
 // silentPatience bounds how long a call waits for an election because the leader is
 // silent: twice the election timeout after the heartbeat timeout.
 func (l locator) silentPatience() time.Duration {
 	t := l.n.cfg.Raft
-	def := DefaultRaftTiming()
-	if t.HeartbeatTimeout <= 0 {
-		t.HeartbeatTimeout = def.HeartbeatTimeout
-	}
-	if t.ElectionTimeout <= 0 {
-		t.ElectionTimeout = def.ElectionTimeout
-	}
 	return t.HeartbeatTimeout + 2*t.ElectionTimeout
 }
 

@@ -37,11 +37,7 @@ type Store struct {
 
 // newStore is the store of n, whose metadata group is open and whose router is made.
 func newStore(n *Node) *Store {
-	wait := n.cfg.ServeWait
-	if wait <= 0 {
-		wait = DefaultServeWait
-	}
-	return &Store{self: n.cfg.NodeID, meta: n.meta, log: n.log, reconcile: n.rec.reconcile, rt: n.router, serveWait: wait, n: n}
+	return &Store{self: n.cfg.NodeID, meta: n.meta, log: n.log, reconcile: n.rec.reconcile, rt: n.router, serveWait: n.cfg.ServeWait, n: n}
 }
 
 var _ admin.Store = (*Store)(nil)

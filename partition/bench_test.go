@@ -271,7 +271,7 @@ func cpuTime() time.Duration {
 
 // BenchmarkEnqueueCommitTimeout: closed-loop sends (one sender, then 256) with
 // hashicorp/raft's default CommitTimeout (50 ms) and with the 500 ms the cluster gives
-// partition groups (cluster.RaftTiming.PartitionCommitTimeout), in ABBA order.
+// partition groups (cluster.RaftConfig.PartitionCommitTimeout), in ABBA order.
 func BenchmarkEnqueueCommitTimeout(b *testing.B) {
 	for _, senders := range []int{1, benchSenders} {
 		for _, ct := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond, 500 * time.Millisecond, 50 * time.Millisecond} {

@@ -52,7 +52,9 @@ func startGroupsNodes(t *testing.T, n int) ([]*groupsNode, []raft.Server) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := transport.NewGroups(m, raft.ServerAddress(m.Addr().String()), transport.GroupsConfig{Timeout: 5 * time.Second, Logger: testLogger()})
+		gc := transport.DefaultGroupsConfig()
+		gc.Timeout, gc.Logger, gc.Pipeline = 5*time.Second, testLogger(), 0 // one at a time, as these tests always ran
+		g, err := transport.NewGroups(m, raft.ServerAddress(m.Addr().String()), gc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,4 +219,15 @@ func TestGroupsWipedFirstPeerDoesNotLeadWithAnEmptyLog(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// transport.Groups, which cannot import this package, pipelines as many AppendEntries
+// by default as a group on a transport of its own.
+func TestDefaultPipelineMatchesGroups(t *testing.T) {
+	if got := transport.DefaultGroupsConfig().Pipeline; got != DefaultPipeline {
+		t.Errorf("transport.DefaultGroupsConfig().Pipeline %d, partition.DefaultPipeline %d", got, DefaultPipeline)
+	}
+	if got, want := transport.DefaultGroupsConfig().Timeout, DefaultConfig().NetTimeout; got != want {
+		t.Errorf("transport.DefaultGroupsConfig().Timeout %v, partition.DefaultConfig().NetTimeout %v", got, want)
+	}
 }

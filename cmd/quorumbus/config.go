@@ -20,7 +20,6 @@ import (
 	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cmd/internal/httplimit"
 	"github.com/quorumbus/quorumbus/internal/durable"
-	"github.com/quorumbus/quorumbus/partition"
 )
 
 // Config is everything a node is started with. Every field is a flag (--data), an
@@ -77,13 +76,13 @@ type Config struct {
 	// "shared" (the node's one log engine), "bolt" or "wal" (partition.Config.LogStore).
 	RaftLogStore string `json:"raft-log-store"`
 	// RaftTransport is how the partition groups' Raft RPCs travel: "groups" (one
-	// connection per peer for all groups) or "per-group" (cluster.RaftTiming.PerGroupTransport).
+	// connection per peer for all groups) or "per-group" (cluster.BenchConfig.PerGroupTransport).
 	RaftTransport string `json:"raft-transport"`
 	// RaftPipeline is how many AppendEntries a partition group's leader keeps in flight
-	// to each follower (cluster.RaftTiming.Pipeline); 1: one at a time.
+	// to each follower (cluster.RaftConfig.Pipeline); 1: one at a time.
 	RaftPipeline int `json:"raft-pipeline"`
 	// RaftQuiesceAfter is how long a partition group stays idle before it goes quiet
-	// (cluster.RaftTiming.QuiesceAfter); 0: never.
+	// (cluster.RaftConfig.QuiesceAfter); 0: never.
 	RaftQuiesceAfter time.Duration `json:"raft-quiesce-after"`
 
 	// AMQP limits (amqp.Config has the meaning of each; docs/security.md, "Limits").
@@ -144,10 +143,10 @@ func DefaultConfig() Config {
 		DeadNodeGrace:    cc.DeadNodeGrace,
 		RebalanceMoves:   cc.RebalanceMoves,
 		PartitionCount:   meta.DefaultPartitionCount,
-		RaftLogStore:     partition.LogStoreShared,
+		RaftLogStore:     cc.Storage.LogStore,
 		RaftTransport:    "groups",
-		RaftPipeline:     partition.DefaultPipeline,
-		RaftQuiesceAfter: cluster.DefaultQuiesceAfter,
+		RaftPipeline:     cc.Raft.Pipeline,
+		RaftQuiesceAfter: cc.Raft.QuiesceAfter,
 		AMQPLimits:       defaultAMQPLimits(),
 		HTTPLimits:       httplimit.DefaultConfig(),
 	}

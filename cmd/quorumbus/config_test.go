@@ -141,7 +141,7 @@ func TestClusterSettingsFromEverySource(t *testing.T) {
 	if cc.AdvertiseAddr != "qb-2.qb:5400" || cc.AMQPAddr != "qb-2.qb:5672" || cc.AdminAddr != "10.0.0.7:5300" ||
 		strings.Join(cc.Join, ",") != "a:1,b:2" || cc.BootstrapExpect != 2 || cc.Zone != "z" ||
 		cc.Replicas != c.Replicas || cc.DeadNodeGrace != time.Minute || cc.NodeID != c.NodeID ||
-		cc.Raft.LogStore != "wal" || cc.RebalanceMoves != 0 {
+		cc.Storage.LogStore != "wal" || cc.RebalanceMoves != 0 {
 		t.Fatalf("cluster.Config: %+v", cc)
 	}
 	if cc.AMQPAddr = advertised(amqpAddr, ""); cc.AMQPAddr != "0.0.0.0:5672" {

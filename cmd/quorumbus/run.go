@@ -532,8 +532,8 @@ func clusterConfig(cfg Config, amqpAddr, adminAddr net.Addr) cluster.Config {
 	cc.RebalanceMoves = cfg.RebalanceMoves
 	cc.BodyMemoryBudget = int64(cfg.BodyMemoryBudgetMB) << 20
 	cc.BodyDiskBudget = int64(cfg.BodyDiskBudgetMB) << 20
-	cc.Raft.LogStore = cfg.RaftLogStore
-	cc.Raft.PerGroupTransport = cfg.RaftTransport == "per-group"
+	cc.Storage.LogStore = cfg.RaftLogStore
+	cc.Bench.PerGroupTransport = cfg.RaftTransport == "per-group"
 	cc.Raft.Pipeline = cfg.RaftPipeline
 	cc.Raft.QuiesceAfter = cfg.RaftQuiesceAfter
 	advHost, _, _ := net.SplitHostPort(cfg.AdvertiseAddr)

@@ -24,7 +24,10 @@
 // of a group in flight over that connection, and the receiving side hands a group's
 // AppendEntries to its raft in the order they arrived. When a peer's connection fails,
 // a probe tells a gone peer (refused, or no transport behind its port) from a slow one,
-// and the groups it led elect at once (GroupTransport.SetPeerDown).
+// and the groups it led elect at once (GroupTransport.SetPeerDown). Its settings start
+// from DefaultGroupsConfig, the one place their defaults live; NewGroups only checks
+// them (GroupsConfig.Validate), as Listen does a Config (DefaultConfig; nil: the
+// defaults).
 //
 // Imports: the standard library, hashicorp/raft (the StreamLayer and Transport
 // interfaces and the RPC types Groups carries), go-msgpack (NetworkTransport's codec,

@@ -92,20 +92,45 @@ func (g *Groups) Stats() GroupsStats {
 	}
 }
 
-// GroupsConfig tunes Groups.
+// GroupsConfig tunes Groups. Start from DefaultGroupsConfig, the one place its defaults
+// live; NewGroups only checks the values.
 type GroupsConfig struct {
 	// Timeout bounds an RPC's wait for its response and a dial (a snapshot gets
-	// Timeout per 256 KiB); NetworkTransport's Timeout.
+	// Timeout per 256 KiB); NetworkTransport's Timeout. Above zero.
 	Timeout time.Duration
 	// LegacyRetry is how long a peer found to lack the route is spoken to through
-	// per-group NetworkTransports before it is asked again.
+	// per-group NetworkTransports before it is asked again. Above zero.
 	LegacyRetry time.Duration
 	// AddressProvider resolves server IDs to addresses (raft.NetworkTransportConfig's).
 	AddressProvider raft.ServerAddressProvider
-	Logger          hclog.Logger
+	// Logger: nil means warnings and errors to stderr.
+	Logger hclog.Logger
 	// Pipeline is how many AppendEntries a group's leader keeps in flight to each
 	// follower (raft's pipelined replication, pipeline.go); under 2, one at a time.
+	// 0..256.
 	Pipeline int
+}
+
+// DefaultGroupsConfig returns the defaults: the timeouts of raft's NetworkTransport as
+// partition.DefaultConfig sets them (NetTimeout), and partition.DefaultPipeline
+// AppendEntries in flight (partition's tests check that the two agree).
+func DefaultGroupsConfig() GroupsConfig {
+	return GroupsConfig{Timeout: 10 * time.Second, LegacyRetry: 10 * time.Second, Pipeline: 8}
+}
+
+// Validate reports a config that cannot work.
+func (c *GroupsConfig) Validate() error {
+	var errs []error
+	if c.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("transport: GroupsConfig.Timeout %v: must be above zero", c.Timeout))
+	}
+	if c.LegacyRetry <= 0 {
+		errs = append(errs, fmt.Errorf("transport: GroupsConfig.LegacyRetry %v: must be above zero", c.LegacyRetry))
+	}
+	if c.Pipeline < 0 || c.Pipeline > 256 {
+		errs = append(errs, fmt.Errorf("transport: GroupsConfig.Pipeline %d: want 0..256 (under 2: one at a time)", c.Pipeline))
+	}
+	return errors.Join(errs...)
 }
 
 // Frame kinds and layout.
@@ -155,13 +180,11 @@ var (
 )
 
 // NewGroups registers the TypeGroups routes on m and serves them. local is the address
-// the node advertises (every group's LocalAddr).
+// the node advertises (every group's LocalAddr); cfg is DefaultGroupsConfig's, changed
+// where needed, and an invalid value is an error.
 func NewGroups(m *Mux, local raft.ServerAddress, cfg GroupsConfig) (*Groups, error) {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.LegacyRetry <= 0 {
-		cfg.LegacyRetry = 10 * time.Second
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft-groups", Level: hclog.Warn})

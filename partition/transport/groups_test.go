@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,7 +32,9 @@ func newPipelineNode(t testing.TB, id string, legacy bool, pipeline int) *testNo
 	t.Helper()
 	n := &testNode{id: raft.ServerID(id), mux: newMux(t)}
 	if !legacy {
-		g, err := NewGroups(n.mux, n.addr(), GroupsConfig{Timeout: 5 * time.Second, Logger: hclog.NewNullLogger(), Pipeline: pipeline})
+		gc := DefaultGroupsConfig()
+		gc.Timeout, gc.Logger, gc.Pipeline = 5*time.Second, hclog.NewNullLogger(), pipeline
+		g, err := NewGroups(n.mux, n.addr(), gc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +497,9 @@ func TestGroupsFailoverWithCoalescedHeartbeats(t *testing.T) {
 // next call dials again instead of waiting on a dead connection for good.
 func TestGroupsDropASilentConnection(t *testing.T) {
 	a := newMux(t)
-	g, err := NewGroups(a, raft.ServerAddress(a.Addr().String()), GroupsConfig{Timeout: 300 * time.Millisecond, Logger: hclog.NewNullLogger()})
+	gc := DefaultGroupsConfig()
+	gc.Timeout, gc.Logger, gc.Pipeline = 300*time.Millisecond, hclog.NewNullLogger(), 0
+	g, err := NewGroups(a, raft.ServerAddress(a.Addr().String()), gc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -710,4 +715,39 @@ func TestGroupsPipelineOnlyToOrderedPeers(t *testing.T) {
 		t.Fatalf("pipeline to a peer of this release: %v", err)
 	}
 	p.Close()
+}
+
+// NewGroups takes its defaults from DefaultGroupsConfig only: a value that cannot work is
+// an error naming the setting, not replaced by a default, and nothing is left routed.
+func TestNewGroupsRejectsInvalidConfig(t *testing.T) {
+	m := newMux(t)
+	for _, tc := range []struct {
+		name string
+		edit func(*GroupsConfig)
+		want string
+	}{
+		{"zero timeout", func(c *GroupsConfig) { c.Timeout = 0 }, "GroupsConfig.Timeout 0s"},
+		{"zero legacy retry", func(c *GroupsConfig) { c.LegacyRetry = 0 }, "GroupsConfig.LegacyRetry 0s"},
+		{"pipeline too deep", func(c *GroupsConfig) { c.Pipeline = 257 }, "GroupsConfig.Pipeline 257"},
+		{"negative pipeline", func(c *GroupsConfig) { c.Pipeline = -1 }, "GroupsConfig.Pipeline -1"},
+	} {
+		c := DefaultGroupsConfig()
+		tc.edit(&c)
+		g, err := NewGroups(m, raft.ServerAddress(m.Addr().String()), c)
+		if err == nil {
+			g.Close()
+			t.Errorf("%s: NewGroups accepted %+v", tc.name, c)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want it to name %q", tc.name, err, tc.want)
+		}
+	}
+	c := DefaultGroupsConfig()
+	c.Logger = hclog.NewNullLogger()
+	g, err := NewGroups(m, raft.ServerAddress(m.Addr().String()), c)
+	if err != nil {
+		t.Fatalf("DefaultGroupsConfig: %v", err)
+	}
+	g.Close()
 }

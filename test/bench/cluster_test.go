@@ -68,7 +68,7 @@ func startBench(b *testing.B, replicas int, args ...string) *benchCluster {
 }
 
 // checkFsync fails the benchmark if a node's command line or environment mentions a
-// sync option. (cmd/quorumbus has no flag that turns fsync off; cluster.Config.Raft.NoSync
+// sync option. (cmd/quorumbus has no flag that turns fsync off; cluster.Config.Storage.NoSync
 // is reachable from Go tests only, and this guards against one being added and used.)
 func checkFsync(b *testing.B, n *harness.Node) {
 	b.Helper()

@@ -30,7 +30,7 @@ func start(t *testing.T) *node {
 	cfg := cluster.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.ClusterAddr = "127.0.0.1:0"
-	cfg.Raft = cluster.RaftTiming{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+	cfg.Raft = cluster.RaftConfig{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 		LeaderLeaseTimeout: 50 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
