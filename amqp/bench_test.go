@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"net"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -33,7 +34,38 @@ func (n *noopBackend) Receive(ctx context.Context, req ReceiveRequest) ([]*Deliv
 	return out, nil
 }
 
-func benchServer(b *testing.B) (*goamqp.Session, *noopBackend) {
+// countingListener counts the write syscalls of the connections it accepts
+// (the server's writes to its clients), for writes per message.
+type countingListener struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: nc, writes: &l.writes}, nil
+}
+
+// countingConn counts the Write calls on a net.Conn.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// benchWrites reports the server's writes per message since w0.
+func benchWrites(b *testing.B, ln *countingListener, w0 int64) {
+	b.ReportMetric(float64(ln.writes.Load()-w0)/float64(b.N), "writes/msg")
+}
+
+func benchServer(b *testing.B) (*goamqp.Session, *noopBackend, *countingListener) {
 	b.Helper()
 	raw, _ := (&goamqp.Message{Data: [][]byte{make([]byte, 1024)}}).MarshalBinary()
 	m, _, err := parseMessage(raw)
@@ -41,18 +73,19 @@ func benchServer(b *testing.B) (*goamqp.Session, *noopBackend) {
 		b.Fatal(err)
 	}
 	nb := &noopBackend{memBackend: *newMemBackend(), msg: m}
-	cfg := DefaultConfig()
-	cfg.Addresses = []string{"127.0.0.1:0"}
-	s, err := New(cfg, nb)
+	s, err := New(DefaultConfig(), nb)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := s.Start(); err != nil {
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		b.Fatal(err)
 	}
+	ln := &countingListener{Listener: tl}
+	go func() { _ = s.Serve(ln) }() // returns when s.Close closes ln
 	b.Cleanup(func() { s.Close() })
 	ctx := context.Background()
-	c, err := goamqp.Dial(ctx, "amqp://"+s.Addrs()[0].String(), &goamqp.ConnOptions{
+	c, err := goamqp.Dial(ctx, "amqp://"+ln.Addr().String(), &goamqp.ConnOptions{
 		SASLType: goamqp.SASLTypePlain("RootManageSharedAccessKey", "secret-key"),
 	})
 	if err != nil {
@@ -63,13 +96,13 @@ func benchServer(b *testing.B) (*goamqp.Session, *noopBackend) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return sess, nb
+	return sess, nb, ln
 }
 
 // BenchmarkSend: one go-amqp client pushes acknowledged (unsettled,
 // disposition awaited) 1 KiB transfers with 256 in flight.
 func BenchmarkSend(b *testing.B) {
-	sess, _ := benchServer(b)
+	sess, _, ln := benchServer(b)
 	ctx := context.Background()
 	snd, err := sess.NewSender(ctx, "q", nil)
 	if err != nil {
@@ -81,7 +114,7 @@ func BenchmarkSend(b *testing.B) {
 	b.SetBytes(1024)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpu()
+	cpu0, w0 := cpu(), ln.writes.Load()
 	for i := 0; i < b.N; i++ {
 		slot := i % window
 		if r := receipts[slot]; r != nil {
@@ -106,12 +139,13 @@ func BenchmarkSend(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(cpu()-cpu0)/float64(b.N), "cpu-ns/msg")
+	benchWrites(b, ln, w0)
 }
 
 // BenchmarkReceive: one go-amqp receiver (credit 256) receives 1 KiB
 // messages and settles each one individually.
 func BenchmarkReceive(b *testing.B) {
-	sess, _ := benchServer(b)
+	sess, _, ln := benchServer(b)
 	ctx := context.Background()
 	rcv, err := sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Credit: 256})
 	if err != nil {
@@ -120,7 +154,7 @@ func BenchmarkReceive(b *testing.B) {
 	b.SetBytes(1024)
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpu()
+	cpu0, w0 := cpu(), ln.writes.Load()
 	for i := 0; i < b.N; i++ {
 		m, err := rcv.Receive(ctx, nil)
 		if err != nil {
@@ -132,6 +166,7 @@ func BenchmarkReceive(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(cpu()-cpu0)/float64(b.N), "cpu-ns/msg")
+	benchWrites(b, ln, w0)
 }
 
 // cpu returns the process's user+system CPU time in ns. On a shared
