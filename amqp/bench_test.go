@@ -3,6 +3,7 @@ package amqp
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -65,7 +66,7 @@ func benchWrites(b *testing.B, ln *countingListener, w0 int64) {
 	b.ReportMetric(float64(ln.writes.Load()-w0)/float64(b.N), "writes/msg")
 }
 
-func benchServer(b *testing.B) (*goamqp.Session, *noopBackend, *countingListener) {
+func benchServer(b *testing.B, wrap func(*noopBackend) Backend) (*goamqp.Session, *noopBackend, *countingListener) {
 	b.Helper()
 	raw, _ := (&goamqp.Message{Data: [][]byte{make([]byte, 1024)}}).MarshalBinary()
 	m, _, err := parseMessage(raw)
@@ -73,7 +74,11 @@ func benchServer(b *testing.B) (*goamqp.Session, *noopBackend, *countingListener
 		b.Fatal(err)
 	}
 	nb := &noopBackend{memBackend: *newMemBackend(), msg: m}
-	s, err := New(DefaultConfig(), nb)
+	var backend Backend = nb
+	if wrap != nil {
+		backend = wrap(nb)
+	}
+	s, err := New(DefaultConfig(), backend)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,8 +106,12 @@ func benchServer(b *testing.B) (*goamqp.Session, *noopBackend, *countingListener
 
 // BenchmarkSend: one go-amqp client pushes acknowledged (unsettled,
 // disposition awaited) 1 KiB transfers with 256 in flight.
-func BenchmarkSend(b *testing.B) {
-	sess, _, ln := benchServer(b)
+func BenchmarkSend(b *testing.B) { benchSend(b, nil) }
+
+// benchSend runs BenchmarkSend against wrap(the no-op backend) (nil: the
+// no-op backend itself).
+func benchSend(b *testing.B, wrap func(*noopBackend) Backend) {
+	sess, _, ln := benchServer(b, wrap)
 	ctx := context.Background()
 	snd, err := sess.NewSender(ctx, "q", nil)
 	if err != nil {
@@ -142,10 +151,57 @@ func BenchmarkSend(b *testing.B) {
 	benchWrites(b, ln, w0)
 }
 
+// groupCommitBackend is noopBackend whose sends return only at the next
+// "commit", every interval, as a Raft group commit answers the sends of one
+// round together: it keeps many sends in flight at once, as the real broker does.
+type groupCommitBackend struct {
+	*noopBackend
+	mu    sync.Mutex
+	round chan struct{} // closed at the next commit
+}
+
+func (g *groupCommitBackend) Send(ctx context.Context, _ string, _ []*Message) error {
+	g.mu.Lock()
+	r := g.round
+	g.mu.Unlock()
+	select {
+	case <-r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// BenchmarkSendGroupCommit is BenchmarkSend against a backend that answers
+// sends in rounds every 200 µs (groupCommitBackend).
+func BenchmarkSendGroupCommit(b *testing.B) {
+	g := &groupCommitBackend{round: make(chan struct{})}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(200 * time.Microsecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				g.mu.Lock()
+				close(g.round)
+				g.round = make(chan struct{})
+				g.mu.Unlock()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	b.Cleanup(func() { close(stop); <-done })
+	benchSend(b, func(nb *noopBackend) Backend { g.noopBackend = nb; return g })
+}
+
 // BenchmarkReceive: one go-amqp receiver (credit 256) receives 1 KiB
 // messages and settles each one individually.
 func BenchmarkReceive(b *testing.B) {
-	sess, _, ln := benchServer(b)
+	sess, _, ln := benchServer(b, nil)
 	ctx := context.Background()
 	rcv, err := sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Credit: 256})
 	if err != nil {
