@@ -440,6 +440,7 @@ func (c *conn) txnTick() {
 			continue
 		}
 		tx.renewing = true
+		started := now
 		c.goFunc(func() {
 			var until time.Time
 			var err error
@@ -464,7 +465,11 @@ func (c *conn) txnTick() {
 						tx.failed = amqpError(err, c.cfg.Namespace, now)
 					}
 				case until.After(now):
-					tx.renewAt = now.Add(until.Sub(now) / 2)
+					// Halfway from when the renewal started, not from now: the clock
+					// may have moved on while it ran, and halving what is left from
+					// now could put the next renewal past a lock the clock has
+					// already half used up (a manual clock jumping 25 s did).
+					tx.renewAt = started.Add(until.Sub(started) / 2)
 				default:
 					tx.renewAt = now.Add(time.Second)
 				}
