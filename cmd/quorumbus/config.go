@@ -63,18 +63,18 @@ type Config struct {
 	ClockOffsetFile string `json:"clock-offset-file"`
 
 	// Cluster settings (cluster.Config has the meaning of each).
-	AdvertiseAddr   string        `json:"advertise-addr"`
-	Join            []string      `json:"join"`
-	BootstrapExpect int           `json:"bootstrap-expect"`
-	Zone            string        `json:"zone"`
+	AdvertiseAddr   string   `json:"advertise-addr"`
+	Join            []string `json:"join"`
+	BootstrapExpect int      `json:"bootstrap-expect"`
+	Zone            string   `json:"zone"`
 	// ZoneFromNode names the Kubernetes node the pod runs on (the downward API's
 	// spec.nodeName): at start the node takes its zone from that node's
 	// topology.kubernetes.io/zone label, read from the API server with the pod's
 	// service account (zone.go). Excludes Zone.
-	ZoneFromNode string `json:"zone-from-node"`
-	Replicas        int           `json:"replicas"`
-	DeadNodeGrace   time.Duration `json:"dead-node-grace"`
-	RebalanceMoves  int           `json:"rebalance-moves"`
+	ZoneFromNode   string        `json:"zone-from-node"`
+	Replicas       int           `json:"replicas"`
+	DeadNodeGrace  time.Duration `json:"dead-node-grace"`
+	RebalanceMoves int           `json:"rebalance-moves"`
 	// PartitionCount is how many partitions an entity created with EnablePartitioning
 	// gets (Service Bus Standard: 16); its MaxSizeInMegabytes holds for each of them.
 	PartitionCount int `json:"partition-count"`
