@@ -62,13 +62,18 @@ type Config struct {
 	ClockOffsetFile string `json:"clock-offset-file"`
 
 	// Cluster settings (cluster.Config has the meaning of each).
-	AdvertiseAddr   string        `json:"advertise-addr"`
-	Join            []string      `json:"join"`
-	BootstrapExpect int           `json:"bootstrap-expect"`
-	Zone            string        `json:"zone"`
-	Replicas        int           `json:"replicas"`
-	DeadNodeGrace   time.Duration `json:"dead-node-grace"`
-	RebalanceMoves  int           `json:"rebalance-moves"`
+	AdvertiseAddr   string   `json:"advertise-addr"`
+	Join            []string `json:"join"`
+	BootstrapExpect int      `json:"bootstrap-expect"`
+	Zone            string   `json:"zone"`
+	// ZoneFromNode names the Kubernetes node the pod runs on (the downward API's
+	// spec.nodeName): at start the node takes its zone from that node's
+	// topology.kubernetes.io/zone label, read from the API server with the pod's
+	// service account (zone.go). Excludes Zone.
+	ZoneFromNode   string        `json:"zone-from-node"`
+	Replicas       int           `json:"replicas"`
+	DeadNodeGrace  time.Duration `json:"dead-node-grace"`
+	RebalanceMoves int           `json:"rebalance-moves"`
 	// PartitionCount is how many partitions an entity created with EnablePartitioning
 	// gets (Service Bus Standard: 16); its MaxSizeInMegabytes holds for each of them.
 	PartitionCount int `json:"partition-count"`
@@ -383,6 +388,8 @@ func (c *Config) validateCluster() error {
 		return fmt.Errorf("--partition-count %d: want 1 to %d (Service Bus Standard uses 16)", c.PartitionCount, meta.MaxPartitionCount)
 	case c.DeadNodeGrace <= 0:
 		return fmt.Errorf("--dead-node-grace %v: must be positive", c.DeadNodeGrace)
+	case c.Zone != "" && c.ZoneFromNode != "":
+		return fmt.Errorf("--zone %q and --zone-from-node %q: set one (a fixed zone, or the Kubernetes node's)", c.Zone, c.ZoneFromNode)
 	case c.RebalanceMoves < 0:
 		return fmt.Errorf("--rebalance-moves %d: must be 0 (no automatic moves) or more", c.RebalanceMoves)
 	case c.RaftLogStore != "shared" && c.RaftLogStore != "bolt" && c.RaftLogStore != "wal":
@@ -529,6 +536,7 @@ func settings(c *Config) []setting {
 		{name: "join", usage: "cluster addresses of nodes to join, HOST:PORT[,HOST:PORT...]; names are re-resolved on every try", list: &c.Join},
 		{name: "bootstrap-expect", usage: "how many nodes form a new cluster; 1 (the default) is a single node", num: &c.BootstrapExpect},
 		{name: "zone", usage: "failure domain of this node; replicas are spread over zones", str: &c.Zone},
+		{name: "zone-from-node", usage: "in a Kubernetes pod: the name of the node it runs on (spec.nodeName), whose topology.kubernetes.io/zone label becomes --zone, read from the API server at start with the pod's service account token (needs get on nodes)", str: &c.ZoneFromNode},
 		{name: "replicas", usage: "replicas of each partition, fewer only while fewer nodes are alive (default 3)", num: &c.Replicas},
 		{name: "partition-count", usage: "partitions of an entity created with EnablePartitioning, each holding MaxSizeInMegabytes (default 16, as Service Bus Standard)", num: &c.PartitionCount},
 		{name: "dead-node-grace", usage: "how long a node may be unreachable before its replicas are placed elsewhere (default 10m)", dur: &c.DeadNodeGrace},

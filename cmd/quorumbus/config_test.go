@@ -133,6 +133,11 @@ func TestClusterSettingsFromEverySource(t *testing.T) {
 		c.RebalanceMoves != 0 {
 		t.Fatalf("flags over env: %+v", c)
 	}
+	// The chart's cluster.zoneFromNode: the Kubernetes node's name, from the environment.
+	c2, err := loadConfig(nil, env(map[string]string{"QUORUMBUS_ZONE_FROM_NODE": "aks-pool-0"}), io.Discard)
+	if err != nil || c2.ZoneFromNode != "aks-pool-0" || c2.Zone != "" {
+		t.Fatalf("zone-from-node: %+v %v", c2, err)
+	}
 
 	amqpAddr := &net.TCPAddr{IP: net.IPv4zero, Port: 5672}
 	adminAddr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 5300}
@@ -170,6 +175,7 @@ func TestClusterSettingsRejectedWithTheReason(t *testing.T) {
 		{[]string{"--replicas", "0"}, nil, "--replicas 0: must be at least 1"},
 		{[]string{"--dead-node-grace", "0s"}, nil, "--dead-node-grace 0s: must be positive"},
 		{[]string{"--rebalance-moves", "-1"}, nil, "--rebalance-moves -1: must be 0 (no automatic moves) or more"},
+		{[]string{"--zone", "a"}, map[string]string{"QUORUMBUS_ZONE_FROM_NODE": "node-1"}, `--zone "a" and --zone-from-node "node-1": set one`},
 		{[]string{"--raft-log-store", "rocksdb"}, nil, `--raft-log-store "rocksdb": want shared, bolt or wal`},
 		{nil, map[string]string{"QUORUMBUS_RAFT_LOG_STORE": "WAL"}, `--raft-log-store "WAL": want shared, bolt or wal`},
 	} {

@@ -27,6 +27,7 @@ import (
 	"github.com/quorumbus/quorumbus/cmd/internal/bridge"
 	"github.com/quorumbus/quorumbus/cmd/internal/explorer"
 	"github.com/quorumbus/quorumbus/cmd/internal/httplimit"
+	"github.com/quorumbus/quorumbus/cmd/internal/kubenode"
 	"github.com/quorumbus/quorumbus/cmd/internal/sniff"
 	"github.com/quorumbus/quorumbus/cmd/internal/version"
 	"github.com/quorumbus/quorumbus/internal/certs"
@@ -47,6 +48,15 @@ func run(cfg Config) error {
 		return err
 	}
 	defer unlock()
+	if cfg.ZoneFromNode != "" {
+		kc, err := kubenode.InCluster(os.Getenv)
+		if err != nil {
+			return fmt.Errorf("--zone-from-node: %w", err)
+		}
+		if cfg.Zone, err = zoneFromNode(ctx, kc, cfg.ZoneFromNode, time.Minute, log); err != nil {
+			return err
+		}
+	}
 	ls, closeListeners, err := listen(cfg)
 	if err != nil {
 		return err

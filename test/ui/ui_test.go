@@ -488,8 +488,10 @@ func TestExplorerClusterView(t *testing.T) {
 	run("log in to the second node", login("http://"+n2.Admin+"/", n2.ConnectionString, "", "", dir))
 	run("cluster view",
 		click(`#nav a[href="#/cluster"]`),
-		until(text(`#nodes-h`)+` === 'Nodes (3)' && document.querySelectorAll('#view .badge.ok').length === 3`,
+		until(text(`#nodes-h`)+` === 'Nodes (3)' && document.querySelectorAll('#nodes .badge.ok').length === 3`,
 			"three nodes, all alive"),
+		until(`/^Rebalancing \(\d+ moves?\)$/.test(`+text(`#rebalance-h`)+`) && document.querySelector('#rebalance-state .badge') !== null`,
+			"the rebalancing panel (GET /$cluster/rebalance) with its state"),
 		until(`(() => {
 			const rows = [...document.querySelectorAll('#partitions tbody tr')];
 			return rows.length >= 2 && rows.every((r) => r.cells[3].textContent !== '' && !r.querySelector('.badge.bad') &&

@@ -190,3 +190,35 @@ cluster (helm template) finds none: both pass. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{- /* cluster.zoneFromNode binds a ClusterRole to the pods' ServiceAccount: one the chart
+creates or one named, never the namespace's default (every other pod there would get
+it too). cluster.zone and zoneFromNode exclude each other. */}}
+{{- define "quorumbus.checkZone" -}}
+{{- if .Values.cluster.zoneFromNode }}
+{{- if .Values.cluster.zone }}
+{{- fail (printf "\n\ncluster.zone (%q) and cluster.zoneFromNode are both set: a fixed zone for every pod, or each pod's node's zone; set one" .Values.cluster.zone) }}
+{{- end }}
+{{- if not (include "quorumbus.serviceAccountName" .) }}
+{{- fail "\n\ncluster.zoneFromNode binds a ClusterRole (get on nodes) to the pods' ServiceAccount: set serviceAccount.create=true (or serviceAccount.name to one you manage), so that the namespace's default ServiceAccount does not get it" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- /* The name of cluster-scoped objects of the release (ClusterRole, ClusterRoleBinding):
+unique over namespaces. */}}
+{{- define "quorumbus.clusterScopedName" -}}
+{{- printf "%s-%s" .Release.Namespace (include "quorumbus.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- /* backup.toolsImage, behind global.imageRegistry as the chart's image is. */}}
+{{- define "quorumbus.toolsImage" -}}
+{{- $i := .Values.backup.toolsImage }}
+{{- $repo := $i.repository }}
+{{- with .Values.global.imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
+{{- if $i.digest }}
+{{- printf "%s@%s" $repo $i.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo (required "backup.toolsImage.tag or digest is required" $i.tag) }}
+{{- end }}
+{{- end }}

@@ -410,7 +410,20 @@ func checkNodeConfig(t *testing.T, o *objects, c corev1.Container, p podFacts, c
 	if cfg["sas-key"] != "REDACTED" {
 		t.Errorf("pod %s: no SAS key reaches the node (sas-key %v)", p.name, cfg["sas-key"])
 	}
-	if cfg["zone"] != p.labels["topology.kubernetes.io/zone"] {
+	// The zone: from the pod's zone label, or (cluster.zoneFromNode) the name of the
+	// Kubernetes node whose label the node reads at start, with its token mounted.
+	if from, _ := cfg["zone-from-node"].(string); from != "" {
+		if from != p.node || cfg["zone"] != "" {
+			t.Errorf("pod %s: zone-from-node %q zone %v, want the pod's node %s", p.name, from, cfg["zone"], p.node)
+		}
+		var token bool
+		for _, m := range c.VolumeMounts {
+			token = token || (m.Name == "kube-api" && m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount" && m.ReadOnly)
+		}
+		if !token {
+			t.Errorf("pod %s: zone-from-node without the service account token at /var/run/secrets/kubernetes.io/serviceaccount: %+v", p.name, c.VolumeMounts)
+		}
+	} else if cfg["zone"] != p.labels["topology.kubernetes.io/zone"] {
 		t.Errorf("pod %s: zone %v, want the pod's zone label %q", p.name, cfg["zone"], p.labels["topology.kubernetes.io/zone"])
 	}
 	if path, _ := cfg["config-json"].(string); path != "" {

@@ -29,6 +29,7 @@ var imageEnv = []string{
 // the downward API and secret references.
 type podFacts struct {
 	name, ip, uid string
+	node          string // the Kubernetes node it runs on
 	labels        map[string]string
 	secrets       map[string]map[string]string // Secret name -> key -> value
 }
@@ -60,7 +61,7 @@ func podOf(o *objects, i int, ip string, zone string) podFacts {
 			}
 		}
 	}
-	return podFacts{name: fmt.Sprintf("%s-%d", o.sts.Name, i), ip: ip, uid: fmt.Sprintf("00000000-0000-0000-0000-%012d", i),
+	return podFacts{name: fmt.Sprintf("%s-%d", o.sts.Name, i), ip: ip, uid: fmt.Sprintf("00000000-0000-0000-0000-%012d", i), node: fmt.Sprintf("node-%d", i),
 		labels: labels, secrets: secrets}
 }
 
@@ -112,6 +113,8 @@ func (p podFacts) field(t *testing.T, path string) string {
 		return p.ip
 	case path == "metadata.uid":
 		return p.uid
+	case path == "spec.nodeName":
+		return p.node
 	case strings.HasPrefix(path, "metadata.labels['") && strings.HasSuffix(path, "']"):
 		return p.labels[strings.TrimSuffix(strings.TrimPrefix(path, "metadata.labels['"), "']")]
 	}

@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -203,6 +204,10 @@ type objects struct {
 	configMaps map[string]*corev1.ConfigMap
 	pods       map[string]*corev1.Pod  // helm test pods
 	jobs       map[string]*batchv1.Job // hook Jobs (configApply)
+	cronJobs   map[string]*batchv1.CronJob
+	claims     map[string]*corev1.PersistentVolumeClaim
+	roles      map[string]*rbacv1.ClusterRole
+	bindings   map[string]*rbacv1.ClusterRoleBinding
 	pdb        *policyv1.PodDisruptionBudget
 	netpol     *networkingv1.NetworkPolicy
 	monitor    *unstructured.Unstructured
@@ -219,7 +224,9 @@ type objects struct {
 func decode(t *testing.T, manifest string) *objects {
 	t.Helper()
 	o := &objects{services: map[string]*corev1.Service{}, secrets: map[string]*corev1.Secret{},
-		configMaps: map[string]*corev1.ConfigMap{}, pods: map[string]*corev1.Pod{}, jobs: map[string]*batchv1.Job{}}
+		configMaps: map[string]*corev1.ConfigMap{}, pods: map[string]*corev1.Pod{}, jobs: map[string]*batchv1.Job{},
+		cronJobs: map[string]*batchv1.CronJob{}, claims: map[string]*corev1.PersistentVolumeClaim{},
+		roles: map[string]*rbacv1.ClusterRole{}, bindings: map[string]*rbacv1.ClusterRoleBinding{}}
 	r := utilyaml.NewYAMLReader(bufioReader(manifest))
 	for {
 		doc, err := r.Read()
@@ -282,6 +289,22 @@ func decode(t *testing.T, manifest string) *objects {
 			j := &batchv1.Job{}
 			strict(j)
 			o.jobs[j.Name] = j
+		case "batch/v1 CronJob":
+			j := &batchv1.CronJob{}
+			strict(j)
+			o.cronJobs[j.Name] = j
+		case "v1 PersistentVolumeClaim":
+			c := &corev1.PersistentVolumeClaim{}
+			strict(c)
+			o.claims[c.Name] = c
+		case "rbac.authorization.k8s.io/v1 ClusterRole":
+			r := &rbacv1.ClusterRole{}
+			strict(r)
+			o.roles[r.Name] = r
+		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+			b := &rbacv1.ClusterRoleBinding{}
+			strict(b)
+			o.bindings[b.Name] = b
 		case "v1 ServiceAccount":
 			o.account = &corev1.ServiceAccount{}
 			strict(o.account)

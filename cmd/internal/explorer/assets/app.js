@@ -438,8 +438,8 @@ async function paintOverview(box) {
 
 async function renderCluster(draw, view) {
   const paint = async () => {
-    const [st, parts, stats] = await Promise.all([json('GET', '/$cluster/status'), json('GET', '/$cluster/partitions'),
-      loadStats().catch(() => null)]);
+    const [st, parts, stats, rb] = await Promise.all([json('GET', '/$cluster/status'), json('GET', '/$cluster/partitions'),
+      loadStats().catch(() => null), json('GET', '/$cluster/rebalance').catch(() => null)]);
     const badge = stateBadge;
     const replica = (p, r) => {
       if (r.unreachable) return h('span', { class: 'badge bad replica' }, `${r.node}${r.voter ? '' : ' (nonvoter)'}: unreachable`);
@@ -464,6 +464,7 @@ async function renderCluster(draw, view) {
               h('td', { class: 'num' }, fmtRate(n.inRate)), h('td', { class: 'num' }, fmtRate(n.outRate)),
               h('td', { class: 'num' }, n.error ? '–' : String(n.connections || 0)), h('td', { class: 'num' }, n.error ? '–' : String(n.links || 0)));
           }))))),
+      rebalancePanel(Problems.rebalance(rb)),
       h('section', { class: 'panel', 'aria-labelledby': 'parts-h' },
         h('h3', { id: 'parts-h' }, `Partitions (${parts.length})`),
         h('div', { class: 'scroll' }, h('table', { id: 'partitions' },
@@ -478,6 +479,24 @@ async function renderCluster(draw, view) {
   };
   await paint();
   if (view === state.view) poll(() => paint().catch(() => {}));
+}
+
+// rebalancePanel shows replica rebalancing (GET /$cluster/rebalance, summarized by
+// problems.js): balanced or not, the nodes away from an even share, and each group
+// whose replicas are moving. Nothing for a node that does not report it.
+function rebalancePanel(r) {
+  if (!r) return null;
+  const cls = { balanced: 'ok', moving: 'warn', uneven: 'warn', off: 'bad' }[r.state];
+  return h('section', { class: 'panel', 'aria-labelledby': 'rebalance-h' },
+    h('h3', { id: 'rebalance-h' }, `Rebalancing (${r.moves.length} ${r.moves.length === 1 ? 'move' : 'moves'})`),
+    h('p', { id: 'rebalance-state' }, h('span', { class: 'badge ' + cls }, r.state), ' ', r.text),
+    r.uneven.length ? h('p', { class: 'note' }, 'Away from an even share: ' + r.uneven.join('; ') + '.') : null,
+    r.moves.length ? h('div', { class: 'scroll' }, h('table', { id: 'rebalance-moves' },
+      h('thead', {}, h('tr', {}, ['Entity', 'Partition', 'Group', 'Replicas moving']
+        .map((c, i) => h('th', { scope: 'col', class: i === 1 || i === 2 ? 'num' : null }, c)))),
+      h('tbody', {}, r.moves.map((m) => h('tr', {},
+        h('th', { scope: 'row' }, m.entity), h('td', { class: 'num' }, m.index), h('td', { class: 'num' }, m.groupId),
+        h('td', { class: 'mono' }, m.text.slice(m.text.indexOf(': ') + 2))))))) : null);
 }
 
 // ---- entities

@@ -93,7 +93,46 @@ const Problems = (() => {
     return out;
   }
 
-  return { problems, LAG_ENTRIES };
+  // rebalance summarizes GET /$cluster/rebalance for the cluster view: its state
+  // ('balanced', 'moving', 'uneven' or 'off'), a sentence saying it, the nodes away
+  // from the even share, and the moves under way, one line per group ("orders#2
+  // (group 7): n4 catching up, n1 leaving"). rb null (a node of an earlier release,
+  // which has no such endpoint) gives null.
+  function rebalance(rb) {
+    if (!rb) return null;
+    const moves = rb.moves || [];
+    const share = (x) => (Math.round(x * 10) / 10).toString();
+    const even = `an even share is ${share(rb.evenReplicas)} replicas and ${share(rb.evenLeading)} leaderships per node`;
+    const uneven = (rb.nodes || []).filter((n) => n.state === 'up' && (!n.replicasEven || !n.leadingEven))
+      .map((n) => `${n.id} holds ${n.replicas} replicas, leads ${n.leading}`);
+    const draining = (rb.nodes || []).filter((n) => n.state === 'draining').map((n) => n.id);
+    let state;
+    let text;
+    if (moves.length) {
+      state = 'moving';
+      text = `Moving replicas of ${groups(moves.length)} (at most ${rb.maxMoves} at once); ${even}.`;
+    } else if (rb.done) {
+      state = 'balanced';
+      text = `Balanced: every node holds replicas and leads groups within 20 % of an even share (${share(rb.evenReplicas)} replicas, ${share(rb.evenLeading)} leaderships); no move under way.`;
+    } else if (rb.maxMoves === 0) {
+      state = 'off';
+      text = `Not balanced, and automatic moves are off (--rebalance-moves 0); ${even}.`;
+    } else {
+      state = 'uneven';
+      text = `Not balanced yet; ${even}.`;
+    }
+    if (draining.length) text += ` Draining: ${draining.join(', ')}.`;
+    const lines = moves.map((m) => {
+      const parts = [];
+      for (const n of m.joining || []) parts.push(`${n} joining`);
+      for (const n of m.catchingUp || []) parts.push(`${n} catching up`);
+      for (const n of m.leaving || []) parts.push(`${n} leaving`);
+      return { entity: m.entity, index: m.index, groupId: m.groupId, text: `${m.entity}#${m.index} (group ${m.groupId}): ${parts.join(', ')}` };
+    });
+    return { state, text, uneven, moves: lines };
+  }
+
+  return { problems, rebalance, LAG_ENTRIES };
 })();
 
 if (typeof module === 'object') module.exports = Problems; // Node.js, for the test

@@ -36,7 +36,12 @@ import (
 	"k8s.io/kubernetes/pkg/apis/policy"
 	_ "k8s.io/kubernetes/pkg/apis/policy/install"
 	policyvalidation "k8s.io/kubernetes/pkg/apis/policy/validation"
+	"k8s.io/kubernetes/pkg/apis/rbac"
+	_ "k8s.io/kubernetes/pkg/apis/rbac/install"
+	rbacvalidation "k8s.io/kubernetes/pkg/apis/rbac/validation"
+	cronjobregistry "k8s.io/kubernetes/pkg/registry/batch/cronjob"
 	jobregistry "k8s.io/kubernetes/pkg/registry/batch/job"
+	pvcregistry "k8s.io/kubernetes/pkg/registry/core/persistentvolumeclaim"
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
 )
@@ -108,6 +113,17 @@ func validate(obj runtime.Object) (field.ErrorList, bool) {
 		// Its Validate is ValidateJobCreate with the options the API server uses.
 		jobregistry.Strategy.PrepareForCreate(context.Background(), o)
 		return jobregistry.Strategy.Validate(context.Background(), o), true
+	case *batch.CronJob:
+		// backup.enabled: the CronJob storage's create path, as for the Job above.
+		cronjobregistry.Strategy.PrepareForCreate(context.Background(), o)
+		return cronjobregistry.Strategy.Validate(context.Background(), o), true
+	case *core.PersistentVolumeClaim:
+		pvcregistry.Strategy.PrepareForCreate(context.Background(), o)
+		return pvcregistry.Strategy.Validate(context.Background(), o), true
+	case *rbac.ClusterRole:
+		return rbacvalidation.ValidateClusterRole(o, rbacvalidation.ClusterRoleValidationOptions{}), true
+	case *rbac.ClusterRoleBinding:
+		return rbacvalidation.ValidateClusterRoleBinding(o), true
 	case *networking.Ingress:
 		return netvalidation.ValidateIngressCreate(o), true
 	case *core.ServiceAccount:
@@ -208,6 +224,8 @@ func podTemplate(obj runtime.Object) *corev1.PodTemplateSpec {
 		return &o.Spec.Template
 	case *batchv1.Job:
 		return &o.Spec.Template
+	case *batchv1.CronJob:
+		return &o.Spec.JobTemplate.Spec.Template
 	}
 	return nil
 }
