@@ -11,5 +11,6 @@
 // every container. The account needs get on nodes (a ClusterRole: nodes are
 // cluster-scoped). No client-go: a label is all it reads.
 //
-// Imports: the standard library only. Goroutines: none; a call blocks its caller.
+// Imports: the standard library only (test/deps_test.go): a label is not worth a
+// Kubernetes client. Goroutines: none; a call blocks its caller.
 package kubenode
