@@ -24,10 +24,10 @@ type depRule struct {
 
 // stdOnly lists the packages that may depend on the standard library only, and why.
 var stdOnly = map[string]string{
-	"cluster/placement": "placement is a pure choice over a View, with no dependency to keep apart from (P8)",
+	"cluster/placement":     "placement is a pure choice over a View, with no dependency to keep apart from (P8)",
 	"cmd/internal/kubenode": "one GET of a Kubernetes node with net/http and the pod's token: client-go's dependency tree is not worth a label",
-	"internal/binenc":   "the field encoding of the fsm's and the wire's codecs: the pure fsm imports it (P1, P3)",
-	"test/lazyfsctl":    "it runs test/lazyfs (a module of its own) as a process, so that go-fuse stays out of the product's go.mod",
+	"internal/binenc":       "the field encoding of the fsm's and the wire's codecs: the pure fsm imports it (P1, P3)",
+	"test/lazyfsctl":        "it runs test/lazyfs (a module of its own) as a process, so that go-fuse stays out of the product's go.mod",
 }
 
 var depRules = append([]depRule{
