@@ -187,12 +187,10 @@ func (o *Ops) Restore(ctx context.Context, r io.Reader) (admin.RestoreResult, er
 
 func (o *Ops) checkEmpty() error {
 	var n int
-	var keys int
-	o.n.meta.Read(func(s *meta.State) { n, keys = len(s.Queues())+len(s.Topics()), len(s.SASKeys()) })
+	o.n.meta.Read(func(s *meta.State) { n = len(s.Queues()) + len(s.Topics()) })
 	if n > 0 {
 		return fmt.Errorf("%w: it has %d queues and topics; restore into a new cluster that has none", admin.ErrNotEmpty, n)
 	}
-	_ = keys // keys of the new cluster's own (its bootstrap key) may exist; archived keys replace same-named ones
 	return nil
 }
 
@@ -238,7 +236,18 @@ func (o *Ops) restoreMetadata(ctx context.Context, md *admin.Metadata, res *admi
 			return fmt.Errorf("forwarding: %w", err)
 		}
 	}
+	// A key the new cluster has already (its default key, which its operator's
+	// connection string uses) keeps the new cluster's secret.
+	have := map[string]bool{}
+	o.n.meta.Read(func(s *meta.State) {
+		for _, k := range s.SASKeys() {
+			have[strings.ToLower(k.Name)] = true
+		}
+	})
 	for _, k := range md.Keys {
+		if have[strings.ToLower(k.Name)] {
+			continue
+		}
 		if err := st.Apply(ctx, &meta.PutSASKey{Key: k}); err != nil {
 			return fmt.Errorf("key %q: %w", k.Name, err)
 		}
