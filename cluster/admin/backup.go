@@ -182,7 +182,7 @@ func walkArchive(r io.Reader, fn func(name string, size int64, body io.Reader) e
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return badArchive("it is truncated after %s", last)
 		case err != nil:
-			return badArchive("damaged after %s: %v", last, err)
+			return badArchive("it is corrupt: the tar header after %s is damaged (%v)", last, err)
 		}
 		name := h.Name
 		if len(order) == 0 && name != ManifestMember {
@@ -205,7 +205,7 @@ func walkArchive(r io.Reader, fn func(name string, size int64, body io.Reader) e
 				if errors.Is(err, io.ErrUnexpectedEOF) || err == nil {
 					return badArchive("members follow %s", SumsMember)
 				}
-				return badArchive("damaged after %s: %v", SumsMember, err)
+				return badArchive("it is corrupt after %s: %v", SumsMember, err)
 			}
 			if check != nil {
 				return check(sums, sizes)

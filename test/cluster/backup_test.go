@@ -114,7 +114,9 @@ func contents(t *testing.T, n *harness.Node) map[string][]seen {
 	return out
 }
 
-func fillForBackup(t *testing.T, n *harness.Node) {
+// fillForBackup creates and fills the entities; it returns the ID of the message it
+// leaves locked (its receiver stays open).
+func fillForBackup(t *testing.T, n *harness.Node) (locked string) {
 	t.Helper()
 	adm := n.AdminClient(t)
 	ctx := ctxT(t, 2*time.Minute)
@@ -223,6 +225,7 @@ func fillForBackup(t *testing.T, n *harness.Node) {
 		t.Fatal(err)
 	}
 	sr.Close(ctx)
+	return got[3].MessageID
 }
 
 // A backup taken under load, restored into a new 3-node cluster, gives back every
@@ -234,7 +237,7 @@ func TestBackupRestore(t *testing.T) {
 	src := harness.StartCluster(t, 3, harness.WithArgs("--replicas", "3"))
 	src.WaitFor(t, 60*time.Second, func() error { return formed(t, src) })
 	n := src.Nodes[0]
-	fillForBackup(t, n)
+	locked := fillForBackup(t, n)
 	for _, e := range []string{"plain", "parted", "dedupe", "sess", "load", "events"} {
 		src.WaitFor(t, 60*time.Second, func() error { return serving(t, src, e, 3) })
 	}
@@ -347,7 +350,18 @@ func TestBackupRestore(t *testing.T) {
 	}
 	t.Logf("restore: %s", strings.TrimSpace(out))
 	got := contents(t, dst.Nodes[2])
-	if !equalContents(t, want, got) {
+	// Locks are not restored: the message locked at backup time is available, and shows
+	// (as Service Bus does for an unlocked message) the count its next delivery carries.
+	restored := map[string][]seen{}
+	for k, ms := range want {
+		restored[k] = slices.Clone(ms)
+		for i := range restored[k] {
+			if k == "plain" && restored[k][i].ID == locked {
+				restored[k][i].Deliveries++
+			}
+		}
+	}
+	if !equalContents(t, restored, got) {
 		t.Fatal("the restored cluster does not hold what the backup held")
 	}
 
@@ -411,14 +425,14 @@ func TestBackupRestore(t *testing.T) {
 	if err := ks.SendMessage(ctx, &azservicebus.Message{Body: []byte("with app key")}, nil); err != nil {
 		t.Fatalf("send with the restored key: %v", err)
 	}
-	// The message locked at backup time is available: receiving every active message of
-	// "plain" gets it, with its delivery count one more than at backup time.
+	// Every active message of "plain" is received with the count peek showed, the one
+	// locked at backup time too.
 	pr, err := c.NewReceiverForQueue("plain", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	active := 0
-	for _, m := range want["plain"] {
+	for _, m := range restored["plain"] {
 		if m.State == azservicebus.MessageStateActive {
 			active++
 		}
@@ -432,11 +446,11 @@ func TestBackupRestore(t *testing.T) {
 		recv = append(recv, ms...)
 	}
 	wantCount := map[string]uint32{}
-	for _, m := range want["plain"] {
-		wantCount[m.ID] = m.Deliveries + 1
+	for _, m := range restored["plain"] {
+		wantCount[m.ID] = m.Deliveries
 	}
 	for _, m := range recv {
-		if m.MessageID == "" || strings.HasPrefix(string(m.Body), "with app key") {
+		if string(m.Body) == "with app key" {
 			continue
 		}
 		if m.DeliveryCount != wantCount[m.MessageID] {
