@@ -62,13 +62,13 @@ func (g *globals) showProgress() bool {
 
 // byteProgress redraws "what: 12.0 MiB / 40.0 MiB, partitions 3/8" on a terminal.
 type byteProgress struct {
-	w           io.Writer
-	on          bool
-	what        string
-	n, total    int64
-	parts, all  int
-	last        time.Time
-	drawn, done bool
+	w          io.Writer
+	on         bool
+	what       string
+	n, total   int64
+	parts, all int
+	last       time.Time
+	drawn      bool
 }
 
 func (p *byteProgress) add(n int) {
