@@ -41,6 +41,10 @@ func (n *Node) backupDir() string { return filepath.Join(n.cfg.DataDir, "backup"
 // before the next one removes it.
 const scratchMaxAge = 6 * time.Hour
 
+// leaderPatience bounds how long a backup or restore waits for a group to have a
+// leader that answers (a new group electing, a leader moving, a deleted entity's group).
+const leaderPatience = 2 * time.Minute
+
 // backupPart is one partition of an entity being backed up.
 type backupPart struct {
 	entity   string
@@ -325,6 +329,8 @@ func randomHex() string {
 // onLeader runs c on the leader of group, trying its replicas (and the leader they name)
 // until one leads it, for as long as ctx allows: a new group elects its first leader.
 func (o *Ops) onLeader(ctx context.Context, group uint32, replicas []string, c *wire.Backup) (string, *wire.BackupReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, leaderPatience)
+	defer cancel()
 	var last error
 	for {
 		hint := ""
