@@ -136,7 +136,8 @@ func VerifyArchive(r io.Reader) (*Manifest, *Metadata, error) {
 			case sums[p.File] == "":
 				return badArchive("partition %d of %q (%s) is missing", p.Index, p.Entity, p.File)
 			case sizes[p.File] != p.Size || sums[p.File] != p.SHA256:
-				return badArchive("%s is not the image the manifest describes (size %d, want %d)", p.File, sizes[p.File], p.Size)
+				return badArchive("%s is not the image the manifest describes (size %d, SHA-256 %s; the manifest says %d, %s)",
+					p.File, sizes[p.File], sums[p.File], p.Size, p.SHA256)
 			}
 		}
 		if sums[MetadataMember] == "" {
@@ -166,7 +167,8 @@ func WalkArchive(r io.Reader, fn func(name string, size int64, body io.Reader) e
 
 func walkArchive(r io.Reader, fn func(name string, size int64, body io.Reader) error,
 	check func(sums map[string]string, sizes map[string]int64) error) error {
-	tr := tar.NewReader(r)
+	pr := &padReader{r: r}
+	tr := tar.NewReader(pr)
 	sums := map[string]string{}
 	sizes := map[string]int64{}
 	var order []string
@@ -184,7 +186,20 @@ func walkArchive(r io.Reader, fn func(name string, size int64, body io.Reader) e
 		case err != nil:
 			return badArchive("it is corrupt: the tar header after %s is damaged (%v)", last, err)
 		}
+		if err := pr.err; err != nil {
+			return badArchive("it is corrupt after %s: %v", last, err)
+		}
+		// The header checksum covers every byte of the block but its own field, which
+		// the reader parses leniently: require the form the writer gives it (six octal
+		// digits, NUL, space), so that no byte of a header can change unseen.
+		if len(pr.tail) != 512 || !canonicalChecksum(pr.tail[148:156]) {
+			return badArchive("it is corrupt after %s: the header of %q is malformed", last, h.Name)
+		}
+		if h.Typeflag != tar.TypeReg || h.Size < 0 {
+			return badArchive("it is corrupt after %s: member %q is not a regular file", last, h.Name)
+		}
 		name := h.Name
+		pr.zeroFrom, pr.zeroTo = pr.n+h.Size, (pr.n+h.Size+511)/512*512
 		if len(order) == 0 && name != ManifestMember {
 			return badArchive("it does not start with %s (it starts with %q): not a Quorumbus backup", ManifestMember, name)
 		}
@@ -194,6 +209,7 @@ func walkArchive(r io.Reader, fn func(name string, size int64, body io.Reader) e
 		hash := sha256.New()
 		body := io.TeeReader(tr, hash)
 		if name == SumsMember {
+			end := pr.zeroTo
 			b, err := io.ReadAll(io.LimitReader(body, 1<<24))
 			if err != nil {
 				return truncated(name, err)
@@ -202,10 +218,22 @@ func walkArchive(r io.Reader, fn func(name string, size int64, body io.Reader) e
 				return err
 			}
 			if _, err := tr.Next(); err != io.EOF {
-				if errors.Is(err, io.ErrUnexpectedEOF) || err == nil {
+				if errors.Is(err, io.ErrUnexpectedEOF) {
+					return badArchive("it is truncated after %s", SumsMember)
+				}
+				if err == nil {
 					return badArchive("members follow %s", SumsMember)
 				}
 				return badArchive("it is corrupt after %s: %v", SumsMember, err)
+			}
+			if pr.err != nil {
+				return badArchive("it is corrupt after %s: %v", SumsMember, pr.err)
+			}
+			if pr.n < end+1024 { // the reader takes a missing end (two zero blocks) for an end
+				return badArchive("it is truncated after %s", SumsMember)
+			}
+			if n, _ := io.Copy(io.Discard, pr); n > 0 || pr.err != nil {
+				return badArchive("it has %d bytes after its end", n)
 			}
 			if check != nil {
 				return check(sums, sizes)
@@ -268,6 +296,44 @@ func truncated(name string, err error) error {
 	return fmt.Errorf("reading member %s: %w", name, err)
 }
 
+// canonicalChecksum reports whether a header's checksum field is as tar.Writer writes
+// it: six octal digits, NUL, space.
+func canonicalChecksum(f []byte) bool {
+	for _, c := range f[:6] {
+		if c < '0' || c > '7' {
+			return false
+		}
+	}
+	return f[6] == 0 && f[7] == ' '
+}
+
+// padReader passes an archive through, counting its bytes, and records an error when a
+// byte in [zeroFrom, zeroTo) (a member's padding) is not zero.
+type padReader struct {
+	r                io.Reader
+	n                int64
+	zeroFrom, zeroTo int64
+	err              error
+	// tail is the last 512 bytes read: after tar.Reader.Next, the header block (USTAR,
+	// no PAX records: the padding before it was read first).
+	tail []byte
+}
+
+func (p *padReader) Read(b []byte) (int, error) {
+	k, err := p.r.Read(b)
+	p.tail = append(p.tail, b[:k]...)
+	if len(p.tail) > 512 {
+		p.tail = append(p.tail[:0], p.tail[len(p.tail)-512:]...)
+	}
+	for i := max(p.zeroFrom-p.n, 0); i < int64(k) && p.n+i < p.zeroTo; i++ {
+		if b[i] != 0 && p.err == nil {
+			p.err = fmt.Errorf("non-zero padding at byte %d", p.n+i)
+		}
+	}
+	p.n += int64(k)
+	return k, err
+}
+
 type countReader struct {
 	r io.Reader
 	n *int64
@@ -288,12 +354,15 @@ type ArchiveWriter struct {
 
 // NewArchiveWriter starts an archive on w; now stamps its members.
 func NewArchiveWriter(w io.Writer, now time.Time) *ArchiveWriter {
-	return &ArchiveWriter{tw: tar.NewWriter(w), now: now}
+	// USTAR with whole seconds: no PAX records, so every byte of the archive is in a
+	// header (covered by its checksum), in a member (covered by SHA256SUMS), or padding,
+	// which must be zero (walkArchive).
+	return &ArchiveWriter{tw: tar.NewWriter(w), now: now.Truncate(time.Second)}
 }
 
 // Member writes one member of size bytes read from r.
 func (a *ArchiveWriter) Member(name string, size int64, r io.Reader) error {
-	if err := a.tw.WriteHeader(&tar.Header{Name: name, Size: size, Mode: 0o600, ModTime: a.now, Format: tar.FormatPAX}); err != nil {
+	if err := a.tw.WriteHeader(&tar.Header{Name: name, Size: size, Mode: 0o600, ModTime: a.now, Format: tar.FormatUSTAR}); err != nil {
 		return err
 	}
 	h := sha256.New()
@@ -321,7 +390,7 @@ func (a *ArchiveWriter) JSON(name string, v any) error {
 // Close writes SHA256SUMS and the tar end.
 func (a *ArchiveWriter) Close() error {
 	s := a.sums.String()
-	if err := a.tw.WriteHeader(&tar.Header{Name: SumsMember, Size: int64(len(s)), Mode: 0o600, ModTime: a.now, Format: tar.FormatPAX}); err != nil {
+	if err := a.tw.WriteHeader(&tar.Header{Name: SumsMember, Size: int64(len(s)), Mode: 0o600, ModTime: a.now, Format: tar.FormatUSTAR}); err != nil {
 		return err
 	}
 	if _, err := io.WriteString(a.tw, s); err != nil {
