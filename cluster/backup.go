@@ -58,6 +58,7 @@ func (o *Ops) Backup(ctx context.Context, w io.Writer) error {
 	var md admin.Metadata
 	var parts []backupPart
 	o.n.meta.Read(func(s *meta.State) {
+		md.Namespace = s.Namespace().Name
 		md.Queues = s.Queues()
 		for _, t := range s.Topics() {
 			subs, _ := s.Subscriptions(t.Name)

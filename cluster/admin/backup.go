@@ -64,10 +64,12 @@ type ManifestPartition struct {
 
 // Metadata is the archive's metadata member: every entity as declared, and the keys.
 type Metadata struct {
-	Queues []meta.Queue   `json:"queues"`
-	Topics []BackupTopic  `json:"topics"`
-	Keys   []meta.SASKey  `json:"keys"`
-	Extra  map[string]any `json:"extra,omitempty"`
+	// Namespace is the backed-up namespace's name, for the record: a restore keeps the
+	// new cluster's own.
+	Namespace string        `json:"namespace"`
+	Queues    []meta.Queue  `json:"queues"`
+	Topics    []BackupTopic `json:"topics"`
+	Keys      []meta.SASKey `json:"keys"`
 }
 
 // BackupTopic is a topic with its subscriptions (creation order) and their rules.
