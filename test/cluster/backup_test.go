@@ -88,7 +88,7 @@ func contents(t *testing.T, n *harness.Node) map[string][]seen {
 		defer r.Close(context.Background())
 		out[key] = peekAll(t, r)
 	}
-	for _, q := range []string{"plain", "parted", "dedupe"} {
+	for _, q := range []string{"plain", "parted", "dedupe", "big"} {
 		r, err := c.NewReceiverForQueue(q, nil)
 		peek(q, r, err)
 		r, err = c.NewReceiverForQueue(q, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
@@ -125,6 +125,7 @@ func fillForBackup(t *testing.T, n *harness.Node) (locked string) {
 	createQueue(t, n, "dedupe", &admin.QueueProperties{RequiresDuplicateDetection: to.Ptr(true)})
 	createQueue(t, n, "sess", &admin.QueueProperties{RequiresSession: to.Ptr(true)})
 	createQueue(t, n, "load", nil)
+	createQueue(t, n, "big", nil) // an image of several 1 MiB chunks each way
 	if _, err := adm.CreateTopic(ctx, "events", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +205,13 @@ func fillForBackup(t *testing.T, n *harness.Node) (locked string) {
 	}
 	send("parted", parted...)
 	send("dedupe", msg("d-1", nil), msg("d-2", nil), msg("d-3", nil))
+	var big []*azservicebus.Message
+	for i := range 24 {
+		m := msg(fmt.Sprintf("b-%02d", i), nil)
+		m.Body = []byte(strings.Repeat(fmt.Sprintf("%02d", i), 64<<10)) // 128 KiB
+		big = append(big, m)
+	}
+	send("big", big...)
 	var events []*azservicebus.Message
 	for i := range 6 {
 		color := []string{"red", "blue"}[i%2]
@@ -238,7 +246,7 @@ func TestBackupRestore(t *testing.T) {
 	src.WaitFor(t, 60*time.Second, func() error { return formed(t, src) })
 	n := src.Nodes[0]
 	locked := fillForBackup(t, n)
-	for _, e := range []string{"plain", "parted", "dedupe", "sess", "load", "events"} {
+	for _, e := range []string{"plain", "parted", "dedupe", "sess", "load", "events", "big"} {
 		src.WaitFor(t, 60*time.Second, func() error { return serving(t, src, e, 3) })
 	}
 	want := contents(t, n)
