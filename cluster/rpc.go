@@ -456,6 +456,14 @@ func (s *rpcService) serveWire(m wire.Method, body []byte) (wire.Message, error)
 	case wire.MethodCancel:
 		c := &wire.CancelCall{}
 		return serve(c, func() wire.Message { return &wire.Cancelled{OK: s.cancelInflight(c.ID)} })
+	case wire.MethodBackup:
+		c := &wire.Backup{}
+		return serve(c, func() wire.Message {
+			ctx, cancel := context.WithCancel(n.rpc.ctx)
+			defer cancel()
+			r := n.serveBackup(ctx, c)
+			return &r
+		})
 	}
 	return nil, fmt.Errorf("unknown method %v", m)
 }

@@ -6,7 +6,8 @@
 // FileSnapshotStore (retain 2), under <data>/partitions/<entity>/<n>/. The Engine runs
 // one goroutine of its own (runCompactor), stopped by Engine.Close. It offers the typed API the
 // cluster layer calls (Enqueue, Receive, Settle, RenewLock, Peek, Schedule, Cancel,
-// sessions, Stats, UpdateEntity, Purge) and does the leader-only work the pure fsm cannot:
+// sessions, Stats, UpdateEntity, Purge; Backup and RestoreBackup, backup.go, for a
+// cluster backup) and does the leader-only work the pure fsm cannot:
 // reading the clock, choosing lock-token salt, and proposing ticks.
 //
 // Monitoring (metrics.go): Metrics reads raft's indexes and the replica's atomic

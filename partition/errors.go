@@ -22,6 +22,8 @@ var (
 	ErrOutcomeUnknown = errors.New("partition: outcome unknown")
 	// ErrClosed: the partition is shut down.
 	ErrClosed = errors.New("partition: closed")
+	// ErrNotEmpty: RestoreBackup refuses a partition that already holds state.
+	ErrNotEmpty = errors.New("partition: not empty")
 )
 
 // NotLeaderError says which replica leads the group, when this one knows.

@@ -22,6 +22,8 @@ import (
 //	DELETE /$cluster/nodes/{id}                              204
 //	POST   /$cluster/partitions/{groupId}/transfer-leader    204 (?to=NODE, optional)
 //	GET    /$cluster/rebalance                               RebalanceStatus
+//	GET    /$cluster/backup                                  a backup archive (backup.go)
+//	POST   /$cluster/restore                                 RestoreResult (body: an archive)
 //
 // It is authorized like the rest of the API (a SAS token with the Manage right), and
 // answers errors as a JSON ClusterError rather than Service Bus XML: its only clients
@@ -95,6 +97,16 @@ func (h *Handler) clusterRequest(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusNotFound, "this node does not serve the cluster API: it runs without a cluster")
 	}
 	switch {
+	case len(segs) == 1 && segs[0] == "backup":
+		if err := allow(http.MethodGet); err != nil {
+			return err
+		}
+		return h.serveBackup(w, r, "backup")
+	case len(segs) == 1 && segs[0] == "restore":
+		if err := allow(http.MethodPost); err != nil {
+			return err
+		}
+		return h.serveBackup(w, r, "restore")
 	case len(segs) == 1 && segs[0] == "status":
 		if err := allow(http.MethodGet); err != nil {
 			return err
@@ -198,8 +210,10 @@ func clusterStatusCode(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, meta.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, meta.ErrExists):
+	case errors.Is(err, meta.ErrExists), errors.Is(err, ErrNotEmpty):
 		return http.StatusConflict
+	case errors.Is(err, ErrBadArchive):
+		return http.StatusUnprocessableEntity
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.Canceled):

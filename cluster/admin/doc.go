@@ -4,7 +4,8 @@
 // (protocol.md §10), plus /healthz, /readyz, the emulator's /health, /metrics and (with
 // --pprof) /debug/pprof/ for operators (unauthenticated GETs; handlers given in Config,
 // docs/observability.md), and the JSON cluster API under /$cluster/ (clusterapi.go)
-// over the Cluster interface the node implements.
+// over the Cluster interface the node implements, with backup and restore (backup.go:
+// the archive format, its writer and its verifier, over the optional Backups interface).
 //
 // The handler owns no state. It reads and changes the metadata through the small Store
 // interface defined here (P9: the consumer owns it), which package cluster implements

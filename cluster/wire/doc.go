@@ -7,7 +7,8 @@
 //     (Idempotent) and writes and reads its own fields. Op numbers them, append only.
 //     Adding an operation is one type here, one partition method and one router method.
 //   - the other calls a node serves its peers (msgs.go: Multi, Wait, MetaApply,
-//     GroupStatus, Transfer, Digests, MetaDigest, CancelCall) and their replies,
+//     GroupStatus, Transfer, Digests, MetaDigest, CancelCall; backup.go: Backup, the
+//     chunked steps of a partition's backup or restore) and their replies,
 //     numbered by Method, append only; Result and Error (result.go) carry outcomes.
 //   - the codec (codec.go): hand-written append and decode functions over the field
 //     encoding of internal/binenc (varints, length-prefixed strings), shared with the

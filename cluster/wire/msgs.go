@@ -25,12 +25,13 @@ const (
 	MethodDigests                       // Empty → Digests
 	MethodMetaDigest                    // Empty → MetaDigest
 	MethodCancel                        // CancelCall → Cancelled: cancel a long-poll whose caller gave up
+	MethodBackup                        // Backup → BackupReply: one step of a partition's backup or restore (backup.go)
 
 	methodEnd
 )
 
 var methodNames = [...]string{"", "Call", "Multi", "WaitChange", "MetaApply", "GroupStatus", "Transfer", "HandOver",
-	"RemoveNode", "Digests", "MetaDigest", "Cancel"}
+	"RemoveNode", "Digests", "MetaDigest", "Cancel", "Backup"}
 
 // String is the method's name, as version 1 (net/rpc) named it.
 func (m Method) String() string {

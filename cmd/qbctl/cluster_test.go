@@ -390,6 +390,7 @@ func TestClusterTypesMatchTheAPI(t *testing.T) {
 			Joining: []string{"c"}, CatchingUp: []string{"d"}, Leaving: []string{"e"}}}, Nodes: []admin.RebalanceNode{{ID: "f",
 			Zone: "g", State: "up", Replicas: 3, Leading: 4, ReplicasEven: true, LeadingEven: true}}, EvenReplicas: 1.5,
 			EvenLeading: 2.5, Balanced: true, Done: true}, &rebalanceStatus{}},
+		{admin.RestoreResult{Queues: 1, Topics: 2, Subscriptions: 3, Keys: 4, Partitions: 5, Bytes: 6}, &restoreResult{}},
 	} {
 		want, _ := json.Marshal(tc.api)
 		if err := json.Unmarshal(want, tc.local); err != nil {

@@ -127,7 +127,7 @@ func (g *globals) rootCmd() *cobra.Command {
 	add("entities", g.entityCmd(kindQueue), g.entityCmd(kindTopic), g.entityCmd(kindSubscription), g.ruleCmd())
 	add("messages", g.peekCmd(), g.sendCmd(), g.receiveCmd(), g.dlqCmd())
 	add("entities", g.applyCmd())
-	add("namespace", g.statusCmd(), g.keyCmd(), g.namespaceCmd(), g.clusterCmd(), g.nodeCmd(), g.partitionCmd(), g.versionCmd())
+	add("namespace", g.statusCmd(), g.keyCmd(), g.namespaceCmd(), g.clusterCmd(), g.nodeCmd(), g.partitionCmd(), g.backupCmd(), g.versionCmd())
 	return root
 }
 
