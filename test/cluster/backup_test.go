@@ -372,6 +372,15 @@ func TestBackupRestore(t *testing.T) {
 	if !equalContents(t, restored, got) {
 		t.Fatal("the restored cluster does not hold what the backup held")
 	}
+	// A cluster of another size takes the same archive: here a single node, whose
+	// partitions have one replica each.
+	single := harness.Start(t)
+	if out, err := single.Qbctl(t, "backup", "restore", file); err != nil {
+		t.Fatalf("backup restore into a single node: %v\n%s", err, out)
+	}
+	if !equalContents(t, restored, contents(t, single)) {
+		t.Fatal("the restored single node does not hold what the backup held")
+	}
 
 	// The load queue holds a prefix of what was sent: everything acknowledged before the
 	// backup started, nothing never sent.
