@@ -7,6 +7,9 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/hashicorp/raft"
+
+	"github.com/quorumbus/quorumbus/cluster/meta"
 	"github.com/quorumbus/quorumbus/cluster/metagroup"
 )
 
@@ -18,8 +21,9 @@ import (
 // So readiness has two phases (docs/operations.md § What readiness means):
 //
 //   - Until the node has been ready once since it started, it is strict: every group it
-//     hosts has a leader, and every replica here is within ReadyMaxLag entries of its
-//     leader, whose leader answers within ReadyTimeout. A rolling restart waits for this
+//     hosts has a leader, every replica placed here is a voter of its group (votersHere),
+//     and every replica here is within ReadyMaxLag entries of its leader, whose leader
+//     answers within ReadyTimeout. A rolling restart waits for this
 //     before it stops the next node, so it never stops a second replica of a group
 //     whose first is still catching up.
 //   - From then on, what other nodes fail at no longer makes it unready: a hosted group
@@ -55,6 +59,9 @@ func (n *Node) caughtUp(ctx context.Context, strict bool) error {
 	}
 	if strict {
 		if err := n.Ready(); err != nil {
+			return err
+		}
+		if err := n.votersHere(); err != nil {
 			return err
 		}
 	}
@@ -117,4 +124,46 @@ func (n *Node) caughtUp(ctx context.Context, strict bool) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// votersHere reports a replica placed on this node that its group does not count as a
+// voter (yet): a node back from a restart holds its share of a group only once the
+// group's leader has promoted its replica, and a rolling restart that stopped the next
+// node before would leave that group's quorum to the others alone. A caught-up replica
+// can still be a non-voter for a while: one re-added while its node was down, whose
+// leader promotes it at its next reconcile pass.
+func (n *Node) votersHere() error {
+	placed := map[uint32]bool{}
+	n.meta.Read(func(s *meta.State) {
+		for _, pl := range s.PlacementsView() {
+			for _, p := range pl.Partitions {
+				if containsNode(p.Replicas, n.cfg.NodeID) {
+					placed[p.GroupID] = true
+				}
+			}
+		}
+	})
+	n.mu.RLock()
+	rs := make([]*replica, 0, len(placed))
+	for id, r := range n.parts {
+		if placed[id] {
+			rs = append(rs, r)
+		}
+	}
+	n.mu.RUnlock()
+	sort.Slice(rs, func(i, j int) bool { return rs[i].cfg.GroupID < rs[j].cfg.GroupID })
+	for _, r := range rs {
+		servers, err := r.p.Servers()
+		if err != nil {
+			return fmt.Errorf("partition %d of %s: reading its configuration: %w", r.index, r.entity, err)
+		}
+		voter := false
+		for _, s := range servers {
+			voter = voter || (string(s.ID) == n.cfg.NodeID && s.Suffrage == raft.Voter)
+		}
+		if !voter {
+			return fmt.Errorf("partition %d of %s: the replica here is not a voter yet (its leader promotes it once it has caught up)", r.index, r.entity)
+		}
+	}
+	return nil
 }
