@@ -20,7 +20,10 @@ import (
 // createQueue creates queue name through node n's admin API.
 func createQueue(t *testing.T, n *harness.Node, name string, props *admin.QueueProperties) {
 	t.Helper()
-	if _, err := n.AdminClient(t).CreateQueue(ctxT(t, 30*time.Second), name, &admin.CreateQueueOptions{Properties: props}); err != nil {
+	// 60 s: the server acknowledges a committed create after at most its own 30 s
+	// (commit, then up to ServeWait for the partitions); a 16-partition queue on a
+	// loaded machine took longer than the 30 s this helper gave.
+	if _, err := n.AdminClient(t).CreateQueue(ctxT(t, 60*time.Second), name, &admin.CreateQueueOptions{Properties: props}); err != nil {
 		t.Fatalf("create queue %s: %v", name, err)
 	}
 }
