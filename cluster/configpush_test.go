@@ -17,7 +17,7 @@ import (
 // without it until the next pass, and a message sent meanwhile was not copied to it.
 // On a loaded 3-node cluster the SDK test that creates a session subscription and sends
 // at once received only the later messages. A pass must push what the metadata says
-// when it pushes.
+// when it pushes (S-TOP-1: a subscription gets every message sent after it exists).
 func TestSlowReconcileKeepsANewSubscription(t *testing.T) {
 	// The leader's first pass after it is named is held after reading; the passes after
 	// it wait at the same point until the checks are done, so none repairs what the held

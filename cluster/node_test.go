@@ -324,7 +324,7 @@ func TestAutoForwarding(t *testing.T) {
 // Keyless sends go round-robin over an entity's partitions, each entity on its own
 // turn: with one turn for the node, a sender whose messages alternated with another
 // entity's landed on every other partition only, and the first of them to fill
-// refused sends while the entity held a fraction of its size (an E2E_CLUSTER run
+// refused sends (S-SEND-6) while the entity held a fraction of its size (an E2E_CLUSTER run
 // accepted 10 MB into 16 partitions of 1 MB while other tests sent through the node).
 func TestKeylessSendsSpreadPerEntity(t *testing.T) {
 	nd := startNode(t, t.TempDir())
